@@ -1,0 +1,96 @@
+#pragma once
+// The checkpoint's table of contents: DCP's `torch.distributed.checkpoint.metadata` classes.
+// The `.metadata` file is a pickle of `Metadata`; see docs/format.md.
+
+#include <dcpp/state_dict/flatten.h>
+
+#include <c10/core/Layout.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dcpp {
+
+/// One saved box of a tensor, in global coordinates.
+struct ChunkStorageMetadata {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+  bool operator==(const ChunkStorageMetadata& o) const {
+    return offsets == o.offsets && sizes == o.sizes;
+  }
+};
+
+/// DCP's `_MEM_FORMAT_ENCODING`.
+enum class MemoryFormatEncoding : int64_t { kContiguous = 0, kChannelsLast = 1, kPreserve = 2 };
+
+struct TensorProperties {
+  at::ScalarType dtype = at::kFloat;
+  at::Layout layout = at::kStrided;
+  bool requires_grad = false;
+  MemoryFormatEncoding memory_format = MemoryFormatEncoding::kContiguous;
+  bool pin_memory = false;
+};
+
+struct TensorStorageMetadata {
+  TensorProperties properties;
+  std::vector<int64_t> size;  // global shape
+  std::vector<ChunkStorageMetadata> chunks;
+};
+
+/// A non-tensor value, saved as `torch.save` of the object.
+struct BytesStorageMetadata {};
+
+using StorageMetadata = std::variant<TensorStorageMetadata, BytesStorageMetadata>;
+
+/// Names one saved item: a tensor chunk (`offset` set) or a bytes value. `index` is only a hint
+/// (the position of the chunk in `TensorStorageMetadata::chunks`) and takes no part in equality.
+struct MetadataIndex {
+  std::string fqn;
+  std::optional<std::vector<int64_t>> offset;
+  std::optional<int64_t> index;
+
+  bool operator==(const MetadataIndex& o) const { return fqn == o.fqn && offset == o.offset; }
+  bool operator<(const MetadataIndex& o) const {
+    return std::tie(fqn, offset) < std::tie(o.fqn, o.offset);
+  }
+};
+
+/// Where an item's bytes lie: `[offset, offset + length)` of `relative_path` in the checkpoint.
+struct StorageInfo {
+  std::string relative_path;
+  int64_t offset = 0;
+  int64_t length = 0;
+  /// Stream transforms applied on save ("stream.zstd/1"); dcpp writes none and reads none.
+  std::vector<std::string> transform_descriptors;
+};
+
+/// DCP's `StorageMeta`: who wrote the checkpoint.
+struct StorageMeta {
+  std::optional<std::string> checkpoint_id;
+  std::string save_id;
+  std::string load_id;
+  std::vector<std::string> modules;
+};
+
+/// Keyed maps keep DCP's insertion order, which is the order Python shows them in.
+template <typename Value>
+using OrderedEntries = std::vector<std::pair<std::string, Value>>;
+
+struct Metadata {
+  OrderedEntries<StorageMetadata> state_dict_metadata;
+  /// flat key -> object path, for keys that must be un-flattened (FQNs hold dots).
+  OrderedEntries<ObjectPath> planner_data;
+  std::vector<std::pair<MetadataIndex, StorageInfo>> storage_data;
+  std::optional<StorageMeta> storage_meta;
+  /// "1.0.0" from PyTorch 2.8; absent before.
+  std::optional<std::string> version;
+};
+
+}  // namespace dcpp

@@ -1,0 +1,60 @@
+#pragma once
+// `data.pkl`, the pickle inside every `torch.save` archive: for a tensor item it rebuilds one
+// tensor over storage record "data/0"; for a bytes item it is the pickled value itself.
+//
+// Encoding matches Python's `torch.save` (pickle protocol 2) byte for byte where the value allows.
+// Decoding runs dcpp's restricted unpickler: only the globals `torch.save` emits for tensors and
+// plain values are accepted, nothing is ever called, and anything else is a CheckpointError that
+// names the global and `what`.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp::detail {
+
+/// A tensor as `data.pkl` describes it: a view over storage record `data/<storage_key>`.
+struct TensorRef {
+  std::string storage_key;  // "0"
+  at::ScalarType dtype = at::kFloat;
+  int64_t storage_numel = 0;  // elements in the storage record
+  int64_t storage_offset = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  bool requires_grad = false;
+};
+
+/// `torch.save(tensor)`'s data.pkl: `_rebuild_tensor_v2(persistent storage, offset, size, stride,
+/// requires_grad, OrderedDict())`. Throws CheckpointError for a dtype Python cannot name.
+std::string encode_tensor_pickle(const TensorRef& tensor);
+
+/// `torch.save(value)`'s data.pkl for a non-tensor value: None, bool, int, float, str, tuple,
+/// list (generic or typed) and dict (str or int keys) of those, and tensors, which are given storage
+/// keys "0", "1", ... in the order met and appended to `tensors` for the caller to store as
+/// `data/<key>` records. Throws CheckpointError for any other IValue (objects, futures, ...).
+std::string encode_value_pickle(const c10::IValue& value, std::vector<at::Tensor>& tensors);
+
+/// Decodes a tensor item's data.pkl. Throws CheckpointError naming `what` when it is not exactly one
+/// rebuilt tensor, or its dtype, sizes or strides are invalid.
+TensorRef decode_tensor_pickle(std::string_view pickle, std::string_view what);
+
+/// Decodes a bytes item's data.pkl into an IValue: None, bool, int, float, str, tuple (as a
+/// Tuple), list (as a generic list), dict (str or int keys; as a generic dict, order kept),
+/// tensors (each built by `load_tensor`). Python objects of other classes are a CheckpointError
+/// that names the class's global and `what`.
+c10::IValue decode_value_pickle(std::string_view pickle,
+                                const std::function<at::Tensor(const TensorRef&)>& load_tensor,
+                                std::string_view what);
+
+/// The Python storage class name for a dtype ("FloatStorage"), or throws CheckpointError.
+std::string storage_class_name(at::ScalarType dtype);
+/// The dtype of a storage class name, or throws CheckpointError naming it.
+at::ScalarType dtype_from_storage_class(std::string_view name);
+
+}  // namespace dcpp::detail

@@ -1,0 +1,19 @@
+#pragma once
+// The one exception type dcpp throws for anything wrong with a checkpoint, its input or its storage.
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace dcpp {
+
+/// Thrown by every dcpp operation that fails: bad input, a malformed or hostile checkpoint, an I/O
+/// error, a failed rank. Derives from `c10::Error` so code that already catches libtorch errors
+/// catches dcpp's too. `what()` is the message alone, with no C++ backtrace: messages name the key,
+/// file or rank involved and say what to do.
+class CheckpointError : public c10::Error {
+ public:
+  explicit CheckpointError(std::string message) : c10::Error(std::move(message), /*backtrace=*/"") {}
+};
+
+}  // namespace dcpp

@@ -1,0 +1,73 @@
+#include <dcpp/state_dict/sharded_tensor.h>
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+namespace dcpp {
+
+namespace {
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream out;
+  out << shape;
+  return out.str();
+}
+
+}  // namespace
+
+ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards)
+    : global_shape_(std::move(global_shape)), local_shards_(std::move(local_shards)) {
+  for (std::size_t i = 0; i < local_shards_.size(); ++i) {
+    const Shard& shard = local_shards_[i];
+    const std::string which = "shard " + std::to_string(i) + " (offsets " +
+                              shape_string(shard.offsets) + ", sizes " +
+                              shape_string(shard.tensor.sizes()) + ")";
+    if (!shard.tensor.defined()) {
+      throw CheckpointError("ShardedTensor: " + which + " has no tensor");
+    }
+    if (shard.offsets.size() != global_shape_.size() ||
+        static_cast<std::size_t>(shard.tensor.dim()) != global_shape_.size()) {
+      throw CheckpointError("ShardedTensor: " + which + " does not have the " +
+                            std::to_string(global_shape_.size()) + " dimensions of global shape " +
+                            shape_string(global_shape_));
+    }
+    for (std::size_t d = 0; d < global_shape_.size(); ++d) {
+      if (shard.offsets[d] < 0 || shard.offsets[d] + shard.tensor.size(d) > global_shape_[d]) {
+        throw CheckpointError("ShardedTensor: " + which + " lies outside global shape " +
+                              shape_string(global_shape_) + " in dimension " + std::to_string(d));
+      }
+    }
+    if (shard.tensor.scalar_type() != local_shards_.front().tensor.scalar_type()) {
+      throw CheckpointError("ShardedTensor: " + which + " has dtype " +
+                            std::string(c10::toString(shard.tensor.scalar_type())) +
+                            " but shard 0 has " +
+                            c10::toString(local_shards_.front().tensor.scalar_type()));
+    }
+  }
+}
+
+ShardedTensor ShardedTensor::from_chunk_of(const at::Tensor& full, int64_t dim, int64_t part,
+                                           int64_t num_parts) {
+  if (dim < 0 || dim >= full.dim() || num_parts <= 0 || part < 0 || part >= num_parts) {
+    throw CheckpointError("ShardedTensor::from_chunk_of: part " + std::to_string(part) + " of " +
+                          std::to_string(num_parts) + " along dim " + std::to_string(dim) +
+                          " is not valid for a tensor of shape " + shape_string(full.sizes()));
+  }
+  const int64_t length = full.size(dim);
+  const int64_t base = length / num_parts;
+  const int64_t longer = length % num_parts;
+  const int64_t begin = part * base + std::min(part, longer);
+  const int64_t size = base + (part < longer ? 1 : 0);
+  std::vector<int64_t> offsets(full.dim(), 0);
+  offsets[dim] = begin;
+  return ShardedTensor(full.sizes().vec(), {Shard{full.narrow(dim, begin, size), offsets}});
+}
+
+at::ScalarType ShardedTensor::dtype() const {
+  return local_shards_.empty() ? at::kFloat : local_shards_.front().tensor.scalar_type();
+}
+
+}  // namespace dcpp

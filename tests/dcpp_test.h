@@ -1,0 +1,40 @@
+#pragma once
+// What every dcpp test includes: Catch2 (v2 or v3) and small helpers.
+
+#ifdef DCPP_CATCH2_V3
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <string>
+
+namespace dcpp::test {
+
+/// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// Where the PyTorch fixtures are: tests/fixtures/pytorch-2.6/<name>.
+std::filesystem::path fixture(const std::string& name);
+
+/// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
+bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace dcpp::test
