@@ -7,3 +7,11 @@
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/stateful.h>
 #include <dcpp/checkpoint/metadata.h>
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/filesystem_reader.h>
+#include <dcpp/checkpoint/filesystem_writer.h>
+#include <dcpp/checkpoint/load_planner.h>
+#include <dcpp/checkpoint/plan.h>
+#include <dcpp/checkpoint/save_planner.h>
+#include <dcpp/checkpoint/storage_reader.h>
+#include <dcpp/checkpoint/storage_writer.h>

@@ -1,0 +1,30 @@
+#pragma once
+// Where a checkpoint's bytes go: DCP's `StorageWriter`.
+
+#include <dcpp/checkpoint/metadata.h>
+#include <dcpp/checkpoint/plan.h>
+#include <dcpp/checkpoint/save_planner.h>
+
+#include <vector>
+
+namespace dcpp {
+
+/// One save, on every rank: set_up, [prepare_global_plan on the coordinator], write_data, then
+/// [finish on the coordinator, after every rank's write_data returned]. A writer is reused for
+/// later saves only after `finish` or a failure. Implementations throw CheckpointError.
+class StorageWriter {
+ public:
+  virtual ~StorageWriter() = default;
+  virtual void set_up(int rank, bool is_coordinator) = 0;
+  /// Sets each rank's `storage_data` (plans[i] belongs to rank i).
+  virtual std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) = 0;
+  /// Writes the items of this rank's final plan, getting their data from `planner.resolve_data`.
+  /// Blocks until written (and durable, if the writer syncs). Nothing is visible as a checkpoint
+  /// until `finish`.
+  virtual std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) = 0;
+  /// Records every rank's results in `metadata.storage_data` and commits the checkpoint. Once this
+  /// returns the checkpoint is complete; if it throws, no previous checkpoint was damaged.
+  virtual void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) = 0;
+};
+
+}  // namespace dcpp

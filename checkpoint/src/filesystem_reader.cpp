@@ -1,0 +1,198 @@
+// The file system reader. `.metadata` is decoded by dcpp's restricted unpickler; every file it
+// names must lie inside the checkpoint directory, and every item must lie inside its file, before
+// any data is read. Items of one data file are read by one thread, in file order.
+
+#include <dcpp/checkpoint/filesystem_reader.h>
+
+#include "file_io.h"
+#include "item_codec.h"
+#include "metadata_pickle.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <map>
+
+namespace dcpp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Items this small are read in one call and decoded from memory.
+constexpr uint64_t kSmallItem = 256 * 1024;
+
+void check_relative_path(const std::string& path, const fs::path& directory) {
+  const fs::path relative(path);
+  bool escapes = path.empty() || relative.is_absolute() || path.find('\0') != std::string::npos;
+  for (const fs::path& part : relative) {
+    escapes = escapes || part == ".." || part == ".";
+  }
+  if (escapes) {
+    throw CheckpointError("checkpoint " + directory.string() + ": .metadata names data file '" +
+                          path + "', which is not inside the checkpoint directory; refusing to "
+                          "read it (the .metadata is malformed or hostile)");
+  }
+}
+
+class FileSystemReader final : public StorageReader {
+ public:
+  FileSystemReader(fs::path directory, FileSystemReaderOptions options)
+      : directory_(std::move(directory)), options_(options) {
+    if (options_.thread_count < 1) {
+      throw CheckpointError("FileSystemReaderOptions::thread_count must be at least 1, not " +
+                            std::to_string(options_.thread_count));
+    }
+  }
+
+  Metadata read_metadata() override {
+    const fs::path path = directory_ / ".metadata";
+    if (!fs::exists(path)) {
+      throw CheckpointError("no complete checkpoint at " + directory_.string() +
+                            ": .metadata is missing (the directory does not exist, or a save "
+                            "into it did not finish)");
+    }
+    detail::File file(path, detail::File::Mode::kRead);
+    std::string bytes(file.size(), '\0');
+    file.read_exactly(0, bytes.data(), bytes.size());
+    Metadata metadata = detail::decode_metadata(bytes, path.string());
+    for (const auto& [index, info] : metadata.storage_data) {
+      check_relative_path(info.relative_path, directory_);
+    }
+    return metadata;
+  }
+
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
+    storage_.clear();
+    for (const auto& [index, info] : metadata.storage_data) {
+      check_relative_path(info.relative_path, directory_);
+      if (!info.transform_descriptors.empty()) {
+        throw CheckpointError("checkpoint " + directory_.string() + ": item '" + index.fqn +
+                              "' was saved with stream transforms (" +
+                              info.transform_descriptors.front() +
+                              "), which dcpp does not read; re-save it without them");
+      }
+      storage_.emplace(index, &info);
+    }
+    tensors_.clear();
+    for (const auto& [key, storage] : metadata.state_dict_metadata) {
+      if (const auto* tensor = std::get_if<TensorStorageMetadata>(&storage)) {
+        tensors_.emplace(key, tensor);
+      }
+    }
+  }
+
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
+    std::map<std::string, std::vector<const ReadItem*>> by_file;
+    for (const ReadItem& item : plan.items) {
+      by_file[storage_info(item.storage_index).relative_path].push_back(&item);
+    }
+    std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
+                                                                            by_file.end());
+    tbb::task_arena arena(options_.thread_count);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, files.size(), [&](std::size_t i) {
+        read_file(files[i].first, files[i].second, planner);
+      });
+    });
+  }
+
+ private:
+  const StorageInfo& storage_info(const MetadataIndex& index) const {
+    auto found = storage_.find(index);
+    if (found == storage_.end()) {
+      throw CheckpointError("checkpoint " + directory_.string() + ": .metadata has no storage "
+                            "entry for a chunk of '" + index.fqn +
+                            "'; the checkpoint is incomplete or malformed");
+    }
+    return *found->second;
+  }
+
+  void read_file(const std::string& name, std::vector<const ReadItem*> items,
+                 LoadPlanner& planner) const {
+    std::sort(items.begin(), items.end(), [&](const ReadItem* a, const ReadItem* b) {
+      return storage_info(a->storage_index).offset < storage_info(b->storage_index).offset;
+    });
+    const detail::File file(directory_ / name, detail::File::Mode::kRead);
+    const uint64_t file_size = file.size();
+    for (const ReadItem* item : items) {
+      const StorageInfo& info = storage_info(item->storage_index);
+      const std::string where = "data file " + (directory_ / name).string() + ", key '" +
+                                item->storage_index.fqn + "'";
+      if (info.offset < 0 || info.length < 0 ||
+          static_cast<uint64_t>(info.offset) > file_size ||
+          static_cast<uint64_t>(info.length) > file_size - static_cast<uint64_t>(info.offset)) {
+        throw CheckpointError(where + ": the item at bytes [" + std::to_string(info.offset) +
+                              ", " + std::to_string(info.offset + info.length) +
+                              ") lies past the end of the " + std::to_string(file_size) +
+                              "-byte file; the file is truncated, load an earlier checkpoint");
+      }
+      const uint64_t length = static_cast<uint64_t>(info.length);
+      std::string small;
+      std::unique_ptr<detail::ByteSource> source;
+      if (length <= kSmallItem) {
+        small.resize(length);
+        file.read_exactly(static_cast<uint64_t>(info.offset), small.data(), length);
+        source = std::make_unique<detail::MemorySource>(small, where);
+      } else {
+        source = std::make_unique<detail::FileRangeSource>(
+            file, static_cast<uint64_t>(info.offset), length, where);
+      }
+      if (item->type == LoadItemType::kBytes) {
+        planner.load_bytes(*item, detail::read_bytes_item(*source, options_.verify_checksums));
+      } else {
+        read_tensor(*item, *source, planner);
+      }
+    }
+  }
+
+  void read_tensor(const ReadItem& item, const detail::ByteSource& source,
+                   LoadPlanner& planner) const {
+    auto found = tensors_.find(item.storage_index.fqn);
+    if (found == tensors_.end()) {
+      throw CheckpointError(source.describe() + ": .metadata does not describe it as a tensor");
+    }
+    const TensorStorageMetadata& tensor = *found->second;
+    const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
+    const int64_t hint = item.storage_index.index.value_or(-1);
+    const ChunkStorageMetadata* chunk = nullptr;
+    if (hint >= 0 && hint < static_cast<int64_t>(chunks.size()) &&
+        chunks[static_cast<std::size_t>(hint)].offsets == item.storage_index.offset) {
+      chunk = &chunks[static_cast<std::size_t>(hint)];
+    } else {
+      for (const auto& candidate : chunks) {
+        if (candidate.offsets == item.storage_index.offset) {
+          chunk = &candidate;
+        }
+      }
+    }
+    if (chunk == nullptr) {
+      throw CheckpointError(source.describe() + ": .metadata lists no chunk at these offsets");
+    }
+    detail::TensorReadRequest request;
+    request.dest = planner.resolve_tensor(item);
+    request.storage_offsets = item.storage_offsets;
+    request.lengths = item.lengths;
+    request.expected_dtype = tensor.properties.dtype;
+    request.expected_chunk_sizes = chunk->sizes;
+    detail::read_tensor_item(source, request, options_.verify_checksums);
+    planner.commit_tensor(item, request.dest);
+  }
+
+  fs::path directory_;
+  FileSystemReaderOptions options_;
+  std::map<MetadataIndex, const StorageInfo*> storage_;
+  std::map<std::string, const TensorStorageMetadata*> tensors_;
+};
+
+}  // namespace
+
+std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
+                                                      FileSystemReaderOptions options) {
+  return std::make_unique<FileSystemReader>(std::move(directory), options);
+}
+
+}  // namespace dcpp

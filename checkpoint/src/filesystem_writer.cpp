@@ -1,0 +1,238 @@
+// The file system writer's commit protocol. Every rank writes its data files
+// (`__<rank>_<n>.distcp`), flushes and fsyncs them. Then the coordinator writes `.metadata.tmp`,
+// fsyncs it, renames it to `.metadata` and fsyncs the directory: `.metadata` appears, complete,
+// only after every byte it points at is durable, so its presence marks a complete checkpoint.
+//
+// Saving into a directory that already holds a checkpoint is refused unless `overwrite` is set;
+// then the new data files get names no existing file has (`__<rank>_<tag>_<n>.distcp`), so the old
+// checkpoint stays intact and loadable until the rename replaces its `.metadata`, after which the
+// coordinator removes the old checkpoint's data files.
+
+#include <dcpp/checkpoint/filesystem_writer.h>
+
+#include "file_io.h"
+#include "item_codec.h"
+#include "logging.h"
+#include "metadata_pickle.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <set>
+
+namespace dcpp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kMetadataFile = ".metadata";
+constexpr const char* kMetadataTempFile = ".metadata.tmp";
+constexpr const char* kDataSuffix = ".distcp";
+
+std::string random_tag() {
+  std::mt19937_64 random(std::random_device{}() ^
+                         static_cast<uint64_t>(
+                             std::chrono::steady_clock::now().time_since_epoch().count()));
+  static const char digits[] = "0123456789abcdef";
+  std::string tag;
+  for (int i = 0; i < 8; ++i) {
+    tag += digits[random() % 16];
+  }
+  return tag;
+}
+
+// DCP's `_split_by_size_and_type`: bytes items round-robin, then tensors from the largest, each
+// into the bucket with the fewest bytes so far.
+std::vector<std::vector<const WriteItem*>> split_by_size_and_type(int bins,
+                                                                  const std::vector<WriteItem>& items) {
+  std::vector<std::vector<const WriteItem*>> buckets(static_cast<std::size_t>(std::max(bins, 1)));
+  std::vector<int64_t> sizes(buckets.size(), 0);
+  std::vector<const WriteItem*> tensors;
+  std::size_t next = 0;
+  for (const WriteItem& item : items) {
+    if (item.is_tensor()) {
+      tensors.push_back(&item);
+    } else {
+      buckets[next++ % buckets.size()].push_back(&item);
+    }
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const WriteItem* a, const WriteItem* b) {
+    return a->tensor_storage_size() > b->tensor_storage_size();
+  });
+  for (const WriteItem* item : tensors) {
+    const std::size_t smallest =
+        static_cast<std::size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    buckets[smallest].push_back(item);
+    sizes[smallest] += item->tensor_storage_size();
+  }
+  return buckets;
+}
+
+class FileSystemWriter final : public StorageWriter {
+ public:
+  FileSystemWriter(fs::path directory, FileSystemWriterOptions options)
+      : directory_(std::move(directory)), options_(options) {
+    if (options_.thread_count < 1) {
+      throw CheckpointError("FileSystemWriterOptions::thread_count must be at least 1, not " +
+                            std::to_string(options_.thread_count));
+    }
+  }
+
+  void set_up(int rank, bool is_coordinator) override {
+    std::error_code error;
+    fs::create_directories(directory_, error);
+    if (error) {
+      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
+                            error.message());
+    }
+    if (!options_.overwrite && fs::exists(directory_ / kMetadataFile)) {
+      throw CheckpointError("directory " + directory_.string() +
+                            " already holds a checkpoint; save to a new directory, or set "
+                            "FileSystemWriterOptions::overwrite to replace it");
+    }
+  }
+
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
+    const std::string tag = fs::exists(directory_ / kMetadataFile) ? random_tag() + "_" : "";
+    for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+      plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+    }
+    return plans;
+  }
+
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override {
+    if (plan.storage_data.empty()) {
+      throw CheckpointError("save plan has no file prefix: prepare_global_plan was not applied");
+    }
+    std::vector<std::vector<const WriteItem*>> files;
+    if (options_.single_file_per_rank) {
+      files = split_by_size_and_type(options_.thread_count, plan.items);
+    } else {
+      for (const WriteItem& item : plan.items) {
+        files.push_back({&item});
+      }
+    }
+    std::vector<std::vector<WriteResult>> results(files.size());
+    tbb::task_arena arena(options_.thread_count);
+    arena.execute([&] {
+      tbb::parallel_for(std::size_t{0}, files.size(), [&](std::size_t n) {
+        results[n] = write_file(plan.storage_data + std::to_string(n) + kDataSuffix, files[n],
+                                planner);
+      });
+    });
+    std::vector<WriteResult> all;
+    for (auto& file_results : results) {
+      all.insert(all.end(), file_results.begin(), file_results.end());
+    }
+    return all;
+  }
+
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override {
+    std::set<std::string> referenced;
+    for (const auto& rank_results : results) {
+      for (const WriteResult& result : rank_results) {
+        metadata.storage_data.emplace_back(result.index, result.storage_data);
+        referenced.insert(result.storage_data.relative_path);
+      }
+    }
+    if (!metadata.storage_meta) {
+      metadata.storage_meta = StorageMeta{directory_.string(), random_tag(), "", {}};
+    }
+    const bool replacing = fs::exists(directory_ / kMetadataFile);
+    const std::string bytes = detail::encode_metadata(metadata);
+    {
+      detail::File file(directory_ / kMetadataTempFile, detail::File::Mode::kCreateTruncate);
+      file.write_all(bytes.data(), bytes.size());
+      if (options_.sync_files) {
+        file.sync();
+      }
+      file.close();
+    }
+    std::error_code error;
+    fs::rename(directory_ / kMetadataTempFile, directory_ / kMetadataFile, error);
+    if (error) {
+      throw CheckpointError("cannot commit checkpoint " + directory_.string() +
+                            ": renaming .metadata.tmp to .metadata failed: " + error.message());
+    }
+    if (options_.sync_files) {
+      detail::sync_directory(directory_);
+    }
+    if (replacing) {
+      remove_unreferenced_data_files(referenced);
+    }
+  }
+
+ private:
+  std::vector<WriteResult> write_file(const std::string& name,
+                                      const std::vector<const WriteItem*>& items,
+                                      SavePlanner& planner) {
+    detail::File file(directory_ / name, detail::File::Mode::kCreateTruncate);
+    detail::FileSink sink(file);
+    std::vector<WriteResult> results;
+    // Bytes items first, then tensors, as DCP orders a file.
+    for (bool tensors : {false, true}) {
+      for (const WriteItem* item : items) {
+        if (item->is_tensor() != tensors) {
+          continue;
+        }
+        const uint64_t offset = sink.position();
+        WriteItemData data = planner.resolve_data(*item);
+        uint64_t length = 0;
+        if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
+          length = detail::write_tensor_item(sink, *tensor);
+        } else {
+          length = detail::write_bytes_item(sink, std::get<c10::IValue>(data));
+        }
+        WriteResult result;
+        result.index = item->index;
+        result.size_in_bytes = static_cast<int64_t>(length);
+        result.storage_data =
+            StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(length), {}};
+        results.push_back(std::move(result));
+      }
+    }
+    sink.flush();
+    if (options_.sync_files) {
+      file.sync();
+    }
+    file.close();
+    return results;
+  }
+
+  // After a replacing commit: the data files of the previous checkpoint (DCP's `__*.distcp`
+  // names only; nothing else in the directory is touched).
+  void remove_unreferenced_data_files(const std::set<std::string>& referenced) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory_, error)) {
+      const std::string name = entry.path().filename().string();
+      const bool is_data_file = name.rfind("__", 0) == 0 && name.size() > 7 &&
+                                name.compare(name.size() - 7, 7, kDataSuffix) == 0;
+      if (is_data_file && referenced.count(name) == 0) {
+        std::error_code failed;
+        fs::remove(entry.path(), failed);
+        if (failed) {
+          detail::logger().warn("cannot remove old data file {}: {}", entry.path().string(),
+                                failed.message());
+        }
+      }
+    }
+  }
+
+  fs::path directory_;
+  FileSystemWriterOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<StorageWriter> make_filesystem_writer(std::filesystem::path directory,
+                                                      FileSystemWriterOptions options) {
+  return std::make_unique<FileSystemWriter>(std::move(directory), options);
+}
+
+}  // namespace dcpp

@@ -1,0 +1,249 @@
+// Data items as `torch.save` writes them: records data.pkl, .format_version, .storage_alignment,
+// byteorder, data/<key>..., version, .data/serialization_id, in that order, under root "archive".
+// Reading trusts nothing in the archive: sizes, dtypes, shapes and strides are checked against each
+// other and against the `.metadata` before a byte is copied.
+
+#include "item_codec.h"
+
+#include "torch_pickle.h"
+#include "zip_blob.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+namespace dcpp::detail {
+
+namespace {
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream out;
+  out << shape;
+  return out.str();
+}
+
+// A tensor that can be written straight from its storage: it covers its storage exactly once.
+bool owns_storage_densely(const at::Tensor& tensor) {
+  return tensor.storage_offset() == 0 && tensor.is_non_overlapping_and_dense() &&
+         tensor.storage().nbytes() ==
+             static_cast<std::size_t>(tensor.numel()) * tensor.element_size();
+}
+
+// PyTorch's serialization id: 20 digits of randomness and 20 digits of a per-process counter.
+std::string serialization_id() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t seed = std::random_device{}() ^
+                               static_cast<uint64_t>(
+                                   std::chrono::steady_clock::now().time_since_epoch().count());
+  char id[48];
+  std::snprintf(id, sizeof(id), "%020llu%020llu", static_cast<unsigned long long>(seed % 10000000000000000000ULL),
+                static_cast<unsigned long long>(counter.fetch_add(1)));
+  return id;
+}
+
+void add_string(ZipBlobWriter& zip, const char* name, const std::string& value) {
+  zip.add(name, value.data(), value.size());
+}
+
+void add_header_records(ZipBlobWriter& zip, const std::string& pickle) {
+  add_string(zip, "data.pkl", pickle);
+  add_string(zip, ".format_version", "1");
+  add_string(zip, ".storage_alignment", "64");
+  add_string(zip, "byteorder", "little");
+}
+
+uint64_t finish_archive(ZipBlobWriter& zip, uint64_t start, ByteSink& sink) {
+  add_string(zip, "version", "3\n");
+  add_string(zip, ".data/serialization_id", serialization_id());
+  zip.finish();
+  return sink.position() - start;
+}
+
+void add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& tensor) {
+  zip.add("data/" + key, tensor.storage().data(), tensor.storage().nbytes());
+}
+
+at::Tensor writable_form(const at::Tensor& tensor) {
+  if (!tensor.device().is_cpu()) {
+    throw CheckpointError("cannot write a tensor on " + tensor.device().str() +
+                          ": move it to the CPU first");
+  }
+  return owns_storage_densely(tensor) ? tensor : tensor.clone(at::MemoryFormat::Contiguous);
+}
+
+}  // namespace
+
+uint64_t write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
+  const at::Tensor data = writable_form(tensor);
+  TensorRef ref;
+  ref.storage_key = "0";
+  ref.dtype = data.scalar_type();
+  ref.storage_numel = data.numel();
+  ref.storage_offset = 0;
+  ref.sizes = data.sizes().vec();
+  ref.strides = data.strides().vec();
+  const uint64_t start = sink.position();
+  ZipBlobWriter zip(sink);
+  add_header_records(zip, encode_tensor_pickle(ref));
+  add_storage(zip, "0", data);
+  return finish_archive(zip, start, sink);
+}
+
+uint64_t write_bytes_item(ByteSink& sink, const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  const std::string pickle = encode_value_pickle(value, tensors);
+  const uint64_t start = sink.position();
+  ZipBlobWriter zip(sink);
+  add_header_records(zip, pickle);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    add_storage(zip, std::to_string(i), writable_form(tensors[i]));
+  }
+  return finish_archive(zip, start, sink);
+}
+
+namespace {
+
+void check_view(const TensorRef& ref, const ByteSource& source) {
+  if (ref.sizes.size() != ref.strides.size() || ref.storage_offset < 0 || ref.storage_numel < 0) {
+    throw CheckpointError(source.describe() + ": data.pkl describes an invalid tensor view");
+  }
+  int64_t last = ref.storage_offset;
+  bool empty = false;
+  for (std::size_t d = 0; d < ref.sizes.size(); ++d) {
+    if (ref.sizes[d] < 0 || ref.strides[d] < 0) {
+      throw CheckpointError(source.describe() + ": data.pkl has a negative size or stride");
+    }
+    empty = empty || ref.sizes[d] == 0;
+    if (ref.sizes[d] > 0 && ref.strides[d] > (INT64_MAX - last) / ref.sizes[d]) {
+      throw CheckpointError(source.describe() + ": data.pkl has sizes and strides that overflow");
+    }
+    last += (ref.sizes[d] - 1) * ref.strides[d];
+  }
+  if (!empty && last >= ref.storage_numel) {
+    throw CheckpointError(source.describe() + ": the tensor of size " + shape_string(ref.sizes) +
+                          " and stride " + shape_string(ref.strides) + " reaches past its " +
+                          std::to_string(ref.storage_numel) + "-element storage");
+  }
+}
+
+bool is_contiguous_view(const TensorRef& ref) {
+  int64_t expected = 1;
+  for (std::size_t d = ref.sizes.size(); d-- > 0;) {
+    if (ref.sizes[d] != 1 && ref.strides[d] != expected) {
+      return false;
+    }
+    expected *= ref.sizes[d];
+  }
+  return ref.storage_offset == 0;
+}
+
+// When the box [offsets, offsets + lengths) of a row-major tensor of `sizes` is one contiguous
+// range, its first element's linear index; otherwise -1.
+int64_t contiguous_range_start(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& offsets,
+                               const std::vector<int64_t>& lengths) {
+  std::size_t d = sizes.size();
+  while (d > 0 && offsets[d - 1] == 0 && lengths[d - 1] == sizes[d - 1]) {
+    --d;
+  }
+  // Dimensions before d-1 must have length 1 for the box to be one range.
+  for (std::size_t k = 0; k + 1 < d; ++k) {
+    if (lengths[k] != 1) {
+      return -1;
+    }
+  }
+  int64_t start = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    start = start * sizes[k] + offsets[k];
+  }
+  return start;
+}
+
+TensorRef read_tensor_ref(const ZipBlobReader& zip, const ByteSource& source, bool verify_crc) {
+  const std::string pickle = zip.read_string(zip.get("data.pkl"), verify_crc);
+  TensorRef ref = decode_tensor_pickle(pickle, source.describe());
+  check_view(ref, source);
+  return ref;
+}
+
+}  // namespace
+
+void read_tensor_item(const ByteSource& source, const TensorReadRequest& request,
+                      bool verify_crc) {
+  const ZipBlobReader zip(source);
+  const TensorRef ref = read_tensor_ref(zip, source, verify_crc);
+  if (ref.dtype != request.expected_dtype) {
+    throw CheckpointError(source.describe() + ": the stored tensor is " +
+                          c10::toString(ref.dtype) + " but .metadata says " +
+                          c10::toString(request.expected_dtype));
+  }
+  if (ref.sizes != request.expected_chunk_sizes) {
+    throw CheckpointError(source.describe() + ": the stored tensor has shape " +
+                          shape_string(ref.sizes) + " but .metadata says " +
+                          shape_string(request.expected_chunk_sizes));
+  }
+  const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
+  const int64_t element_size = static_cast<int64_t>(c10::elementSize(ref.dtype));
+  if (record.size != static_cast<uint64_t>(ref.storage_numel) * element_size) {
+    throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
+                          " holds " + std::to_string(record.size) + " bytes, not the " +
+                          std::to_string(ref.storage_numel * element_size) + " its tensor needs");
+  }
+  const at::Tensor& dest = request.dest;
+  const bool dest_direct = dest.is_contiguous() && dest.scalar_type() == ref.dtype &&
+                           dest.device().is_cpu();
+  const bool whole = request.lengths == ref.sizes &&
+                     std::all_of(request.storage_offsets.begin(), request.storage_offsets.end(),
+                                 [](int64_t o) { return o == 0; });
+  if (dest_direct && whole && is_contiguous_view(ref) && ref.storage_numel == dest.numel()) {
+    zip.read(record, dest.data_ptr(), verify_crc);
+    return;
+  }
+  // Part of a record: read only that range. Its CRC covers the whole record and is not checked.
+  if (dest_direct && !whole && is_contiguous_view(ref)) {
+    const int64_t start = contiguous_range_start(ref.sizes, request.storage_offsets,
+                                                 request.lengths);
+    if (start >= 0) {
+      zip.read_range(record, static_cast<uint64_t>(start * element_size), dest.data_ptr(),
+                     static_cast<std::size_t>(dest.numel() * element_size));
+      return;
+    }
+  }
+  at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
+  zip.read(record, storage.data_ptr(), verify_crc);
+  at::Tensor view = storage.as_strided(ref.sizes, ref.strides, ref.storage_offset);
+  for (std::size_t d = 0; d < request.lengths.size(); ++d) {
+    view = view.narrow(static_cast<int64_t>(d), request.storage_offsets[d], request.lengths[d]);
+  }
+  dest.copy_(view);
+}
+
+c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc) {
+  const ZipBlobReader zip(source);
+  const std::string pickle = zip.read_string(zip.get("data.pkl"), verify_crc);
+  return decode_value_pickle(
+      pickle,
+      [&](const TensorRef& ref) {
+        check_view(ref, source);
+        const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
+        const uint64_t expected = static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype);
+        if (record.size != expected) {
+          throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
+                                " holds " + std::to_string(record.size) + " bytes, not " +
+                                std::to_string(expected));
+        }
+        at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
+        zip.read(record, storage.data_ptr(), verify_crc);
+        return storage.as_strided(ref.sizes, ref.strides, ref.storage_offset);
+      },
+      source.describe());
+}
+
+}  // namespace dcpp::detail
