@@ -100,6 +100,10 @@ class StateValue {
   StateValue(StateDict dict);  // NOLINT
   StateValue(StateList list);  // NOLINT
   StateValue(std::shared_ptr<Stateful> stateful);  // NOLINT
+  /// Any Stateful subclass (include <dcpp/state_dict/stateful.h> to define one).
+  template <typename T, typename = std::enable_if_t<std::is_base_of_v<Stateful, T>>>
+  StateValue(std::shared_ptr<T> stateful)  // NOLINT
+      : StateValue(std::shared_ptr<Stateful>(std::move(stateful))) {}
   StateValue(const char* s) : StateValue(c10::IValue(std::string(s))) {}  // NOLINT
   StateValue(std::string s) : StateValue(c10::IValue(std::move(s))) {}  // NOLINT
   /// bool stays bool; other integers become int64, floating types double.

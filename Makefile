@@ -1,0 +1,50 @@
+# The newcomer's commands. `make demo` and `make test` install what is missing from Debian's
+# packages, configure, build and run; nothing else needs setting up.
+
+BUILD_DIR  ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+DEMO_DIR   ?= $(BUILD_DIR)/demo-checkpoints
+
+DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
+                   libgloo-dev libdeflate-dev libcli11-dev nlohmann-json3-dev
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: all deps configure build test demo bench install clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+demo: build
+	rm -rf $(DEMO_DIR)
+	$(BUILD_DIR)/examples/quickstart train $(DEMO_DIR)
+	$(BUILD_DIR)/examples/quickstart resume $(DEMO_DIR)
+	$(BUILD_DIR)/tools/dcpp inspect $(DEMO_DIR)/step-3
+
+bench: build
+	$(BUILD_DIR)/bench/save_load_bench
+
+install: build
+	cmake --install $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)
