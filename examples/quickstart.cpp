@@ -8,6 +8,7 @@
 // The model and optimizer take part through dcpp::Stateful adapters keyed by parameter names, so
 // the checkpoint is a plain DCP checkpoint Python can read too.
 
+#include <dcpp/core/torch_compat.h>
 #include <dcpp/dcpp.h>
 
 #include <torch/torch.h>
@@ -75,7 +76,7 @@ class AdamState : public dcpp::Stateful {
   // The state of one parameter, created (zeroed) if the optimizer has not stepped yet.
   torch::optim::AdamParamState& param_state(const torch::Tensor& param) {
     auto& states = optimizer_.state();
-    void* key = param.unsafeGetTensorImpl();
+    const auto key = dcpp::compat::optimizer_state_key(states, param);
     if (states.find(key) == states.end()) {
       auto state = std::make_unique<torch::optim::AdamParamState>();
       state->exp_avg(torch::zeros_like(param));

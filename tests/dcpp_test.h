@@ -1,6 +1,9 @@
 #pragma once
 // What every dcpp test includes: Catch2 (v2 or v3) and small helpers.
 
+// ATen first: it pulls in glog, whose CHECK macros Catch's must replace, not the other way round.
+#include <ATen/ATen.h>
+
 #ifdef DCPP_CATCH2_V3
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
@@ -9,7 +12,7 @@
 #include <catch2/catch.hpp>
 #endif
 
-#include <ATen/ATen.h>
+#include <dcpp/state_dict/flatten.h>
 
 #include <filesystem>
 #include <string>
@@ -38,3 +41,20 @@ std::filesystem::path fixture(const std::string& name);
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace dcpp::test
+
+// Catch prints object paths as DCP joins them (libtorch's glog would otherwise claim, and fail,
+// to print vectors of variants).
+namespace Catch {
+template <>
+struct StringMaker<dcpp::ObjectPath> {
+  static std::string convert(const dcpp::ObjectPath& path) {
+    std::string out = "(";
+    for (const auto& step : path) {
+      out += std::holds_alternative<std::string>(step) ? "'" + std::get<std::string>(step) + "'"
+                                                      : std::to_string(std::get<int64_t>(step));
+      out += ", ";
+    }
+    return out + ")";
+  }
+};
+}  // namespace Catch

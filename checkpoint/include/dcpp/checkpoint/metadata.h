@@ -93,4 +93,8 @@ struct Metadata {
   std::optional<std::string> version;
 };
 
+/// The name PyTorch gives a dtype, as `.metadata` spells it: "float32", "bfloat16", "complex64".
+/// Throws CheckpointError for dtypes Python cannot name (quantized types).
+std::string dtype_name(at::ScalarType dtype);
+
 }  // namespace dcpp

@@ -1,0 +1,193 @@
+// Malformed, damaged and hostile checkpoints: each is a clear CheckpointError, never a crash, a
+// hang or a read out of bounds (run under AddressSanitizer too).
+
+#include "dcpp_test.h"
+
+#include "metadata_pickle.h"
+#include "zip_blob.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <fstream>
+#include <random>
+
+using dcpp::StateDict;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A small checkpoint: one tensor big enough to be read straight from the file, one small, a value.
+void save_sample(const fs::path& dir) {
+  StateDict sd;
+  sd.insert("big", at::arange(200000, at::kFloat));
+  sd.insert("small", at::arange(6, at::kFloat).reshape({2, 3}));
+  sd.insert("step", 9);
+  dcpp::SaveOptions options;
+  options.file_system.sync_files = false;
+  dcpp::save(sd, dir, options);
+}
+
+StateDict sample_target() {
+  StateDict sd;
+  sd.insert("big", at::zeros({200000}));
+  sd.insert("small", at::zeros({2, 3}));
+  sd.insert("step", 0);
+  return sd;
+}
+
+void replace_once(std::string& bytes, const std::string& from, const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  const auto at = bytes.find(from);
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("a missing .metadata means no complete checkpoint") {
+  dcpp::test::TempDir dir;
+  StateDict target = sample_target();
+  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains(".metadata is missing"));
+}
+
+TEST_CASE("a truncated .metadata is an error at every length") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  const std::string metadata = read_file(dir / ".metadata");
+  for (std::size_t length = 0; length < metadata.size(); ++length) {
+    INFO("length " << length);
+    write_file(dir / ".metadata", metadata.substr(0, length));
+    StateDict target = sample_target();
+    REQUIRE_THROWS_AS(dcpp::load(target, dir.path()), dcpp::CheckpointError);
+  }
+}
+
+TEST_CASE("random byte flips in .metadata never crash") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  const std::string metadata = read_file(dir / ".metadata");
+  std::mt19937 random(1234);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string damaged = metadata;
+    damaged[random() % damaged.size()] ^= static_cast<char>(1 + random() % 255);
+    write_file(dir / ".metadata", damaged);
+    StateDict target = sample_target();
+    try {
+      dcpp::load(target, dir.path());  // a flip inside a name or a number may still load
+    } catch (const dcpp::CheckpointError&) {
+    }
+  }
+}
+
+TEST_CASE("a data file cut short names the file") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  const std::string data = read_file(dir / "__0_0.distcp");
+  for (std::size_t length : {std::size_t{0}, data.size() / 2, data.size() - 1}) {
+    write_file(dir / "__0_0.distcp", data.substr(0, length));
+    StateDict target = sample_target();
+    REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
+                        Catch::Contains("__0_0.distcp") && Catch::Contains("truncated"));
+  }
+}
+
+TEST_CASE("a flipped byte in tensor data fails the CRC check, naming file and key") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  std::string data = read_file(dir / "__0_0.distcp");
+  const dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
+  for (const auto& [index, info] : metadata.storage_data) {
+    if (index.fqn != "big" && index.fqn != "small") {
+      continue;
+    }
+    std::string damaged = data;
+    // The payload is the largest record: flip a byte in the item's second half.
+    damaged[static_cast<std::size_t>(info.offset + info.length / 2)] ^= 0x10;
+    write_file(dir / "__0_0.distcp", damaged);
+    StateDict target = sample_target();
+    REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
+                        Catch::Contains("__0_0.distcp") && Catch::Contains("'" + index.fqn + "'"));
+    // Without CRC checks, the damaged value loads silently: that is what the option means.
+    dcpp::LoadOptions unchecked;
+    unchecked.file_system.verify_checksums = false;
+    try {
+      dcpp::load(target, dir.path(), unchecked);
+    } catch (const dcpp::CheckpointError&) {
+      // a flip that lands in a header is still caught
+    }
+  }
+}
+
+TEST_CASE("a .metadata naming a file outside the checkpoint is refused") {
+  for (const std::string path : {"../outside.distcp", "/etc/passwd", "a/../../b", ""}) {
+    dcpp::test::TempDir dir;
+    save_sample(dir.path());
+    dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
+    metadata.storage_data.front().second.relative_path = path;
+    write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
+    StateDict target = sample_target();
+    REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
+                        Catch::Contains("not inside the checkpoint directory"));
+  }
+}
+
+TEST_CASE("an unknown dtype in .metadata is named") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  std::string metadata = read_file(dir / ".metadata");
+  replace_once(metadata, "float32", "fluxx32");
+  write_file(dir / ".metadata", metadata);
+  StateDict target = sample_target();
+  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("fluxx32"));
+}
+
+TEST_CASE("a pickle with a foreign global is refused before anything runs") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  std::string metadata = read_file(dir / ".metadata");
+  replace_once(metadata, "torch.serialization", "os_________________");
+  write_file(dir / ".metadata", metadata.substr(0, metadata.size()));
+  StateDict target = sample_target();
+  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("os_________________"));
+}
+
+TEST_CASE("a bytes item holding a Python object is an error naming the key") {
+  dcpp::test::TempDir dir;
+  save_sample(dir.path());
+  // Append to the data file a torch.save archive whose data.pkl builds a __main__.Foo object,
+  // and point the 'step' item at it.
+  dcpp::detail::MemorySink archive;
+  dcpp::detail::ZipBlobWriter zip(archive);
+  static const char kPickle[] = "\x80\x02" "c__main__\nFoo\n" "q\x00)\x81q\x01.";
+  const std::string pickle(kPickle, sizeof(kPickle) - 1);
+  zip.add("data.pkl", pickle.data(), pickle.size());
+  zip.add("byteorder", "little", 6);
+  zip.add("version", "3\n", 2);
+  zip.finish();
+  std::string data = read_file(dir / "__0_0.distcp");
+  const int64_t offset = static_cast<int64_t>(data.size());
+  write_file(dir / "__0_0.distcp", data + archive.buffer());
+  dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
+  for (auto& [index, info] : metadata.storage_data) {
+    if (index.fqn == "step") {
+      info.offset = offset;
+      info.length = static_cast<int64_t>(archive.buffer().size());
+    }
+  }
+  write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
+  StateDict target = sample_target();
+  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
+                      Catch::Contains("__main__") && Catch::Contains("Foo") &&
+                          Catch::Contains("'step'"));
+}

@@ -1,0 +1,183 @@
+#include "inspect_command.h"
+
+#include "json_value.h"
+#include "tensor_stats.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace dcpp::tools {
+
+namespace {
+
+using nlohmann::json;
+
+// A reader that decodes `.metadata` once, for inspecting entries one by one.
+class CachedMetadataReader final : public StorageReader {
+ public:
+  explicit CachedMetadataReader(const std::filesystem::path& checkpoint)
+      : reader_(make_filesystem_reader(checkpoint)), metadata_(reader_->read_metadata()) {}
+  Metadata read_metadata() override { return metadata_; }
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
+    reader_->set_up(metadata, rank, is_coordinator);
+  }
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
+    reader_->read_data(plan, planner);
+  }
+  const Metadata& metadata() const { return metadata_; }
+
+ private:
+  std::unique_ptr<StorageReader> reader_;
+  Metadata metadata_;
+};
+
+// The one value `key` holds, loaded on its own (so memory stays one tensor at a time).
+StateValue load_entry(CachedMetadataReader& reader, const std::string& key,
+                      const ObjectPath& path) {
+  LoadOptions options;
+  options.planner = make_empty_state_dict_load_planner({key});
+  StateDict loaded;
+  load(loaded, reader, options);
+  const StateValue* value = find_element(loaded, path);
+  if (value == nullptr) {
+    throw CheckpointError("entry '" + key + "' did not load");
+  }
+  return *value;
+}
+
+json path_json(const ObjectPath& path) {
+  json array = json::array();
+  for (const PathElement& step : path) {
+    if (const auto* key = std::get_if<std::string>(&step)) {
+      array.push_back(*key);
+    } else {
+      array.push_back(std::get<int64_t>(step));
+    }
+  }
+  return array;
+}
+
+json optional_json(const std::optional<double>& value) {
+  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
+}
+
+json stats_json(const TensorStats& stats) {
+  return json{{"sum", optional_json(stats.sum)},
+              {"abs_sum", optional_json(stats.abs_sum)},
+              {"min", optional_json(stats.min)},
+              {"max", optional_json(stats.max)},
+              {"mean", optional_json(stats.mean)},
+              {"nan", stats.nan},
+              {"inf", stats.inf}};
+}
+
+}  // namespace
+
+json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
+  CachedMetadataReader reader(checkpoint);
+  const Metadata& metadata = reader.metadata();
+  std::map<std::string, ObjectPath> paths;
+  for (const auto& [key, path] : metadata.planner_data) {
+    paths.emplace(key, path);
+  }
+  std::map<std::string, std::map<std::vector<int64_t>, const StorageInfo*>> storage;
+  for (const auto& [index, info] : metadata.storage_data) {
+    storage[index.fqn][index.offset.value_or(std::vector<int64_t>{})] = &info;
+  }
+
+  json entries = json::object();
+  for (const auto& [key, stored] : metadata.state_dict_metadata) {
+    auto found = paths.find(key);
+    const ObjectPath path = found != paths.end() ? found->second : ObjectPath{key};
+    json entry;
+    if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
+      entry["kind"] = "tensor";
+      entry["path"] = path_json(path);
+      entry["dtype"] = dtype_name(tensor->properties.dtype);
+      entry["shape"] = tensor->size;
+      json chunks = json::array();
+      for (const ChunkStorageMetadata& chunk : tensor->chunks) {
+        json item{{"offsets", chunk.offsets}, {"sizes", chunk.sizes}};
+        const auto& by_offset = storage[key];
+        auto where = by_offset.find(chunk.offsets);
+        if (where == by_offset.end()) {
+          throw CheckpointError("checkpoint " + checkpoint.string() + " is malformed: chunk of '" +
+                                key + "' has no storage entry");
+        }
+        item["file"] = where->second->relative_path;
+        item["offset"] = where->second->offset;
+        item["length"] = where->second->length;
+        chunks.push_back(std::move(item));
+      }
+      entry["chunks"] = std::move(chunks);
+      if (with_stats) {
+        entry["stats"] = stats_json(compute_stats(load_entry(reader, key, path).tensor()));
+      }
+    } else {
+      entry["kind"] = "bytes";
+      entry["path"] = path_json(path);
+      entry["value"] = to_json(load_entry(reader, key, path));
+    }
+    entries[key] = std::move(entry);
+  }
+  return json{{"format", "pytorch-dcp"},
+              {"version", metadata.version ? json(*metadata.version) : json(nullptr)},
+              {"entries", std::move(entries)}};
+}
+
+void print_inspection(const json& inspection, std::ostream& out) {
+  std::size_t width = 0;
+  for (const auto& [key, entry] : inspection["entries"].items()) {
+    width = std::max(width, key.size());
+  }
+  const json& version = inspection["version"];
+  out << "format pytorch-dcp, version " << (version.is_null() ? "-" : version.get<std::string>())
+      << ", " << inspection["entries"].size() << " entries\n";
+  for (const auto& [key, entry] : inspection["entries"].items()) {
+    out << std::left << std::setw(static_cast<int>(width) + 2) << key;
+    if (entry["kind"] == "tensor") {
+      std::set<std::string> files;
+      for (const json& chunk : entry["chunks"]) {
+        files.insert(chunk["file"].get<std::string>());
+      }
+      out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump()
+          << "  " << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
+          << " in " << json(files).dump();
+      if (entry.contains("stats")) {
+        out << "  stats " << entry["stats"].dump();
+      }
+    } else {
+      out << "value  " << entry["value"].dump();
+    }
+    out << "\n";
+  }
+}
+
+void add_inspect_command(CLI::App& app) {
+  auto* command = app.add_subcommand("inspect", "List every entry of a checkpoint");
+  auto checkpoint = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  auto with_stats = std::make_shared<bool>(false);
+  command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
+  command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
+  command->add_flag("--stats", *with_stats,
+                    "Add sum, abs_sum, min, max, mean and NaN/inf counts of every tensor "
+                    "(reads all data)");
+  command->callback([=] {
+    const json inspection = inspect_checkpoint(*checkpoint, *with_stats);
+    if (*as_json) {
+      std::cout << inspection.dump(1) << "\n";
+    } else {
+      print_inspection(inspection, std::cout);
+    }
+  });
+}
+
+}  // namespace dcpp::tools

@@ -1,0 +1,15 @@
+#pragma once
+// State dict values as JSON, for the command line's machine-readable output.
+
+#include <dcpp/state_dict/state_dict.h>
+
+#include <nlohmann/json.hpp>
+
+namespace dcpp::tools {
+
+/// None -> null, bool, int, float (NaN and infinities -> null, as JSON has none), str, tuples and
+/// lists -> arrays, dicts -> objects; a tensor inside a value -> "<tensor float32 [2, 3]>".
+nlohmann::json to_json(const StateValue& value);
+nlohmann::json to_json(const c10::IValue& value);
+
+}  // namespace dcpp::tools

@@ -1,0 +1,42 @@
+// The `dcpp` command line: look into, check and convert checkpoints.
+
+#include "inspect_command.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+namespace {
+
+// One line: error messages may carry newlines from nested causes.
+std::string one_line(std::string message) {
+  for (char& c : message) {
+    if (c == '\n') c = ' ';
+  }
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return message;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("dcpp: PyTorch distributed checkpoints from C++", "dcpp");
+  app.require_subcommand(1);
+  dcpp::tools::add_inspect_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  } catch (const c10::Error& error) {
+    const std::string command = app.get_subcommands().empty() ? "dcpp"
+                                : "dcpp " + app.get_subcommands().front()->get_name();
+    std::cerr << command << ": " << one_line(error.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::exception& error) {
+    std::cerr << "dcpp: " << one_line(error.what()) << "\n";
+    return 1;
+  }
+  return 0;
+}
