@@ -26,6 +26,8 @@
 
 #include "zip_blob.h"
 
+#include "background_crc.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <libdeflate.h>
@@ -62,6 +64,9 @@ constexpr uint64_t kAlignment = 64;
 // Payload blocks: CRC-32 then hand to the sink (writer) or read then CRC-32 (reader), so each block
 // is touched while it is in cache.
 constexpr std::size_t kBlockSize = std::size_t{2} << 20;
+
+// Payloads from this size on are checksummed by a BackgroundCrc, in parallel with their I/O.
+constexpr uint64_t kBackgroundCrcThreshold = uint64_t{8} << 20;
 
 // The largest central directory the reader loads (about 3.5 million records).
 constexpr uint64_t kMaxCentralDirectory = uint64_t{256} << 20;
@@ -201,11 +206,23 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
 
   uint32_t crc = 0;
   const auto* bytes = static_cast<const uint8_t*>(data);
-  for (uint64_t done = 0; done < size;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, size - done));
-    crc = crc32(crc, bytes + done, n);
-    emit(bytes + done, n);
-    done += n;
+  if (size >= kBackgroundCrcThreshold) {
+    // Large payloads: checksum each block on a helper thread while this one writes it.
+    BackgroundCrc background;
+    for (uint64_t done = 0; done < size;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, size - done));
+      background.add(bytes + done, n);
+      emit(bytes + done, n);
+      done += n;
+    }
+    crc = background.finish();
+  } else {
+    for (uint64_t done = 0; done < size;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, size - done));
+      crc = crc32(crc, bytes + done, n);
+      emit(bytes + done, n);
+      done += n;
+    }
   }
 
   if (size != 0) {
@@ -556,12 +573,25 @@ void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc
     return;
   }
   uint32_t crc = 0;
-  for (uint64_t done = 0; done < record.size;) {
-    const std::size_t n =
-        static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, record.size - done));
-    source_.read(record.data_offset + done, out + done, n);
-    crc = crc32(crc, out + done, n);
-    done += n;
+  if (record.size >= kBackgroundCrcThreshold) {
+    // Large payloads: checksum each block on a helper thread while this one reads the next.
+    BackgroundCrc background;
+    for (uint64_t done = 0; done < record.size;) {
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, record.size - done));
+      source_.read(record.data_offset + done, out + done, n);
+      background.add(out + done, n);
+      done += n;
+    }
+    crc = background.finish();
+  } else {
+    for (uint64_t done = 0; done < record.size;) {
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, record.size - done));
+      source_.read(record.data_offset + done, out + done, n);
+      crc = crc32(crc, out + done, n);
+      done += n;
+    }
   }
   if (crc != record.crc32) {
     char buf[64];
