@@ -73,7 +73,7 @@ TEST_CASE("non-contiguous, offset, empty and scalar tensors round-trip") {
   original.insert("offset_view", base[3]);
   original.insert("expanded", at::randn({1, 4}).expand({3, 4}));
   original.insert("empty", at::zeros({0, 3}));
-  original.insert("scalar", at::tensor(2.5));
+  original.insert("scalar", at::scalar_tensor(2.5));
   dcpp::save(original, dir.path(), quick_save());
 
   StateDict loaded = zeros_like_tree(original);
