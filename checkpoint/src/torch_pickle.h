@@ -34,23 +34,38 @@ struct TensorRef {
 /// requires_grad, OrderedDict())`. Throws CheckpointError for a dtype Python cannot name.
 std::string encode_tensor_pickle(const TensorRef& tensor);
 
-/// `torch.save(value)`'s data.pkl for a non-tensor value: None, bool, int, float, str, tuple,
-/// list (generic or typed) and dict (str or int keys) of those, and tensors, which are given storage
-/// keys "0", "1", ... in the order met and appended to `tensors` for the caller to store as
-/// `data/<key>` records. Throws CheckpointError for any other IValue (objects, futures, ...).
+/// `torch.save(value)`'s data.pkl for a non-tensor value: None, bool, int, float, complex, str,
+/// tuple, list (generic or typed) and dict (str or int keys) of those, and tensors, which are given
+/// storage keys "0", "1", ... in the order met and appended to `tensors` for the caller to store as
+/// `data/<key>` records. Each tensor is described as a contiguous storage of exactly its elements
+/// (offset 0, contiguous strides, requires_grad kept, location 'cpu'): its record must hold the
+/// elements in row-major order. Byte-identical to Python's for the same value, except that Python
+/// shares memo entries between equal objects it happens to share (equal strings are not shared
+/// here). Throws CheckpointError for any other IValue (objects, futures, ...).
 std::string encode_value_pickle(const c10::IValue& value, std::vector<at::Tensor>& tensors);
 
-/// Decodes a tensor item's data.pkl. Throws CheckpointError naming `what` when it is not exactly one
-/// rebuilt tensor, or its dtype, sizes or strides are invalid.
+/// Decodes a tensor item's data.pkl. Throws CheckpointError naming `what` when it is not exactly
+/// one rebuilt tensor, or its dtype, sizes or strides are invalid.
 TensorRef decode_tensor_pickle(std::string_view pickle, std::string_view what);
 
-/// Decodes a bytes item's data.pkl into an IValue: None, bool, int, float, str, tuple (as a
-/// Tuple), list (as a generic list), dict (str or int keys; as a generic dict, order kept),
+/// Decodes a bytes item's data.pkl into an IValue: None, bool, int, float, complex, str, tuple (as
+/// a Tuple), list (as a generic list), dict (str or int keys; as a generic dict, order kept),
 /// tensors (each built by `load_tensor`). Python objects of other classes are a CheckpointError
 /// that names the class's global and `what`.
 c10::IValue decode_value_pickle(std::string_view pickle,
                                 const std::function<at::Tensor(const TensorRef&)>& load_tensor,
                                 std::string_view what);
+
+/// The name of `dtype` in Python's `torch` module ("float32", "bfloat16"), as `.metadata` and
+/// `_rebuild_tensor_v3` name dtypes (bare globals `torch.<name>`). Throws CheckpointError for a
+/// dtype Python cannot name (quantized types).
+std::string python_dtype_name(at::ScalarType dtype);
+/// The dtype `torch.<name>`. Throws CheckpointError naming `torch.<name>` and `what` when it is no
+/// dtype, or one this libtorch lacks (e.g. float8 types on libtorch 1.13).
+at::ScalarType dtype_from_python_name(std::string_view name, std::string_view what);
+/// True when `torch.<name>` is a dtype of PyTorch 2.x, supported here or not (for allowlists, so
+/// that an unsupported dtype is reported as such rather than as a foreign global).
+bool is_python_dtype_name(std::string_view name);
 
 /// The Python storage class name for a dtype ("FloatStorage"), or throws CheckpointError.
 std::string storage_class_name(at::ScalarType dtype);

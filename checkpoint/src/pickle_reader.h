@@ -1,0 +1,107 @@
+#pragma once
+// dcpp's restricted unpickler: a pickle VM that builds a small tree of plain data and never calls
+// anything.
+//
+// Python's `pickle.load` imports every global a pickle names and calls whatever REDUCE and NEWOBJ
+// point at, so a crafted `.metadata` runs code. This VM only records: a global is a (module, name)
+// pair, and NEWOBJ, REDUCE, BUILD and BINPERSID produce `PyObject`s that describe the call
+// (callable, arguments, state) for the codecs to interpret. Globals must pass the caller's
+// allowlist.
+//
+// Hostile input: every length is checked against the bytes left, the memo is a map (an index never
+// allocates), stack pops check the current MARK's fence, containers are type-checked before they
+// are mutated, integers beyond int64 are refused. Memory is bounded by a small multiple of the
+// input size. Any violation is a CheckpointError naming the source, the byte offset and the opcode.
+
+#include "pickle_writer.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp::detail {
+
+enum class PyKind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kStr,
+  kBytes,
+  kTuple,
+  kList,
+  kDict,
+  kSet,
+  kFrozenSet,
+  kGlobal,      // a class or function named by GLOBAL/STACK_GLOBAL: `module`, `name`
+  kNewObj,      // cls.__new__(cls, *args): `callable()`, `args()`, `state()` (BUILD; may be null)
+  kReduce,      // callable(*args): same fields
+  kPersistent,  // BINPERSID: `pid()`
+};
+
+/// One node of an unpickled tree. Owned by the `Unpickled` that produced it; nodes may be shared
+/// (memo) and, in hostile input, form cycles: consumers must bound their recursion.
+struct PyObject {
+  PyKind kind = PyKind::kNone;
+  bool bool_value = false;
+  int64_t int_value = 0;
+  double float_value = 0.0;
+  std::string text;  // kStr, kBytes: the bytes; kGlobal: the module
+  std::string name;  // kGlobal: the name
+  /// kTuple, kList, kSet, kFrozenSet: the items. kDict: keys and values interleaved, in insertion
+  /// order. kNewObj, kReduce: {callable, args tuple, state or nullptr}. kPersistent: {pid}.
+  std::vector<PyObject*> items;
+
+  std::size_t dict_size() const { return items.size() / 2; }
+  const PyObject& key(std::size_t i) const { return *items[2 * i]; }
+  const PyObject& value(std::size_t i) const { return *items[2 * i + 1]; }
+  const PyObject& callable() const { return *items[0]; }
+  const PyObject& args() const { return *items[1]; }
+  const PyObject* state() const { return items[2]; }
+  const PyObject& pid() const { return *items[0]; }
+
+  bool is_global(std::string_view module, std::string_view global_name) const {
+    return kind == PyKind::kGlobal && text == module && name == global_name;
+  }
+  /// True for a NEWOBJ or REDUCE whose callable is the global `module.name`.
+  bool is_instance_of(std::string_view module, std::string_view global_name) const {
+    return (kind == PyKind::kNewObj || kind == PyKind::kReduce) &&
+           callable().is_global(module, global_name);
+  }
+  /// For a dict with str keys: the value of `key`, or nullptr (the last one if repeated).
+  const PyObject* find(std::string_view key) const;
+};
+
+/// A short description for error messages: "int", "str", "global torch.Size",
+/// "object torch.Size(...)".
+std::string describe(const PyObject& object);
+
+/// Decides whether a global may appear in the pickle.
+using GlobalAllowlist = std::function<bool(std::string_view module, std::string_view name)>;
+
+/// The result of `unpickle`: owns every node.
+class Unpickled {
+ public:
+  const PyObject& root() const { return *root_; }
+  /// Number of nodes built (for tests of the memory bounds).
+  std::size_t node_count() const { return nodes_.size(); }
+
+ private:
+  friend class PickleVm;
+  std::deque<PyObject> nodes_;
+  const PyObject* root_ = nullptr;
+};
+
+/// Runs the restricted VM over `bytes` (protocols 2 to 5; trailing bytes after STOP are ignored).
+/// `collections.OrderedDict()` (REDUCE with no arguments) is built as a plain dict so that
+/// SETITEMS may fill it, as Python does. Throws CheckpointError naming `source` on any malformed
+/// input, unsupported opcode (with its byte offset) or global refused by `allow`
+/// ("global 'os.system' is not allowed").
+Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source);
+
+}  // namespace dcpp::detail

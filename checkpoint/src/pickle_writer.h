@@ -1,0 +1,154 @@
+#pragma once
+// A low-level emitter of Python pickle opcodes, protocol 2 (what `torch.save` writes) or 4 (what
+// DCP's `.metadata` holds).
+//
+// The writer mirrors CPython's `_pickle.c` choices so that dcpp's output matches Python's byte for
+// byte where it can: the same integer and string opcodes, tuples of up to 3 items as TUPLE1/2/3,
+// non-empty tuples, strings, lists, dicts, globals and REDUCE/NEWOBJ results memoized as soon as
+// they are built (BINPUT in protocol 2, MEMOIZE in protocol 4), list and dict items in batches of
+// 1000 (APPEND/SETITEM for a batch of one). Python memoizes by object identity; dcpp has no Python
+// objects, so callers say which values are "the same object" through `shared` keys (a global, an
+// interned string), which are written once and fetched with BINGET afterwards.
+//
+// Protocol 4 output is framed like CPython's: PROTO, then FRAME headers around at most ~64 KiB of
+// opcodes each (a frame under 4 bytes gets no header). Not thread-safe.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace dcpp::detail {
+
+/// Pickle opcodes (CPython's Lib/pickle.py names), shared by the writer and the reader.
+namespace op {
+constexpr uint8_t kMark = '(';
+constexpr uint8_t kStop = '.';
+constexpr uint8_t kBinFloat = 'G';
+constexpr uint8_t kBinInt = 'J';
+constexpr uint8_t kBinInt1 = 'K';
+constexpr uint8_t kBinInt2 = 'M';
+constexpr uint8_t kNone = 'N';
+constexpr uint8_t kBinPersId = 'Q';
+constexpr uint8_t kReduce = 'R';
+constexpr uint8_t kBinUnicode = 'X';
+constexpr uint8_t kAppend = 'a';
+constexpr uint8_t kBuild = 'b';
+constexpr uint8_t kGlobal = 'c';
+constexpr uint8_t kDict = 'd';
+constexpr uint8_t kEmptyDict = '}';
+constexpr uint8_t kAppends = 'e';
+constexpr uint8_t kBinGet = 'h';
+constexpr uint8_t kLongBinGet = 'j';
+constexpr uint8_t kList = 'l';
+constexpr uint8_t kEmptyList = ']';
+constexpr uint8_t kBinPut = 'q';
+constexpr uint8_t kLongBinPut = 'r';
+constexpr uint8_t kSetItem = 's';
+constexpr uint8_t kTuple = 't';
+constexpr uint8_t kEmptyTuple = ')';
+constexpr uint8_t kSetItems = 'u';
+constexpr uint8_t kBinBytes = 'B';
+constexpr uint8_t kShortBinBytes = 'C';
+constexpr uint8_t kProto = 0x80;
+constexpr uint8_t kNewObj = 0x81;
+constexpr uint8_t kTuple1 = 0x85;
+constexpr uint8_t kTuple2 = 0x86;
+constexpr uint8_t kTuple3 = 0x87;
+constexpr uint8_t kNewTrue = 0x88;
+constexpr uint8_t kNewFalse = 0x89;
+constexpr uint8_t kLong1 = 0x8a;
+constexpr uint8_t kLong4 = 0x8b;
+constexpr uint8_t kShortBinUnicode = 0x8c;
+constexpr uint8_t kBinUnicode8 = 0x8d;
+constexpr uint8_t kBinBytes8 = 0x8e;
+constexpr uint8_t kEmptySet = 0x8f;
+constexpr uint8_t kAddItems = 0x90;
+constexpr uint8_t kFrozenSet = 0x91;
+constexpr uint8_t kStackGlobal = 0x93;
+constexpr uint8_t kMemoize = 0x94;
+constexpr uint8_t kFrame = 0x95;
+}  // namespace op
+
+class PickleWriter {
+ public:
+  /// Starts a pickle with PROTO `protocol` (2 or 4; anything else is a CheckpointError).
+  explicit PickleWriter(int protocol);
+
+  int protocol() const { return protocol_; }
+
+  // Scalars (never memoized, as in Python).
+  void put_none();
+  void put_bool(bool value);
+  /// BININT1, BININT2, BININT or LONG1, whichever Python picks for `value`.
+  void put_int(int64_t value);
+  void put_float(double value);
+
+  /// A new str object (UTF-8 bytes, not checked), memoized.
+  void put_str(std::string_view value);
+  /// A str that is one object per distinct content: written and memoized the first time, fetched
+  /// from the memo afterwards.
+  void put_shared_str(std::string_view value);
+  /// `module.name` as GLOBAL (protocol 2) or STACK_GLOBAL with shared module and name strings
+  /// (protocol 4); one object per distinct global, like Python's class and function objects.
+  void put_global(std::string_view module, std::string_view name);
+
+  /// Memoizes the stack top (BINPUT/LONG_BINPUT or MEMOIZE) and returns its memo index.
+  uint32_t memoize();
+  /// Pushes memo entry `index` (BINGET/LONG_BINGET).
+  void put_memo(uint32_t index);
+  /// If `key` was remembered with `remember_shared`, pushes that memo entry and returns true;
+  /// otherwise returns false and the caller writes the value, then calls `remember_shared(key)`.
+  bool put_shared(const std::string& key);
+  /// Memoizes the stack top (if `memoized_index` is negative) and remembers it under `key`.
+  void remember_shared(const std::string& key, int64_t memoized_index = -1);
+
+  /// Writes a tuple of `size` items: `items()` pushes them. Empty tuples are EMPTY_TUPLE, 1 to 3
+  /// items TUPLE1/2/3, more MARK ... TUPLE; non-empty tuples are memoized.
+  void put_tuple(std::size_t size, const std::function<void()>& items);
+  /// EMPTY_LIST, memoized, then `size` items pushed by `item(i)` in batches (APPEND or
+  /// MARK ... APPENDS).
+  void put_list(std::size_t size, const std::function<void(std::size_t)>& item);
+  /// EMPTY_DICT, memoized, then `size` entries (key then value pushed by `entry(i)`) in batches
+  /// (SETITEM or MARK ... SETITEMS).
+  void put_dict(std::size_t size, const std::function<void(std::size_t)>& entry);
+  /// Adds `size` key/value pairs (pushed by `entry(i)`) to the dict or object on the stack top
+  /// (batched like `put_dict`), without creating it.
+  void set_items(std::size_t size, const std::function<void(std::size_t)>& entry);
+
+  // Raw structural opcodes.
+  void mark();
+  void empty_tuple();
+  /// REDUCE, memoized (callable and argument tuple on the stack).
+  void reduce();
+  /// NEWOBJ, memoized (class and argument tuple on the stack).
+  void newobj();
+  /// BUILD (object and state on the stack).
+  void build();
+  /// BINPERSID (persistent id on the stack).
+  void binpersid();
+
+  /// Writes STOP, closes the last frame and returns the pickle. The writer is spent afterwards.
+  std::string finish();
+
+ private:
+  void op(uint8_t code);
+  void raw(const void* data, std::size_t size);
+  void raw_u32(uint32_t value);
+  void raw_u64(uint64_t value);
+  void string_op(std::string_view value);
+  /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4).
+  void boundary();
+  void commit_frame();
+
+  int protocol_;
+  std::string out_;
+  std::size_t frame_start_ = 0;  // protocol 4: where the current frame's 9 reserved bytes are
+  uint32_t memo_size_ = 0;
+  std::unordered_map<std::string, uint32_t> shared_;
+  bool finished_ = false;
+};
+
+}  // namespace dcpp::detail
