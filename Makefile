@@ -8,7 +8,7 @@ CMAKE_ARGS ?=
 DEMO_DIR   ?= $(BUILD_DIR)/demo-checkpoints
 
 DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
-                   libgloo-dev libdeflate-dev libcli11-dev nlohmann-json3-dev
+                   libgloo-dev libdeflate-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: all deps configure build test demo bench install clean

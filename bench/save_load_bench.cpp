@@ -28,7 +28,7 @@ namespace {
 struct Options {
   double gib = 1.0;
   int tensors = 64;
-  int repeat = 3;
+  int repeat = 5;
   bool sync = false;
   fs::path dir = fs::temp_directory_path() / "dcpp-bench";
 };

@@ -31,11 +31,13 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <libdeflate.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace dcpp::detail {
 namespace {
@@ -61,9 +63,16 @@ constexpr uint64_t kMax32 = 0xFFFFFFFF;
 constexpr uint64_t kMax16 = 0xFFFF;
 constexpr uint64_t kAlignment = 64;
 
-// Payload blocks: CRC-32 then hand to the sink (writer) or read then CRC-32 (reader), so each block
-// is touched while it is in cache.
+// Writing a payload: each block is checksummed, then handed to the sink, while it is in cache.
 constexpr std::size_t kBlockSize = std::size_t{2} << 20;
+// Writing with the CRC on another thread: both work on the same block at once, so cache warmth
+// matters less than fewer, larger writes.
+constexpr std::size_t kBackgroundWriteBlockSize = std::size_t{8} << 20;
+// Reads go in blocks small enough that the CRC finds each block still in the core's cache.
+constexpr std::size_t kReadBlockSize = std::size_t{256} << 10;
+
+// Payloads from this size on are read by two threads, each taking one half.
+constexpr uint64_t kParallelReadThreshold = uint64_t{8} << 20;
 
 // Payloads from this size on are checksummed by a BackgroundCrc, in parallel with their I/O.
 constexpr uint64_t kBackgroundCrcThreshold = uint64_t{8} << 20;
@@ -130,6 +139,10 @@ uint16_t record_flags(uint64_t size) {
 
 uint32_t crc32(uint32_t crc, const void* data, std::size_t n) {
   return libdeflate_crc32(crc, data, n);
+}
+
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return static_cast<uint32_t>(::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(length_b)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -210,7 +223,8 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
     // Large payloads: checksum each block on a helper thread while this one writes it.
     BackgroundCrc background;
     for (uint64_t done = 0; done < size;) {
-      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, size - done));
+      const std::size_t n =
+          static_cast<std::size_t>(std::min<uint64_t>(kBackgroundWriteBlockSize, size - done));
       background.add(bytes + done, n);
       emit(bytes + done, n);
       done += n;
@@ -561,6 +575,20 @@ void ZipBlobReader::check_range(const ZipRecordInfo& record, uint64_t offset, ui
   }
 }
 
+uint32_t ZipBlobReader::read_blocks(uint64_t offset, uint8_t* out, uint64_t size,
+                                    bool verify_crc) const {
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < size;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(1024 * 1024, size - done));
+    source_.read(offset + done, out + done, n);
+    if (verify_crc) {
+      crc = crc32(crc, out + done, n);
+    }
+    done += n;
+  }
+  return crc;
+}
+
 void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc) const {
   check_range(record, 0, record.size);
   if (record.size > std::numeric_limits<std::size_t>::max()) {
@@ -568,32 +596,37 @@ void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc
                           "' is too large for this platform");
   }
   auto* out = static_cast<uint8_t*>(dst);
-  if (!verify_crc) {
-    source_.read(record.data_offset, out, static_cast<std::size_t>(record.size));
-    return;
-  }
   uint32_t crc = 0;
-  if (record.size >= kBackgroundCrcThreshold) {
-    // Large payloads: checksum each block on a helper thread while this one reads the next.
-    BackgroundCrc background;
-    for (uint64_t done = 0; done < record.size;) {
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, record.size - done));
-      source_.read(record.data_offset + done, out + done, n);
-      background.add(out + done, n);
-      done += n;
+  if (record.size >= kParallelReadThreshold) {
+    // Large payloads: the copy out of the page cache and the CRC dominate, so two threads each
+    // read and checksum one half, and the halves' CRCs are combined.
+    const uint64_t first = record.size / 2 / kBlockSize * kBlockSize;
+    uint32_t second_crc = 0;
+    std::exception_ptr second_error;
+    std::thread second([&] {
+      try {
+        second_crc =
+            read_blocks(record.data_offset + first, out + first, record.size - first, verify_crc);
+      } catch (...) {
+        second_error = std::current_exception();
+      }
+    });
+    uint32_t first_crc = 0;
+    try {
+      first_crc = read_blocks(record.data_offset, out, first, verify_crc);
+    } catch (...) {
+      second.join();
+      throw;
     }
-    crc = background.finish();
+    second.join();
+    if (second_error) {
+      std::rethrow_exception(second_error);
+    }
+    crc = crc32_combine(first_crc, second_crc, record.size - first);
   } else {
-    for (uint64_t done = 0; done < record.size;) {
-      const std::size_t n =
-          static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, record.size - done));
-      source_.read(record.data_offset + done, out + done, n);
-      crc = crc32(crc, out + done, n);
-      done += n;
-    }
+    crc = read_blocks(record.data_offset, out, record.size, verify_crc);
   }
-  if (crc != record.crc32) {
+  if (verify_crc && crc != record.crc32) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "CRC-32 %08x, expected %08x", crc, record.crc32);
     throw CheckpointError(source_.describe() + ": zip record '" + record.name + "' has " + buf +

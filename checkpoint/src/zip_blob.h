@@ -20,6 +20,8 @@ namespace dcpp::detail {
 
 /// CRC-32 (zip's polynomial) of `n` bytes, continuing from `crc` (0 to start).
 uint32_t crc32(uint32_t crc, const void* data, std::size_t n);
+/// The CRC-32 of A followed by B, from the CRC-32s of A and B and the length of B.
+uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 struct ZipRecordInfo {
   std::string name;      // without the archive's root folder: "data.pkl", "data/0"
@@ -87,6 +89,9 @@ class ZipBlobReader {
 
  private:
   void check_range(const ZipRecordInfo& record, uint64_t offset, uint64_t n) const;
+  // Reads [offset, offset + size) of the source into `out` block by block; returns the CRC-32 of
+  // what it read when `verify_crc` (else 0).
+  uint32_t read_blocks(uint64_t offset, uint8_t* out, uint64_t size, bool verify_crc) const;
 
   const ByteSource& source_;
   std::vector<ZipRecordInfo> records_;
