@@ -5,13 +5,22 @@
 #include <ATen/ATen.h>
 
 #ifdef DCPP_CATCH2_V3
+#include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+// The v2 spellings the tests use.
+using Catch::Approx;
+namespace Catch {
+inline Matchers::StringContainsMatcher Contains(const std::string& text) {
+  return Matchers::ContainsSubstring(text);
+}
+}  // namespace Catch
 #else
 #include <catch2/catch.hpp>
 #endif
 
+#include <dcpp/core/torch_compat.h>
 #include <dcpp/state_dict/flatten.h>
 
 #include <filesystem>

@@ -23,14 +23,12 @@
 #include <ATen/core/List.h>
 #include <ATen/core/jit_type.h>
 
+#include <dcpp/core/torch_compat.h>
+
 #include <cctype>
 #include <optional>
 #include <unordered_map>
 #include <utility>
-
-#if __has_include(<c10/util/Float8_e5m2.h>)
-#define DCPP_HAS_FLOAT8 1
-#endif
 
 namespace dcpp::detail {
 

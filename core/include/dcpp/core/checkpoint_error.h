@@ -1,6 +1,8 @@
 #pragma once
 // The one exception type dcpp throws for anything wrong with a checkpoint, its input or its storage.
 
+#include <dcpp/core/torch_compat.h>
+
 #include <c10/util/Exception.h>
 
 #include <string>
@@ -13,7 +15,8 @@ namespace dcpp {
 /// file or rank involved and say what to do.
 class CheckpointError : public c10::Error {
  public:
-  explicit CheckpointError(std::string message) : c10::Error(std::move(message), /*backtrace=*/"") {}
+  explicit CheckpointError(std::string message)
+      : c10::Error(std::move(message), compat::no_backtrace()) {}
 };
 
 }  // namespace dcpp
