@@ -1,6 +1,6 @@
 #include "background_crc.h"
 
-#include "zip_blob.h"
+#include "crc32.h"
 
 namespace dcpp::detail {
 

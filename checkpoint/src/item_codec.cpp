@@ -6,7 +6,8 @@
 #include "item_codec.h"
 
 #include "torch_pickle.h"
-#include "zip_blob.h"
+#include "zip_blob_reader.h"
+#include "zip_blob_writer.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -4,7 +4,7 @@
 #include "dcpp_test.h"
 
 #include "metadata_pickle.h"
-#include "zip_blob.h"
+#include "zip_blob_writer.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

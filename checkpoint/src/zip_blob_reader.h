@@ -1,66 +1,20 @@
 #pragma once
-// The zip archive inside every data item: what `torch.save` writes (stored records only).
-//
-// Layout written, as PyTorch 2.x's PyTorchStreamWriter: per record a local header with general
-// purpose flags 0x0808 (data descriptor, UTF-8) and zero CRC/sizes, an extra field "FB" padding the
-// payload to a 64-byte boundary from the start of the archive, the payload, then a data descriptor
-// (PK\x07\x08, CRC-32, sizes: 8-byte sizes when the record needs zip64). After the records, the
-// central directory, a zip64 end-of-central-directory record and locator, and the classic end
-// record.
+// Reading the zip archive inside every data item, hostile input included.
 
 #include "byte_io.h"
 
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 namespace dcpp::detail {
-
-/// CRC-32 (zip's polynomial) of `n` bytes, continuing from `crc` (0 to start).
-uint32_t crc32(uint32_t crc, const void* data, std::size_t n);
-/// The CRC-32 of A followed by B, from the CRC-32s of A and B and the length of B.
-uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 struct ZipRecordInfo {
   std::string name;      // without the archive's root folder: "data.pkl", "data/0"
   uint64_t data_offset;  // of the payload, from the start of the archive
   uint64_t size;
   uint32_t crc32;
-};
-
-/// Streams a stored-only zip archive to a sink. Records are written in the order they are added,
-/// each under `<archive_name>/<name>`. Payloads are written straight from the caller's memory
-/// (no copy) while their CRC-32 is computed. Offsets and the 64-byte payload alignment count from
-/// the sink's position at construction. Not thread-safe. The archive is complete only after
-/// `finish`; after any exception from the sink the writer refuses further calls.
-class ZipBlobWriter {
- public:
-  /// `archive_name` is the root folder: non-empty, no '/'. Throws CheckpointError otherwise.
-  explicit ZipBlobWriter(ByteSink& sink, std::string archive_name = "archive");
-  /// Writes one record (blocks until the sink took it; `data` is not kept). Throws
-  /// CheckpointError if the sink fails, `finish` was called, or `name` is empty or already added.
-  void add(std::string_view name, const void* data, uint64_t size);
-  /// Writes the central directory and end records. Returns the archive's total size.
-  uint64_t finish();
-
- private:
-  void emit(const void* data, std::size_t size);
-
-  struct Entry {
-    std::string name;
-    uint64_t header_offset;
-    uint64_t size;
-    uint32_t crc32;
-  };
-  ByteSink& sink_;
-  std::string archive_name_;
-  uint64_t offset_ = 0;  // bytes of this archive written so far
-  std::vector<Entry> entries_;
-  std::unordered_set<std::string> names_;
-  bool finished_ = false;
-  bool failed_ = false;  // a sink write threw in the middle of a record
 };
 
 /// Reads a zip archive that `source` holds in full. The constructor parses and validates the end
