@@ -28,6 +28,9 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) {
     return false;
   }
+  if (a.numel() == 0) {
+    return true;
+  }
   at::Tensor ca = a.contiguous();
   at::Tensor cb = b.contiguous();
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;

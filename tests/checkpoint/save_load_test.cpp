@@ -205,7 +205,7 @@ TEST_CASE("Stateful objects are saved through state_dict() and loaded as DCP doe
   REQUIRE(target.at("progress").is_stateful());
 }
 
-TEST_CASE("strict loads list missing keys; partial loads skip them") {
+TEST_CASE("strict loads list missing keys, partial loads skip them") {
   dcpp::test::TempDir dir;
   StateDict original;
   original.insert("a", at::ones({2}));

@@ -40,7 +40,7 @@ TEST_CASE("flattening descends into dicts and keeps the real path of dotted keys
   REQUIRE(entries[1].value->value().toInt() == 3);
 }
 
-TEST_CASE("lists are flattened only when they hold tensors or dicts; tuples never") {
+TEST_CASE("lists are flattened only when they hold tensors or dicts, tuples never") {
   StateDict root;
   root.insert("ints", StateList{1, 2, 3});
   root.insert("tensors", StateList{at::zeros({1}), at::ones({2})});
