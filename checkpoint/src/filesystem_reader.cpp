@@ -7,11 +7,10 @@
 #include "file_io.h"
 #include "item_codec.h"
 #include "metadata_pickle.h"
+#include "parallel_for.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <map>
@@ -92,11 +91,8 @@ class FileSystemReader final : public StorageReader {
     }
     std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
                                                                             by_file.end());
-    tbb::task_arena arena(options_.thread_count);
-    arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, files.size(), [&](std::size_t i) {
-        read_file(files[i].first, files[i].second, planner);
-      });
+    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t i) {
+      read_file(files[i].first, files[i].second, planner);
     });
   }
 

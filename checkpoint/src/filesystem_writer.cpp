@@ -14,11 +14,10 @@
 #include "item_codec.h"
 #include "logging.h"
 #include "metadata_pickle.h"
+#include "parallel_for.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <chrono>
@@ -119,12 +118,9 @@ class FileSystemWriter final : public StorageWriter {
       }
     }
     std::vector<std::vector<WriteResult>> results(files.size());
-    tbb::task_arena arena(options_.thread_count);
-    arena.execute([&] {
-      tbb::parallel_for(std::size_t{0}, files.size(), [&](std::size_t n) {
-        results[n] = write_file(plan.storage_data + std::to_string(n) + kDataSuffix, files[n],
-                                planner);
-      });
+    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
+      results[n] =
+          write_file(plan.storage_data + std::to_string(n) + kDataSuffix, files[n], planner);
     });
     std::vector<WriteResult> all;
     for (auto& file_results : results) {

@@ -1,0 +1,46 @@
+#include "parallel_for.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dcpp::detail {
+
+void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  auto run = [&] {
+    for (std::size_t i = next++; i < count && !failed; i = next++) {
+      try {
+        work(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!first_error) {
+          first_error = std::current_exception();
+        }
+        failed = true;
+      }
+    }
+  };
+  const std::size_t helpers =
+      std::min<std::size_t>(count, static_cast<std::size_t>(std::max(threads, 1))) - (count > 0);
+  std::vector<std::thread> pool;
+  pool.reserve(helpers);
+  for (std::size_t t = 0; t < helpers; ++t) {
+    pool.emplace_back(run);
+  }
+  run();
+  for (std::thread& thread : pool) {
+    thread.join();
+  }
+  if (first_error) {
+    std::rethrow_exception(first_error);
+  }
+}
+
+}  // namespace dcpp::detail

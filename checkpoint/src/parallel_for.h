@@ -1,0 +1,15 @@
+#pragma once
+// Running independent pieces of work (one per data file) on a few threads.
+
+#include <cstddef>
+#include <functional>
+
+namespace dcpp::detail {
+
+/// Calls `work(i)` for every i in [0, count), on up to `threads` threads (the caller's included),
+/// each taking the next index. Blocks until every call returned. When a call throws, indices not
+/// yet started are skipped and the first exception is rethrown to the caller; nothing escapes a
+/// thread.
+void parallel_for(std::size_t count, int threads, const std::function<void(std::size_t)>& work);
+
+}  // namespace dcpp::detail
