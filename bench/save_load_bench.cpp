@@ -44,11 +44,16 @@ Options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--gib") options.gib = std::stod(next());
-    else if (arg == "--tensors") options.tensors = std::stoi(next());
-    else if (arg == "--repeat") options.repeat = std::stoi(next());
-    else if (arg == "--sync") options.sync = true;
-    else if (arg == "--dir") options.dir = next();
+    if (arg == "--gib")
+      options.gib = std::stod(next());
+    else if (arg == "--tensors")
+      options.tensors = std::stoi(next());
+    else if (arg == "--repeat")
+      options.repeat = std::stoi(next());
+    else if (arg == "--sync")
+      options.sync = true;
+    else if (arg == "--dir")
+      options.dir = next();
     else {
       std::fprintf(stderr, "usage: %s [--gib N] [--tensors N] [--repeat N] [--sync] [--dir PATH]\n",
                    argv[0]);
@@ -58,13 +63,15 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
-double best_seconds(int repeat, const std::function<void()>& setup, const std::function<void()>& run) {
+double best_seconds(int repeat, const std::function<void()>& setup,
+                    const std::function<void()>& run) {
   double best = 1e30;
   for (int i = 0; i < repeat; ++i) {
     setup();
     const auto start = std::chrono::steady_clock::now();
     run();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
 }
@@ -147,25 +154,29 @@ int main(int argc, char** argv) {
   save_options.file_system.sync_files = options.sync;
   save_options.file_system.overwrite = true;
 
-  const double raw_write_s = best_seconds(options.repeat, [&] { fs::remove(raw); },
-                                          [&] { raw_write(raw, tensors, options.sync); });
-  const double torch_save_s = best_seconds(options.repeat, [&] { fs::remove(pt); }, [&] {
-    torch::save(tensors, pt.string());
-    if (options.sync) fsync_path(pt);
-  });
-  const double dcpp_save_s = best_seconds(options.repeat, [&] { fs::remove_all(ckpt); },
-                                          [&] { dcpp::save(state, ckpt, save_options); });
+  const double raw_write_s = best_seconds(
+      options.repeat, [&] { fs::remove(raw); }, [&] { raw_write(raw, tensors, options.sync); });
+  const double torch_save_s = best_seconds(
+      options.repeat, [&] { fs::remove(pt); },
+      [&] {
+        torch::save(tensors, pt.string());
+        if (options.sync) fsync_path(pt);
+      });
+  const double dcpp_save_s = best_seconds(
+      options.repeat, [&] { fs::remove_all(ckpt); },
+      [&] { dcpp::save(state, ckpt, save_options); });
 
-  const double raw_read_s = best_seconds(options.repeat, [] {}, [&] { raw_read(raw, targets); });
+  const double raw_read_s = best_seconds(
+      options.repeat, [] {}, [&] { raw_read(raw, targets); });
   std::vector<at::Tensor> loaded;
-  const double torch_load_s =
-      best_seconds(options.repeat, [&] { loaded.clear(); }, [&] { torch::load(loaded, pt.string()); });
-  const double dcpp_load_s =
-      best_seconds(options.repeat, [] {}, [&] { dcpp::load(target, ckpt); });
+  const double torch_load_s = best_seconds(
+      options.repeat, [&] { loaded.clear(); }, [&] { torch::load(loaded, pt.string()); });
+  const double dcpp_load_s = best_seconds(
+      options.repeat, [] {}, [&] { dcpp::load(target, ckpt); });
   dcpp::LoadOptions unchecked;
   unchecked.file_system.verify_checksums = false;
-  const double dcpp_load_nocrc_s =
-      best_seconds(options.repeat, [] {}, [&] { dcpp::load(target, ckpt, unchecked); });
+  const double dcpp_load_nocrc_s = best_seconds(
+      options.repeat, [] {}, [&] { dcpp::load(target, ckpt, unchecked); });
 
   for (int i = 0; i < options.tensors; ++i) {
     if (!targets[i].equal(tensors[i])) {
@@ -185,11 +196,15 @@ int main(int argc, char** argv) {
   std::printf("%-28s %8.2f %8.3f\n", "raw read()", gbps(raw_read_s), raw_read_s);
   std::printf("%-28s %8.2f %8.3f\n", "torch::load", gbps(torch_load_s), torch_load_s);
   std::printf("%-28s %8.2f %8.3f\n", "dcpp::load (CRC checked)", gbps(dcpp_load_s), dcpp_load_s);
-  std::printf("%-28s %8.2f %8.3f\n", "dcpp::load (no CRC)", gbps(dcpp_load_nocrc_s), dcpp_load_nocrc_s);
-  std::printf("ratios: save/raw write %.2fx (target >= 0.9)   save/torch::save %.2fx (target >= 1.5)\n",
-              raw_write_s / dcpp_save_s, torch_save_s / dcpp_save_s);
-  std::printf("        load/raw read  %.2fx (target >= 0.9)   load no CRC/raw read %.2fx   load/torch::load %.2fx\n",
-              raw_read_s / dcpp_load_s, raw_read_s / dcpp_load_nocrc_s, torch_load_s / dcpp_load_s);
+  std::printf("%-28s %8.2f %8.3f\n", "dcpp::load (no CRC)", gbps(dcpp_load_nocrc_s),
+              dcpp_load_nocrc_s);
+  std::printf(
+      "ratios: save/raw write %.2fx (target >= 0.9)   save/torch::save %.2fx (target >= 1.5)\n",
+      raw_write_s / dcpp_save_s, torch_save_s / dcpp_save_s);
+  std::printf(
+      "        load/raw read  %.2fx (target >= 0.9)   load no CRC/raw read %.2fx   "
+      "load/torch::load %.2fx\n",
+      raw_read_s / dcpp_load_s, raw_read_s / dcpp_load_nocrc_s, torch_load_s / dcpp_load_s);
   fs::remove_all(options.dir);
   return 0;
 }

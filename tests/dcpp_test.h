@@ -60,7 +60,7 @@ struct StringMaker<dcpp::ObjectPath> {
     std::string out = "(";
     for (const auto& step : path) {
       out += std::holds_alternative<std::string>(step) ? "'" + std::get<std::string>(step) + "'"
-                                                      : std::to_string(std::get<int64_t>(step));
+                                                       : std::to_string(std::get<int64_t>(step));
       out += ", ";
     }
     return out + ")";

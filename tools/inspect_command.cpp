@@ -147,8 +147,8 @@ void print_inspection(const json& inspection, std::ostream& out) {
       for (const json& chunk : entry["chunks"]) {
         files.insert(chunk["file"].get<std::string>());
       }
-      out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump()
-          << "  " << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
+      out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump() << "  "
+          << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
           << " in " << json(files).dump();
       if (entry.contains("stats")) {
         out << "  stats " << entry["stats"].dump();

@@ -45,9 +45,9 @@ nlohmann::json to_json(const c10::IValue& value) {
     nlohmann::json object = nlohmann::json::object();
     for (const auto& entry : value.toGenericDict()) {
       const c10::IValue& key = entry.key();
-      object[key.isString() ? key.toStringRef() : key.isInt() ? std::to_string(key.toInt())
-                                                              : key.tagKind()] =
-          to_json(entry.value());
+      object[key.isString() ? key.toStringRef()
+             : key.isInt()  ? std::to_string(key.toInt())
+                            : key.tagKind()] = to_json(entry.value());
     }
     return object;
   }

@@ -30,8 +30,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const c10::Error& error) {
-    const std::string command = app.get_subcommands().empty() ? "dcpp"
-                                : "dcpp " + app.get_subcommands().front()->get_name();
+    const std::string command = app.get_subcommands().empty()
+                                    ? "dcpp"
+                                    : "dcpp " + app.get_subcommands().front()->get_name();
     std::cerr << command << ": " << one_line(error.what_without_backtrace()) << "\n";
     return 1;
   } catch (const std::exception& error) {

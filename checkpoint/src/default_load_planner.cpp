@@ -87,10 +87,9 @@ class DefaultLoadPlanner : public LoadPlanner {
       throw CheckpointError(
           "the checkpoint lacks " + std::to_string(report_.missing_keys.size()) +
           " key(s) of the state dict being loaded: " + key_list(report_.missing_keys) +
-          (report_.unexpected_keys.empty()
-               ? std::string()
-               : "; it has these keys that were not asked for: " +
-                     key_list(report_.unexpected_keys)) +
+          (report_.unexpected_keys.empty() ? std::string()
+                                           : "; it has these keys that were not asked for: " +
+                                                 key_list(report_.unexpected_keys)) +
           ". Load with allow_partial_load to load the rest");
     }
     return plan;
@@ -130,24 +129,23 @@ class DefaultLoadPlanner : public LoadPlanner {
                             c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
                             "; convert one of them or load with another state dict");
     }
-    const std::vector<detail::LocalChunk>& chunks =
-        chunk_cache_[key] = detail::local_chunks(value);
+    const std::vector<detail::LocalChunk>& chunks = chunk_cache_[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       if (!chunks[i].tensor.device().is_cpu()) {
         throw CheckpointError("key '" + key + "': loading into a tensor on " +
-                              chunks[i].tensor.device().str() + " is not supported; load into a "
+                              chunks[i].tensor.device().str() +
+                              " is not supported; load into a "
                               "CPU tensor and copy");
       }
       int64_t covered = 0;
       std::vector<ReadItem> items = detail::read_items_for_chunk(
           key, chunks[i], static_cast<int64_t>(i), saved.chunks, &covered);
       if (covered != chunks[i].tensor.numel()) {
-        throw CheckpointError("key '" + key + "': the saved chunks cover " +
-                              std::to_string(covered) + " of the " +
-                              std::to_string(chunks[i].tensor.numel()) +
-                              " elements of the local chunk at offsets " +
-                              detail::shape_string(chunks[i].offsets) +
-                              "; the checkpoint is incomplete or its chunks overlap");
+        throw CheckpointError(
+            "key '" + key + "': the saved chunks cover " + std::to_string(covered) + " of the " +
+            std::to_string(chunks[i].tensor.numel()) + " elements of the local chunk at offsets " +
+            detail::shape_string(chunks[i].offsets) +
+            "; the checkpoint is incomplete or its chunks overlap");
       }
       plan.items.insert(plan.items.end(), std::make_move_iterator(items.begin()),
                         std::make_move_iterator(items.end()));

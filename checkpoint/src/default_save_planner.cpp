@@ -39,8 +39,9 @@ WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& ch
   WriteItem item;
   item.index = MetadataIndex{fqn, chunk.offsets, std::nullopt};
   item.type = type;
-  item.tensor_data = TensorWriteData{ChunkStorageMetadata{chunk.offsets, chunk.tensor.sizes().vec()},
-                                     properties_of(chunk.tensor), size};
+  item.tensor_data =
+      TensorWriteData{ChunkStorageMetadata{chunk.offsets, chunk.tensor.sizes().vec()},
+                      properties_of(chunk.tensor), size};
   return item;
 }
 
@@ -73,9 +74,10 @@ void dedup_save_plans(std::vector<SavePlan>& plans) {
   }
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     auto& items = plans[rank].items;
-    items.erase(std::remove_if(items.begin(), items.end(),
-                               [&](const WriteItem& item) { return writer_of[item.index] != rank; }),
-                items.end());
+    items.erase(
+        std::remove_if(items.begin(), items.end(),
+                       [&](const WriteItem& item) { return writer_of[item.index] != rank; }),
+        items.end());
   }
 }
 
@@ -99,9 +101,8 @@ class DefaultSavePlanner final : public SavePlanner {
                                                WriteItemType::kTensor));
       } else if (value.is_sharded_tensor()) {
         for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
-          plan.items.push_back(tensor_write_item(entry.key, chunk,
-                                                 value.sharded_tensor().global_shape(),
-                                                 WriteItemType::kShard));
+          plan.items.push_back(tensor_write_item(
+              entry.key, chunk, value.sharded_tensor().global_shape(), WriteItemType::kShard));
         }
       } else {
         WriteItem item;
@@ -124,10 +125,10 @@ class DefaultSavePlanner final : public SavePlanner {
         auto [it, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
         if (added) {
           metadata.state_dict_metadata.emplace_back(
-              item.index.fqn, item.is_tensor() ? StorageMetadata(TensorStorageMetadata{
-                                                     item.tensor_data->properties,
-                                                     item.tensor_data->size, {}})
-                                               : StorageMetadata(BytesStorageMetadata{}));
+              item.index.fqn, item.is_tensor()
+                                  ? StorageMetadata(TensorStorageMetadata{
+                                        item.tensor_data->properties, item.tensor_data->size, {}})
+                                  : StorageMetadata(BytesStorageMetadata{}));
         }
         auto& stored = metadata.state_dict_metadata[it->second].second;
         if (item.is_tensor() != std::holds_alternative<TensorStorageMetadata>(stored)) {

@@ -69,8 +69,8 @@ void File::write_all(const void* data, std::size_t n) {
 void File::read_exactly(uint64_t offset, void* dst, std::size_t n) const {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
-    const ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, 1u << 30),
-                                static_cast<off_t>(offset));
+    const ssize_t got =
+        ::pread(fd_, p, std::min<std::size_t>(n, 1u << 30), static_cast<off_t>(offset));
     if (got < 0) {
       if (errno == EINTR) {
         continue;

@@ -11,7 +11,6 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-
 #include <algorithm>
 #include <map>
 
@@ -32,7 +31,8 @@ void check_relative_path(const std::string& path, const fs::path& directory) {
   }
   if (escapes) {
     throw CheckpointError("checkpoint " + directory.string() + ": .metadata names data file '" +
-                          path + "', which is not inside the checkpoint directory; refusing to "
+                          path +
+                          "', which is not inside the checkpoint directory; refusing to "
                           "read it (the .metadata is malformed or hostile)");
   }
 }
@@ -100,9 +100,10 @@ class FileSystemReader final : public StorageReader {
   const StorageInfo& storage_info(const MetadataIndex& index) const {
     auto found = storage_.find(index);
     if (found == storage_.end()) {
-      throw CheckpointError("checkpoint " + directory_.string() + ": .metadata has no storage "
-                            "entry for a chunk of '" + index.fqn +
-                            "'; the checkpoint is incomplete or malformed");
+      throw CheckpointError("checkpoint " + directory_.string() +
+                            ": .metadata has no storage "
+                            "entry for a chunk of '" +
+                            index.fqn + "'; the checkpoint is incomplete or malformed");
     }
     return *found->second;
   }
@@ -116,13 +117,12 @@ class FileSystemReader final : public StorageReader {
     const uint64_t file_size = file.size();
     for (const ReadItem* item : items) {
       const StorageInfo& info = storage_info(item->storage_index);
-      const std::string where = "data file " + (directory_ / name).string() + ", key '" +
-                                item->storage_index.fqn + "'";
-      if (info.offset < 0 || info.length < 0 ||
-          static_cast<uint64_t>(info.offset) > file_size ||
+      const std::string where =
+          "data file " + (directory_ / name).string() + ", key '" + item->storage_index.fqn + "'";
+      if (info.offset < 0 || info.length < 0 || static_cast<uint64_t>(info.offset) > file_size ||
           static_cast<uint64_t>(info.length) > file_size - static_cast<uint64_t>(info.offset)) {
-        throw CheckpointError(where + ": the item at bytes [" + std::to_string(info.offset) +
-                              ", " + std::to_string(info.offset + info.length) +
+        throw CheckpointError(where + ": the item at bytes [" + std::to_string(info.offset) + ", " +
+                              std::to_string(info.offset + info.length) +
                               ") lies past the end of the " + std::to_string(file_size) +
                               "-byte file; the file is truncated, load an earlier checkpoint");
       }
@@ -134,8 +134,8 @@ class FileSystemReader final : public StorageReader {
         file.read_exactly(static_cast<uint64_t>(info.offset), small.data(), length);
         source = std::make_unique<detail::MemorySource>(small, where);
       } else {
-        source = std::make_unique<detail::FileRangeSource>(
-            file, static_cast<uint64_t>(info.offset), length, where);
+        source = std::make_unique<detail::FileRangeSource>(file, static_cast<uint64_t>(info.offset),
+                                                           length, where);
       }
       if (item->type == LoadItemType::kBytes) {
         planner.load_bytes(*item, detail::read_bytes_item(*source, options_.verify_checksums));

@@ -18,7 +18,6 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -35,9 +34,9 @@ constexpr const char* kMetadataTempFile = ".metadata.tmp";
 constexpr const char* kDataSuffix = ".distcp";
 
 std::string random_tag() {
-  std::mt19937_64 random(std::random_device{}() ^
-                         static_cast<uint64_t>(
-                             std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::mt19937_64 random(
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   static const char digits[] = "0123456789abcdef";
   std::string tag;
   for (int i = 0; i < 8; ++i) {
@@ -48,8 +47,8 @@ std::string random_tag() {
 
 // DCP's `_split_by_size_and_type`: bytes items round-robin, then tensors from the largest, each
 // into the bucket with the fewest bytes so far.
-std::vector<std::vector<const WriteItem*>> split_by_size_and_type(int bins,
-                                                                  const std::vector<WriteItem>& items) {
+std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
+    int bins, const std::vector<WriteItem>& items) {
   std::vector<std::vector<const WriteItem*>> buckets(static_cast<std::size_t>(std::max(bins, 1)));
   std::vector<int64_t> sizes(buckets.size(), 0);
   std::vector<const WriteItem*> tensors;

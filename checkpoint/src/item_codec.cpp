@@ -5,6 +5,7 @@
 
 #include "item_codec.h"
 
+#include "shape_string.h"
 #include "torch_pickle.h"
 #include "zip_blob_reader.h"
 #include "zip_blob_writer.h"
@@ -18,17 +19,10 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 
 namespace dcpp::detail {
 
 namespace {
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << shape;
-  return out.str();
-}
 
 // A tensor that can be written straight from its storage: it covers its storage exactly once.
 bool owns_storage_densely(const at::Tensor& tensor) {
@@ -40,11 +34,12 @@ bool owns_storage_densely(const at::Tensor& tensor) {
 // PyTorch's serialization id: 20 digits of randomness and 20 digits of a per-process counter.
 std::string serialization_id() {
   static std::atomic<uint64_t> counter{0};
-  static const uint64_t seed = std::random_device{}() ^
-                               static_cast<uint64_t>(
-                                   std::chrono::steady_clock::now().time_since_epoch().count());
+  static const uint64_t seed =
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   char id[48];
-  std::snprintf(id, sizeof(id), "%020llu%020llu", static_cast<unsigned long long>(seed % 10000000000000000000ULL),
+  std::snprintf(id, sizeof(id), "%020llu%020llu",
+                static_cast<unsigned long long>(seed % 10000000000000000000ULL),
                 static_cast<unsigned long long>(counter.fetch_add(1)));
   return id;
 }
@@ -176,14 +171,12 @@ TensorRef read_tensor_ref(const ZipBlobReader& zip, const ByteSource& source, bo
 
 }  // namespace
 
-void read_tensor_item(const ByteSource& source, const TensorReadRequest& request,
-                      bool verify_crc) {
+void read_tensor_item(const ByteSource& source, const TensorReadRequest& request, bool verify_crc) {
   const ZipBlobReader zip(source);
   const TensorRef ref = read_tensor_ref(zip, source, verify_crc);
   if (ref.dtype != request.expected_dtype) {
-    throw CheckpointError(source.describe() + ": the stored tensor is " +
-                          c10::toString(ref.dtype) + " but .metadata says " +
-                          c10::toString(request.expected_dtype));
+    throw CheckpointError(source.describe() + ": the stored tensor is " + c10::toString(ref.dtype) +
+                          " but .metadata says " + c10::toString(request.expected_dtype));
   }
   if (ref.sizes != request.expected_chunk_sizes) {
     throw CheckpointError(source.describe() + ": the stored tensor has shape " +
@@ -198,8 +191,8 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
                           std::to_string(ref.storage_numel * element_size) + " its tensor needs");
   }
   const at::Tensor& dest = request.dest;
-  const bool dest_direct = dest.is_contiguous() && dest.scalar_type() == ref.dtype &&
-                           dest.device().is_cpu();
+  const bool dest_direct =
+      dest.is_contiguous() && dest.scalar_type() == ref.dtype && dest.device().is_cpu();
   const bool whole = request.lengths == ref.sizes &&
                      std::all_of(request.storage_offsets.begin(), request.storage_offsets.end(),
                                  [](int64_t o) { return o == 0; });
@@ -209,8 +202,8 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
   }
   // Part of a record: read only that range. Its CRC covers the whole record and is not checked.
   if (dest_direct && !whole && is_contiguous_view(ref)) {
-    const int64_t start = contiguous_range_start(ref.sizes, request.storage_offsets,
-                                                 request.lengths);
+    const int64_t start =
+        contiguous_range_start(ref.sizes, request.storage_offsets, request.lengths);
     if (start >= 0) {
       zip.read_range(record, static_cast<uint64_t>(start * element_size), dest.data_ptr(),
                      static_cast<std::size_t>(dest.numel() * element_size));
@@ -234,7 +227,8 @@ c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc) {
       [&](const TensorRef& ref) {
         check_view(ref, source);
         const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
-        const uint64_t expected = static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype);
+        const uint64_t expected =
+            static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype);
         if (record.size != expected) {
           throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
                                 " holds " + std::to_string(record.size) + " bytes, not " +

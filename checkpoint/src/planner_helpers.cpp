@@ -5,7 +5,6 @@
 #include <ATen/core/List.h>
 
 #include <algorithm>
-#include <sstream>
 
 namespace dcpp::detail {
 
@@ -92,16 +91,6 @@ c10::IValue to_saved_value(const StateValue& value) {
       throw CheckpointError(std::string("a ") + value.kind_name() +
                             " cannot be saved as a bytes item");
   }
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    out << (i ? ", " : "") << shape[i];
-  }
-  out << ']';
-  return out.str();
 }
 
 }  // namespace dcpp::detail

@@ -2,7 +2,9 @@
 // The geometry shared by the planners: chunks of a state dict's tensors and their overlaps.
 
 #include <dcpp/checkpoint/plan.h>
+
 #include <dcpp/state_dict/state_dict.h>
+#include "shape_string.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -18,7 +20,8 @@ struct LocalChunk {
   std::vector<int64_t> offsets;
 };
 
-/// The local chunks of a tensor or sharded tensor value (a plain tensor is one chunk at the origin).
+/// The local chunks of a tensor or sharded tensor value (a plain tensor is one chunk at the
+/// origin).
 std::vector<LocalChunk> local_chunks(const StateValue& value);
 /// The global shape of a tensor or sharded tensor value.
 std::vector<int64_t> global_shape(const StateValue& value);
@@ -39,7 +42,5 @@ at::Tensor narrow_to_box(at::Tensor tensor, const std::vector<int64_t>& offsets,
 /// A StateValue leaf that is not a tensor, as the IValue to save: values as they are, terminal
 /// lists as generic lists.
 c10::IValue to_saved_value(const StateValue& value);
-
-std::string shape_string(const std::vector<int64_t>& shape);
 
 }  // namespace dcpp::detail

@@ -100,7 +100,8 @@ std::vector<StateValue>::const_iterator StateList::end() const { return items_.e
 namespace {
 
 bool is_string_keyed_dict(const c10::IValue& value) {
-  return value.isGenericDict() && value.toGenericDict().keyType()->kind() == c10::TypeKind::StringType;
+  return value.isGenericDict() &&
+         value.toGenericDict().keyType()->kind() == c10::TypeKind::StringType;
 }
 
 }  // namespace

@@ -169,7 +169,10 @@ TEST_CASE("a bytes item holding a Python object is an error naming the key") {
   // and point the 'step' item at it.
   dcpp::detail::MemorySink archive;
   dcpp::detail::ZipBlobWriter zip(archive);
-  static const char kPickle[] = "\x80\x02" "c__main__\nFoo\n" "q\x00)\x81q\x01.";
+  static const char kPickle[] =
+      "\x80\x02"
+      "c__main__\nFoo\n"
+      "q\x00)\x81q\x01.";
   const std::string pickle(kPickle, sizeof(kPickle) - 1);
   zip.add("data.pkl", pickle.data(), pickle.size());
   zip.add("byteorder", "little", 6);
@@ -187,7 +190,7 @@ TEST_CASE("a bytes item holding a Python object is an error naming the key") {
   }
   write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
   StateDict target = sample_target();
-  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
-                      Catch::Contains("__main__") && Catch::Contains("Foo") &&
-                          Catch::Contains("'step'"));
+  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("__main__") &&
+                                                          Catch::Contains("Foo") &&
+                                                          Catch::Contains("'step'"));
 }

@@ -24,17 +24,28 @@ json manifest(const std::string& name) {
 
 std::string dtype_name(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kShort: return "int16";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(dtype);
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kShort:
+      return "int16";
+    case at::kChar:
+      return "int8";
+    case at::kByte:
+      return "uint8";
+    case at::kBool:
+      return "bool";
+    default:
+      return c10::toString(dtype);
   }
 }
 

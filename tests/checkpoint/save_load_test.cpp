@@ -24,7 +24,10 @@ at::Tensor random_of(at::ScalarType dtype, at::IntArrayRef shape) {
     return at::rand(shape) > 0.5;
   }
   if (at::isIntegralType(dtype, /*includeBool=*/false)) {
-    return at::randint(-100, 100, shape).to(dtype == at::kByte ? at::kShort : at::kLong).abs().to(dtype);
+    return at::randint(-100, 100, shape)
+        .to(dtype == at::kByte ? at::kShort : at::kLong)
+        .abs()
+        .to(dtype);
   }
   return at::randn(shape, at::TensorOptions().dtype(dtype));
 }
@@ -68,8 +71,8 @@ TEST_CASE("non-contiguous, offset, empty and scalar tensors round-trip") {
   dcpp::test::TempDir dir;
   const at::Tensor base = at::randn({6, 8});
   StateDict original;
-  original.insert("transposed", base.t());                  // written with its strides
-  original.insert("column_slice", base.narrow(1, 2, 3));   // a view: written compactly
+  original.insert("transposed", base.t());                // written with its strides
+  original.insert("column_slice", base.narrow(1, 2, 3));  // a view: written compactly
   original.insert("offset_view", base[3]);
   original.insert("expanded", at::randn({1, 4}).expand({3, 4}));
   original.insert("empty", at::zeros({0, 3}));
@@ -152,14 +155,16 @@ TEST_CASE("sharded tensors save their chunks and load into another sharding") {
   dcpp::save(original, dir.path(), quick_save());
 
   const auto metadata = dcpp::read_metadata(dir.path());
-  REQUIRE(std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata[0].second)
-              .chunks.size() == 3);
+  REQUIRE(
+      std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata[0].second).chunks.size() ==
+      3);
 
   // Loaded as two column shards.
   at::Tensor left = at::zeros({10, 4});
   at::Tensor right = at::zeros({10, 2});
   StateDict target;
-  target.insert("w", ShardedTensor({10, 6}, {dcpp::Shard{left, {0, 0}}, dcpp::Shard{right, {0, 4}}}));
+  target.insert("w",
+                ShardedTensor({10, 6}, {dcpp::Shard{left, {0, 0}}, dcpp::Shard{right, {0, 4}}}));
   dcpp::load(target, dir.path());
   REQUIRE(dcpp::test::bitwise_equal(left, full.narrow(1, 0, 4)));
   REQUIRE(dcpp::test::bitwise_equal(right, full.narrow(1, 4, 2)));
@@ -236,14 +241,14 @@ TEST_CASE("a dtype or shape mismatch names the key, both shapes and both dtypes"
 
   StateDict wrong_shape;
   wrong_shape.insert("w", at::zeros({3, 2}));
-  REQUIRE_THROWS_WITH(dcpp::load(wrong_shape, dir.path()),
-                      Catch::Contains("'w'") && Catch::Contains("[2, 3]") &&
-                          Catch::Contains("[3, 2]"));
+  REQUIRE_THROWS_WITH(dcpp::load(wrong_shape, dir.path()), Catch::Contains("'w'") &&
+                                                               Catch::Contains("[2, 3]") &&
+                                                               Catch::Contains("[3, 2]"));
   StateDict wrong_dtype;
   wrong_dtype.insert("w", at::zeros({2, 3}, at::kDouble));
-  REQUIRE_THROWS_WITH(dcpp::load(wrong_dtype, dir.path()),
-                      Catch::Contains("'w'") && Catch::Contains("Float") &&
-                          Catch::Contains("Double"));
+  REQUIRE_THROWS_WITH(dcpp::load(wrong_dtype, dir.path()), Catch::Contains("'w'") &&
+                                                               Catch::Contains("Float") &&
+                                                               Catch::Contains("Double"));
 }
 
 TEST_CASE("load_from_keys loads only the keys asked for and what lies under them") {

@@ -55,10 +55,9 @@ TEST_CASE("lists are flattened only when they hold tensors or dicts, tuples neve
   root.insert("empty_dict", empty);
 
   auto entries = dcpp::flatten_state_dict(root);
-  REQUIRE(keys_of(entries) == std::vector<std::string>{"ints", "tensors.0", "tensors.1",
-                                                       "dicts.0.a", "mixed.0", "mixed.1",
-                                                       "nested_plain", "nested_tensor.0.0",
-                                                       "tuple"});
+  REQUIRE(keys_of(entries) ==
+          std::vector<std::string>{"ints", "tensors.0", "tensors.1", "dicts.0.a", "mixed.0",
+                                   "mixed.1", "nested_plain", "nested_tensor.0.0", "tuple"});
   REQUIRE((entries[1].path == ObjectPath{std::string("tensors"), int64_t{0}}));
   REQUIRE((entries[3].path == ObjectPath{std::string("dicts"), int64_t{0}, std::string("a")}));
   REQUIRE(entries[0].value->is_list());

@@ -15,8 +15,14 @@ struct FileSystemReaderOptions {
   /// cannot be checked without reading all of it and is not.
   bool verify_checksums = true;
 
-  FileSystemReaderOptions& with_thread_count(int n) { thread_count = n; return *this; }
-  FileSystemReaderOptions& with_verify_checksums(bool v) { verify_checksums = v; return *this; }
+  FileSystemReaderOptions& with_thread_count(int n) {
+    thread_count = n;
+    return *this;
+  }
+  FileSystemReaderOptions& with_verify_checksums(bool v) {
+    verify_checksums = v;
+    return *this;
+  }
 };
 
 /// Reads DCP's directory layout. Paths in `.metadata` must name files inside `directory`

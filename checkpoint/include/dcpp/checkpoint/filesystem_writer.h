@@ -20,10 +20,22 @@ struct FileSystemWriterOptions {
   /// When false, such a save is refused with a CheckpointError.
   bool overwrite = false;
 
-  FileSystemWriterOptions& with_thread_count(int n) { thread_count = n; return *this; }
-  FileSystemWriterOptions& with_single_file_per_rank(bool v) { single_file_per_rank = v; return *this; }
-  FileSystemWriterOptions& with_sync_files(bool v) { sync_files = v; return *this; }
-  FileSystemWriterOptions& with_overwrite(bool v) { overwrite = v; return *this; }
+  FileSystemWriterOptions& with_thread_count(int n) {
+    thread_count = n;
+    return *this;
+  }
+  FileSystemWriterOptions& with_single_file_per_rank(bool v) {
+    single_file_per_rank = v;
+    return *this;
+  }
+  FileSystemWriterOptions& with_sync_files(bool v) {
+    sync_files = v;
+    return *this;
+  }
+  FileSystemWriterOptions& with_overwrite(bool v) {
+    overwrite = v;
+    return *this;
+  }
 };
 
 /// Writes DCP's directory layout: data files, then (coordinator) `.metadata.tmp`, fsync, rename to

@@ -42,10 +42,11 @@ class LoadPlanner {
   virtual LoadReport report() const = 0;
 };
 
-/// DCP's `DefaultLoadPlanner`: loads every tensor of the state dict in place (intersecting its local
-/// chunks with the saved chunks, so any saved sharding loads into any other) and replaces non-tensor
-/// values. A key missing from the checkpoint is a CheckpointError listing every missing key, unless
-/// `allow_partial_load`. Tensor dtype and global shape must match the checkpoint's exactly.
+/// DCP's `DefaultLoadPlanner`: loads every tensor of the state dict in place (intersecting its
+/// local chunks with the saved chunks, so any saved sharding loads into any other) and replaces
+/// non-tensor values. A key missing from the checkpoint is a CheckpointError listing every missing
+/// key, unless `allow_partial_load`. Tensor dtype and global shape must match the checkpoint's
+/// exactly.
 std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load = false);
 
 /// DCP's `_EmptyStateDictLoadPlanner`: fills an empty state dict with everything the checkpoint

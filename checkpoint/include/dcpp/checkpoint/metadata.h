@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>

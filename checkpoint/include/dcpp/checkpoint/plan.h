@@ -26,7 +26,8 @@ struct WriteItem {
   std::optional<TensorWriteData> tensor_data;
 
   bool is_tensor() const { return type != WriteItemType::kBytes; }
-  /// Bytes the item's tensor data occupies (0 for bytes items, whose size is unknown until written).
+  /// Bytes the item's tensor data occupies (0 for bytes items, whose size is unknown until
+  /// written).
   int64_t tensor_storage_size() const;
 };
 

@@ -1,5 +1,6 @@
 #pragma once
-// The one exception type dcpp throws for anything wrong with a checkpoint, its input or its storage.
+// The one exception type dcpp throws for anything wrong with a checkpoint, its input or its
+// storage.
 
 #include <dcpp/core/torch_compat.h>
 

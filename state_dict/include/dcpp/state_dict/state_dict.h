@@ -93,19 +93,19 @@ class StateValue {
  public:
   enum class Kind { kValue, kTensor, kShardedTensor, kDict, kList, kStateful };
 
-  StateValue();  // None
-  StateValue(c10::IValue value);  // NOLINT(google-explicit-constructor)
-  StateValue(at::Tensor tensor);  // NOLINT
-  StateValue(ShardedTensor tensor);  // NOLINT
-  StateValue(StateDict dict);  // NOLINT
-  StateValue(StateList list);  // NOLINT
+  StateValue();                                    // None
+  StateValue(c10::IValue value);                   // NOLINT(google-explicit-constructor)
+  StateValue(at::Tensor tensor);                   // NOLINT
+  StateValue(ShardedTensor tensor);                // NOLINT
+  StateValue(StateDict dict);                      // NOLINT
+  StateValue(StateList list);                      // NOLINT
   StateValue(std::shared_ptr<Stateful> stateful);  // NOLINT
   /// Any Stateful subclass (include <dcpp/state_dict/stateful.h> to define one).
   template <typename T, typename = std::enable_if_t<std::is_base_of_v<Stateful, T>>>
   StateValue(std::shared_ptr<T> stateful)  // NOLINT
       : StateValue(std::shared_ptr<Stateful>(std::move(stateful))) {}
   StateValue(const char* s) : StateValue(c10::IValue(std::string(s))) {}  // NOLINT
-  StateValue(std::string s) : StateValue(c10::IValue(std::move(s))) {}  // NOLINT
+  StateValue(std::string s) : StateValue(c10::IValue(std::move(s))) {}    // NOLINT
   /// bool stays bool; other integers become int64, floating types double.
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
   StateValue(T v) : StateValue(to_ivalue(v)) {}  // NOLINT
