@@ -335,8 +335,9 @@ void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc
   if (verify_crc && crc != record.crc32) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "CRC-32 %08x, expected %08x", crc, record.crc32);
-    throw CheckpointError(source_.describe() + ": zip record '" + record.name + "' has " + buf +
-                          "; the data is corrupted");
+    throw CheckpointError(
+        source_.describe() + ": zip record '" + record.name + "' has " + buf +
+        "; the data is corrupted: restore the file or load an earlier checkpoint");
   }
 }
 
