@@ -38,13 +38,16 @@ class CachedMetadataReader final : public StorageReader {
   Metadata metadata_;
 };
 
-// The one value `key` holds, loaded on its own (so memory stays one tensor at a time).
-StateValue load_entry(CachedMetadataReader& reader, const std::string& key,
-                      const ObjectPath& path) {
+// Loads the entries `keys` (all at once), as a nested state dict.
+StateDict load_entries(CachedMetadataReader& reader, std::vector<std::string> keys) {
   LoadOptions options;
-  options.planner = make_empty_state_dict_load_planner({key});
+  options.planner = make_empty_state_dict_load_planner(std::move(keys));
   StateDict loaded;
   load(loaded, reader, options);
+  return loaded;
+}
+
+const StateValue& entry_at(StateDict& loaded, const std::string& key, const ObjectPath& path) {
   const StateValue* value = find_element(loaded, path);
   if (value == nullptr) {
     throw CheckpointError("entry '" + key + "' did not load");
@@ -92,10 +95,22 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     storage[index.fqn][index.offset.value_or(std::vector<int64_t>{})] = &info;
   }
 
+  auto path_of = [&](const std::string& key) {
+    auto found = paths.find(key);
+    return found != paths.end() ? found->second : ObjectPath{key};
+  };
+  // Values are small: load them all in one pass. Tensors are loaded one at a time, for --stats.
+  std::vector<std::string> value_keys;
+  for (const auto& [key, stored] : metadata.state_dict_metadata) {
+    if (std::holds_alternative<BytesStorageMetadata>(stored)) {
+      value_keys.push_back(key);
+    }
+  }
+  StateDict values = value_keys.empty() ? StateDict() : load_entries(reader, value_keys);
+
   json entries = json::object();
   for (const auto& [key, stored] : metadata.state_dict_metadata) {
-    auto found = paths.find(key);
-    const ObjectPath path = found != paths.end() ? found->second : ObjectPath{key};
+    const ObjectPath path = path_of(key);
     json entry;
     if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
       entry["kind"] = "tensor";
@@ -118,12 +133,13 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
       entry["chunks"] = std::move(chunks);
       if (with_stats) {
-        entry["stats"] = stats_json(compute_stats(load_entry(reader, key, path).tensor()));
+        StateDict loaded = load_entries(reader, {key});
+        entry["stats"] = stats_json(compute_stats(entry_at(loaded, key, path).tensor()));
       }
     } else {
       entry["kind"] = "bytes";
       entry["path"] = path_json(path);
-      entry["value"] = to_json(load_entry(reader, key, path));
+      entry["value"] = to_json(entry_at(values, key, path));
     }
     entries[key] = std::move(entry);
   }

@@ -98,12 +98,20 @@ class DefaultLoadPlanner : public LoadPlanner {
   std::vector<LoadPlan> create_global_plan(std::vector<LoadPlan> plans) override { return plans; }
   LoadPlan finish_plan(LoadPlan central_plan) override { return central_plan; }
 
+  // CPU destinations are read into in place; others (CUDA) through a CPU scratch tensor that
+  // commit_tensor copies over, as DCP does.
   at::Tensor resolve_tensor(const ReadItem& item) override {
     const detail::LocalChunk& chunk = find_chunk(item.dest_index);
-    return detail::narrow_to_box(chunk.tensor, item.dest_offsets, item.lengths);
+    at::Tensor view = detail::narrow_to_box(chunk.tensor, item.dest_offsets, item.lengths);
+    return view.device().is_cpu() ? view : at::empty(view.sizes(), view.options().device(at::kCPU));
   }
 
-  void commit_tensor(const ReadItem& item, const at::Tensor& tensor) override {}
+  void commit_tensor(const ReadItem& item, const at::Tensor& tensor) override {
+    const detail::LocalChunk& chunk = find_chunk(item.dest_index);
+    if (!chunk.tensor.device().is_cpu()) {
+      detail::narrow_to_box(chunk.tensor, item.dest_offsets, item.lengths).copy_(tensor);
+    }
+  }
 
   void load_bytes(const ReadItem& item, c10::IValue value) override {
     auto found = by_key_.find(item.dest_index.fqn);
@@ -131,12 +139,6 @@ class DefaultLoadPlanner : public LoadPlanner {
     }
     const std::vector<detail::LocalChunk>& chunks = chunk_cache_[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
-      if (!chunks[i].tensor.device().is_cpu()) {
-        throw CheckpointError("key '" + key + "': loading into a tensor on " +
-                              chunks[i].tensor.device().str() +
-                              " is not supported; load into a "
-                              "CPU tensor and copy");
-      }
       int64_t covered = 0;
       std::vector<ReadItem> items = detail::read_items_for_chunk(
           key, chunks[i], static_cast<int64_t>(i), saved.chunks, &covered);

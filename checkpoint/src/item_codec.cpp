@@ -66,12 +66,11 @@ void add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& t
   zip.add("data/" + key, tensor.storage().data(), tensor.storage().nbytes());
 }
 
+// A CPU tensor that covers its storage exactly once: the tensor itself when it does, otherwise a
+// compact copy (a view of a larger storage, an expanded tensor) or a CPU copy (CUDA), as DCP does.
 at::Tensor writable_form(const at::Tensor& tensor) {
-  if (!tensor.device().is_cpu()) {
-    throw CheckpointError("cannot write a tensor on " + tensor.device().str() +
-                          ": move it to the CPU first");
-  }
-  return owns_storage_densely(tensor) ? tensor : tensor.clone(at::MemoryFormat::Contiguous);
+  const at::Tensor cpu = tensor.device().is_cpu() ? tensor : tensor.to(at::kCPU);
+  return owns_storage_densely(cpu) ? cpu : cpu.clone(at::MemoryFormat::Contiguous);
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ struct LoadOptions {
 };
 
 /// Saves `state_dict` as a DCP checkpoint in `directory`. Stateful values are saved as their
-/// `state_dict()`. Tensors must be on the CPU. Blocks until the checkpoint is committed; returns
-/// its Metadata. Throws CheckpointError; a failed save never damages a checkpoint already there.
+/// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
+/// checkpoint is committed; returns its Metadata. Throws CheckpointError; a failed save never
+/// damages a checkpoint already there.
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options = {});
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
