@@ -46,6 +46,10 @@ class TempDir {
 /// Where the PyTorch fixtures are: tests/fixtures/pytorch-2.6/<name>.
 std::filesystem::path fixture(const std::string& name);
 
+/// The bytes of a file (empty when it cannot be read), and writing them back.
+std::string read_file(const std::filesystem::path& path);
+void write_file(const std::filesystem::path& path, const std::string& bytes);
+
 /// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -22,6 +24,16 @@ TempDir::~TempDir() {
 
 std::filesystem::path fixture(const std::string& name) {
   return std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.6" / name;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {

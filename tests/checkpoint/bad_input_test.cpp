@@ -15,17 +15,10 @@
 using dcpp::StateDict;
 namespace fs = std::filesystem;
 
+using dcpp::test::read_file;
+using dcpp::test::write_file;
+
 namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // A small checkpoint: one tensor big enough to be read straight from the file, one small, a value.
 void save_sample(const fs::path& dir) {

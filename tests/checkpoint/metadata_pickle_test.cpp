@@ -17,14 +17,10 @@ using dcpp::CheckpointError;
 using namespace dcpp;
 using namespace dcpp::detail;
 
-namespace {
+using dcpp::test::read_file;
+using dcpp::test::write_file;
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+namespace {
 
 Metadata decode_fixture(const std::string& name) {
   const auto path = test::fixture(name) / ".metadata";

@@ -21,14 +21,10 @@
 using dcpp::CheckpointError;
 using namespace dcpp::detail;
 
-namespace {
+using dcpp::test::read_file;
+using dcpp::test::write_file;
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+namespace {
 
 std::string hex(std::string_view bytes) {
   static const char* digits = "0123456789abcdef";

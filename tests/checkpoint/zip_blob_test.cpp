@@ -20,15 +20,10 @@
 #include <vector>
 
 namespace dcpp::detail {
-namespace {
+using dcpp::test::read_file;
+using dcpp::test::write_file;
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+namespace {
 
 /// The archives concatenated in a data file: each ends with its end record (no comments), so
 /// scan for PK\5\6 and keep the candidate that parses.
