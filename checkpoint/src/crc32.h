@@ -1,13 +1,15 @@
 #pragma once
-// CRC-32 with zip's polynomial: libdeflate's for speed, zlib's to combine.
+// CRC-32 with zip's polynomial: 512-bit folding or libdeflate's, and zlib's to combine.
 
 #include <cstddef>
 #include <cstdint>
 
 namespace dcpp::detail {
 
-/// CRC-32 of `n` bytes, continuing from `crc` (0 to start).
+/// CRC-32 of `n` bytes, continuing from `crc` (0 to start). Uses VPCLMULQDQ where the CPU has it.
 uint32_t crc32(uint32_t crc, const void* data, std::size_t n);
+/// The same, always by libdeflate: the reference the fast path is tested against.
+uint32_t crc32_libdeflate(uint32_t crc, const void* data, std::size_t n);
 /// The CRC-32 of A followed by B, from the CRC-32s of A and B and the length of B.
 uint32_t crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 

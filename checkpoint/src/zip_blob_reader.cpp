@@ -22,7 +22,7 @@ namespace {
 using namespace zip;
 
 // Reads go in blocks small enough that the CRC finds each block still in the core's cache.
-constexpr std::size_t kReadBlockSize = std::size_t{256} << 10;
+constexpr std::size_t kReadBlockSize = std::size_t{512} << 10;
 
 // Payloads from this size on are read by two threads, each taking one half.
 constexpr uint64_t kParallelReadThreshold = uint64_t{8} << 20;

@@ -582,3 +582,24 @@ TEST_CASE("zip64 bytes equal PyTorch's", "[.][zip64-reference]") {
 
 }  // namespace
 }  // namespace dcpp::detail
+
+TEST_CASE("the folded CRC-32 equals libdeflate's at every length and start", "[zip]") {
+  std::mt19937 random(7);
+  std::vector<uint8_t> data(70000);
+  for (auto& byte : data) {
+    byte = static_cast<uint8_t>(random());
+  }
+  for (std::size_t length :
+       {0, 1, 255, 256, 257, 319, 320, 511, 512, 513, 1000, 4096, 65536, 69999}) {
+    for (std::size_t start : {0, 1, 3, 63}) {
+      if (start + length > data.size()) {
+        continue;
+      }
+      for (uint32_t initial : {0u, 0xFFFFFFFFu, 0x12345678u}) {
+        INFO("length " << length << " start " << start << " initial " << initial);
+        REQUIRE(dcpp::detail::crc32(initial, data.data() + start, length) ==
+                dcpp::detail::crc32_libdeflate(initial, data.data() + start, length));
+      }
+    }
+  }
+}
