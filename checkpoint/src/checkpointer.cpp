@@ -1,10 +1,24 @@
-// save() and load() for one process: DCP's `state_dict_saver` / `state_dict_loader` steps, in
-// order, with this process as coordinator.
+// save() and load(): DCP's `state_dict_saver` / `state_dict_loader` steps, SPMD over the ranks of a
+// process group (or one process). Protocol, the same on every rank:
+//   save: plan locally -> all-gather plans -> coordinator plans globally, broadcasts final plans ->
+//         write -> all-gather results -> coordinator commits `.metadata`, broadcasts the outcome.
+//   load: read `.metadata`, plan locally -> all-gather -> coordinator's global plan -> read ->
+//         all-gather the outcome.
+// Every step exchanges each rank's status with its payload, so a failure anywhere becomes the same
+// CheckpointError on every rank before the next step starts; nothing is committed after a failure,
+// and no rank waits in a collective that the others will never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
 
+#include "collectives.h"
+#include "metadata_pickle.h"
+#include "plan_codec.h"
+
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/stateful.h>
+
+#include <functional>
+#include <optional>
 
 namespace dcpp {
 
@@ -84,6 +98,80 @@ class StatefulSwap {
   std::vector<Swapped> swapped_;
 };
 
+// One step of the SPMD protocol on every rank: runs `local` (which may throw), exchanges every
+// rank's outcome, and throws the same CheckpointError on every rank when any rank failed. Returns
+// every rank's payload.
+std::vector<std::string> exchange(detail::Collectives& ranks, const char* operation,
+                                  const char* step, const std::function<std::string()>& local) {
+  std::string error;
+  std::string payload;
+  try {
+    payload = local();
+  } catch (const c10::Error& failure) {
+    error = failure.what_without_backtrace();
+  } catch (const std::exception& failure) {
+    error = failure.what();
+  } catch (...) {
+    error = "an exception that is not a std::exception";
+  }
+  std::vector<std::string> replies = ranks.all_gather(detail::encode_strings({error, payload}));
+  std::vector<std::string> payloads;
+  std::string failures;
+  for (std::size_t rank = 0; rank < replies.size(); ++rank) {
+    std::vector<std::string> reply = detail::decode_strings(replies[rank]);
+    if (reply.size() != 2) {
+      throw CheckpointError("malformed message from rank " + std::to_string(rank));
+    }
+    if (!reply[0].empty()) {
+      failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) +
+                  ": " + reply[0];
+    }
+    payloads.push_back(std::move(reply[1]));
+  }
+  if (!failures.empty()) {
+    throw CheckpointError(std::string(operation) + " failed while " + step + " (" + failures + ")");
+  }
+  return payloads;
+}
+
+// The coordinator's `payload` (or its failure) on every rank.
+std::string from_coordinator(detail::Collectives& ranks, int coordinator, const char* operation,
+                             const char* step, const std::function<std::string()>& local) {
+  std::string message;
+  if (ranks.rank() == coordinator) {
+    try {
+      message = detail::encode_strings({"", local()});
+    } catch (const c10::Error& failure) {
+      message = detail::encode_strings({failure.what_without_backtrace(), ""});
+    } catch (const std::exception& failure) {
+      message = detail::encode_strings({failure.what(), ""});
+    } catch (...) {
+      message = detail::encode_strings({"an exception that is not a std::exception", ""});
+    }
+  }
+  std::vector<std::string> reply = detail::decode_strings(ranks.broadcast(message, coordinator));
+  if (reply.size() != 2) {
+    throw CheckpointError("malformed message from the coordinator");
+  }
+  if (!reply[0].empty()) {
+    throw CheckpointError(std::string(operation) + " failed while " + step + " (rank " +
+                          std::to_string(coordinator) + ": " + reply[0] + ")");
+  }
+  return reply[1];
+}
+
+std::unique_ptr<detail::Collectives> collectives_for(
+    const c10::intrusive_ptr<c10d::ProcessGroup>& group, int coordinator) {
+  std::unique_ptr<detail::Collectives> ranks = group ? detail::make_process_group_collectives(group)
+                                                     : detail::make_single_process_collectives();
+  if (coordinator < 0 || coordinator >= ranks->size()) {
+    throw CheckpointError("coordinator rank " + std::to_string(coordinator) +
+                          " is not a rank of the " + std::to_string(ranks->size()) +
+                          "-rank process group");
+  }
+  return ranks;
+}
+
 }  // namespace
 
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
@@ -94,17 +182,61 @@ Metadata save(const StateDict& state_dict, const std::filesystem::path& director
 
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
               const SaveOptions& options) {
-  StateDict resolved = resolve_stateful_copy(StateValue(state_dict)).dict();
+  const int coordinator = options.coordinator_rank;
+  auto ranks = collectives_for(options.process_group, coordinator);
+  const bool is_coordinator = ranks->rank() == coordinator;
+  const char* operation = "checkpoint save";
   std::shared_ptr<SavePlanner> planner =
       options.planner ? options.planner : make_default_save_planner();
-  storage_writer.set_up(/*rank=*/0, /*is_coordinator=*/true);
-  planner->set_up(resolved, /*is_coordinator=*/true);
-  auto [plans, metadata] = planner->create_global_plan({planner->create_local_plan()});
-  plans = storage_writer.prepare_global_plan(std::move(plans));
-  const SavePlan final_plan = planner->finish_plan(std::move(plans.front()));
-  std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
-  storage_writer.finish(metadata, results);
-  return metadata;
+  StateDict resolved;
+
+  // 1. Every rank plans what it holds.
+  std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
+    resolved = resolve_stateful_copy(StateValue(state_dict)).dict();
+    storage_writer.set_up(ranks->rank(), is_coordinator);
+    planner->set_up(resolved, is_coordinator);
+    return detail::encode_save_plan(planner->create_local_plan());
+  });
+  // 2. The coordinator merges the plans and sends every rank its final plan.
+  Metadata metadata;
+  const std::string central =
+      from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+        std::vector<SavePlan> plans;
+        for (const std::string& bytes : local_plans) {
+          plans.push_back(detail::decode_save_plan(bytes));
+        }
+        auto [global_plans, global_metadata] = planner->create_global_plan(std::move(plans));
+        metadata = std::move(global_metadata);
+        global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
+        std::vector<std::string> encoded;
+        for (const SavePlan& plan : global_plans) {
+          encoded.push_back(detail::encode_save_plan(plan));
+        }
+        return detail::encode_strings(encoded);
+      });
+  // 3. Every rank writes its items; the coordinator learns where they landed.
+  std::vector<std::string> results = exchange(*ranks, operation, "writing", [&] {
+    const std::vector<std::string> plans = detail::decode_strings(central);
+    const SavePlan final_plan = planner->finish_plan(
+        detail::decode_save_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
+    return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
+  });
+  // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.
+  const std::string committed = from_coordinator(*ranks, coordinator, operation, "committing", [&] {
+    std::vector<std::vector<WriteResult>> all_results;
+    for (const std::string& bytes : results) {
+      all_results.push_back(detail::decode_write_results(bytes));
+    }
+    storage_writer.finish(metadata, all_results);
+    for (const auto& rank_results : all_results) {
+      for (const WriteResult& result : rank_results) {
+        metadata.storage_data.emplace_back(result.index, result.storage_data);
+      }
+    }
+    return detail::encode_metadata(metadata);
+  });
+  return is_coordinator ? metadata
+                        : detail::decode_metadata(committed, "the coordinator's metadata");
 }
 
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
@@ -114,16 +246,45 @@ LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
 }
 
 LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const LoadOptions& options) {
-  const Metadata metadata = storage_reader.read_metadata();
+  const int coordinator = options.coordinator_rank;
+  auto ranks = collectives_for(options.process_group, coordinator);
+  const bool is_coordinator = ranks->rank() == coordinator;
+  const char* operation = "checkpoint load";
   std::shared_ptr<LoadPlanner> planner =
       options.planner ? options.planner : make_default_load_planner(options.allow_partial_load);
-  StatefulSwap statefuls(state_dict);
-  storage_reader.set_up(metadata, /*rank=*/0, /*is_coordinator=*/true);
-  planner->set_up(state_dict, metadata, /*is_coordinator=*/true);
-  std::vector<LoadPlan> plans = planner->create_global_plan({planner->create_local_plan()});
-  const LoadPlan final_plan = planner->finish_plan(std::move(plans.front()));
-  storage_reader.read_data(final_plan, *planner);
-  statefuls.commit();
+  Metadata metadata;
+  std::optional<StatefulSwap> statefuls;
+
+  // 1. Every rank reads the metadata and plans its reads.
+  std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
+    statefuls.emplace(state_dict);
+    metadata = storage_reader.read_metadata();
+    storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
+    planner->set_up(state_dict, metadata, is_coordinator);
+    return detail::encode_load_plan(planner->create_local_plan());
+  });
+  // 2. The coordinator sees every plan and may adjust them.
+  const std::string central =
+      from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+        std::vector<LoadPlan> plans;
+        for (const std::string& bytes : local_plans) {
+          plans.push_back(detail::decode_load_plan(bytes));
+        }
+        std::vector<std::string> encoded;
+        for (const LoadPlan& plan : planner->create_global_plan(std::move(plans))) {
+          encoded.push_back(detail::encode_load_plan(plan));
+        }
+        return detail::encode_strings(encoded);
+      });
+  // 3. Every rank reads its items; all learn whether every rank succeeded.
+  exchange(*ranks, operation, "reading", [&] {
+    const std::vector<std::string> plans = detail::decode_strings(central);
+    const LoadPlan final_plan = planner->finish_plan(
+        detail::decode_load_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
+    storage_reader.read_data(final_plan, *planner);
+    return std::string();
+  });
+  statefuls->commit();
   return planner->report();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// save() and load(): DCP's `torch.distributed.checkpoint.save` / `load`, single process.
+// save() and load(): DCP's `torch.distributed.checkpoint.save` / `load`, on one process or SPMD on
+// every rank of a process group.
 
 #include <dcpp/checkpoint/filesystem_reader.h>
 #include <dcpp/checkpoint/filesystem_writer.h>
@@ -7,6 +8,8 @@
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <filesystem>
 #include <memory>
@@ -20,6 +23,14 @@ struct SaveOptions {
   FileSystemWriterOptions file_system;
   /// Default: make_default_save_planner().
   std::shared_ptr<SavePlanner> planner;
+  /// The ranks saving (loading) together, every one calling with its own part of the state;
+  /// null: this process alone. Plans and results travel over it as CPU tensors, so it must be a
+  /// group that runs CPU collectives (Gloo); use a group of its own for checkpoints, so they never
+  /// interleave with training collectives. Its timeout bounds how long a dead rank can stall the
+  /// others.
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  /// The rank that builds the global plan and writes `.metadata`.
+  int coordinator_rank = 0;
 };
 
 struct LoadOptions {
@@ -30,12 +41,22 @@ struct LoadOptions {
   /// Load what the checkpoint has and leave the rest untouched, instead of failing on keys the
   /// checkpoint lacks (DCP's `allow_partial_load`).
   bool allow_partial_load = false;
+  /// The ranks saving (loading) together, every one calling with its own part of the state;
+  /// null: this process alone. Plans and results travel over it as CPU tensors, so it must be a
+  /// group that runs CPU collectives (Gloo); use a group of its own for checkpoints, so they never
+  /// interleave with training collectives. Its timeout bounds how long a dead rank can stall the
+  /// others.
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  /// The rank that builds the global plan and writes `.metadata`.
+  int coordinator_rank = 0;
 };
 
 /// Saves `state_dict` as a DCP checkpoint in `directory`. Stateful values are saved as their
 /// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
-/// checkpoint is committed; returns its Metadata. Throws CheckpointError; a failed save never
-/// damages a checkpoint already there.
+/// checkpoint is committed; returns its Metadata. With a process group, every rank calls save with
+/// its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
+/// writing, committing), save throws on every rank a CheckpointError listing each failed rank and
+/// its message, and nothing is committed. A failed save never damages a checkpoint already there.
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options = {});
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
@@ -45,7 +66,8 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 /// filled from the saved chunks, whatever sharding saved them; other values are replaced; Stateful
 /// values get `load_state_dict()` with their loaded state. Dtypes and global shapes must match.
 /// Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the key
-/// and file on any mismatch or corruption. Returns the keys found on one side only.
+/// and file on any mismatch or corruption; with a process group, every rank throws, listing each
+/// failed rank. Returns the keys found on one side only.
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
                 const LoadOptions& options = {});
 LoadReport load(StateDict& state_dict, StorageReader& storage_reader,

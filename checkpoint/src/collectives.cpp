@@ -1,0 +1,105 @@
+#include "collectives.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+namespace dcpp::detail {
+
+namespace {
+
+class SingleProcess final : public Collectives {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::vector<std::string> all_gather(const std::string& bytes) override { return {bytes}; }
+  std::string broadcast(const std::string& bytes, int root) override { return bytes; }
+};
+
+class OverProcessGroup final : public Collectives {
+ public:
+  explicit OverProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : group_(std::move(group)) {}
+
+  int rank() const override { return group_->getRank(); }
+  int size() const override { return group_->getSize(); }
+
+  std::vector<std::string> all_gather(const std::string& bytes) override {
+    const int n = size();
+    const at::Tensor lengths = gather_tensor(
+        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)));
+    int64_t longest = 0;
+    for (int r = 0; r < n; ++r) {
+      longest = std::max(longest, lengths[r].item<int64_t>());
+    }
+    at::Tensor mine = at::zeros({std::max<int64_t>(longest, 1)}, at::kByte);
+    std::memcpy(mine.data_ptr(), bytes.data(), bytes.size());
+    const at::Tensor all = gather_tensor(mine);
+    std::vector<std::string> out(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const auto* data = static_cast<const char*>(all[r].data_ptr());
+      out[static_cast<std::size_t>(r)].assign(data,
+                                              static_cast<std::size_t>(lengths[r].item<int64_t>()));
+    }
+    return out;
+  }
+
+  std::string broadcast(const std::string& bytes, int root) override {
+    at::Tensor length =
+        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong));
+    run_broadcast(length, root);
+    const int64_t n = length.item<int64_t>();
+    at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
+    if (rank() == root) {
+      std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+    }
+    run_broadcast(data, root);
+    return std::string(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(n));
+  }
+
+ private:
+  // [size, ...] stack of every rank's `tensor` (all ranks pass the same shape).
+  at::Tensor gather_tensor(const at::Tensor& tensor) {
+    std::vector<at::Tensor> inputs{tensor};
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < size(); ++r) {
+      outputs[0].push_back(at::empty_like(tensor));
+    }
+    wait(group_->allgather(outputs, inputs), "all-gather");
+    return at::stack(outputs[0]);
+  }
+
+  void run_broadcast(at::Tensor& tensor, int root) {
+    std::vector<at::Tensor> tensors{tensor};
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    wait(group_->broadcast(tensors, options), "broadcast");
+  }
+
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    try {
+      work->wait();
+    } catch (const std::exception& error) {
+      throw CheckpointError(std::string("checkpoint ") + what + " on rank " +
+                            std::to_string(rank()) + " of " + std::to_string(size()) +
+                            " failed (a rank died or timed out?): " + error.what());
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collectives> make_single_process_collectives() {
+  return std::make_unique<SingleProcess>();
+}
+
+std::unique_ptr<Collectives> make_process_group_collectives(
+    c10::intrusive_ptr<c10d::ProcessGroup> group) {
+  return std::make_unique<OverProcessGroup>(std::move(group));
+}
+
+}  // namespace dcpp::detail
