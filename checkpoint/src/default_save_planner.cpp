@@ -5,6 +5,7 @@
 #include <dcpp/checkpoint/save_planner.h>
 
 #include "planner_helpers.h"
+#include "save_plan_validation.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -118,6 +119,7 @@ class DefaultSavePlanner final : public SavePlanner {
   std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
       std::vector<SavePlan> plans) override {
     dedup_save_plans(plans);
+    detail::validate_global_save_plan(plans);
     Metadata metadata;
     std::unordered_map<std::string, std::size_t> position;
     for (SavePlan& plan : plans) {
