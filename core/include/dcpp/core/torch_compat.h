@@ -42,3 +42,64 @@ typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/,
 }
 
 }  // namespace dcpp::compat
+
+// ---------------------------------------------------------------------------------------------
+// c10d (distributed). Templates on the c10d types, so this header needs no c10d (or Gloo)
+// include; they are instantiated where the c10d headers are (checkpoint/src/process_group.cpp).
+//   - libtorch 1.13: ProcessGroupGloo *is* a c10d::ProcessGroup.
+//   - libtorch 2.x: ProcessGroupGloo is a c10d::Backend; a c10d::ProcessGroup fronts it
+//     (registered for CPU and CUDA tensors, as Python's "gloo" backend is), and the ProcessGroup
+//     constructor took Options up to 2.2 and no Options from 2.3 on.
+//   - TCPStoreOptions gained `useLibUV` (2.3, default true from 2.4); dcpp keeps libtorch's
+//     default unless the environment says USE_LIBUV=0, as Python does.
+// ---------------------------------------------------------------------------------------------
+
+#include <chrono>
+#include <utility>
+
+namespace dcpp::compat {
+
+namespace detail {
+template <typename T, typename = void>
+struct HasUseLibUV : std::false_type {};
+template <typename T>
+struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
+}  // namespace detail
+
+/// Applies the environment's USE_LIBUV=0 (or 1) to TCPStoreOptions where libtorch has libuv
+/// stores; nothing on libtorch 1.13.
+template <typename TCPStoreOptions>
+void apply_libuv_choice(TCPStoreOptions& options, const char* use_libuv_env) {
+  if constexpr (detail::HasUseLibUV<TCPStoreOptions>::value) {
+    if (use_libuv_env != nullptr && *use_libuv_env != '\0') {
+      options.useLibUV = std::string(use_libuv_env) != "0";
+    }
+  }
+}
+
+/// A Gloo process group as the c10d::ProcessGroup callers use: the object itself on libtorch
+/// 1.13, a ProcessGroup with it as the backend for CPU and CUDA tensors on 2.x.
+template <typename ProcessGroup, typename Gloo, typename StorePtr>
+c10::intrusive_ptr<ProcessGroup> gloo_as_process_group(const StorePtr& store, int rank, int size,
+                                                       std::chrono::milliseconds timeout,
+                                                       const c10::intrusive_ptr<Gloo>& gloo) {
+  if constexpr (std::is_base_of_v<ProcessGroup, Gloo>) {
+    return gloo;
+  } else {
+    c10::intrusive_ptr<ProcessGroup> group;
+    if constexpr (std::is_constructible_v<ProcessGroup, StorePtr, int, int>) {
+      group = c10::make_intrusive<ProcessGroup>(store, rank, size);
+    } else {
+      group = c10::make_intrusive<ProcessGroup>(
+          store, rank, size, c10::make_intrusive<typename ProcessGroup::Options>("gloo", timeout));
+    }
+    using BackendPtr = decltype(group->getBackend(c10::DeviceType::CPU));
+    const BackendPtr backend(gloo);
+    group->setBackend(c10::DeviceType::CPU, ProcessGroup::BackendType::GLOO, backend);
+    group->setBackend(c10::DeviceType::CUDA, ProcessGroup::BackendType::GLOO, backend);
+    group->setDefaultBackend(ProcessGroup::BackendType::GLOO);
+    return group;
+  }
+}
+
+}  // namespace dcpp::compat

@@ -1,0 +1,98 @@
+#pragma once
+// Gloo process groups from the torchrun variables: the rendezvous a job of ranks started by
+// `dcpp-launch` (or torchrun) needs before it can save or load a checkpoint together.
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace dcpp {
+
+/// How a process group is made and how long its operations may take.
+struct ProcessGroupOptions {
+  /// How long any collective of the group may take before it fails on this rank, and how long the
+  /// rendezvous (connecting to the store, waiting for every rank to arrive) may take. A rank that
+  /// dies or stops answering makes the others' collectives fail within this time.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// The store keys of this group live under "dcpp/<group_name>/": groups made from one store
+  /// need different names (e.g. "default" for training, "checkpoint" for checkpoint collectives).
+  std::string group_name = "default";
+  /// Gloo's worker threads for the group's collectives.
+  int threads = 2;
+  /// The address the Gloo transport binds to and advertises to its peers. Empty: the loopback
+  /// address 127.0.0.1 when the master address is a loopback one, else the address this host's
+  /// name resolves to (Gloo's default device).
+  std::string gloo_hostname;
+
+  ProcessGroupOptions& with_timeout(std::chrono::milliseconds value) {
+    timeout = value;
+    return *this;
+  }
+  ProcessGroupOptions& with_group_name(std::string value) {
+    group_name = std::move(value);
+    return *this;
+  }
+  ProcessGroupOptions& with_threads(int value) {
+    threads = value;
+    return *this;
+  }
+  ProcessGroupOptions& with_gloo_hostname(std::string value) {
+    gloo_hostname = std::move(value);
+    return *this;
+  }
+};
+
+/// The torchrun variables of one rank: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
+struct LaunchEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  /// Reads the variables from the environment. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are
+  /// required; LOCAL_RANK defaults to RANK. Throws CheckpointError naming the variable that is
+  /// missing or invalid (not an integer, rank outside [0, WORLD_SIZE), port outside [1, 65535]).
+  /// Reads the environment only: thread-safe as long as nobody calls setenv meanwhile.
+  static LaunchEnvironment from_env();
+
+  /// Throws CheckpointError when the fields are inconsistent (the checks of from_env()).
+  void validate() const;
+};
+
+/// Connects to the job's c10d::TCPStore at `env.master_addr:env.master_port` (rank 0 starts it
+/// there) and makes a Gloo process group of all `env.world_size` ranks from it.
+///
+/// Collective: every rank of the job must call it, with the same options.group_name. Blocks until
+/// every rank has arrived and the Gloo connections are made; throws CheckpointError naming the
+/// rank, the store address and the cause when that does not happen within options.timeout (a rank
+/// that never starts, a port already in use on rank 0). The group keeps the store alive (rank 0's
+/// store serves the others: rank 0 should not exit while other ranks still make groups from it).
+/// The group is CPU-capable (Gloo); its collectives honour options.timeout and, like every c10d
+/// group, must be called in the same order on every rank and are not thread-safe.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
+    const LaunchEnvironment& env, const ProcessGroupOptions& options = {});
+
+/// LaunchEnvironment::from_env() then make_gloo_process_group(): the one line a rank started by
+/// `dcpp-launch` or torchrun needs.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group_from_env(
+    const ProcessGroupOptions& options = {});
+
+/// The store of the job, as make_gloo_process_group(env, ...) makes it: rank 0 starts the
+/// TCPStore server, the others connect to it (retrying until options.timeout). Keep it to make
+/// more than one group from it (different options.group_name each). Blocking; throws
+/// CheckpointError.
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
+                                               const ProcessGroupOptions& options = {});
+
+/// A Gloo group of `size` ranks over an existing store, its keys under
+/// "dcpp/<options.group_name>/" (so a job can make a second group, e.g. for checkpoint
+/// collectives, that never interleaves with the training loop's). Collective and blocking as
+/// above; throws CheckpointError.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    const ProcessGroupOptions& options = {});
+
+}  // namespace dcpp

@@ -1,0 +1,339 @@
+// dcpp-launch and the Gloo process group helper: real processes, Gloo on loopback.
+
+#include "dcpp_test.h"
+
+#include "launcher.h"
+
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr
+  double seconds;
+};
+
+CommandResult run(const std::string& arguments) {
+  const std::string command = std::string(DCPP_LAUNCH) + " " + arguments + " 2>&1";
+  const auto start = Clock::now();
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
+    output.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO(command << "\n" << output);
+  REQUIRE(WIFEXITED(status));
+  return {WEXITSTATUS(status), output, seconds};
+}
+
+const std::string worker = DCPP_PG_WORKER;
+
+// Sets (or unsets, with nullopt) environment variables for a scope, restoring them after.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::optional<std::string>>& values) {
+    for (const auto& [name, value] : values) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      set(name, value);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) set(name, value);
+  }
+
+ private:
+  static void set(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::map<std::string, std::optional<std::string>> torchrun_env() {
+  return {{"RANK", "1"},
+          {"WORLD_SIZE", "3"},
+          {"LOCAL_RANK", "1"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", "29512"}};
+}
+
+// The launcher's output to a file, read back after.
+struct CapturedLaunch {
+  int exit_code;
+  std::string out;
+  std::string err;
+  double seconds;
+};
+
+CapturedLaunch launch_in_process(dcpp::tools::LaunchOptions options) {
+  dcpp::test::TempDir dir;
+  const int out = ::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int err = ::open((dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(out >= 0);
+  REQUIRE(err >= 0);
+  options.stdout_fd = out;
+  options.stderr_fd = err;
+  const auto start = Clock::now();
+  const int code = dcpp::tools::launch(options);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ::close(out);
+  ::close(err);
+  return {code, dcpp::test::read_file(dir / "out"), dcpp::test::read_file(dir / "err"), seconds};
+}
+
+}  // namespace
+
+TEST_CASE("LaunchEnvironment::from_env reads the torchrun variables") {
+  ScopedEnv env(torchrun_env());
+  const auto launch = dcpp::LaunchEnvironment::from_env();
+  REQUIRE(launch.rank == 1);
+  REQUIRE(launch.world_size == 3);
+  REQUIRE(launch.local_rank == 1);
+  REQUIRE(launch.master_addr == "127.0.0.1");
+  REQUIRE(launch.master_port == 29512);
+}
+
+TEST_CASE("LaunchEnvironment::from_env names the missing or invalid variable") {
+  const std::vector<std::pair<std::map<std::string, std::optional<std::string>>, std::string>>
+      cases = {
+          {{{"RANK", std::nullopt}}, "RANK is not set"},
+          {{{"WORLD_SIZE", std::nullopt}}, "WORLD_SIZE is not set"},
+          {{{"MASTER_ADDR", std::nullopt}}, "MASTER_ADDR is not set"},
+          {{{"MASTER_PORT", ""}}, "MASTER_PORT is not set"},
+          {{{"RANK", "one"}}, "RANK=\"one\" is not an integer"},
+          {{{"WORLD_SIZE", "3x"}}, "WORLD_SIZE=\"3x\" is not an integer"},
+          {{{"RANK", "3"}}, "RANK=3 is outside [0, WORLD_SIZE=3)"},
+          {{{"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1"},
+          {{{"MASTER_PORT", "70000"}}, "MASTER_PORT=70000 is outside [1, 65535]"},
+          {{{"LOCAL_RANK", "-1"}}, "LOCAL_RANK=-1 is negative"},
+      };
+  for (const auto& [change, message] : cases) {
+    ScopedEnv base(torchrun_env());
+    ScopedEnv env(change);
+    INFO(message);
+    REQUIRE_THROWS_WITH(dcpp::LaunchEnvironment::from_env(), Catch::Contains(message));
+  }
+  ScopedEnv base(torchrun_env());
+  ScopedEnv without_local_rank({{"LOCAL_RANK", std::nullopt}});
+  REQUIRE(dcpp::LaunchEnvironment::from_env().local_rank == 1);  // RANK's value
+}
+
+TEST_CASE("A one-rank Gloo group from the environment runs collectives in-process") {
+  ScopedEnv env({{"RANK", "0"},
+                 {"WORLD_SIZE", "1"},
+                 {"LOCAL_RANK", "0"},
+                 {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", std::to_string(dcpp::tools::pick_free_port())}});
+  const auto group = dcpp::make_gloo_process_group_from_env(
+      dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(20)));
+  REQUIRE(group->getRank() == 0);
+  REQUIRE(group->getSize() == 1);
+  std::vector<at::Tensor> tensors{at::arange(5, at::kFloat)};
+  group->allreduce(tensors)->wait();
+  REQUIRE(tensors[0].equal(at::arange(5, at::kFloat)));
+}
+
+TEST_CASE("make_gloo_process_group rejects bad arguments") {
+  REQUIRE_THROWS_WITH(dcpp::make_gloo_process_group(c10::intrusive_ptr<c10d::Store>(), 0, 1),
+                      Catch::Contains("the store is null"));
+  dcpp::LaunchEnvironment env;
+  env.rank = 2;
+  env.world_size = 2;
+  REQUIRE_THROWS_WITH(dcpp::make_gloo_process_group(env), Catch::Contains("RANK=2 is outside"));
+}
+
+TEST_CASE("LinePrefixer writes whole prefixed lines") {
+  dcpp::test::TempDir dir;
+  const int fd = ::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  {
+    dcpp::tools::LinePrefixer lines("[rank 2] ", fd);
+    lines.feed("one\ntw", 6);
+    lines.feed("o\n\nthr", 6);
+    lines.feed("ee", 2);
+    lines.finish();
+    lines.finish();  // nothing more
+  }
+  ::close(fd);
+  REQUIRE(dcpp::test::read_file(dir / "out") ==
+          "[rank 2] one\n[rank 2] two\n[rank 2] \n[rank 2] three\n");
+}
+
+TEST_CASE("launch() sets the torchrun variables and prefixes each rank's output") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 3;
+  options.master_port = 29777;
+  options.command = {"sh", "-c",
+                     "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT\"; "
+                     "printf 'partial' >&2"};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 0);
+  for (int r = 0; r < 3; ++r) {
+    const std::string rank = std::to_string(r);
+    REQUIRE_THAT(result.out, Catch::Contains("[rank " + rank + "] " + rank + " " + rank +
+                                             " 3 127.0.0.1 29777\n"));
+    REQUIRE_THAT(result.err, Catch::Contains("[rank " + rank + "] partial\n"));
+  }
+}
+
+TEST_CASE("launch() returns the first failure's code and stops the other ranks") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 3;
+  options.command = {"sh", "-c", "if [ $RANK = 1 ]; then exit 3; fi; exec sleep 120"};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 3);
+  REQUIRE(result.seconds < 10);
+  REQUIRE_THAT(result.err, Catch::Contains("rank 1 exited with code 3; stopping the other ranks"));
+}
+
+TEST_CASE("launch() kills ranks that ignore SIGTERM once the grace period is over") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 2;
+  options.stop_grace = std::chrono::milliseconds(300);
+  // Rank 1 (the shell and its sleep) ignores SIGTERM; the whole process group gets SIGKILL. Rank
+  // 0 fails once rank 1 ignores SIGTERM: it reads what rank 1 writes after its trap.
+  dcpp::test::TempDir dir;
+  const std::string fifo = (dir / "ready").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  options.command = {"sh", "-c",
+                     "if [ $RANK = 0 ]; then read line < " + fifo +
+                         "; exit 5; fi; trap '' TERM; echo ready > " + fifo + "; sleep 120"};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 5);
+  REQUIRE(result.seconds >= 0.3);
+  REQUIRE(result.seconds < 10);
+}
+
+TEST_CASE("launch() reports a rank killed by a signal as 128 + the signal") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 2;
+  options.command = {"sh", "-c", "if [ $RANK = 1 ]; then kill -9 $$; fi; exec sleep 120"};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 128 + 9);
+  REQUIRE_THAT(result.err, Catch::Contains("rank 1 was killed by signal 9"));
+}
+
+TEST_CASE("launch() fails with 127 when the command cannot be run") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 2;
+  options.command = {"/nonexistent/dcpp-no-such-program"};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 127);
+  REQUIRE_THAT(result.err, Catch::Contains("could not run /nonexistent/dcpp-no-such-program"));
+  options.nproc = 0;
+  REQUIRE_THROWS_AS(dcpp::tools::launch(options), std::invalid_argument);
+}
+
+TEST_CASE("dcpp-launch -n 3 runs Gloo collectives on two groups from one store") {
+  const auto result = run("-n 3 -- " + worker + " --timeout-ms 60000");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  for (int r = 0; r < 3; ++r) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] rank " + std::to_string(r);
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": groups ready, world size 3\n"));
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": default allreduce ok 6\n"));
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": default allgather ok\n"));
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": checkpoint allreduce ok 6\n"));
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": checkpoint allgather ok\n"));
+    REQUIRE_THAT(result.output, Catch::Contains(prefix + ": done\n"));
+  }
+}
+
+TEST_CASE("dcpp-launch with a given port, the group made by make_gloo_process_group_from_env") {
+  const int port = dcpp::tools::pick_free_port();
+  const auto result =
+      run("-n 2 --master-port " + std::to_string(port) + " " + worker + " --from-env");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: default allreduce ok 3\n"));
+}
+
+TEST_CASE("A rank that exits 3 makes dcpp-launch exit 3 and stops the blocked ranks") {
+  // Ranks 0 and 2 would wait a minute in their allreduce: the launcher's SIGTERM stops them.
+  const auto result =
+      run("-n 3 --timeout 5 " + worker + " --timeout-ms 60000 --exit-rank 1 --exit-code 3");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 3);
+  REQUIRE(result.seconds < 30);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: exiting with 3"));
+  REQUIRE_THAT(result.output,
+               Catch::Contains("dcpp-launch: rank 1 exited with code 3; stopping the other ranks"));
+  REQUIRE_THAT(result.output, !Catch::Contains(": done"));
+}
+
+TEST_CASE("Ranks that ignore SIGTERM fail on their own when a peer exits") {
+  // No SIGTERM stops them and the launcher grants a minute: their collectives must fail by
+  // themselves, within the group's timeout.
+  const auto result = run("-n 3 --timeout 60 " + worker +
+                          " --ignore-sigterm --timeout-ms 3000 --exit-rank 1 --exit-code 3");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 3);
+  REQUIRE(result.seconds < 30);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] rank 0: failed: "));
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 2] rank 2: failed: "));
+}
+
+TEST_CASE("A rank that dies makes the others' collectives fail within the timeout") {
+  const auto result =
+      run("-n 3 --timeout 60 " + worker + " --ignore-sigterm --timeout-ms 3000 --die-rank 1");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 128 + 9);
+  REQUIRE(result.seconds < 30);
+  REQUIRE_THAT(result.output, Catch::Contains("rank 1 was killed by signal 9"));
+  for (const std::string rank : {"0", "2"}) {
+    const auto at = result.output.find("[rank " + rank + "] rank " + rank + ": failed: ");
+    REQUIRE(at != std::string::npos);
+    const std::string error = result.output.substr(at, result.output.find('\n', at) - at);
+    INFO(error);
+    const bool names_cause =
+        error.find("imed out") != std::string::npos || error.find("timeout") != std::string::npos ||
+        error.find("peer") != std::string::npos || error.find("Connection") != std::string::npos;
+    REQUIRE(names_cause);
+  }
+}
+
+TEST_CASE("A rank that hangs makes the others' collectives time out") {
+  const auto result = run("-n 3 " + worker + " --timeout-ms 2000 --hang-rank 1");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 4);
+  REQUIRE(result.seconds >= 2);
+  REQUIRE(result.seconds < 30);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: hanging"));
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] rank 0: failed: "));
+  REQUIRE_THAT(result.output, Catch::Contains("imed out"));
+  REQUIRE_THAT(result.output, Catch::Contains("exited with code 4; stopping the other ranks"));
+}
+
+TEST_CASE("A rank that never joins makes the rendezvous fail within the timeout") {
+  const auto result = run("-n 2 " + worker + " --timeout-ms 2000 --absent-rank 1");
+  INFO(result.output);
+  REQUIRE(result.exit_code == 4);
+  REQUIRE(result.seconds < 30);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: not joining"));
+  // The store's or Gloo's rendezvous, whichever waits for the missing rank first.
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] rank 0: failed: rank 0"));
+  REQUIRE_THAT(result.output, Catch::Contains("within 2000 ms"));
+}

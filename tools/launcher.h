@@ -1,0 +1,69 @@
+#pragma once
+// `dcpp-launch`: starts N local ranks of a command with the torchrun variables set, forwards
+// their output line by line with a rank prefix, and stops them all when one fails.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace dcpp::tools {
+
+struct LaunchOptions {
+  /// How many ranks to start (WORLD_SIZE), at least 1.
+  int nproc = 1;
+  /// MASTER_PORT; 0 picks a free port (see pick_free_port()).
+  int master_port = 0;
+  /// MASTER_ADDR.
+  std::string master_addr = "127.0.0.1";
+  /// After the first failure, the other ranks get SIGTERM; those still running this long after
+  /// get SIGKILL.
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
+  /// The program and its arguments, looked up in PATH when the program has no '/'.
+  std::vector<std::string> command;
+  /// Where the ranks' prefixed stdout and stderr lines go.
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+  /// When >= 0, a readable file descriptor that becomes readable when the launcher is asked to
+  /// stop (a self-pipe its SIGINT/SIGTERM handlers write one byte, the signal number, to): the
+  /// ranks are then stopped as after a failure and launch() returns 128 + that byte.
+  int interrupt_fd = -1;
+};
+
+/// Splits a byte stream into lines and writes each as "<prefix><line>\n" to a file descriptor
+/// with one write per line (lines of different ranks do not interleave). Not thread-safe.
+class LinePrefixer {
+ public:
+  LinePrefixer(std::string prefix, int fd) : prefix_(std::move(prefix)), fd_(fd) {}
+  /// Writes the complete lines of `data` (with what earlier calls left) and keeps the rest.
+  void feed(const char* data, std::size_t size);
+  /// Writes what is left as a last line (a stream that ended without a newline).
+  void finish();
+
+ private:
+  void emit(const char* begin, std::size_t size);
+  std::string prefix_;
+  int fd_;
+  std::string pending_;
+};
+
+/// Binds a TCP socket to `address`:0 and returns the port the kernel gave it (then closes it: the
+/// port is free, though another process could take it before rank 0 binds it). Throws
+/// std::runtime_error when no socket can be bound.
+int pick_free_port(const std::string& address = "127.0.0.1");
+
+/// Starts the ranks and waits for all of them. Each rank r runs `options.command` with RANK=r,
+/// LOCAL_RANK=r, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and the launcher's environment) in its own
+/// process group, its stdout and stderr forwarded line by line as "[rank r] ..." to
+/// options.stdout_fd / stderr_fd.
+///
+/// Returns 0 when every rank exits with 0. When a rank fails (non-zero exit, or killed by a signal:
+/// 128 + signal), the others' process groups get SIGTERM, then SIGKILL after options.stop_grace;
+/// launch() returns the first failed rank's code once all have exited (and their output has been
+/// forwarded). A command that cannot be started fails its rank with 127. Blocks; waits with poll()
+/// on the output pipes, a pidfd per rank and options.interrupt_fd, never by sleeping. Throws
+/// std::invalid_argument for bad options and std::runtime_error when a pipe or process cannot be
+/// made (ranks already started are killed first). Not thread-safe (one launch at a time per
+/// process).
+int launch(const LaunchOptions& options);
+
+}  // namespace dcpp::tools
