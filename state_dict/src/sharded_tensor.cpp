@@ -18,8 +18,11 @@ std::string shape_string(at::IntArrayRef shape) {
 
 }  // namespace
 
-ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards)
-    : global_shape_(std::move(global_shape)), local_shards_(std::move(local_shards)) {
+ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards,
+                             std::optional<at::ScalarType> dtype)
+    : global_shape_(std::move(global_shape)),
+      local_shards_(std::move(local_shards)),
+      dtype_(dtype) {
   for (std::size_t i = 0; i < local_shards_.size(); ++i) {
     const Shard& shard = local_shards_[i];
     const std::string which = "shard " + std::to_string(i) + " (offsets " +
@@ -40,11 +43,11 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shar
                               shape_string(global_shape_) + " in dimension " + std::to_string(d));
       }
     }
-    if (shard.tensor.scalar_type() != local_shards_.front().tensor.scalar_type()) {
+    const at::ScalarType expected = dtype_.value_or(local_shards_.front().tensor.scalar_type());
+    if (shard.tensor.scalar_type() != expected) {
       throw CheckpointError("ShardedTensor: " + which + " has dtype " +
-                            std::string(c10::toString(shard.tensor.scalar_type())) +
-                            " but shard 0 has " +
-                            c10::toString(local_shards_.front().tensor.scalar_type()));
+                            std::string(c10::toString(shard.tensor.scalar_type())) + ", not " +
+                            c10::toString(expected));
     }
   }
 }
@@ -63,10 +66,14 @@ ShardedTensor ShardedTensor::from_chunk_of(const at::Tensor& full, int64_t dim, 
   const int64_t size = base + (part < longer ? 1 : 0);
   std::vector<int64_t> offsets(full.dim(), 0);
   offsets[dim] = begin;
-  return ShardedTensor(full.sizes().vec(), {Shard{full.narrow(dim, begin, size), offsets}});
+  return ShardedTensor(full.sizes().vec(), {Shard{full.narrow(dim, begin, size), offsets}},
+                       full.scalar_type());
 }
 
 at::ScalarType ShardedTensor::dtype() const {
+  if (dtype_) {
+    return *dtype_;
+  }
   return local_shards_.empty() ? at::kFloat : local_shards_.front().tensor.scalar_type();
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace dcpp {
@@ -22,8 +23,11 @@ struct Shard {
 class ShardedTensor {
  public:
   ShardedTensor() = default;
-  /// Throws CheckpointError if a shard's rank, dtype or bounds do not fit `global_shape`.
-  ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards);
+  /// Throws CheckpointError if a shard's rank, dtype or bounds do not fit `global_shape`. `dtype`
+  /// is needed only when this process holds no shard (an uneven split can leave a rank without
+  /// rows); otherwise the shards' dtype is used and must equal it when given.
+  ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards,
+                std::optional<at::ScalarType> dtype = std::nullopt);
 
   /// A tensor split along `dim` into `num_parts` near-equal parts (the first `size % num_parts`
   /// parts one row longer), of which this process holds `part`: the layout of a dim-0 FSDP shard.
@@ -32,12 +36,13 @@ class ShardedTensor {
 
   const std::vector<int64_t>& global_shape() const { return global_shape_; }
   const std::vector<Shard>& local_shards() const { return local_shards_; }
-  /// dtype of the shards; float32 when there are none.
+  /// The dtype of the shards (or the one given; float32 when neither).
   at::ScalarType dtype() const;
 
  private:
   std::vector<int64_t> global_shape_;
   std::vector<Shard> local_shards_;
+  std::optional<at::ScalarType> dtype_;
 };
 
 }  // namespace dcpp

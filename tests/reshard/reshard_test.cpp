@@ -1,0 +1,76 @@
+// Save with N ranks in one sharding, load with M ranks in another: real processes over Gloo,
+// started by dcpp-launch; every element must come back equal.
+
+#include "dcpp_test.h"
+
+#include <sys/wait.h>
+#include <array>
+#include <cstdio>
+
+namespace {
+
+int launch(int ranks, const std::string& arguments, std::string* output = nullptr) {
+  const std::string command = std::string(DCPP_LAUNCH) + " -n " + std::to_string(ranks) + " -- " +
+                              DCPP_RESHARD_WORKER + " " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string text;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
+    text.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  if (output != nullptr) {
+    *output = text;
+  }
+  UNSCOPED_INFO(command << "\n" << text);
+  return WEXITSTATUS(status);
+}
+
+const char* const kLayouts[] = {"row", "col", "uneven", "replicated"};
+
+void save_with_load_with(int saving_ranks) {
+  for (int loading_ranks = 1; loading_ranks <= 4; ++loading_ranks) {
+    const std::string saved_as = kLayouts[saving_ranks % 4];
+    const std::string loaded_as = kLayouts[(saving_ranks + loading_ranks) % 4];
+    dcpp::test::TempDir dir;
+    INFO("save " << saving_ranks << " ranks " << saved_as << ", load " << loading_ranks << " ranks "
+                 << loaded_as);
+    REQUIRE(launch(saving_ranks, "save " + (dir / "ckpt").string() + " " + saved_as) == 0);
+    REQUIRE(launch(loading_ranks, "load " + (dir / "ckpt").string() + " " + loaded_as) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint saved by 1 rank loads on 1 to 4 ranks in another sharding") {
+  save_with_load_with(1);
+}
+TEST_CASE("a checkpoint saved by 2 ranks loads on 1 to 4 ranks in another sharding") {
+  save_with_load_with(2);
+}
+TEST_CASE("a checkpoint saved by 3 ranks loads on 1 to 4 ranks in another sharding") {
+  save_with_load_with(3);
+}
+TEST_CASE("a checkpoint saved by 4 ranks loads on 1 to 4 ranks in another sharding") {
+  save_with_load_with(4);
+}
+
+TEST_CASE("every layout saved by 3 ranks loads as every layout on 2") {
+  for (const char* saved_as : kLayouts) {
+    for (const char* loaded_as : kLayouts) {
+      dcpp::test::TempDir dir;
+      REQUIRE(launch(3, std::string("save ") + (dir / "ckpt").string() + " " + saved_as) == 0);
+      REQUIRE(launch(2, std::string("load ") + (dir / "ckpt").string() + " " + loaded_as) == 0);
+    }
+  }
+}
+
+TEST_CASE("a rank failing during a save fails it on every rank, naming the rank") {
+  dcpp::test::TempDir dir;
+  std::string output;
+  REQUIRE(launch(3, "fail " + (dir / "ckpt").string() + " 1", &output) == 0);
+  for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+  }
+}

@@ -1,0 +1,155 @@
+// One rank of a resharding test, started by dcpp-launch with the torchrun variables set.
+//
+//   reshard_worker save DIR LAYOUT      saves the test state, sharded as LAYOUT over the ranks
+//   reshard_worker load DIR LAYOUT      loads it sharded as LAYOUT; exit 0 iff every element equals
+//   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
+//                                       get a CheckpointError naming RANK, and nothing is committed
+//
+// LAYOUT: row (dim-0 near-equal parts), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
+// weight), replicated (every rank holds everything). The global tensors are the same on every rank
+// (fixed formulas), so each rank knows what every element must be.
+
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dcpp.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct Rank {
+  int index;
+  int count;
+};
+
+at::Tensor global_tensor(const std::string& name) {
+  if (name == "w") return at::arange(13 * 7, at::kFloat).reshape({13, 7}).div(7);
+  if (name == "e") return at::arange(9 * 10, at::kDouble).reshape({9, 10}).sin();
+  if (name == "i") return at::arange(11, at::kLong).mul(3);
+  return at::arange(6, at::kBFloat16).reshape({2, 3});  // "b": 2 rows, fewer than some worlds
+}
+
+// Rows [begin, end) of `length` for part `part` of `parts`, weights 1, 2, 3, ... when uneven.
+std::pair<int64_t, int64_t> split(int64_t length, int part, int parts, bool uneven) {
+  if (!uneven) {
+    const int64_t base = length / parts, longer = length % parts;
+    const int64_t begin = part * base + std::min<int64_t>(part, longer);
+    return {begin, begin + base + (part < longer ? 1 : 0)};
+  }
+  const int64_t total = parts * (parts + 1) / 2;
+  int64_t before = part * (part + 1) / 2;
+  return {length * before / total, length * (before + part + 1) / total};
+}
+
+// This rank's part of `full` in `layout` (for "replicated", a plain tensor: every rank holds it).
+dcpp::StateValue shard(const at::Tensor& full, const std::string& layout, Rank rank) {
+  if (layout == "replicated") {
+    return full;
+  }
+  const int64_t dim = (layout == "col" && full.dim() > 1) ? 1 : 0;
+  auto [begin, end] = split(full.size(dim), rank.index, rank.count, layout == "uneven");
+  std::vector<int64_t> offsets(full.dim(), 0);
+  offsets[dim] = begin;
+  std::vector<dcpp::Shard> shards;
+  if (end > begin) {
+    shards.push_back({full.narrow(dim, begin, end - begin).clone(), offsets});
+  }
+  return dcpp::ShardedTensor(full.sizes().vec(), std::move(shards), full.scalar_type());
+}
+
+dcpp::StateDict state(const std::string& layout, Rank rank, bool zeros) {
+  dcpp::StateDict model;
+  for (const char* name : {"w", "e", "i", "b"}) {
+    at::Tensor full = global_tensor(name);
+    model.insert(name, shard(zeros ? at::zeros_like(full) : full, layout, rank));
+  }
+  dcpp::StateDict sd;
+  sd.insert("model", model);
+  sd.insert("replicated", zeros ? at::zeros({5}) : at::linspace(0, 1, 5));  // on every rank
+  sd.insert("step", zeros ? 0 : 11);
+  return sd;
+}
+
+bool check(const dcpp::StateDict& loaded, Rank rank) {
+  bool ok = loaded.at("step").value().toInt() == 11 &&
+            loaded.at("replicated").tensor().equal(at::linspace(0, 1, 5));
+  for (const auto& item : loaded.at("model").dict()) {
+    const at::Tensor full = global_tensor(item.key);
+    if (item.value.is_tensor()) {
+      ok = ok && item.value.tensor().equal(full);
+      continue;
+    }
+    for (const dcpp::Shard& shard : item.value.sharded_tensor().local_shards()) {
+      at::Tensor expected = full;
+      for (std::size_t d = 0; d < shard.offsets.size(); ++d) {
+        expected = expected.narrow(static_cast<int64_t>(d), shard.offsets[d], shard.tensor.size(d));
+      }
+      if (!shard.tensor.equal(expected)) {
+        std::fprintf(stderr, "rank %d: '%s' differs at offsets %lld\n", rank.index,
+                     item.key.c_str(), static_cast<long long>(shard.offsets[0]));
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s save|load|fail DIR LAYOUT|RANK\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1], dir = argv[2], arg = argv[3];
+  auto group = dcpp::make_gloo_process_group_from_env(
+      dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
+  const Rank rank{group->getRank(), group->getSize()};
+  try {
+    if (mode == "save") {
+      dcpp::SaveOptions options;
+      options.process_group = group;
+      options.file_system.sync_files = false;
+      dcpp::save(state(arg, rank, false), dir, options);
+      return 0;
+    }
+    if (mode == "load") {
+      dcpp::LoadOptions options;
+      options.process_group = group;
+      dcpp::StateDict target = state(arg, rank, true);
+      dcpp::load(target, dir, options);
+      return check(target, rank) ? 0 : 1;
+    }
+    if (mode == "fail") {
+      struct Failing : dcpp::Stateful {
+        dcpp::StateDict state_dict() override { throw std::runtime_error("disk on fire"); }
+        void load_state_dict(const dcpp::StateDict&) override {}
+      };
+      dcpp::StateDict sd = state("row", rank, false);
+      if (rank.index == std::stoi(arg)) {
+        sd.insert("broken", std::make_shared<Failing>());
+      }
+      dcpp::SaveOptions options;
+      options.process_group = group;
+      try {
+        dcpp::save(sd, dir, options);
+      } catch (const dcpp::CheckpointError& error) {
+        const std::string message = error.what_without_backtrace();
+        const bool named = message.find("rank " + arg + ": disk on fire") != std::string::npos;
+        const bool committed = std::filesystem::exists(std::filesystem::path(dir) / ".metadata");
+        std::printf("failed as expected: %s\n", message.c_str());
+        return named && !committed ? 0 : 1;
+      }
+      std::fprintf(stderr, "rank %d: save succeeded although rank %s failed\n", rank.index,
+                   arg.c_str());
+      return 1;
+    }
+  } catch (const dcpp::CheckpointError& error) {
+    std::fprintf(stderr, "rank %d: %s\n", rank.index, error.what_without_backtrace());
+    return 1;
+  }
+  return 2;
+}
