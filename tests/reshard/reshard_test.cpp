@@ -74,3 +74,14 @@ TEST_CASE("a rank failing during a save fails it on every rank, naming the rank"
     CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
   }
 }
+
+TEST_CASE("PyTorch's two-rank fixture loads on 1, 2 and 3 ranks in every layout") {
+  const std::string fixture = dcpp::test::fixture("two_rank_sharded").string();
+  for (int ranks = 1; ranks <= 3; ++ranks) {
+    for (const char* layout : kLayouts) {
+      std::string output;
+      REQUIRE(launch(ranks, "fixture " + fixture + " " + layout, &output) == 0);
+      REQUIRE(output.find("equal") != std::string::npos);
+    }
+  }
+}

@@ -4,6 +4,8 @@
 //   reshard_worker load DIR LAYOUT      loads it sharded as LAYOUT; exit 0 iff every element equals
 //   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
 //                                       get a CheckpointError naming RANK, and nothing is committed
+//   reshard_worker fixture DIR LAYOUT   loads PyTorch's two-rank fixture DIR sharded as LAYOUT and
+//                                       compares with the same checkpoint loaded whole
 //
 // LAYOUT: row (dim-0 near-equal parts), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
 // weight), replicated (every rank holds everything). The global tensors are the same on every rank
@@ -122,6 +124,43 @@ int main(int argc, char** argv) {
       dcpp::StateDict target = state(arg, rank, true);
       dcpp::load(target, dir, options);
       return check(target, rank) ? 0 : 1;
+    }
+    if (mode == "fixture") {
+      // The reference: every tensor whole, by the single-process path the fixture tests check.
+      const dcpp::StateDict whole = dcpp::load_from_keys(dir);
+      dcpp::StateDict target;
+      for (const auto& item : whole) {
+        if (item.value.is_tensor()) {
+          target.insert(item.key, shard(at::zeros_like(item.value.tensor()), arg, rank));
+        } else {
+          target.insert(item.key, 0);
+        }
+      }
+      dcpp::LoadOptions options;
+      options.process_group = group;
+      dcpp::load(target, dir, options);
+      bool ok = target.at("step").value().toInt() == 11;
+      for (const auto& item : target) {
+        if (item.value.is_value()) {
+          continue;
+        }
+        const at::Tensor full = whole.at(item.key).tensor();
+        if (item.value.is_tensor()) {
+          ok = ok && item.value.tensor().equal(full);
+          continue;
+        }
+        for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
+          at::Tensor expected = full;
+          for (std::size_t d = 0; d < piece.offsets.size(); ++d) {
+            expected =
+                expected.narrow(static_cast<int64_t>(d), piece.offsets[d], piece.tensor.size(d));
+          }
+          ok = ok && piece.tensor.equal(expected);
+        }
+      }
+      std::printf("fixture loaded as %s on %d ranks: %s\n", arg.c_str(), rank.count,
+                  ok ? "equal" : "DIFFERENT");
+      return ok ? 0 : 1;
     }
     if (mode == "fail") {
       struct Failing : dcpp::Stateful {
