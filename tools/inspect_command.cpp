@@ -6,6 +6,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 
+#include <cctype>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -65,6 +66,21 @@ json path_json(const ObjectPath& path) {
     }
   }
   return array;
+}
+
+// The rank that wrote a data file, from DCP's file name `__<rank>_<n>.distcp`; null otherwise.
+json rank_of_file(const std::string& name) {
+  if (name.rfind("__", 0) != 0) {
+    return nullptr;
+  }
+  std::size_t end = 2;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) {
+    ++end;
+  }
+  if (end == 2 || end > 11 || end >= name.size() || name[end] != '_') {
+    return nullptr;
+  }
+  return std::stoi(name.substr(2, end - 2));
 }
 
 json optional_json(const std::optional<double>& value) {
@@ -127,6 +143,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
                                 key + "' has no storage entry");
         }
         item["file"] = where->second->relative_path;
+        item["rank"] = rank_of_file(where->second->relative_path);
         item["offset"] = where->second->offset;
         item["length"] = where->second->length;
         chunks.push_back(std::move(item));
@@ -160,12 +177,16 @@ void print_inspection(const json& inspection, std::ostream& out) {
     out << std::left << std::setw(static_cast<int>(width) + 2) << key;
     if (entry["kind"] == "tensor") {
       std::set<std::string> files;
+      std::set<int> ranks;
       for (const json& chunk : entry["chunks"]) {
         files.insert(chunk["file"].get<std::string>());
+        if (!chunk["rank"].is_null()) {
+          ranks.insert(chunk["rank"].get<int>());
+        }
       }
       out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump() << "  "
           << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
-          << " in " << json(files).dump();
+          << " in " << json(files).dump() << " from ranks " << json(ranks).dump();
       if (entry.contains("stats")) {
         out << "  stats " << entry["stats"].dump();
       }

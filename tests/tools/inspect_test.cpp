@@ -89,6 +89,8 @@ TEST_CASE("the dcpp command prints JSON and fails with one line on a bad checkpo
   const json inspection = json::parse(ok.output);
   REQUIRE(inspection["entries"]["w_row"]["chunks"].size() == 2);
   REQUIRE(inspection["entries"]["w_row"]["chunks"][1]["file"] == "__1_0.distcp");
+  REQUIRE(inspection["entries"]["w_row"]["chunks"][1]["rank"] == 1);
+  REQUIRE(inspection["entries"]["w_row"]["chunks"][0]["rank"] == 0);
 
   dcpp::test::TempDir dir;
   const CommandResult missing = run_cli("inspect " + (dir / "nothing").string());
