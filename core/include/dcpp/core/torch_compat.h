@@ -50,8 +50,9 @@ typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/,
 //   - libtorch 2.x: ProcessGroupGloo is a c10d::Backend; a c10d::ProcessGroup fronts it
 //     (registered for CPU and CUDA tensors, as Python's "gloo" backend is), and the ProcessGroup
 //     constructor took Options up to 2.2 and no Options from 2.3 on.
-//   - TCPStoreOptions gained `useLibUV` (2.3, default true from 2.4); dcpp keeps libtorch's
-//     default unless the environment says USE_LIBUV=0, as Python does.
+//   - TCPStoreOptions gained `useLibUV` (2.3, default true from 2.4), which fails where libtorch
+//     was built without libuv (Debian's 2.6): dcpp uses the classic store server unless the
+//     environment says USE_LIBUV=1.
 // ---------------------------------------------------------------------------------------------
 
 #include <chrono>
@@ -66,14 +67,12 @@ template <typename T>
 struct HasUseLibUV<T, std::void_t<decltype(std::declval<T&>().useLibUV)>> : std::true_type {};
 }  // namespace detail
 
-/// Applies the environment's USE_LIBUV=0 (or 1) to TCPStoreOptions where libtorch has libuv
-/// stores; nothing on libtorch 1.13.
+/// Where TCPStoreOptions has `useLibUV`: the libuv store server only when `use_libuv_env` (the
+/// value of USE_LIBUV, or null) is "1". Nothing on libtorch 1.13.
 template <typename TCPStoreOptions>
 void apply_libuv_choice(TCPStoreOptions& options, const char* use_libuv_env) {
   if constexpr (detail::HasUseLibUV<TCPStoreOptions>::value) {
-    if (use_libuv_env != nullptr && *use_libuv_env != '\0') {
-      options.useLibUV = std::string(use_libuv_env) != "0";
-    }
+    options.useLibUV = use_libuv_env != nullptr && std::string(use_libuv_env) == "1";
   }
 }
 
