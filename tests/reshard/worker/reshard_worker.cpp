@@ -8,7 +8,8 @@
 //                                       compares with the same checkpoint loaded whole
 //
 // LAYOUT: row (dim-0 near-equal parts), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
-// weight), replicated (every rank holds everything). The global tensors are the same on every rank
+// weight), block (2-D: a grid of 2 x ranks/2 blocks when the rank count is even), replicated (every
+// rank holds everything). The global tensors are the same on every rank
 // (fixed formulas), so each rank knows what every element must be.
 
 #include <dcpp/checkpoint/process_group.h>
@@ -50,6 +51,19 @@ std::pair<int64_t, int64_t> split(int64_t length, int part, int parts, bool unev
 dcpp::StateValue shard(const at::Tensor& full, const std::string& layout, Rank rank) {
   if (layout == "replicated") {
     return full;
+  }
+  if (layout == "block" && full.dim() == 2 && rank.count % 2 == 0) {
+    const int columns = rank.count / 2;
+    auto [row_begin, row_end] = split(full.size(0), rank.index / columns, 2, false);
+    auto [col_begin, col_end] = split(full.size(1), rank.index % columns, columns, false);
+    std::vector<dcpp::Shard> shards;
+    if (row_end > row_begin && col_end > col_begin) {
+      shards.push_back({full.narrow(0, row_begin, row_end - row_begin)
+                            .narrow(1, col_begin, col_end - col_begin)
+                            .clone(),
+                        {row_begin, col_begin}});
+    }
+    return dcpp::ShardedTensor(full.sizes().vec(), std::move(shards), full.scalar_type());
   }
   const int64_t dim = (layout == "col" && full.dim() > 1) ? 1 : 0;
   auto [begin, end] = split(full.size(dim), rank.index, rank.count, layout == "uneven");
