@@ -170,6 +170,10 @@ void LinePrefixer::feed(const char* data, std::size_t size) {
     const char* newline = static_cast<const char*>(std::memchr(data, '\n', end - data));
     if (newline == nullptr) {
       pending_.append(data, end);
+      if (pending_.size() >= kMaxLine) {  // a line without end (progress bars): flush it
+        emit(pending_.data(), pending_.size());
+        pending_.clear();
+      }
       return;
     }
     if (pending_.empty()) {

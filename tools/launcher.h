@@ -3,6 +3,7 @@
 // their output line by line with a rank prefix, and stops them all when one fails.
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,12 @@ struct LaunchOptions {
 };
 
 /// Splits a byte stream into lines and writes each as "<prefix><line>\n" to a file descriptor
-/// with one write per line (lines of different ranks do not interleave). Not thread-safe.
+/// with one write per line (lines of different ranks do not interleave). A line longer than
+/// kMaxLine is written in pieces of at least kMaxLine bytes. Write errors are ignored. Not
+/// thread-safe.
 class LinePrefixer {
  public:
+  static constexpr std::size_t kMaxLine = 1 << 20;
   LinePrefixer(std::string prefix, int fd) : prefix_(std::move(prefix)), fd_(fd) {}
   /// Writes the complete lines of `data` (with what earlier calls left) and keeps the rest.
   void feed(const char* data, std::size_t size);

@@ -182,6 +182,21 @@ TEST_CASE("LinePrefixer writes whole prefixed lines") {
           "[rank 2] one\n[rank 2] two\n[rank 2] \n[rank 2] three\n");
 }
 
+TEST_CASE("LinePrefixer writes a line without end in pieces") {
+  dcpp::test::TempDir dir;
+  const int fd = ::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  const std::string chunk(dcpp::tools::LinePrefixer::kMaxLine / 2 + 1, 'x');
+  {
+    dcpp::tools::LinePrefixer lines("> ", fd);
+    lines.feed(chunk.data(), chunk.size());
+    lines.feed(chunk.data(), chunk.size());  // over the limit: written
+    lines.feed("y\n", 2);
+  }
+  ::close(fd);
+  REQUIRE(dcpp::test::read_file(dir / "out") == "> " + chunk + chunk + "\n> y\n");
+}
+
 TEST_CASE("launch() sets the torchrun variables and prefixes each rank's output") {
   dcpp::tools::LaunchOptions options;
   options.nproc = 3;
