@@ -7,6 +7,7 @@
 #include <dcpp/checkpoint/load_planner.h>
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>
+#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/checkpoint/storage_reader.h>
 #include <dcpp/checkpoint/storage_writer.h>
