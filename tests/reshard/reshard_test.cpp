@@ -70,11 +70,13 @@ TEST_CASE("every layout saved by 4 ranks loads as every other layout on 2") {
 }
 
 TEST_CASE("a rank failing during a save fails it on every rank, naming the rank") {
-  dcpp::test::TempDir dir;
-  std::string output;
-  REQUIRE(launch(3, "fail " + (dir / "ckpt").string() + " 1", &output) == 0);
-  for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
-    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+  for (const char* mode : {"fail", "fail-write"}) {
+    dcpp::test::TempDir dir;
+    std::string output;
+    REQUIRE(launch(3, std::string(mode) + " " + (dir / "ckpt").string() + " 1", &output) == 0);
+    for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+      CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 //   reshard_worker load DIR LAYOUT      loads it sharded as LAYOUT; exit 0 iff every element equals
 //   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
 //                                       get a CheckpointError naming RANK, and nothing is committed
+//   reshard_worker fail-write DIR RANK  the same, failing while writing (a value it cannot pickle)
 //   reshard_worker fixture DIR LAYOUT   loads PyTorch's two-rank fixture DIR sharded as LAYOUT and
 //                                       compares with the same checkpoint loaded whole
 //
@@ -176,14 +177,18 @@ int main(int argc, char** argv) {
                   ok ? "equal" : "DIFFERENT");
       return ok ? 0 : 1;
     }
-    if (mode == "fail") {
+    if (mode == "fail" || mode == "fail-write") {
       struct Failing : dcpp::Stateful {
         dcpp::StateDict state_dict() override { throw std::runtime_error("disk on fire"); }
         void load_state_dict(const dcpp::StateDict&) override {}
       };
       dcpp::StateDict sd = state("row", rank, false);
-      if (rank.index == std::stoi(arg)) {
+      if (rank.index == std::stoi(arg) && mode == "fail") {
         sd.insert("broken", std::make_shared<Failing>());
+      }
+      if (rank.index == std::stoi(arg) && mode == "fail-write") {
+        sd.insert("unpicklable",
+                  c10::IValue(c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get())));
       }
       dcpp::SaveOptions options;
       options.process_group = group;
@@ -191,7 +196,9 @@ int main(int argc, char** argv) {
         dcpp::save(sd, dir, options);
       } catch (const dcpp::CheckpointError& error) {
         const std::string message = error.what_without_backtrace();
-        const bool named = message.find("rank " + arg + ": disk on fire") != std::string::npos;
+        const std::string cause = mode == "fail" ? "disk on fire" : "while writing";
+        const bool named = message.find("rank " + arg) != std::string::npos &&
+                           message.find(cause) != std::string::npos;
         const bool committed = std::filesystem::exists(std::filesystem::path(dir) / ".metadata");
         std::printf("failed as expected: %s\n", message.c_str());
         return named && !committed ? 0 : 1;
