@@ -6,7 +6,8 @@
 // N tensors in all (default 100,000): each rank owns N / ranks of them, or with --sharded every
 // tensor is split by rows over all ranks (N x ranks chunks). Data items are not written (a storage
 // writer records where they would go), so the time is planning + exchange + metadata + commit. As
-// a baseline in the same run, rank 0 times pickling the same number of entries with the codec alone.
+// a baseline in the same run, rank 0 times pickling the same number of entries with the codec
+// alone.
 
 #include <dcpp/checkpoint/process_group.h>
 #include <dcpp/dcpp.h>
@@ -24,8 +25,8 @@ namespace {
 class MetadataOnlyWriter final : public dcpp::StorageWriter {
  public:
   explicit MetadataOnlyWriter(std::filesystem::path dir)
-      : inner_(dcpp::make_filesystem_writer(std::move(dir),
-                                            dcpp::FileSystemWriterOptions().with_sync_files(false))) {}
+      : inner_(dcpp::make_filesystem_writer(
+            std::move(dir), dcpp::FileSystemWriterOptions().with_sync_files(false))) {}
   void set_up(int rank, bool is_coordinator) override { inner_->set_up(rank, is_coordinator); }
   std::vector<dcpp::SavePlan> prepare_global_plan(std::vector<dcpp::SavePlan> plans) override {
     return inner_->prepare_global_plan(std::move(plans));
@@ -61,9 +62,12 @@ int main(int argc, char** argv) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "dcpp-metadata-bench";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--tensors" && i + 1 < argc) tensors = std::stoll(argv[++i]);
-    else if (arg == "--sharded") sharded = true;
-    else if (arg == "--dir" && i + 1 < argc) dir = argv[++i];
+    if (arg == "--tensors" && i + 1 < argc)
+      tensors = std::stoll(argv[++i]);
+    else if (arg == "--sharded")
+      sharded = true;
+    else if (arg == "--dir" && i + 1 < argc)
+      dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--tensors N] [--sharded] [--dir D]\n", argv[0]);
       return 2;
@@ -77,7 +81,8 @@ int main(int argc, char** argv) {
   const at::Tensor row = at::zeros({ranks, 4});
   dcpp::StateDict state;
   for (int64_t i = 0; i < tensors; ++i) {
-    const std::string key = "layers." + std::to_string(i / 16) + ".block.weight" + std::to_string(i % 16);
+    const std::string key =
+        "layers." + std::to_string(i / 16) + ".block.weight" + std::to_string(i % 16);
     if (sharded) {
       state.insert(key, dcpp::ShardedTensor({ranks, 4}, {{row[rank].unsqueeze(0), {rank, 0}}}));
     } else if (i % ranks == rank) {
