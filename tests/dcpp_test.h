@@ -50,6 +50,16 @@ std::filesystem::path fixture(const std::string& name);
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& bytes);
 
+/// What a shell command printed (stdout and stderr together) and how it ended.
+struct CommandResult {
+  int exit_code;  // 128 + the signal for a command killed by a signal
+  std::string output;
+  double seconds;
+};
+
+/// Runs `command` through the shell and waits for it.
+CommandResult run_command(const std::string& command);
+
 /// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 

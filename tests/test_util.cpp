@@ -1,11 +1,16 @@
 #include "dcpp_test.h"
 
+#include <array>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <stdexcept>
+
+#include <sys/wait.h>
 
 namespace dcpp::test {
 
@@ -34,6 +39,24 @@ std::string read_file(const std::filesystem::path& path) {
 void write_file(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+CommandResult run_command(const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) {
+    throw std::runtime_error("cannot run " + command);
+  }
+  std::string output;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
+    output.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, output, seconds};
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {

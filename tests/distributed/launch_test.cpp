@@ -22,27 +22,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-  double seconds;
-};
+using dcpp::test::CommandResult;
 
 CommandResult run(const std::string& arguments) {
-  const std::string command = std::string(DCPP_LAUNCH) + " " + arguments + " 2>&1";
-  const auto start = Clock::now();
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  std::array<char, 4096> buffer{};
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
-    output.append(buffer.data(), n);
-  }
-  const int status = pclose(pipe);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  INFO(command << "\n" << output);
-  REQUIRE(WIFEXITED(status));
-  return {WEXITSTATUS(status), output, seconds};
+  const std::string command = std::string(DCPP_LAUNCH) + " " + arguments;
+  CommandResult result = dcpp::test::run_command(command);
+  UNSCOPED_INFO(command << "\n" << result.output);
+  return result;
 }
 
 const std::string worker = DCPP_PG_WORKER;

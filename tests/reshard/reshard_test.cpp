@@ -11,20 +11,13 @@ namespace {
 
 int launch(int ranks, const std::string& arguments, std::string* output = nullptr) {
   const std::string command = std::string(DCPP_LAUNCH) + " -n " + std::to_string(ranks) + " -- " +
-                              DCPP_RESHARD_WORKER + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string text;
-  std::array<char, 4096> buffer{};
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
-    text.append(buffer.data(), n);
-  }
-  const int status = pclose(pipe);
+                              DCPP_RESHARD_WORKER + " " + arguments;
+  const dcpp::test::CommandResult result = dcpp::test::run_command(command);
   if (output != nullptr) {
-    *output = text;
+    *output = result.output;
   }
-  UNSCOPED_INFO(command << "\n" << text);
-  return WEXITSTATUS(status);
+  UNSCOPED_INFO(command << "\n" << result.output);
+  return result.exit_code;
 }
 
 const char* const kLayouts[] = {"row", "col", "uneven", "replicated", "block"};

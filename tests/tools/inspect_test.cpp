@@ -15,22 +15,10 @@ using nlohmann::json;
 
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
+using dcpp::test::CommandResult;
 
 CommandResult run_cli(const std::string& arguments) {
-  const std::string command = std::string(DCPP_CLI) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string output;
-  std::array<char, 4096> buffer{};
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) {
-    output.append(buffer.data(), n);
-  }
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), output};
+  return dcpp::test::run_command(std::string(DCPP_CLI) + " " + arguments);
 }
 
 }  // namespace
