@@ -103,6 +103,9 @@ class StatefulSwap {
 // every rank's payload.
 std::vector<std::string> exchange(detail::Collectives& ranks, const char* operation,
                                   const char* step, const std::function<std::string()>& local) {
+  if (ranks.size() == 1) {
+    return {local()};  // alone: the error as it was thrown, with no rank list around it
+  }
   std::string error;
   std::string payload;
   try {
@@ -137,6 +140,9 @@ std::vector<std::string> exchange(detail::Collectives& ranks, const char* operat
 // The coordinator's `payload` (or its failure) on every rank.
 std::string from_coordinator(detail::Collectives& ranks, int coordinator, const char* operation,
                              const char* step, const std::function<std::string()>& local) {
+  if (ranks.size() == 1) {
+    return local();
+  }
   std::string message;
   if (ranks.rank() == coordinator) {
     try {
