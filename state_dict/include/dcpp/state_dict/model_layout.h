@@ -1,0 +1,53 @@
+#pragma once
+// How a parallel layout holds the parameters and buffers of a model: the one description the
+// state-dict helpers need to key state by the names of the unparallelized model. dcpp's reference
+// wrappers (parallel/: data parallel, fully sharded, pipeline stage) describe themselves through it,
+// and so can any other layout.
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dcpp {
+
+/// One parameter or buffer of the unparallelized model, as this process holds it.
+struct ParameterPlacement {
+  /// The fully qualified name in the unparallelized model, e.g. "layers.0.attn.in_proj.weight".
+  std::string fqn;
+  /// The tensor this process trains with and its optimizer steps: the whole tensor when it is
+  /// replicated or owned by this process, this process's piece when it is sharded. Shares storage
+  /// with the model: loading writes into it in place.
+  at::Tensor local;
+  /// Sharded tensors only: the shape of the whole tensor and where `local` starts in it (one
+  /// offset per dimension). Both empty when `local` is the whole tensor.
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;
+  /// A buffer (running statistics, ...) rather than a parameter: never in an optimizer.
+  bool is_buffer = false;
+
+  bool is_sharded() const { return !global_shape.empty(); }
+};
+
+/// The layout of a model on this process.
+///
+/// Contract for implementations: `placements()` lists every parameter and buffer this process
+/// holds, in the model's registration order, with unique FQNs; a sharded tensor's pieces on the
+/// processes of `process_group()` are disjoint and together cover the whole tensor; a whole tensor
+/// listed by several processes holds equal values on each (replication). A pipeline stage lists
+/// only the tensors it owns.
+class ModelLayout {
+ public:
+  virtual ~ModelLayout() = default;
+
+  virtual std::vector<ParameterPlacement> placements() const = 0;
+
+  /// The processes across which sharded tensors are split and replicated tensors are replicated
+  /// (what a full state dict gathers over and `broadcast_from_rank0` broadcasts over). nullptr:
+  /// this process alone.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> process_group() const { return {}; }
+};
+
+}  // namespace dcpp
