@@ -1,0 +1,77 @@
+#include <dcpp/parallel/data_parallel.h>
+
+#include "collectives.h"
+#include "module_tensors.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+namespace dcpp {
+
+namespace {
+
+const char* const kName = "DataParallel";
+
+}  // namespace
+
+DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
+                           c10::intrusive_ptr<c10d::ProcessGroup> process_group)
+    : module_(std::move(module)), group_(std::move(process_group)) {
+  if (module_ == nullptr || !group_) {
+    throw CheckpointError("DataParallel: the module and the process group must not be null");
+  }
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors = module_->parameters();
+  for (const at::Tensor& buffer : module_->buffers()) {
+    tensors.push_back(buffer);
+  }
+  detail::broadcast_tensors({kName, group_}, tensors, 0, "the initial parameters and buffers");
+}
+
+void DataParallel::synchronize_gradients() {
+  std::vector<at::Tensor> params;
+  for (at::Tensor& param : module_->parameters()) {
+    if (param.requires_grad()) {
+      if (!param.grad().defined()) {
+        param.mutable_grad() = at::zeros_like(param);
+      }
+      params.push_back(param);
+    }
+  }
+  std::vector<at::Tensor> grads;
+  grads.reserve(params.size());
+  for (const at::Tensor& param : params) {
+    grads.push_back(param.grad());
+  }
+  const detail::CollectiveContext context{kName, group_};
+  const double world = group_->getSize();
+  for (detail::FlatGroup& group : detail::group_by_dtype(grads)) {
+    detail::allreduce_sum(context, group.flat, "the gradients");
+    group.flat.div_(world);
+    int64_t offset = 0;
+    for (std::size_t i : group.members) {
+      grads[i].view({-1}).copy_(group.flat.narrow(0, offset, grads[i].numel()));
+      offset += grads[i].numel();
+    }
+  }
+}
+
+void DataParallel::broadcast_buffers() {
+  at::NoGradGuard no_grad;
+  detail::broadcast_tensors({kName, group_}, module_->buffers(), 0, "the buffers");
+}
+
+std::vector<ParameterPlacement> DataParallel::placements() const {
+  std::vector<ParameterPlacement> out;
+  for (detail::NamedTensor& named : detail::module_tensors(*module_)) {
+    ParameterPlacement placement;
+    placement.fqn = std::move(named.fqn);
+    placement.local = std::move(named.tensor);
+    placement.is_buffer = named.is_buffer;
+    out.push_back(std::move(placement));
+  }
+  return out;
+}
+
+}  // namespace dcpp

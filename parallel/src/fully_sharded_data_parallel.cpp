@@ -1,0 +1,183 @@
+#include <dcpp/parallel/fully_sharded_data_parallel.h>
+
+#include "collectives.h"
+#include "module_tensors.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+namespace dcpp {
+
+namespace {
+
+const char* const kName = "FullyShardedDataParallel";
+
+int64_t row_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (std::size_t d = 1; d < shape.size(); ++d) {
+    n *= shape[d];
+  }
+  return n;
+}
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(
+    std::shared_ptr<torch::nn::Module> module, c10::intrusive_ptr<c10d::ProcessGroup> process_group)
+    : module_(std::move(module)), group_(std::move(process_group)) {
+  if (module_ == nullptr || !group_) {
+    throw CheckpointError(
+        "FullyShardedDataParallel: the module and the process group must not be null");
+  }
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> all;
+  for (detail::NamedTensor& named : detail::module_tensors(*module_)) {
+    Entry entry;
+    entry.fqn = std::move(named.fqn);
+    entry.module_tensor = named.tensor;
+    entry.shard = named.tensor;
+    entry.is_buffer = named.is_buffer;
+    entry.sharded = !named.is_buffer && named.tensor.dim() > 0 && named.tensor.numel() > 0;
+    all.push_back(named.tensor);
+    entries_.push_back(std::move(entry));
+  }
+  detail::broadcast_tensors({kName, group_}, all, 0, "the initial parameters and buffers");
+  for (Entry& entry : entries_) {
+    if (!entry.sharded) {
+      continue;
+    }
+    entry.global_shape = entry.module_tensor.sizes().vec();
+    entry.rows = dim0_split(entry.global_shape[0], group_->getRank(), group_->getSize());
+    entry.shard = entry.module_tensor.detach()
+                      .narrow(0, entry.rows.begin, entry.rows.size)
+                      .clone()
+                      .set_requires_grad(entry.module_tensor.requires_grad());
+  }
+  gathered_ = true;
+  release_parameters();
+}
+
+std::vector<at::Tensor> FullyShardedDataParallel::parameters() const {
+  std::vector<at::Tensor> out;
+  for (const Entry& entry : entries_) {
+    if (!entry.is_buffer) {
+      out.push_back(entry.shard);
+    }
+  }
+  return out;
+}
+
+void FullyShardedDataParallel::gather_parameters() {
+  at::NoGradGuard no_grad;
+  const int world = group_->getSize();
+  std::vector<at::Tensor> padded;  // per sharded entry: this rank's rows, padded to the longest
+  std::vector<Entry*> sharded;
+  for (Entry& entry : entries_) {
+    if (!entry.sharded) {
+      continue;
+    }
+    const int64_t longest = dim0_split(entry.global_shape[0], 0, world).size;
+    std::vector<int64_t> shape = entry.global_shape;
+    shape[0] = longest;
+    at::Tensor slot = at::zeros(shape, entry.shard.options().requires_grad(false));
+    slot.narrow(0, 0, entry.rows.size).copy_(entry.shard.detach());
+    padded.push_back(slot);
+    sharded.push_back(&entry);
+  }
+  const detail::CollectiveContext context{kName, group_};
+  for (detail::FlatGroup& group : detail::group_by_dtype(padded)) {
+    const std::vector<at::Tensor> gathered = detail::allgather(context, group.flat, "the shards");
+    int64_t offset = 0;
+    for (std::size_t i : group.members) {
+      Entry& entry = *sharded[i];
+      const int64_t per_row = row_numel(entry.global_shape);
+      std::vector<at::Tensor> pieces;
+      for (int r = 0; r < world; ++r) {
+        const RowRange rows = dim0_split(entry.global_shape[0], r, world);
+        pieces.push_back(gathered[r].narrow(0, offset, rows.size * per_row));
+      }
+      entry.module_tensor.set_data(at::cat(pieces).view(entry.global_shape));
+      entry.module_tensor.mutable_grad() = at::Tensor();
+      offset += padded[i].numel();
+    }
+  }
+  gathered_ = true;
+}
+
+void FullyShardedDataParallel::reduce_gradients() {
+  if (!gathered_) {
+    detail::fail({kName, group_},
+                 "reduce_gradients() needs the full parameters: call gather_parameters() before "
+                 "the forward pass");
+  }
+  at::NoGradGuard no_grad;
+  std::vector<Entry*> reduced;
+  std::vector<at::Tensor> grads;
+  for (Entry& entry : entries_) {
+    if (entry.is_buffer || !entry.module_tensor.requires_grad()) {
+      continue;
+    }
+    at::Tensor grad = entry.module_tensor.grad();
+    grads.push_back(grad.defined() ? grad : at::zeros_like(entry.module_tensor));
+    reduced.push_back(&entry);
+  }
+  const detail::CollectiveContext context{kName, group_};
+  const double world = group_->getSize();
+  for (detail::FlatGroup& group : detail::group_by_dtype(grads)) {
+    detail::allreduce_sum(context, group.flat, "the gradients");
+    group.flat.div_(world);
+    int64_t offset = 0;
+    for (std::size_t i : group.members) {
+      Entry& entry = *reduced[i];
+      const at::Tensor mean = group.flat.narrow(0, offset, grads[i].numel()).view(grads[i].sizes());
+      offset += grads[i].numel();
+      if (!entry.sharded) {
+        entry.module_tensor.mutable_grad() = mean.clone();
+        continue;
+      }
+      const at::Tensor rows = mean.narrow(0, entry.rows.begin, entry.rows.size);
+      if (entry.shard.grad().defined()) {
+        entry.shard.mutable_grad().add_(rows);
+      } else {
+        entry.shard.mutable_grad() = rows.clone();
+      }
+    }
+  }
+  release_parameters();
+}
+
+void FullyShardedDataParallel::release_parameters() {
+  if (!gathered_) {
+    return;
+  }
+  at::NoGradGuard no_grad;
+  for (Entry& entry : entries_) {
+    if (entry.sharded) {
+      entry.module_tensor.set_data(at::empty({0}, entry.shard.options().requires_grad(false)));
+      entry.module_tensor.mutable_grad() = at::Tensor();
+    }
+  }
+  gathered_ = false;
+}
+
+std::vector<ParameterPlacement> FullyShardedDataParallel::placements() const {
+  std::vector<ParameterPlacement> out;
+  for (const Entry& entry : entries_) {
+    ParameterPlacement placement;
+    placement.fqn = entry.fqn;
+    placement.local = entry.shard;
+    placement.is_buffer = entry.is_buffer;
+    if (entry.sharded) {
+      placement.global_shape = entry.global_shape;
+      placement.offsets.assign(entry.global_shape.size(), 0);
+      placement.offsets[0] = entry.rows.begin;
+    }
+    out.push_back(std::move(placement));
+  }
+  return out;
+}
+
+}  // namespace dcpp
