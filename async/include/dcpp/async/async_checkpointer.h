@@ -1,0 +1,114 @@
+#pragma once
+// async_save: DCP's `torch.distributed.checkpoint.async_save`, as a checkpointer object that owns
+// the stager, the background uploader thread and (with several ranks) a process group of its own.
+
+#include <dcpp/async/async_stager.h>
+#include <dcpp/async/future.h>
+#include <dcpp/checkpoint/filesystem_writer.h>
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/checkpoint/save_planner.h>
+#include <dcpp/checkpoint/storage_writer.h>
+#include <dcpp/state_dict/state_dict.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <filesystem>
+#include <memory>
+
+namespace dcpp {
+
+/// DCP's `AsyncSaveResponse`: the two moments of an asynchronous save.
+struct AsyncSaveResponse {
+  /// Completes when the state dict has been copied into staging buffers: from then on the training
+  /// loop may change its tensors. Fails (rethrowing on wait()) when staging failed; the upload
+  /// then fails with the same error and nothing is written.
+  Future<void> staging_completion;
+  /// Completes when the checkpoint is committed (its `.metadata` is in place and durable, as
+  /// dcpp::save returns). Fails with the save's CheckpointError otherwise; nothing is committed
+  /// then, and a checkpoint already in the directory is not damaged.
+  Future<void> upload_completion;
+  /// True when the save was not started because another was in flight (InFlightPolicy::kSkip);
+  /// both futures are then complete without error and nothing was written.
+  bool skipped = false;
+};
+
+/// What async_save does when the previous save is still in flight (its upload not complete).
+enum class InFlightPolicy {
+  /// Block until the previous upload completes, then start this save (the default).
+  kWait,
+  /// Return at once a response with `skipped` set; nothing is saved. One rank only (see below).
+  kSkip,
+  /// Throw a CheckpointError at once; nothing is saved.
+  kFail,
+};
+
+struct AsyncCheckpointerOptions {
+  /// The stager; default make_blocking_stager(). Owned by the checkpointer from then on.
+  std::shared_ptr<AsyncStager> stager;
+  /// At most one save is in flight; this says what a second async_save does meanwhile. With
+  /// several ranks every rank must decide alike, which only kWait guarantees: kSkip is refused
+  /// there, and kFail fails the ranks' save only when every rank is still busy.
+  InFlightPolicy in_flight_policy = InFlightPolicy::kWait;
+
+  /// Several ranks: a process group used only by this checkpointer's background saves (never the
+  /// training loop's: c10d groups are not thread-safe, and collectives from two threads would
+  /// interleave). Give one, or a `store` from which the checkpointer makes its own.
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  /// With `store`: the checkpointer makes a Gloo group of `world_size` ranks named
+  /// `group_options.group_name` from it (collective: every rank constructs its checkpointer).
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int world_size = 1;
+  ProcessGroupOptions group_options = ProcessGroupOptions().with_group_name("dcpp-async");
+  /// The rank that writes `.metadata`.
+  int coordinator_rank = 0;
+
+  /// Writer options for async_save(state, directory); default planner when null.
+  FileSystemWriterOptions file_system;
+  std::shared_ptr<SavePlanner> planner;
+  /// Nice value of the uploader thread (0 to 19; 0 leaves it as is), so that writing yields the
+  /// CPU to the training loop.
+  int uploader_nice = 10;
+};
+
+/// Saves state dicts in the background, one at a time. async_save stages (through the stager) and
+/// hands the staged copy to a background thread that runs dcpp::save on it (over the
+/// checkpointer's own process group when there are several ranks).
+///
+/// Thread-safety: async_save, wait and in_flight may be called from any thread; calls are
+/// serialised. Destruction waits for the save in flight to finish (commit or fail), then stops
+/// the background thread; it never throws.
+class AsyncCheckpointer {
+ public:
+  /// With `options.store` and world_size > 1: collective, blocking until every rank has made the
+  /// group; throws CheckpointError when that fails, or when kSkip is asked with several ranks.
+  explicit AsyncCheckpointer(AsyncCheckpointerOptions options = {});
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  /// Saves `state_dict` as a DCP checkpoint in `directory` (a filesystem writer with
+  /// `options.file_system`). Returns once staging has started (blocking stager: once it is done)
+  /// and the upload is queued. With a previous save in flight, first applies the in-flight
+  /// policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError (kFail).
+  /// Otherwise never throws: staging and upload errors travel in the response's futures.
+  AsyncSaveResponse async_save(const StateDict& state_dict, const std::filesystem::path& directory);
+  /// The same, writing through `storage_writer` (kept alive until the upload completes).
+  AsyncSaveResponse async_save(const StateDict& state_dict,
+                               std::shared_ptr<StorageWriter> storage_writer);
+
+  /// Blocks until no save is in flight. Never throws (errors are in the responses).
+  void wait();
+  /// Whether a save is in flight (its upload not complete). Never blocks.
+  bool in_flight() const;
+  /// The process group the background saves use (null for one rank).
+  const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const;
+  AsyncStager& stager();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcpp

@@ -1,0 +1,33 @@
+#pragma once
+// The TBB-threaded stager: copies on a TBB task arena of a few low-priority threads, returning at
+// once with a future.
+
+#include <dcpp/async/async_stager.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace dcpp {
+
+/// Options of make_tbb_stager().
+struct TbbStagerOptions {
+  /// Threads copying at once (the TBB arena's concurrency, its own driver thread included);
+  /// at least 1. Keep it below the core count so the training loop keeps its cores.
+  int concurrency = 1;
+  /// Nice value given to the copying threads (0 to 19; higher is lower priority), so they yield
+  /// the CPU to the training loop's threads (libtorch's intra-op pool). 0 leaves them as they are.
+  /// TBB worker threads keep the lowered priority after the copy (Linux does not let an
+  /// unprivileged process raise it back): use a separate TBB-using library's arena with care.
+  int nice = 10;
+  /// Largest piece of a tensor copied at once (bytes): the unit of parallel work.
+  int64_t piece_bytes = int64_t{4} << 20;
+  /// should_synchronize_after_execute(): false makes async_save return at once.
+  bool synchronize_after_execute = false;
+};
+
+/// Copies on a TBB task arena of `options.concurrency` threads. stage() resolves Stateful
+/// objects and (re)allocates buffers on the calling thread, then returns at once; the copy runs in
+/// the background and completes the future. The destructor waits for stages in progress.
+std::unique_ptr<AsyncStager> make_tbb_stager(TbbStagerOptions options = {});
+
+}  // namespace dcpp

@@ -1,0 +1,257 @@
+// AsyncCheckpointer: stage on the caller's side, upload on one background thread.
+//
+// Protocol of one save: async_save applies the in-flight policy, calls stager->stage(), and queues
+// an upload job {staged future, writer, promise}; the uploader thread waits for the staged copy,
+// runs dcpp::save on it (over the checkpointer's own process group), completes the promise, drops
+// the staged copy, and only then marks the checkpointer idle. So when an async_save that waited
+// (kWait) returns, the previous upload is complete and the staging buffers are free to reuse.
+//
+// With several ranks a staging failure on one rank must not leave the others waiting in a
+// collective: the failing rank still enters dcpp::save, with a planner that throws the staging
+// error while planning, so every rank fails that save at once, naming the rank.
+
+#include <dcpp/async/async_checkpointer.h>
+#include <dcpp/async/blocking_stager.h>
+#include <dcpp/checkpoint/checkpointer.h>
+
+#include "logging.h"
+#include "thread_priority.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace dcpp {
+
+namespace {
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const c10::Error& failure) {
+    return failure.what_without_backtrace();
+  } catch (const std::exception& failure) {
+    return failure.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+// Fails the save while planning with the staging error, so that every rank learns of it.
+class StagingFailedPlanner final : public SavePlanner {
+ public:
+  explicit StagingFailedPlanner(std::string message) : message_(std::move(message)) {}
+  void set_up(StateDict&, bool) override {}
+  SavePlan create_local_plan() override { throw CheckpointError(message_); }
+  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan>) override {
+    throw CheckpointError(message_);
+  }
+  SavePlan finish_plan(SavePlan) override { throw CheckpointError(message_); }
+  WriteItemData resolve_data(const WriteItem&) override { throw CheckpointError(message_); }
+
+ private:
+  std::string message_;
+};
+
+Future<void> completed() {
+  Promise<void> promise;
+  promise.set_value();
+  return promise.get_future();
+}
+
+}  // namespace
+
+class AsyncCheckpointer::Impl {
+ public:
+  explicit Impl(AsyncCheckpointerOptions options) : options_(std::move(options)) {
+    if (!options_.stager) {
+      options_.stager = make_blocking_stager();
+    }
+    group_ = options_.process_group;
+    if (!group_ && options_.store && options_.world_size > 1) {
+      group_ = make_gloo_process_group(options_.store, options_.rank, options_.world_size,
+                                       options_.group_options);
+    }
+    if (group_ && group_->getSize() > 1 && options_.in_flight_policy == InFlightPolicy::kSkip) {
+      throw CheckpointError(
+          "InFlightPolicy::kSkip cannot be used with a " + std::to_string(group_->getSize()) +
+          "-rank process group: ranks could decide differently and the save would wait for the "
+          "skipping rank until the group's timeout; use kWait");
+    }
+    uploader_ = std::thread([this] { upload_loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    uploader_.join();  // finishes the job in flight first
+  }
+
+  AsyncSaveResponse async_save(const StateDict& state_dict, std::shared_ptr<StorageWriter> writer,
+                               const std::string& where) {
+    std::lock_guard<std::mutex> call_lock(call_mutex_);  // one async_save at a time
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (job_) {
+        switch (options_.in_flight_policy) {
+          case InFlightPolicy::kWait:
+            changed_.wait(lock, [this] { return !job_; });
+            break;
+          case InFlightPolicy::kSkip: {
+            detail::logger().info("async save to {} skipped: the save to {} is still in flight", where,
+                          in_flight_where_);
+            AsyncSaveResponse skipped{completed(), completed(), true};
+            return skipped;
+          }
+          case InFlightPolicy::kFail:
+            throw CheckpointError("async save to " + where + " refused: the save to " +
+                                  in_flight_where_ +
+                                  " is still in flight; wait for its upload_completion first, or "
+                                  "use InFlightPolicy::kWait or kSkip");
+        }
+      }
+    }
+    Future<StateDict> staged = options_.stager->stage(state_dict);
+    Promise<void> upload;
+    AsyncSaveResponse response{Future<void>(staged), upload.get_future(), false};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.emplace(Job{staged, std::move(writer), where, std::move(upload)});
+      in_flight_where_ = where;
+    }
+    changed_.notify_all();
+    if (options_.stager->should_synchronize_after_execute()) {
+      options_.stager->synchronize_staging();
+    }
+    return response;
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return !job_; });
+  }
+
+  bool in_flight() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return job_.has_value();
+  }
+
+  const AsyncCheckpointerOptions& options() const { return options_; }
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
+
+ private:
+  struct Job {
+    Future<StateDict> staged;
+    std::shared_ptr<StorageWriter> writer;
+    std::string where;
+    Promise<void> upload;
+  };
+
+  void upload_loop() {
+    detail::lower_current_thread_priority(options_.uploader_nice);
+    for (;;) {
+      std::optional<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [this] { return stopping_ || (job_ && !job_taken_); });
+        if (!job_) {
+          return;  // stopping, nothing in flight
+        }
+        job_taken_ = true;
+        job.emplace(std::move(*job_));
+      }
+      upload(*job);
+      job.reset();  // drops the staged copy before the next save may stage into the buffers
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job_.reset();
+        job_taken_ = false;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  void upload(Job& job) {
+    SaveOptions save_options;
+    save_options.process_group = group_;
+    save_options.coordinator_rank = options_.coordinator_rank;
+    save_options.planner = options_.planner;
+    try {
+      std::exception_ptr staging_error;
+      try {
+        job.staged.wait();
+      } catch (...) {
+        staging_error = std::current_exception();
+      }
+      if (staging_error) {
+        if (group_ && group_->getSize() > 1) {
+          // Let every rank fail now rather than wait for this one until the timeout.
+          save_options.planner = std::make_shared<StagingFailedPlanner>(message_of(staging_error));
+          save(StateDict(), *job.writer, save_options);
+        }
+        std::rethrow_exception(staging_error);
+      }
+      save(job.staged.get(), *job.writer, save_options);
+      job.upload.set_value();
+    } catch (const CheckpointError&) {
+      job.upload.set_exception(std::current_exception());
+    } catch (...) {
+      job.upload.set_exception(std::make_exception_ptr(CheckpointError(
+          "async save to " + job.where + " failed: " + message_of(std::current_exception()) +
+          "; nothing was committed")));
+    }
+  }
+
+  AsyncCheckpointerOptions options_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+
+  std::mutex call_mutex_;
+  mutable std::mutex mutex_;  // guards job_, job_taken_, stopping_
+  std::condition_variable changed_;
+  std::optional<Job> job_;  // the save in flight (staging or uploading)
+  std::string in_flight_where_;  // its directory, for messages
+  bool job_taken_ = false;
+  bool stopping_ = false;
+  std::thread uploader_;
+};
+
+AsyncCheckpointer::AsyncCheckpointer(AsyncCheckpointerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+AsyncCheckpointer::~AsyncCheckpointer() = default;
+
+AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
+                                                const std::filesystem::path& directory) {
+  std::shared_ptr<StorageWriter> writer;
+  try {
+    writer = make_filesystem_writer(directory, impl_->options().file_system);
+  } catch (...) {
+    Promise<void> failed;
+    failed.set_exception(std::current_exception());
+    return AsyncSaveResponse{failed.get_future(), failed.get_future(), false};
+  }
+  return impl_->async_save(state_dict, std::move(writer), directory.string());
+}
+
+AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
+                                                std::shared_ptr<StorageWriter> storage_writer) {
+  if (!storage_writer) {
+    throw CheckpointError("async_save: the storage writer is null; pass a writer, or a directory");
+  }
+  return impl_->async_save(state_dict, std::move(storage_writer), "its storage writer");
+}
+
+void AsyncCheckpointer::wait() { impl_->wait(); }
+bool AsyncCheckpointer::in_flight() const { return impl_->in_flight(); }
+const c10::intrusive_ptr<c10d::ProcessGroup>& AsyncCheckpointer::process_group() const {
+  return impl_->group();
+}
+AsyncStager& AsyncCheckpointer::stager() { return *impl_->options().stager; }
+
+}  // namespace dcpp

@@ -1,0 +1,196 @@
+// The TBB-threaded stager. stage() prepares the job on the caller's thread (Stateful objects,
+// buffers) and queues it; a driver thread owned by the stager takes jobs one at a time and runs
+// their pieces with tbb::parallel_for inside a task arena of `concurrency` slots (the driver
+// takes one, TBB workers the others), then completes the job's promise.
+//
+// Hand-offs ThreadSanitizer cannot see (Debian's TBB is not instrumented) are annotated: the
+// driver releases the job before parallel_for, each body acquires it before copying and
+// releases it after, and the driver acquires it once parallel_for returns. The promise is then
+// completed from the driver, an ordinary std::thread, through a mutex TSan sees.
+//
+// Priority: the driver lowers its own nice value when it starts; a task_scheduler_observer on
+// the arena lowers each TBB worker's when it enters the arena.
+
+#include <dcpp/async/tbb_stager.h>
+
+#include "staging_job.h"
+#include "thread_priority.h"
+#include "tsan_annotations.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace dcpp {
+
+namespace {
+
+// Lowers the priority of every TBB worker that enters the arena.
+class LowPriorityObserver final : public tbb::task_scheduler_observer {
+ public:
+  LowPriorityObserver(tbb::task_arena& arena, int nice)
+      : tbb::task_scheduler_observer(arena), nice_(nice) {
+    DCPP_HAPPENS_BEFORE(this);
+    observe(true);
+  }
+  ~LowPriorityObserver() override { observe(false); }
+
+  void on_scheduler_entry(bool is_worker) override {
+    DCPP_HAPPENS_AFTER(this);
+    if (is_worker) {
+      detail::lower_current_thread_priority(nice_);
+    }
+  }
+
+ private:
+  const int nice_;
+};
+
+class TbbStager final : public AsyncStager {
+ public:
+  explicit TbbStager(TbbStagerOptions options)
+      : options_(validated(options)), arena_(options_.concurrency, /*reserved_for_masters=*/1) {
+    arena_.initialize();
+    if (options_.nice > 0) {
+      observer_ = std::make_unique<LowPriorityObserver>(arena_, options_.nice);
+    }
+    driver_ = std::thread([this] { drive(); });
+  }
+
+  ~TbbStager() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    driver_.join();  // runs every queued job first: no promise is left unfulfilled
+    observer_.reset();
+  }
+
+  Future<StateDict> stage(const StateDict& state_dict) override {
+    Promise<StateDict> promise;
+    Future<StateDict> future = promise.get_future();
+    std::lock_guard<std::mutex> stage_lock(stage_mutex_);
+    std::shared_ptr<detail::StagingJob> job;
+    try {
+      job = detail::StagingJob::prepare(state_dict, buffers_, options_.piece_bytes);
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      return future;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(Task{std::move(job), std::move(promise)});
+      ++pending_;
+      staging_bytes_ = buffers_.bytes();
+    }
+    changed_.notify_all();
+    return future;
+  }
+
+  void synchronize_staging() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+  bool should_synchronize_after_execute() const override {
+    return options_.synchronize_after_execute;
+  }
+
+  int64_t staging_bytes() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return staging_bytes_;
+  }
+
+ private:
+  struct Task {
+    std::shared_ptr<detail::StagingJob> job;
+    Promise<StateDict> promise;
+  };
+
+  static TbbStagerOptions validated(TbbStagerOptions options) {
+    if (options.concurrency < 1) {
+      throw CheckpointError("TbbStagerOptions::concurrency is " +
+                            std::to_string(options.concurrency) + "; it must be at least 1");
+    }
+    options.nice = std::clamp(options.nice, 0, 19);
+    return options;
+  }
+
+  void drive() {
+    detail::lower_current_thread_priority(options_.nice);
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) {
+          return;  // stopping, and nothing left to stage
+        }
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      run(task);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --pending_;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  void run(Task& task) {
+    try {
+      detail::StagingJob& job = *task.job;
+      DCPP_HAPPENS_BEFORE(&job);
+      arena_.execute([&job] {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, job.piece_count(), 1),
+                          [&job](const tbb::blocked_range<std::size_t>& range) {
+                            DCPP_HAPPENS_AFTER(&job);
+                            for (std::size_t i = range.begin(); i != range.end(); ++i) {
+                              job.copy_piece(i);  // never throws
+                            }
+                            DCPP_HAPPENS_BEFORE(&job);
+                          });
+      });
+      DCPP_HAPPENS_AFTER(&job);
+      job.finish();
+      task.promise.set_value(job.staged());
+    } catch (...) {
+      task.promise.set_exception(std::current_exception());
+    }
+    task.job.reset();
+  }
+
+  const TbbStagerOptions options_;
+  tbb::task_arena arena_;
+  std::unique_ptr<LowPriorityObserver> observer_;
+
+  std::mutex stage_mutex_;  // one prepare at a time; guards buffers_
+  detail::StagingBuffers buffers_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable changed_;
+  std::deque<Task> queue_;
+  int pending_ = 0;
+  int64_t staging_bytes_ = 0;
+  bool stopping_ = false;
+  std::thread driver_;
+};
+
+}  // namespace
+
+std::unique_ptr<AsyncStager> make_tbb_stager(TbbStagerOptions options) {
+  return std::make_unique<TbbStager>(options);
+}
+
+}  // namespace dcpp

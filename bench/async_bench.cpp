@@ -1,0 +1,281 @@
+// Asynchronous checkpointing: what a save costs the training loop, measured in one run.
+//
+//   async_bench [--gib N] [--tensors N] [--repeat N] [--steps N] [--rss-gib N] [--saves N]
+//               [--dir PATH]
+//
+// 1. Blocking time of async_save for an N GiB state (default 1 GiB in 64 float tensors), warm
+//    staging buffers: the blocking stager against a plain memcpy of the same bytes into warm
+//    buffers (target <= 1.5x), and the TBB stager's call return time (target < 5 ms).
+// 2. Step time of a small training loop (matmuls on libtorch's intra-op pool) while a background
+//    save of that state runs (TBB stager, 1 thread, nice 10; uploader at nice 10), against the
+//    same loop with no save (target <= 1.15x); once more with the priorities left alone.
+// 3. Resident memory over --saves async saves of an --rss-gib state: state plus one set of
+//    staging buffers, no growth.
+// Each timing is the best of --repeat runs, ratios from this one run.
+
+#include <dcpp/async/async_checkpointer.h>
+#include <dcpp/async/blocking_stager.h>
+#include <dcpp/async/tbb_stager.h>
+#include <dcpp/dcpp.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  double gib = 1.0;
+  int tensors = 64;
+  int repeat = 5;
+  int steps = 40;
+  double rss_gib = 0.25;
+  int saves = 20;
+  fs::path dir = fs::temp_directory_path() / "dcpp-async-bench";
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--gib")
+      options.gib = std::stod(next());
+    else if (arg == "--tensors")
+      options.tensors = std::stoi(next());
+    else if (arg == "--repeat")
+      options.repeat = std::stoi(next());
+    else if (arg == "--steps")
+      options.steps = std::stoi(next());
+    else if (arg == "--rss-gib")
+      options.rss_gib = std::stod(next());
+    else if (arg == "--saves")
+      options.saves = std::stoi(next());
+    else if (arg == "--dir")
+      options.dir = next();
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--gib N] [--tensors N] [--repeat N] [--steps N] [--rss-gib N] "
+                   "[--saves N] [--dir PATH]\n",
+                   argv[0]);
+      std::exit(2);
+    }
+  }
+  return options;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+dcpp::StateDict make_state(double gib, int tensors, std::vector<at::Tensor>* out = nullptr) {
+  const int64_t elements = static_cast<int64_t>(gib * (1 << 30) / 4 / tensors);
+  dcpp::StateDict state;
+  for (int i = 0; i < tensors; ++i) {
+    at::Tensor t = at::rand({elements});
+    state.insert("t" + std::to_string(i), t);
+    if (out != nullptr) {
+      out->push_back(t);
+    }
+  }
+  return state;
+}
+
+// Resident and peak resident memory of this process, MiB (from /proc/self/status).
+std::pair<double, double> rss_mib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  double rss = 0, hwm = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss = std::stod(line.substr(6)) / 1024;
+    if (line.rfind("VmHWM:", 0) == 0) hwm = std::stod(line.substr(6)) / 1024;
+  }
+  return {rss, hwm};
+}
+
+dcpp::AsyncCheckpointerOptions checkpointer_options(std::shared_ptr<dcpp::AsyncStager> stager,
+                                                    int uploader_nice) {
+  dcpp::AsyncCheckpointerOptions options;
+  options.stager = std::move(stager);
+  options.file_system.overwrite = true;
+  options.file_system.sync_files = false;  // measure the CPU side, not the disk
+  options.uploader_nice = uploader_nice;
+  return options;
+}
+
+// A small training loop: three 512x512 layers, batch 512, forward and backward by hand (matmuls
+// on libtorch's intra-op pool) and an SGD update.
+struct TinyModel {
+  std::vector<at::Tensor> weights;
+  at::Tensor input = at::randn({512, 512});
+  TinyModel() {
+    for (int i = 0; i < 3; ++i) weights.push_back(at::randn({512, 512}).div_(32));
+  }
+  void step() {
+    std::vector<at::Tensor> activations{input};
+    for (const at::Tensor& w : weights) activations.push_back(at::relu(at::mm(activations.back(), w)));
+    at::Tensor grad = activations.back().sign();
+    for (int i = 2; i >= 0; --i) {
+      grad = grad * (activations[i + 1] > 0);
+      at::Tensor weight_grad = at::mm(activations[i].t(), grad);
+      grad = at::mm(grad, weights[i].t());
+      weights[i].sub_(weight_grad, 1e-6);
+    }
+  }
+};
+
+// Mean step time of `steps` steps, or of the steps run until `done` (at least `steps`).
+template <typename Done>
+double mean_step(TinyModel& model, int steps, Done done) {
+  int n = 0;
+  const auto start = Clock::now();
+  while (n < steps || !done()) {
+    model.step();
+    ++n;
+  }
+  return seconds_since(start) / n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = parse(argc, argv);
+  fs::create_directories(options.dir);
+  std::printf("intra-op threads %d, state %.2f GiB in %d tensors, best of %d\n",
+              at::get_num_threads(), options.gib, options.tensors, options.repeat);
+
+  // ---- 1. Blocking time ------------------------------------------------------------------------
+  std::vector<at::Tensor> sources;
+  dcpp::StateDict state = make_state(options.gib, options.tensors, &sources);
+  double memcpy_s = 1e9;
+  {
+    std::vector<at::Tensor> warm;
+    for (const at::Tensor& t : sources) warm.push_back(at::empty_like(t).fill_(0));
+    for (int r = 0; r < options.repeat; ++r) {
+      const auto start = Clock::now();
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        std::memcpy(warm[i].data_ptr(), sources[i].data_ptr(), sources[i].nbytes());
+      }
+      memcpy_s = std::min(memcpy_s, seconds_since(start));
+    }
+  }
+  double blocking_s = 1e9;
+  {
+    dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_blocking_stager(), 10));
+    checkpointer.async_save(state, options.dir / "blocking").upload_completion.wait();  // warm
+    for (int r = 0; r < options.repeat; ++r) {
+      const auto start = Clock::now();
+      dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "blocking");
+      blocking_s = std::min(blocking_s, seconds_since(start));
+      response.upload_completion.wait();
+    }
+  }
+  double tbb_call_s = 1e9, tbb_call_worst_s = 0, tbb_staging_s = 1e9;
+  {
+    dcpp::TbbStagerOptions tbb;
+    tbb.concurrency = 1;
+    dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), 10));
+    checkpointer.async_save(state, options.dir / "tbb").upload_completion.wait();  // warm
+    for (int r = 0; r < options.repeat; ++r) {
+      const auto start = Clock::now();
+      dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "tbb");
+      const double call = seconds_since(start);
+      tbb_call_s = std::min(tbb_call_s, call);
+      tbb_call_worst_s = std::max(tbb_call_worst_s, call);
+      response.staging_completion.wait();
+      tbb_staging_s = std::min(tbb_staging_s, seconds_since(start));
+      response.upload_completion.wait();
+    }
+  }
+  const double gb = static_cast<double>(options.gib) * (1 << 30) / 1e9;
+  std::printf("\n1. blocking time of async_save, %.2f GiB, warm buffers\n", options.gib);
+  std::printf("  memcpy into warm buffers     %8.1f ms  (%.2f GB/s)\n", memcpy_s * 1e3,
+              gb / memcpy_s);
+  std::printf("  blocking stager async_save   %8.1f ms  ratio %.2fx  (target <= 1.5x)\n",
+              blocking_s * 1e3, blocking_s / memcpy_s);
+  std::printf("  TBB stager async_save return %8.3f ms  worst %.3f ms  (target < 5 ms)\n",
+              tbb_call_s * 1e3, tbb_call_worst_s * 1e3);
+  std::printf("  TBB stager staging complete  %8.1f ms  (1 thread, nice 10, training idle)\n",
+              tbb_staging_s * 1e3);
+
+  // ---- 2. Step time while a background save runs ------------------------------------------------
+  TinyModel model;
+  mean_step(model, 10, [] { return true; });  // warm up
+  auto with_save = [&](int nice, int* steps_run) {
+    dcpp::TbbStagerOptions tbb;
+    tbb.concurrency = 1;
+    tbb.nice = nice;
+    dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), nice));
+    checkpointer.async_save(state, options.dir / "steps").upload_completion.wait();  // warm
+    const auto start = Clock::now();
+    dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "steps");
+    const double mean = mean_step(model, 1, [&] { return response.upload_completion.is_ready(); });
+    *steps_run = static_cast<int>(seconds_since(start) / mean + 0.5);
+    response.upload_completion.wait();
+    return mean;
+  };
+  double alone_s = 1e9, saving_s = 1e9, saving_nice0_s = 1e9;
+  int steps_during = 0, steps_during_nice0 = 0;
+  for (int r = 0; r < options.repeat; ++r) {
+    alone_s = std::min(alone_s, mean_step(model, options.steps, [] { return true; }));
+    saving_s = std::min(saving_s, with_save(10, &steps_during));
+    saving_nice0_s = std::min(saving_nice0_s, with_save(0, &steps_during_nice0));
+  }
+  std::printf("\n2. training step time while a background save of %.2f GiB runs\n", options.gib);
+  std::printf("  no save                      %8.2f ms\n", alone_s * 1e3);
+  std::printf("  save, threads at nice 10     %8.2f ms  ratio %.2fx  (%d steps during the save; "
+              "target <= 1.15x)\n",
+              saving_s * 1e3, saving_s / alone_s, steps_during);
+  std::printf("  save, priorities unchanged   %8.2f ms  ratio %.2fx  (%d steps during the save)\n",
+              saving_nice0_s * 1e3, saving_nice0_s / alone_s, steps_during_nice0);
+
+  // ---- 3. Resident memory over repeated saves -------------------------------------------------
+  state = dcpp::StateDict();
+  sources.clear();
+  dcpp::StateDict small = make_state(options.rss_gib, options.tensors);
+  const double state_mib = options.rss_gib * 1024;
+  std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM: the peak of part 3 alone
+  const double before = rss_mib().first;
+  std::vector<double> after;
+  {
+    dcpp::TbbStagerOptions tbb;
+    tbb.concurrency = 1;
+    dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), 10));
+    for (int i = 0; i < options.saves; ++i) {
+      dcpp::AsyncSaveResponse response = checkpointer.async_save(small, options.dir / "rss");
+      response.upload_completion.wait();
+      after.push_back(rss_mib().first);
+    }
+  }
+  std::printf("\n3. resident memory over %d async saves of a %.0f MiB state (TBB stager)\n",
+              options.saves, state_mib);
+  std::printf("  RSS before the first save (state and everything else) %8.0f MiB\n", before);
+  std::printf("  RSS after save 1 / 2 / %d                              %8.0f / %.0f / %.0f MiB\n",
+              options.saves, after.front(), after[std::min<std::size_t>(1, after.size() - 1)],
+              after.back());
+  std::printf("  growth from save 1 to save %d                          %8.1f MiB (staging "
+              "buffers %.0f MiB)\n",
+              options.saves, after.back() - after.front(), state_mib);
+  std::printf("  peak RSS during the saves (VmHWM)                     %8.0f MiB (state + "
+              "buffers = %.0f MiB above the rest)\n",
+              rss_mib().second, 2 * state_mib);
+  fs::remove_all(options.dir);
+  return 0;
+}

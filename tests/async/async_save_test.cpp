@@ -1,0 +1,220 @@
+// async_save: the checkpoint holds the values at save time although every tensor changes while it
+// is uploaded; errors travel in the futures; the in-flight policies; destruction mid-save.
+
+#include "dcpp_test.h"
+
+#include "async_test_util.h"
+
+#include <dcpp/async/async_checkpointer.h>
+#include <dcpp/async/blocking_stager.h>
+#include <dcpp/async/tbb_stager.h>
+#include <dcpp/checkpoint/checkpointer.h>
+
+#include <filesystem>
+#include <thread>
+
+using dcpp::test::Gate;
+using dcpp::test::GatedWriter;
+
+namespace {
+
+std::shared_ptr<dcpp::AsyncStager> stager_named(const std::string& name) {
+  if (name == "tbb") {
+    dcpp::TbbStagerOptions options;
+    options.concurrency = 2;
+    options.piece_bytes = 64 << 10;
+    return dcpp::make_tbb_stager(options);
+  }
+  dcpp::BlockingStagerOptions options;
+  options.piece_bytes = 64 << 10;
+  return dcpp::make_blocking_stager(options);
+}
+
+dcpp::AsyncCheckpointerOptions options_with(std::shared_ptr<dcpp::AsyncStager> stager,
+                                            dcpp::InFlightPolicy policy = dcpp::InFlightPolicy::kWait) {
+  dcpp::AsyncCheckpointerOptions options;
+  options.stager = std::move(stager);
+  options.in_flight_policy = policy;
+  options.file_system.sync_files = false;
+  return options;
+}
+
+std::shared_ptr<GatedWriter> gated_writer(const std::filesystem::path& directory,
+                                          std::shared_ptr<Gate> release) {
+  dcpp::FileSystemWriterOptions options;
+  options.sync_files = false;
+  return std::make_shared<GatedWriter>(dcpp::make_filesystem_writer(directory, options),
+                                       std::move(release));
+}
+
+void check_holds(const std::filesystem::path& directory,
+                 const std::map<std::string, at::Tensor>& expected, int64_t count) {
+  std::map<std::string, at::Tensor> saved = dcpp::test::load_tensors(directory.string());
+  for (const auto& [key, tensor] : expected) {
+    INFO("key " << key);
+    REQUIRE(saved.count(key) == 1);
+    CHECK(dcpp::test::bitwise_equal(saved.at(key), tensor));
+  }
+  dcpp::StateDict values = dcpp::load_from_keys(directory, {"counter"});
+  CHECK(values.at("counter").dict().at("count").value().toInt() == count);
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint holds the values at save time though every tensor changes during upload") {
+  for (const std::string name : {"blocking", "tbb"}) {
+    INFO("stager " << name);
+    dcpp::test::TempDir dir;
+    dcpp::AsyncCheckpointer checkpointer(options_with(stager_named(name)));
+    dcpp::test::MixedState state(7);
+    // Three saves in a row, into the same buffers: each must hold its own save-time values.
+    for (int round = 0; round < 3; ++round) {
+      const std::map<std::string, at::Tensor> expected = state.expected_tensors();
+      const int64_t count = state.counter->count;
+      auto release = std::make_shared<Gate>();
+      auto writer = gated_writer(dir / std::to_string(round), release);
+
+      dcpp::AsyncSaveResponse response = checkpointer.async_save(state.state, writer);
+      response.staging_completion.wait();
+      state.mutate_everything();  // while the upload waits at the gate, before it reads a byte
+      release->open();
+      response.upload_completion.wait();
+
+      check_holds(dir / std::to_string(round), expected, count);
+      CHECK(!checkpointer.in_flight());
+    }
+  }
+}
+
+TEST_CASE("a failing writer's error rethrows from the upload future's wait") {
+  dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
+  dcpp::test::MixedState state(1);
+  dcpp::AsyncSaveResponse response =
+      checkpointer.async_save(state.state, std::make_shared<dcpp::test::FailingWriter>());
+  response.staging_completion.wait();  // staging itself succeeded
+  CHECK_THROWS_WITH(response.upload_completion.wait(), Catch::Contains("disk on fire"));
+  CHECK_THROWS_AS(response.upload_completion.wait(), dcpp::CheckpointError);  // again: same error
+  CHECK(response.upload_completion.error() != nullptr);
+
+  // The checkpointer goes on: the next save succeeds.
+  dcpp::test::TempDir dir;
+  checkpointer.async_save(state.state, dir / "ok").upload_completion.wait();
+  check_holds(dir / "ok", state.expected_tensors(), state.counter->count);
+}
+
+TEST_CASE("a staging error fails both futures, naming the key, and nothing is written") {
+  struct Broken : dcpp::Stateful {
+    dcpp::StateDict state_dict() override { throw std::runtime_error("no state today"); }
+    void load_state_dict(const dcpp::StateDict&) override {}
+  };
+  for (const std::string name : {"blocking", "tbb"}) {
+    INFO("stager " << name);
+    dcpp::test::TempDir dir;
+    dcpp::AsyncCheckpointer checkpointer(options_with(stager_named(name)));
+    dcpp::StateDict state;
+    state.insert("fine", at::ones({3}));
+    dcpp::StateDict inner;
+    inner.insert("broken", std::make_shared<Broken>());
+    state.insert("outer", inner);
+    dcpp::AsyncSaveResponse response = checkpointer.async_save(state, dir / "ckpt");
+    CHECK_THROWS_WITH(response.staging_completion.wait(),
+                      Catch::Contains("outer.broken") && Catch::Contains("no state today"));
+    CHECK_THROWS_WITH(response.upload_completion.wait(), Catch::Contains("no state today"));
+    CHECK(!std::filesystem::exists(dir / "ckpt" / ".metadata"));
+  }
+}
+
+TEST_CASE("InFlightPolicy kFail refuses a second save while one is in flight") {
+  dcpp::test::TempDir dir;
+  dcpp::AsyncCheckpointer checkpointer(
+      options_with(stager_named("tbb"), dcpp::InFlightPolicy::kFail));
+  dcpp::test::MixedState state(2);
+  auto release = std::make_shared<Gate>();
+  auto first = checkpointer.async_save(state.state, gated_writer(dir / "first", release));
+  CHECK(checkpointer.in_flight());
+  CHECK_THROWS_WITH(checkpointer.async_save(state.state, dir / "second"),
+                    Catch::Contains("still in flight"));
+  release->open();
+  first.upload_completion.wait();
+  CHECK(!std::filesystem::exists(dir / "second" / ".metadata"));
+  // Once the first is done, the next is accepted.
+  checkpointer.async_save(state.state, dir / "third").upload_completion.wait();
+  check_holds(dir / "third", state.expected_tensors(), state.counter->count);
+}
+
+TEST_CASE("InFlightPolicy kSkip returns a skipped response and writes nothing") {
+  dcpp::test::TempDir dir;
+  dcpp::AsyncCheckpointer checkpointer(
+      options_with(stager_named("blocking"), dcpp::InFlightPolicy::kSkip));
+  dcpp::test::MixedState state(3);
+  const auto expected = state.expected_tensors();
+  auto release = std::make_shared<Gate>();
+  auto first = checkpointer.async_save(state.state, gated_writer(dir / "first", release));
+  first.staging_completion.wait();
+  dcpp::AsyncSaveResponse skipped = checkpointer.async_save(state.state, dir / "second");
+  CHECK(skipped.skipped);
+  CHECK(skipped.staging_completion.is_ready());
+  CHECK(skipped.upload_completion.is_ready());
+  CHECK_NOTHROW(skipped.upload_completion.wait());
+  CHECK(!first.skipped);
+  CHECK(!first.upload_completion.is_ready());
+  release->open();
+  first.upload_completion.wait();
+  CHECK(!std::filesystem::exists(dir / "second"));
+  check_holds(dir / "first", expected, 3);
+}
+
+TEST_CASE("InFlightPolicy kWait returns only after the previous upload completed") {
+  dcpp::test::TempDir dir;
+  dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
+  dcpp::test::MixedState state(4);
+  const auto expected_first = state.expected_tensors();
+  auto release = std::make_shared<Gate>();
+  auto first_writer = gated_writer(dir / "first", release);
+  auto first = checkpointer.async_save(state.state, first_writer);
+  first.staging_completion.wait();
+  first_writer->entered.wait();  // the first upload is held at the gate
+
+  bool first_done_when_second_returned = false;
+  dcpp::AsyncSaveResponse second;
+  std::thread saver([&] {
+    second = checkpointer.async_save(state.state, dir / "second");
+    first_done_when_second_returned = first.upload_completion.is_ready();
+  });
+  release->open();
+  saver.join();
+  CHECK(first_done_when_second_returned);
+  first.upload_completion.wait();
+  second.upload_completion.wait();
+  check_holds(dir / "first", expected_first, 4);
+  check_holds(dir / "second", state.expected_tensors(), 4);
+}
+
+TEST_CASE("destroying the checkpointer with a save in flight finishes that save") {
+  dcpp::test::TempDir dir;
+  dcpp::test::MixedState state(5);
+  const auto expected = state.expected_tensors();
+  auto release = std::make_shared<Gate>();
+  dcpp::AsyncSaveResponse response;
+  std::thread opener;
+  {
+    dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
+    auto writer = gated_writer(dir / "ckpt", release);
+    response = checkpointer.async_save(state.state, writer);
+    writer->entered.wait();  // the upload has started and is held
+    CHECK(!response.upload_completion.is_ready());
+    opener = std::thread([release] { release->open(); });
+  }  // the destructor waits for the upload
+  opener.join();
+  CHECK(response.upload_completion.is_ready());
+  response.upload_completion.wait();
+  check_holds(dir / "ckpt", expected, 5);
+
+  // A failing save in flight: the destructor neither throws nor loses the error.
+  dcpp::AsyncSaveResponse failed;
+  {
+    dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
+    failed = checkpointer.async_save(state.state, std::make_shared<dcpp::test::FailingWriter>());
+  }
+  CHECK_THROWS_WITH(failed.upload_completion.wait(), Catch::Contains("disk on fire"));
+}
