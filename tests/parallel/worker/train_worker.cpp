@@ -1,0 +1,95 @@
+// One rank of a parallel training test, started by dcpp-launch (or alone for the single layout).
+//
+//   train_worker MODEL LAYOUT run STEPS RESULT        trains steps [0, STEPS) from the seed init
+//   train_worker MODEL LAYOUT save K CKPT RESULT       trains steps [0, K), saves model and Adam
+//   train_worker MODEL LAYOUT resume K M CKPT RESULT   starts from another init, restores CKPT,
+//                                                      trains steps [K, K + M)
+//
+// MODEL: mlp | transformer. LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
+// RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the
+// mean over the global batch) and "params.<fqn>" (the final parameters, sharded as trained).
+
+#include "checkpoint_io.h"
+#include "training_setup.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/process_group.h>
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kSeed = 7;
+constexpr uint64_t kOtherSeed = 1234;  // a resumed run must not depend on its own init
+
+std::vector<double> train(dcpp::test::Trainer& trainer, torch::optim::Optimizer& optimizer,
+                          const dcpp::test::ModelSpec& spec, int64_t first, int64_t count) {
+  std::vector<double> losses;
+  for (int64_t step = first; step < first + count; ++step) {
+    optimizer.zero_grad();
+    losses.push_back(trainer.forward_backward(dcpp::test::global_batch(spec, step)));
+    optimizer.step();
+  }
+  return losses;
+}
+
+void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>& losses,
+                  const std::string& directory,
+                  const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  dcpp::StateDict result;
+  result.insert("losses", at::tensor(losses, at::kDouble));
+  result.insert("params", dcpp::test::tensors_of(trainer.layout()));
+  dcpp::SaveOptions options;
+  options.process_group = group;
+  options.file_system.sync_files = false;
+  dcpp::save(result, directory, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() < 5) {
+    std::fprintf(stderr, "usage: %s MODEL LAYOUT run|save|resume ...\n", argv[0]);
+    return 2;
+  }
+  try {
+    at::set_num_threads(1);  // the same arithmetic on every run
+    const dcpp::test::ModelSpec spec = dcpp::test::model_spec(args[0]);
+    const std::string& layout = args[1];
+    const std::string& mode = args[2];
+    c10::intrusive_ptr<c10d::ProcessGroup> group;
+    if (layout != "single") {
+      group = dcpp::make_gloo_process_group_from_env(
+          dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
+    }
+    const bool resume = mode == "resume";
+    auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group);
+    torch::optim::Adam optimizer(trainer->parameters(), torch::optim::AdamOptions(1e-2));
+    if (mode == "run" && args.size() == 5) {
+      write_result(*trainer, train(*trainer, optimizer, spec, 0, std::stoll(args[3])), args[4],
+                   group);
+    } else if (mode == "save" && args.size() == 6) {
+      const auto losses = train(*trainer, optimizer, spec, 0, std::stoll(args[3]));
+      dcpp::test::save_training(trainer->layout(), optimizer, args[4], group);
+      write_result(*trainer, losses, args[5], group);
+    } else if (resume && args.size() == 7) {
+      dcpp::test::load_training(trainer->layout(), optimizer, args[5], group);
+      write_result(*trainer,
+                   train(*trainer, optimizer, spec, std::stoll(args[3]), std::stoll(args[4])),
+                   args[6], group);
+    } else {
+      std::fprintf(stderr, "bad arguments for mode '%s'\n", mode.c_str());
+      return 2;
+    }
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "train_worker: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,167 @@
+#include "training_setup.h"
+
+#include <dcpp/parallel/data_parallel.h>
+#include <dcpp/parallel/fully_sharded_data_parallel.h>
+#include <dcpp/parallel/pipeline_stage.h>
+#include <dcpp/state_dict/plain_layout.h>
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/transformerlayer.h>
+#include <torch/utils.h>
+
+#include <stdexcept>
+
+namespace dcpp::test {
+
+namespace {
+
+// The part of the global batch data-parallel rank `rank` of `world` trains on.
+Batch local_part(const ModelSpec& spec, const Batch& batch, int rank, int world) {
+  const int64_t part = kGlobalBatch / world;
+  return {batch.inputs.narrow(spec.batch_dim, rank * part, part),
+          batch.targets.narrow(spec.batch_dim, rank * part, part)};
+}
+
+// Mean of the ranks' losses (each the mean over an equal part): the mean over the global batch.
+double mean_over_ranks(const at::Tensor& loss, c10d::ProcessGroup& group) {
+  std::vector<at::Tensor> value{loss.detach().to(at::kDouble).reshape({1}).clone()};
+  group.allreduce(value)->wait();
+  return value[0].item<double>() / group.getSize();
+}
+
+class SingleTrainer : public Trainer {
+ public:
+  explicit SingleTrainer(torch::nn::Sequential model) : model_(std::move(model)) {}
+  const ModelLayout& layout() const override { return *layout_; }
+  std::vector<at::Tensor> parameters() const override { return model_->parameters(); }
+  double forward_backward(const Batch& batch) override {
+    at::Tensor loss = at::mse_loss(model_->forward(batch.inputs), batch.targets);
+    loss.backward();
+    return loss.item<double>();
+  }
+
+ private:
+  torch::nn::Sequential model_;
+  std::shared_ptr<ModelLayout> layout_ = plain_layout(*model_);
+};
+
+class DataParallelTrainer : public Trainer {
+ public:
+  DataParallelTrainer(const ModelSpec& spec, torch::nn::Sequential model,
+                      c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : spec_(spec), model_(model), ddp_(model.ptr(), group), group_(std::move(group)) {}
+  const ModelLayout& layout() const override { return ddp_; }
+  std::vector<at::Tensor> parameters() const override { return ddp_.parameters(); }
+  double forward_backward(const Batch& batch) override {
+    const Batch mine = local_part(spec_, batch, group_->getRank(), group_->getSize());
+    at::Tensor loss = at::mse_loss(model_->forward(mine.inputs), mine.targets);
+    loss.backward();
+    ddp_.synchronize_gradients();
+    return mean_over_ranks(loss, *group_);
+  }
+
+ private:
+  ModelSpec spec_;
+  torch::nn::Sequential model_;
+  DataParallel ddp_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+class FullyShardedTrainer : public Trainer {
+ public:
+  FullyShardedTrainer(const ModelSpec& spec, torch::nn::Sequential model,
+                      c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : spec_(spec), model_(model), fsdp_(model.ptr(), group), group_(std::move(group)) {}
+  const ModelLayout& layout() const override { return fsdp_; }
+  std::vector<at::Tensor> parameters() const override { return fsdp_.parameters(); }
+  double forward_backward(const Batch& batch) override {
+    const Batch mine = local_part(spec_, batch, group_->getRank(), group_->getSize());
+    fsdp_.gather_parameters();
+    at::Tensor loss = at::mse_loss(model_->forward(mine.inputs), mine.targets);
+    loss.backward();
+    fsdp_.reduce_gradients();
+    return mean_over_ranks(loss, *group_);
+  }
+
+ private:
+  ModelSpec spec_;
+  torch::nn::Sequential model_;
+  FullyShardedDataParallel fsdp_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+class PipelineTrainer : public Trainer {
+ public:
+  PipelineTrainer(const torch::nn::Sequential& whole, c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : stage_(make_stage(whole, group)) {}
+  const ModelLayout& layout() const override { return stage_; }
+  std::vector<at::Tensor> parameters() const override { return stage_.parameters(); }
+  double forward_backward(const Batch& batch) override {
+    const at::Tensor out = stage_.forward(batch.inputs);
+    at::Tensor loss = stage_.is_last() ? at::mse_loss(out, batch.targets) : at::zeros({});
+    stage_.backward(loss);
+    return stage_.broadcast_from_last(loss.detach().to(at::kDouble)).item<double>();
+  }
+
+ private:
+  static PipelineStage make_stage(const torch::nn::Sequential& whole,
+                                  const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+    const auto [begin, end] =
+        PipelineStage::even_bounds(whole->size(), group->getRank(), group->getSize());
+    return PipelineStage(PipelineStage::slice(whole, begin, end), begin, group);
+  }
+
+  PipelineStage stage_;
+};
+
+}  // namespace
+
+ModelSpec model_spec(const std::string& name) {
+  if (name == "mlp") return {name, 0};
+  if (name == "transformer") return {name, 1};  // (sequence, batch, features)
+  throw std::invalid_argument("unknown model '" + name + "' (mlp, transformer)");
+}
+
+torch::nn::Sequential make_model(const ModelSpec& spec, uint64_t seed) {
+  torch::manual_seed(seed);
+  if (spec.name == "mlp") {
+    // The last layer has 2 rows: on 3 FSDP ranks, one rank holds none of its weight.
+    return torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::Tanh(),
+                                 torch::nn::Linear(16, 16), torch::nn::Tanh(),
+                                 torch::nn::Linear(16, 2));
+  }
+  return torch::nn::Sequential(
+      torch::nn::Linear(6, 8),
+      torch::nn::TransformerEncoderLayer(
+          torch::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0)),
+      torch::nn::Linear(8, 2));
+}
+
+Batch global_batch(const ModelSpec& spec, int64_t step) {
+  const auto phase = static_cast<double>(step);
+  if (spec.name == "mlp") {
+    return {at::arange(kGlobalBatch * 6, at::kFloat).mul(0.7).add(phase * 1.3).sin().view({-1, 6}),
+            at::arange(kGlobalBatch * 2, at::kFloat).mul(0.3).add(phase * 0.9).cos().mul(0.5)
+                .view({-1, 2})};
+  }
+  constexpr int64_t kSequence = 4;
+  return {at::arange(kSequence * kGlobalBatch * 6, at::kFloat).mul(0.7).add(phase * 1.3).sin()
+              .view({kSequence, kGlobalBatch, 6}),
+          at::arange(kSequence * kGlobalBatch * 2, at::kFloat).mul(0.3).add(phase * 0.9).cos()
+              .mul(0.5).view({kSequence, kGlobalBatch, 2})};
+}
+
+std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec& spec,
+                                      uint64_t seed,
+                                      const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  torch::nn::Sequential model = make_model(spec, seed);
+  if (layout == "single") return std::make_unique<SingleTrainer>(model);
+  if (layout == "ddp") return std::make_unique<DataParallelTrainer>(spec, model, group);
+  if (layout == "fsdp") return std::make_unique<FullyShardedTrainer>(spec, model, group);
+  if (layout == "pipeline") return std::make_unique<PipelineTrainer>(model, group);
+  throw std::invalid_argument("unknown layout '" + layout + "' (single, ddp, fsdp, pipeline)");
+}
+
+}  // namespace dcpp::test
