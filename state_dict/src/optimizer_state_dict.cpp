@@ -1,0 +1,505 @@
+// get/set_optimizer_state_dict: libtorch's TensorImpl-keyed optimizer state <-> DCP's FQN-keyed
+// layout, through the optimizer's OptimizerStateCodec.
+
+#include <dcpp/state_dict/optimizer_state_dict.h>
+
+#include "state_dict_collectives.h"
+#include "tensor_piece.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/core/torch_compat.h>
+#include <dcpp/state_dict/optimizer_state_codec.h>
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dcpp {
+
+namespace {
+
+constexpr const char* kState = "state";
+constexpr const char* kParamGroups = "param_groups";
+constexpr const char* kParams = "params";
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream out;
+  out << shape;
+  return out.str();
+}
+
+// Which placement each optimizer parameter is.
+class ParameterIndex {
+ public:
+  explicit ParameterIndex(const std::vector<ParameterPlacement>& placements) {
+    for (const ParameterPlacement& placement : placements) {
+      if (!placement.is_buffer) {
+        by_impl_.emplace(placement.local.unsafeGetTensorImpl(), &placement);
+      }
+    }
+  }
+
+  const ParameterPlacement& of(const at::Tensor& param, std::size_t group,
+                               std::size_t index) const {
+    auto found = by_impl_.find(param.unsafeGetTensorImpl());
+    if (found == by_impl_.end()) {
+      throw CheckpointError("parameter " + std::to_string(index) + " of the optimizer's param group " +
+                            std::to_string(group) + " (shape " + shape_string(param.sizes()) +
+                            ") is not a parameter of the model layout: build the optimizer over "
+                            "the layout's local tensors (the model's parameters)");
+    }
+    return *found->second;
+  }
+
+ private:
+  std::unordered_map<const c10::TensorImpl*, const ParameterPlacement*> by_impl_;
+};
+
+void init_with(torch::optim::Optimizer& optimizer, const OptimizerStateCodec& codec) {
+  if (!optimizer.state().empty()) {
+    return;
+  }
+  auto& groups = optimizer.param_groups();
+  for (const auto& group : groups) {
+    for (const at::Tensor& param : group.params()) {
+      if (param.grad().defined()) {
+        return;
+      }
+    }
+  }
+  std::vector<std::optional<double>> lrs;
+  for (auto& group : groups) {
+    for (const at::Tensor& param : group.params()) {
+      if (param.requires_grad()) {
+        param.mutable_grad() = at::zeros_like(param);
+      }
+    }
+    std::optional<double> lr;
+    if (group.has_options()) {
+      try {
+        lr = group.options().get_lr();
+        group.options().set_lr(0.0);
+      } catch (const c10::Error&) {
+        lr.reset();  // options without a learning rate
+      }
+    }
+    lrs.push_back(lr);
+  }
+  auto restore = [&] {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (lrs[g]) {
+        groups[g].options().set_lr(*lrs[g]);
+      }
+      for (const at::Tensor& param : groups[g].params()) {
+        param.mutable_grad() = at::Tensor();
+      }
+    }
+  };
+  try {
+    codec.initialization_step(optimizer);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
+// A state tensor of a sharded parameter that has the parameter's local shape becomes a
+// ShardedTensor with the parameter's global shape and offsets.
+StateValue wrap_state_value(const StateValue& value, const ParameterPlacement& placement,
+                            bool follows) {
+  if (value.is_tensor()) {
+    const at::Tensor tensor = value.tensor().detach();
+    if (placement.is_sharded() && follows && tensor.dim() > 0 &&
+        tensor.sizes() == placement.local.sizes()) {
+      return ShardedTensor(placement.global_shape, {Shard{tensor, placement.offsets}},
+                           tensor.scalar_type());
+    }
+    return tensor;
+  }
+  if (value.is_list()) {
+    StateList out;
+    for (const StateValue& element : value.list()) {
+      out.push_back(wrap_state_value(element, placement, follows));
+    }
+    return out;
+  }
+  return value;
+}
+
+std::vector<std::string> string_list(const StateValue& value, const std::string& key) {
+  std::vector<std::string> out;
+  auto add = [&](const c10::IValue& element) {
+    if (!element.isString()) {
+      throw CheckpointError("optimizer state dict: '" + key + "' must be a list of FQN strings");
+    }
+    out.push_back(element.toStringRef());
+  };
+  if (value.is_list()) {
+    for (const StateValue& element : value.list()) {
+      if (!element.is_value()) {
+        throw CheckpointError("optimizer state dict: '" + key + "' must be a list of FQN strings");
+      }
+      add(element.value());
+    }
+  } else if (value.is_value() && value.value().isList()) {
+    for (const c10::IValue& element : value.value().toListRef()) {
+      add(element);
+    }
+  } else {
+    throw CheckpointError("optimizer state dict: '" + key + "' is a " + value.kind_name() +
+                          ", not a list of FQN strings");
+  }
+  return out;
+}
+
+StateDict flatten_optimizer(const StateDict& nested) {
+  StateDict flat;
+  for (const auto& item : nested.at(kState).dict()) {
+    for (const auto& entry : item.value.dict()) {
+      flat.insert(std::string(kState) + "." + item.key + "." + entry.key, entry.value);
+    }
+  }
+  for (const StateValue& group : nested.at(kParamGroups).list()) {
+    for (const std::string& fqn : string_list(group.dict().at(kParams), kParams)) {
+      for (const auto& option : group.dict()) {
+        if (option.key != kParams) {
+          flat.insert(std::string(kParamGroups) + "." + fqn + "." + option.key, option.value);
+        }
+      }
+    }
+  }
+  return flat;
+}
+
+// A saved optimizer state dict, either layout, by FQN.
+struct SavedOptimizer {
+  std::map<std::string, StateDict> state;           // fqn -> {name: value}
+  std::vector<StateDict> groups;                    // nested: saved param groups
+  std::vector<std::vector<std::string>> group_fqns;  // nested: their "params"
+  std::map<std::string, StateDict> group_of_fqn;    // flattened: fqn -> {option: value}
+  bool flattened = false;
+  std::vector<std::string> unexpected;
+};
+
+// "<fqn>.<name>" -> (fqn, name): names never hold dots.
+std::pair<std::string, std::string> split_last(const std::string& rest, const std::string& key) {
+  const auto dot = rest.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) {
+    throw CheckpointError("flattened optimizer state dict key '" + key +
+                          "' is not '<prefix>.<fqn>.<name>'");
+  }
+  return {rest.substr(0, dot), rest.substr(dot + 1)};
+}
+
+SavedOptimizer parse_saved(const StateDict& state_dict) {
+  SavedOptimizer saved;
+  const StateValue* state = state_dict.find(kState);
+  const StateValue* groups = state_dict.find(kParamGroups);
+  if ((state != nullptr && state->is_dict()) || (groups != nullptr && groups->is_list())) {
+    if (state != nullptr) {
+      if (!state->is_dict()) {
+        throw CheckpointError("optimizer state dict: 'state' is a " +
+                              std::string(state->kind_name()) + ", not a dict keyed by FQN");
+      }
+      for (const auto& item : state->dict()) {
+        if (!item.value.is_dict()) {
+          throw CheckpointError("optimizer state dict: 'state." + item.key + "' is a " +
+                                item.value.kind_name() + ", not a dict");
+        }
+        saved.state.emplace(item.key, item.value.dict());
+      }
+    }
+    if (groups != nullptr) {
+      if (!groups->is_list()) {
+        throw CheckpointError("optimizer state dict: 'param_groups' is a " +
+                              std::string(groups->kind_name()) + ", not a list");
+      }
+      std::size_t i = 0;
+      for (const StateValue& group : groups->list()) {
+        const std::string where = "param_groups." + std::to_string(i++);
+        if (!group.is_dict()) {
+          throw CheckpointError("optimizer state dict: '" + where + "' is a " + group.kind_name() +
+                                ", not a dict");
+        }
+        const StateValue* params = group.dict().find(kParams);
+        saved.group_fqns.push_back(params == nullptr ? std::vector<std::string>{}
+                                                     : string_list(*params, where + ".params"));
+        saved.groups.push_back(group.dict());
+      }
+    }
+    for (const auto& item : state_dict) {
+      if (item.key != kState && item.key != kParamGroups) {
+        saved.unexpected.push_back(item.key);
+      }
+    }
+    return saved;
+  }
+  saved.flattened = true;
+  const std::string state_prefix = std::string(kState) + ".";
+  const std::string group_prefix = std::string(kParamGroups) + ".";
+  for (const auto& item : state_dict) {
+    if (item.key.rfind(state_prefix, 0) == 0) {
+      auto [fqn, name] = split_last(item.key.substr(state_prefix.size()), item.key);
+      saved.state[fqn].insert(name, item.value);
+    } else if (item.key.rfind(group_prefix, 0) == 0) {
+      auto [fqn, option] = split_last(item.key.substr(group_prefix.size()), item.key);
+      saved.group_of_fqn[fqn].insert(option, item.value);
+    } else {
+      saved.unexpected.push_back(item.key);
+    }
+  }
+  return saved;
+}
+
+// This process's own copy of a saved state value, on the parameter's device: tensors that follow
+// a sharded parameter are cut to its piece; floating tensors that follow it take its dtype.
+StateValue localize(const StateValue& value, const ParameterPlacement& placement, bool follows,
+                    const std::string& key) {
+  const at::Tensor& param = placement.local;
+  auto own = [&](const at::Tensor& tensor, bool param_shaped) {
+    at::ScalarType dtype = tensor.scalar_type();
+    if (param_shaped && at::isFloatingType(dtype) && at::isFloatingType(param.scalar_type())) {
+      dtype = param.scalar_type();
+    }
+    return tensor.detach().to(param.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
+  };
+  switch (value.kind()) {
+    case StateValue::Kind::kTensor: {
+      const at::Tensor& tensor = value.tensor();
+      const bool param_shaped =
+          follows && tensor.dim() > 0 &&
+          (tensor.sizes() == param.sizes() ||
+           (placement.is_sharded() && tensor.sizes() == at::IntArrayRef(placement.global_shape)));
+      if (param_shaped) {
+        return own(detail::piece_of(value, param.sizes(), placement.global_shape,
+                                    placement.offsets, key),
+                   true);
+      }
+      return own(tensor, false);
+    }
+    case StateValue::Kind::kShardedTensor: {
+      const ShardedTensor& sharded = value.sharded_tensor();
+      if (follows && placement.is_sharded()) {
+        return own(detail::piece_of(value, param.sizes(), placement.global_shape,
+                                    placement.offsets, key),
+                   true);
+      }
+      // A whole tensor saved sharded: this process needs all of it.
+      return own(detail::piece_of(value, sharded.global_shape(), {}, {}, key),
+                 follows && at::IntArrayRef(sharded.global_shape()) == param.sizes());
+    }
+    case StateValue::Kind::kList: {
+      StateList out;
+      std::size_t i = 0;
+      for (const StateValue& element : value.list()) {
+        out.push_back(localize(element, placement, follows, key + "." + std::to_string(i++)));
+      }
+      return out;
+    }
+    case StateValue::Kind::kDict: {
+      StateDict out;
+      for (const auto& item : value.dict()) {
+        out.insert(item.key, localize(item.value, placement, follows, key + "." + item.key));
+      }
+      return out;
+    }
+    default:
+      return value;
+  }
+}
+
+[[noreturn]] void throw_incompatible(const std::vector<std::string>& missing,
+                                     const std::vector<std::string>& unexpected, int rank) {
+  std::string message = "set_optimizer_state_dict (strict) on rank " + std::to_string(rank) +
+                        ": nothing was loaded.";
+  if (!missing.empty()) {
+    message += " Missing (in the optimizer, not in the state dict): " +
+               detail::quoted_list(missing) + ".";
+  }
+  if (!unexpected.empty()) {
+    message += " Unexpected (in the state dict, not in the optimizer): " +
+               detail::quoted_list(unexpected) + ".";
+  }
+  throw CheckpointError(message + " Pass StateDictOptions::strict = false to load the rest.");
+}
+
+}  // namespace
+
+void init_optimizer_state(torch::optim::Optimizer& optimizer) {
+  init_with(optimizer, *find_optimizer_state_codec(optimizer));
+}
+
+StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer& optimizer,
+                                   const StateDictOptions& options) {
+  const auto codec = find_optimizer_state_codec(optimizer);
+  init_with(optimizer, *codec);
+  const std::vector<ParameterPlacement> placements = layout.placements();
+  const ParameterIndex index(placements);
+  auto& states = optimizer.state();
+  StateDict state;
+  StateList groups;
+  const auto& param_groups = optimizer.param_groups();
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    const auto& group = param_groups[g];
+    StateList fqns;
+    for (std::size_t p = 0; p < group.params().size(); ++p) {
+      const at::Tensor& param = group.params()[p];
+      const ParameterPlacement& placement = index.of(param, g, p);
+      fqns.push_back(placement.fqn);
+      auto found = states.find(compat::optimizer_state_key(states, param));
+      if (found == states.end() || !found->second) {
+        continue;
+      }
+      StateDict encoded = codec->encode_state(*found->second);
+      StateDict wrapped;
+      for (const auto& item : encoded) {
+        wrapped.insert(item.key, wrap_state_value(item.value, placement,
+                                                  codec->follows_parameter(item.key)));
+      }
+      state.insert(placement.fqn, std::move(wrapped));
+    }
+    StateDict saved_group =
+        group.has_options() ? codec->encode_options(group.options()) : StateDict();
+    saved_group.insert(kParams, std::move(fqns));
+    groups.push_back(std::move(saved_group));
+  }
+  StateDict out;
+  out.insert(kState, std::move(state));
+  out.insert(kParamGroups, std::move(groups));
+  const auto group = layout.process_group();
+  if (options.full_state_dict) {
+    detail::gather_sharded_leaves(out, group);
+  }
+  if (options.cpu_offload) {
+    if (options.full_state_dict && detail::group_rank(group) != 0) {
+      return {};
+    }
+    detail::offload_to_cpu(out);
+  }
+  return options.flatten_optimizer_state_dict ? flatten_optimizer(out) : out;
+}
+
+void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer& optimizer,
+                              const StateDict& state_dict, const StateDictOptions& options) {
+  const auto group = layout.process_group();
+  const int rank = detail::group_rank(group);
+  StateDict received;
+  const StateDict* source = &state_dict;
+  if (options.broadcast_from_rank0) {
+    received = detail::broadcast_state_dict(state_dict, group);
+    source = &received;
+  }
+  const auto codec = find_optimizer_state_codec(optimizer);
+  init_with(optimizer, *codec);
+  const std::vector<ParameterPlacement> placements = layout.placements();
+  const ParameterIndex index(placements);
+  const SavedOptimizer saved = parse_saved(*source);
+
+  std::vector<std::string> missing;
+  std::vector<std::string> unexpected = saved.unexpected;
+  auto& states = optimizer.state();
+  auto& param_groups = optimizer.param_groups();
+
+  // Plan everything (and decode, which may throw) before changing anything.
+  std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> new_options(param_groups.size());
+  struct NewState {
+    std::decay_t<decltype(states.begin()->first)> key;
+    std::unique_ptr<torch::optim::OptimizerParamState> state;  // null: erase
+  };
+  std::vector<NewState> new_states;
+  std::unordered_set<std::string> optimizer_fqns;
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    auto& group_ = param_groups[g];
+    std::vector<const ParameterPlacement*> members;
+    for (std::size_t p = 0; p < group_.params().size(); ++p) {
+      members.push_back(&index.of(group_.params()[p], g, p));
+      optimizer_fqns.insert(members.back()->fqn);
+    }
+    if (members.empty() || !group_.has_options()) {
+      continue;
+    }
+    // The saved options of this group.
+    const StateDict* saved_options = nullptr;
+    if (saved.flattened) {
+      auto found = saved.group_of_fqn.find(members.front()->fqn);
+      saved_options = found == saved.group_of_fqn.end() ? nullptr : &found->second;
+    } else {
+      for (std::size_t s = 0; s < saved.groups.size() && saved_options == nullptr; ++s) {
+        for (const std::string& fqn : saved.group_fqns[s]) {
+          if (fqn == members.front()->fqn) {
+            saved_options = &saved.groups[s];
+            break;
+          }
+        }
+      }
+      if (saved_options == nullptr && saved.groups.size() == param_groups.size()) {
+        saved_options = &saved.groups[g];
+      }
+    }
+    if (saved_options == nullptr) {
+      missing.push_back("param_groups (the group of '" + members.front()->fqn + "')");
+    } else {
+      new_options[g] = group_.options().clone();
+      try {
+        codec->decode_options(*saved_options, *new_options[g]);
+      } catch (const CheckpointError& error) {
+        throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) +
+                              ", the param group of '" + members.front()->fqn + "': " +
+                              error.what());
+      }
+    }
+    for (std::size_t p = 0; p < members.size(); ++p) {
+      const at::Tensor& param = group_.params()[p];
+      const ParameterPlacement& placement = *members[p];
+      const auto key = compat::optimizer_state_key(states, param);
+      const bool has_state = states.find(key) != states.end();
+      auto found = saved.state.find(placement.fqn);
+      if (found == saved.state.end()) {
+        if (has_state) {
+          missing.push_back("state." + placement.fqn);
+          new_states.push_back(NewState{key, nullptr});
+        }
+        continue;
+      }
+      try {
+        StateDict local;
+        for (const auto& item : found->second) {
+          local.insert(item.key,
+                       localize(item.value, placement, codec->follows_parameter(item.key),
+                                "state." + placement.fqn + "." + item.key));
+        }
+        new_states.push_back(NewState{key, codec->decode_state(local, param)});
+      } catch (const CheckpointError& error) {
+        throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) + ", " +
+                              codec->name() + " state of '" + placement.fqn + "': " +
+                              error.what());
+      }
+    }
+  }
+  for (const auto& item : saved.state) {
+    if (optimizer_fqns.count(item.first) == 0) {
+      unexpected.push_back("state." + item.first);
+    }
+  }
+  if (options.strict && (!missing.empty() || !unexpected.empty())) {
+    throw_incompatible(missing, unexpected, rank);
+  }
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    if (new_options[g]) {
+      param_groups[g].set_options(std::move(new_options[g]));
+    }
+  }
+  for (NewState& entry : new_states) {
+    if (entry.state) {
+      states[entry.key] = std::move(entry.state);
+    } else {
+      states.erase(entry.key);
+    }
+  }
+}
+
+}  // namespace dcpp

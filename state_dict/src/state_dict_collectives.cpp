@@ -1,0 +1,284 @@
+// The collectives of the state-dict helpers.
+//
+// gather_sharded_leaves, protocol (three all-gathers, whatever the number of tensors):
+//   1. [count, FNV-1a hash of the sharded keys, payload bytes]: the ranks must agree on the keys;
+//   2. every shard's offsets and sizes (the same number of int64s on every rank);
+//   3. every rank's shards' bytes, concatenated (16-byte aligned) and padded to the longest rank's
+//      length (Gloo's all-gather needs equal sizes; shards may be uneven or empty).
+// Each rank then copies each rank's pieces into the whole tensors.
+//
+// broadcast_state_dict: rank 0 pickles its state dict (torch::jit::pickle_save: tensors and
+// plain values, tuples kept) and broadcasts the length, then the bytes.
+
+#include "state_dict_collectives.h"
+
+#include "tensor_piece.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/flatten.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <cstring>
+#include <sstream>
+
+namespace dcpp::detail {
+
+int group_rank(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  return group ? group->getRank() : 0;
+}
+
+int group_size(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  return group ? group->getSize() : 1;
+}
+
+namespace {
+
+constexpr int64_t kAlignment = 16;
+
+int64_t aligned(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+void wait(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+          const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) {
+  try {
+    work->wait();
+  } catch (const std::exception& error) {
+    throw CheckpointError("state dict " + what + " on rank " + std::to_string(group->getRank()) +
+                          " of " + std::to_string(group->getSize()) +
+                          " failed (a rank died, timed out or called another collective?): " +
+                          error.what());
+  }
+}
+
+// Every rank's `tensor` (all ranks pass the same shape and dtype), on the CPU.
+std::vector<at::Tensor> all_gather(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                   const at::Tensor& tensor, const std::string& what) {
+  std::vector<at::Tensor> inputs{tensor};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < group->getSize(); ++r) {
+    outputs[0].push_back(at::empty_like(tensor));
+  }
+  wait(group, group->allgather(outputs, inputs), what);
+  return outputs[0];
+}
+
+void broadcast(const c10::intrusive_ptr<c10d::ProcessGroup>& group, at::Tensor& tensor,
+               const std::string& what) {
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions options;
+  options.rootRank = 0;
+  wait(group, group->broadcast(tensors, options), what);
+}
+
+uint64_t fnv1a(const std::vector<FlatEntry>& entries) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (const FlatEntry& entry : entries) {
+    for (const char c : entry.key + '\n') {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;
+    }
+  }
+  return hash;
+}
+
+std::string shape_string(at::IntArrayRef shape) {
+  std::ostringstream out;
+  out << shape;
+  return out.str();
+}
+
+// A whole tensor on `device` assembled from pieces; counts the elements the pieces bring.
+struct Assembly {
+  at::Tensor whole;
+  int64_t covered = 0;
+};
+
+}  // namespace
+
+void gather_sharded_leaves(StateDict& state_dict,
+                           const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  std::vector<FlatEntry> entries;
+  for (FlatEntry& entry : flatten_state_dict(state_dict)) {
+    if (entry.value->is_sharded_tensor()) {
+      if (entry.value->sharded_tensor().local_shards().size() != 1) {
+        throw CheckpointError("full_state_dict: sharded tensor '" + entry.key + "' holds " +
+                              std::to_string(entry.value->sharded_tensor().local_shards().size()) +
+                              " local shards; the state-dict helpers gather exactly one per rank");
+      }
+      entries.push_back(std::move(entry));
+    }
+  }
+  const int size = group_size(group);
+  std::vector<Assembly> assemblies(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const ShardedTensor& sharded = entries[i].value->sharded_tensor();
+    const at::Tensor& local = sharded.local_shards().front().tensor;
+    assemblies[i].whole = at::empty(sharded.global_shape(), local.options());
+  }
+  if (size == 1) {
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Shard& shard = entries[i].value->sharded_tensor().local_shards().front();
+      box_of(assemblies[i].whole, shard.offsets, shard.tensor.sizes()).copy_(shard.tensor);
+      assemblies[i].covered = shard.tensor.numel();
+    }
+  } else {
+    // 1. Agree on the keys; learn every rank's payload length.
+    std::vector<at::Tensor> pieces;
+    std::vector<int64_t> meta;
+    int64_t payload = 0;
+    for (const FlatEntry& entry : entries) {
+      const Shard& shard = entry.value->sharded_tensor().local_shards().front();
+      pieces.push_back(shard.tensor.detach().to(at::kCPU).contiguous());
+      meta.insert(meta.end(), shard.offsets.begin(), shard.offsets.end());
+      for (const int64_t s : shard.tensor.sizes()) {
+        meta.push_back(s);
+      }
+      payload += aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
+    }
+    const at::Tensor header = at::tensor(
+        std::vector<int64_t>{static_cast<int64_t>(entries.size()),
+                             static_cast<int64_t>(fnv1a(entries)), payload},
+        at::kLong);
+    const std::vector<at::Tensor> headers = all_gather(group, header, "all-gather of keys");
+    int64_t longest = 1;
+    for (int r = 0; r < size; ++r) {
+      if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
+          headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
+        throw CheckpointError(
+            "full_state_dict: rank " + std::to_string(group->getRank()) + " holds " +
+            std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
+            " holds " + std::to_string(headers[r][0].item<int64_t>()) +
+            " or others: every rank of the layout's process group must list the same sharded "
+            "tensors in the same order");
+      }
+      longest = std::max(longest, headers[r][2].item<int64_t>());
+    }
+    // 2. Every rank's boxes.
+    const at::Tensor local_meta =
+        meta.empty() ? at::zeros({1}, at::kLong) : at::tensor(meta, at::kLong);
+    const std::vector<at::Tensor> metas = all_gather(group, local_meta, "all-gather of shapes");
+    // 3. Every rank's bytes.
+    at::Tensor bytes = at::zeros({longest}, at::kByte);
+    int64_t at_byte = 0;
+    for (const at::Tensor& piece : pieces) {
+      const int64_t n = piece.numel() * static_cast<int64_t>(piece.element_size());
+      if (n > 0) {
+        std::memcpy(bytes.data_ptr<uint8_t>() + at_byte, piece.data_ptr(), static_cast<size_t>(n));
+      }
+      at_byte += aligned(n);
+    }
+    const std::vector<at::Tensor> all_bytes = all_gather(group, bytes, "all-gather of shards");
+    for (int r = 0; r < size; ++r) {
+      const int64_t* rank_meta = metas[r].data_ptr<int64_t>();
+      uint8_t* rank_bytes = all_bytes[r].data_ptr<uint8_t>();
+      int64_t m = 0;
+      int64_t b = 0;
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        Assembly& assembly = assemblies[i];
+        const int64_t dims = assembly.whole.dim();
+        std::vector<int64_t> offsets(rank_meta + m, rank_meta + m + dims);
+        std::vector<int64_t> sizes(rank_meta + m + dims, rank_meta + m + 2 * dims);
+        m += 2 * dims;
+        int64_t numel = 1;
+        for (std::size_t d = 0; d < sizes.size(); ++d) {
+          numel *= sizes[d];
+          if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
+            throw CheckpointError("full_state_dict: rank " + std::to_string(r) + "'s shard of '" +
+                                  entries[i].key + "' (offsets " + shape_string(offsets) +
+                                  ", sizes " + shape_string(sizes) +
+                                  ") lies outside its global shape " +
+                                  shape_string(assembly.whole.sizes()));
+          }
+        }
+        if (numel > 0) {
+          const at::Tensor piece =
+              at::from_blob(rank_bytes + b, sizes, at::TensorOptions().dtype(assembly.whole.dtype()));
+          box_of(assembly.whole, offsets, sizes).copy_(piece);
+        }
+        assembly.covered += numel;
+        b += aligned(numel * static_cast<int64_t>(assembly.whole.element_size()));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (assemblies[i].covered < assemblies[i].whole.numel()) {
+      throw CheckpointError("full_state_dict: the shards of '" + entries[i].key + "' on the " +
+                            std::to_string(size) + " rank(s) of the process group hold " +
+                            std::to_string(assemblies[i].covered) + " of its " +
+                            std::to_string(assemblies[i].whole.numel()) +
+                            " elements; the layout's pieces must cover every tensor (is the "
+                            "layout's process_group() the group the tensor is sharded over?)");
+    }
+    *entries[i].value = StateValue(std::move(assemblies[i].whole));
+  }
+}
+
+namespace {
+
+c10::IValue to_ivalue(const StateValue& value, const std::string& key);
+
+c10::IValue dict_to_ivalue(const StateDict& dict, const std::string& prefix) {
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& item : dict) {
+    out.insert(item.key, to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
+  }
+  return out;
+}
+
+c10::IValue to_ivalue(const StateValue& value, const std::string& key) {
+  switch (value.kind()) {
+    case StateValue::Kind::kValue:
+      return value.value();
+    case StateValue::Kind::kTensor:
+      return value.tensor().detach().to(at::kCPU);
+    case StateValue::Kind::kDict:
+      return dict_to_ivalue(value.dict(), key);
+    case StateValue::Kind::kList: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      int64_t i = 0;
+      for (const StateValue& element : value.list()) {
+        list.push_back(to_ivalue(element, key + "." + std::to_string(i++)));
+      }
+      return list;
+    }
+    default:
+      throw CheckpointError("broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
+                            value.kind_name() +
+                            "; rank 0 must hold a full state dict (whole tensors and values)");
+  }
+}
+
+}  // namespace
+
+StateDict broadcast_state_dict(const StateDict& state_dict,
+                               const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  if (group_size(group) == 1) {
+    return state_dict;
+  }
+  std::vector<char> bytes;
+  if (group->getRank() == 0) {
+    bytes = torch::jit::pickle_save(dict_to_ivalue(state_dict, ""));
+  }
+  at::Tensor length = at::tensor(std::vector<int64_t>{static_cast<int64_t>(bytes.size())}, at::kLong);
+  broadcast(group, length, "broadcast of the state dict's size");
+  const int64_t n = length.item<int64_t>();
+  at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
+  if (group->getRank() == 0 && n > 0) {
+    std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  }
+  broadcast(group, data, "broadcast of the state dict");
+  if (group->getRank() == 0) {
+    return state_dict;
+  }
+  bytes.assign(static_cast<const char*>(data.data_ptr()),
+               static_cast<const char*>(data.data_ptr()) + n);
+  StateValue received(torch::jit::pickle_load(bytes));
+  if (!received.is_dict()) {
+    throw CheckpointError("broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
+                          " received a " + received.kind_name() + " from rank 0, not a dict");
+  }
+  return std::move(received.dict());
+}
+
+}  // namespace dcpp::detail
