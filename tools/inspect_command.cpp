@@ -1,5 +1,6 @@
 #include "inspect_command.h"
 
+#include "inspect_tree.h"
 #include "json_value.h"
 #include "tensor_stats.h"
 
@@ -160,9 +161,19 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     }
     entries[key] = std::move(entry);
   }
-  return json{{"format", "pytorch-dcp"},
-              {"version", metadata.version ? json(*metadata.version) : json(nullptr)},
-              {"entries", std::move(entries)}};
+  json value_bytes = json::object();
+  for (const auto& [key, by_offset] : storage) {
+    auto value = by_offset.find(std::vector<int64_t>{});
+    if (value != by_offset.end() && entries.contains(key) && entries[key]["kind"] == "bytes") {
+      value_bytes[key] = {{"file", value->second->relative_path},
+                          {"length", value->second->length}};
+    }
+  }
+  json inspection{{"format", "pytorch-dcp"},
+                  {"version", metadata.version ? json(*metadata.version) : json(nullptr)},
+                  {"entries", std::move(entries)}};
+  add_sizes(inspection, checkpoint, value_bytes);
+  return inspection;
 }
 
 void print_inspection(const json& inspection, std::ostream& out) {
@@ -202,17 +213,27 @@ void add_inspect_command(CLI::App& app) {
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
+  auto as_tree = std::make_shared<bool>(false);
   command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,
                     "Add sum, abs_sum, min, max, mean and NaN/inf counts of every tensor "
                     "(reads all data)");
+  command->add_flag("--tree", *as_tree,
+                    "Show entries nested by their real paths (planner_data); with --json, add "
+                    "\"tree\"");
   command->callback([=] {
-    const json inspection = inspect_checkpoint(*checkpoint, *with_stats);
+    json inspection = inspect_checkpoint(*checkpoint, *with_stats);
     if (*as_json) {
+      if (*as_tree) inspection["tree"] = entry_tree(inspection["entries"]);
       std::cout << inspection.dump(1) << "\n";
     } else {
-      print_inspection(inspection, std::cout);
+      if (*as_tree) {
+        print_tree(inspection, std::cout);
+      } else {
+        print_inspection(inspection, std::cout);
+      }
+      print_sizes(inspection, std::cout);
     }
   });
 }

@@ -1,5 +1,5 @@
 #pragma once
-// `dcpp inspect CKPT [--json] [--stats]`: what a checkpoint holds.
+// `dcpp inspect CKPT [--json] [--stats] [--tree]`: what a checkpoint holds, and its sizes.
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -11,7 +11,8 @@ namespace dcpp::tools {
 
 /// The `--json` document: {"format": "pytorch-dcp", "version": str|null, "entries": {key: entry}}
 /// where a tensor entry has kind, path, dtype, shape and chunks (offsets, sizes, file, offset,
-/// length), plus "stats" with `with_stats`; a bytes entry has kind, path and the decoded value.
+/// length), plus "stats" with `with_stats`; a bytes entry has kind, path and the decoded value;
+/// every entry has "bytes" (of its items), and "files" and "top_level" give sizes (inspect_tree.h).
 /// Throws CheckpointError for a missing, incomplete or malformed checkpoint.
 nlohmann::json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats);
 

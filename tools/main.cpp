@@ -1,6 +1,9 @@
 // The `dcpp` command line: look into, check and convert checkpoints.
 
+#include "convert_command.h"
+#include "diff_command.h"
 #include "inspect_command.h"
+#include "verify_command.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -25,6 +28,9 @@ int main(int argc, char** argv) {
   CLI::App app("dcpp: PyTorch distributed checkpoints from C++", "dcpp");
   app.require_subcommand(1);
   dcpp::tools::add_inspect_command(app);
+  dcpp::tools::add_verify_command(app);
+  dcpp::tools::add_convert_command(app);
+  dcpp::tools::add_diff_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

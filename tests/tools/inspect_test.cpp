@@ -17,7 +17,7 @@ namespace {
 
 using dcpp::test::CommandResult;
 
-CommandResult run_cli(const std::string& arguments) {
+[[maybe_unused]] CommandResult run_cli(const std::string& arguments) {
   return dcpp::test::run_command(std::string(DCPP_CLI) + " " + arguments);
 }
 
@@ -49,7 +49,10 @@ TEST_CASE("inspect --json describes every entry of a PyTorch checkpoint") {
   REQUIRE(weight["stats"]["nan"] == 0);
   REQUIRE(entries["model.empty"]["stats"]["min"].is_null());
 
-  REQUIRE(entries["step"] == json({{"kind", "bytes"}, {"path", {"step"}}, {"value", 7}}));
+  REQUIRE(entries["step"]["kind"] == "bytes");
+  REQUIRE(entries["step"]["path"] == json::array({"step"}));
+  REQUIRE(entries["step"]["value"] == 7);
+  REQUIRE(entries["step"]["bytes"].get<int64_t>() > 0);
   REQUIRE(entries["betas"]["value"] == json::array({0.9, 0.999}));
   REQUIRE(entries["history"]["value"] == json::array({1, 2, 3}));
   REQUIRE(entries["name"]["value"] == "abc");
@@ -91,4 +94,40 @@ TEST_CASE("the dcpp command prints JSON and fails with one line on a bad checkpo
   const CommandResult malformed = run_cli("inspect --json " + (dir / "bad").string());
   REQUIRE(malformed.exit_code == 1);
   REQUIRE(std::count(malformed.output.begin(), malformed.output.end(), '\n') == 1);
+}
+
+TEST_CASE("inspect gives sizes per file and per top-level key, and a tree by real paths") {
+  const auto ckpt = dcpp::test::fixture("model_optim_adam");
+  const json inspection = dcpp::tools::inspect_checkpoint(ckpt, false);
+  uint64_t items_bytes = 0;
+  for (const auto& [name, file] : inspection["files"].items()) {
+    INFO(name);
+    REQUIRE(file["size"].get<uint64_t>() == std::filesystem::file_size(ckpt / name));
+    REQUIRE(file["bytes"].get<uint64_t>() <= file["size"].get<uint64_t>());
+    items_bytes += file["bytes"].get<uint64_t>();
+  }
+  uint64_t by_key = 0;
+  int64_t entries = 0;
+  for (const auto& [key, top] : inspection["top_level"].items()) {
+    by_key += top["bytes"].get<uint64_t>();
+    entries += top["entries"].get<int64_t>();
+  }
+  REQUIRE(by_key == items_bytes);
+  REQUIRE(entries == static_cast<int64_t>(inspection["entries"].size()));
+  REQUIRE(inspection["top_level"].contains("model"));
+  REQUIRE(inspection["top_level"].contains("optim"));
+
+  const CommandResult tree = run_cli("inspect --tree " + ckpt.string());
+  INFO(tree.output);
+  REQUIRE(tree.exit_code == 0);
+  REQUIRE_THAT(tree.output, Catch::Contains("model/\n"));
+  REQUIRE_THAT(tree.output, Catch::Contains("optim/\n  param_groups/\n    0/\n"));
+  REQUIRE_THAT(tree.output, Catch::Contains("files:\n  __0_0.distcp"));
+  REQUIRE_THAT(tree.output, Catch::Contains("top-level keys:\n"));
+
+  const json with_tree = json::parse(run_cli("inspect --tree --json " + ckpt.string()).output);
+  const json& state = with_tree["tree"]["optim"]["state"];
+  REQUIRE(state.is_object());
+  const auto& [fqn, slots] = *state.items().begin();
+  REQUIRE(slots["exp_avg"] == "optim.state." + fqn + ".exp_avg");
 }

@@ -1,0 +1,155 @@
+#include "dcpp_test.h"
+#include "tools_test_util.h"
+
+#include "chunk_coverage.h"
+#include "verify_command.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+using dcpp::test::run_cli;
+
+namespace {
+
+// A checkpoint with a tensor of distinctive bytes (1234.5f at element 100) and a value.
+std::filesystem::path make_checkpoint(const dcpp::test::TempDir& dir) {
+  dcpp::StateDict state;
+  at::Tensor big = at::arange(4096, at::kFloat);
+  big[100] = 1234.5f;
+  state.insert("model", dcpp::StateDict());
+  state.at("model").dict().insert("big", big);
+  state.insert("step", 7);
+  dcpp::save(state, dir / "ckpt");
+  return dir / "ckpt";
+}
+
+std::string float_bytes(float value) { return std::string(reinterpret_cast<char*>(&value), 4); }
+
+bool has_problem(const json& report, const std::string& file, const std::string& text) {
+  for (const json& p : report["problems"]) {
+    if (p["file"] == file && p["problem"].get<std::string>().find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("verify passes PyTorch's checkpoints and dcpp's, reading every byte") {
+  for (const char* name : {"single_rank_mixed", "model_optim_adam", "two_rank_sharded"}) {
+    const json report = dcpp::tools::verify_checkpoint(dcpp::test::fixture(name));
+    INFO(name << ": " << report.dump());
+    REQUIRE(report["ok"] == true);
+    REQUIRE(report["problems"].empty());
+    uint64_t on_disk = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dcpp::test::fixture(name))) {
+      on_disk += entry.file_size();
+    }
+    // Every item's records are read: all but the zip headers and directories.
+    REQUIRE(report["bytes_read"].get<uint64_t>() > on_disk / 2);
+  }
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto ok = run_cli("verify " + ckpt.string());
+  REQUIRE(ok.exit_code == 0);
+  REQUIRE_THAT(ok.output, Catch::Contains("ok: "));
+  REQUIRE_THAT(ok.output, Catch::Contains("2 entries, 2 items in 1 files"));
+}
+
+TEST_CASE("verify names the file and key of a flipped byte") {
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto data = ckpt / "__0_0.distcp";
+  const int64_t at = dcpp::test::find_bytes(data, float_bytes(1234.5f));
+  REQUIRE(at > 0);
+  dcpp::test::flip_byte(data, at);
+  const json report = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(report["ok"] == false);
+  REQUIRE(report["problems"].size() == 1);
+  REQUIRE(report["problems"][0]["file"] == "__0_0.distcp");
+  REQUIRE(report["problems"][0]["key"] == "model.big");
+  REQUIRE_THAT(report["problems"][0]["problem"].get<std::string>(), Catch::Contains("CRC-32"));
+
+  const auto cli = run_cli("verify " + ckpt.string());
+  REQUIRE(cli.exit_code == 1);
+  REQUIRE_THAT(cli.output, Catch::Contains("problem: file __0_0.distcp, key 'model.big': "));
+  REQUIRE_THAT(cli.output, Catch::Contains("1 problem"));
+}
+
+TEST_CASE("verify checks the CRC-32 of every record, not only the tensor data") {
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto data = ckpt / "__0_0.distcp";
+  // The `byteorder` record of the first item: "little".
+  const int64_t at = dcpp::test::find_bytes(data, "little");
+  REQUIRE(at > 0);
+  dcpp::test::flip_byte(data, at + 2);
+  const json report = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(report["ok"] == false);
+  REQUIRE(has_problem(report, "__0_0.distcp", "byteorder fails its CRC-32"));
+}
+
+TEST_CASE("verify finds a truncated file, a missing file and an unreferenced file") {
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto data = ckpt / "__0_0.distcp";
+  SECTION("truncated") {
+    std::filesystem::resize_file(data, std::filesystem::file_size(data) - 100);
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    REQUIRE(report["ok"] == false);
+    REQUIRE(has_problem(report, "__0_0.distcp", "truncated"));
+    const auto cli = run_cli("verify --json " + ckpt.string());
+    REQUIRE(cli.exit_code == 1);
+    REQUIRE(json::parse(cli.output)["problems"][0]["file"] == "__0_0.distcp");
+  }
+  SECTION("missing") {
+    std::filesystem::remove(data);
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    REQUIRE(has_problem(report, "__0_0.distcp", "missing"));
+    REQUIRE(report["problems"].size() == 1);
+  }
+  SECTION("unreferenced") {
+    std::filesystem::copy_file(data, ckpt / "__1_0.distcp");
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    REQUIRE(report["problems"].size() == 1);
+    REQUIRE(has_problem(report, "__1_0.distcp", "unreferenced"));
+  }
+  SECTION("stray bytes after the last item") {
+    std::string bytes = dcpp::test::read_file(data);
+    dcpp::test::write_file(data, bytes + "junk");
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    REQUIRE(report["problems"].size() == 1);
+    REQUIRE(has_problem(report, "__0_0.distcp", "belong to no item"));
+  }
+  SECTION("no .metadata") {
+    std::filesystem::remove(ckpt / ".metadata");
+    const auto cli = run_cli("verify " + ckpt.string());
+    REQUIRE(cli.exit_code == 1);
+    REQUIRE_THAT(cli.output, Catch::Contains("problem: file .metadata: missing"));
+  }
+  SECTION("a malformed .metadata") {
+    dcpp::test::write_file(ckpt / ".metadata", "\x80\x04garbage");
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    REQUIRE(report["ok"] == false);
+    REQUIRE(report["problems"][0]["file"] == ".metadata");
+  }
+}
+
+TEST_CASE("chunk coverage finds overlaps, gaps and chunks outside the tensor") {
+  using dcpp::ChunkStorageMetadata;
+  using dcpp::tools::chunk_coverage_problems;
+  REQUIRE(chunk_coverage_problems({4, 6}, {{{0, 0}, {2, 6}}, {{2, 0}, {2, 3}}, {{2, 3}, {2, 3}}})
+              .empty());
+  REQUIRE(chunk_coverage_problems({}, {{{}, {}}}).empty());
+  REQUIRE(chunk_coverage_problems({0, 3}, {{{0, 0}, {0, 3}}}).empty());
+  const auto overlap = chunk_coverage_problems({4, 6}, {{{0, 0}, {3, 6}}, {{2, 0}, {2, 6}}});
+  REQUIRE(overlap.size() == 1);
+  REQUIRE_THAT(overlap[0], Catch::Contains("overlaps"));
+  const auto gap = chunk_coverage_problems({4, 6}, {{{0, 0}, {2, 6}}});
+  REQUIRE(gap == std::vector<std::string>{"the chunks cover 12 of the tensor's 24 elements"});
+  const auto outside = chunk_coverage_problems({4}, {{{2}, {3}}});
+  REQUIRE_THAT(outside.at(0), Catch::Contains("reaches outside"));
+}

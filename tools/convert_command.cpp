@@ -1,0 +1,104 @@
+#include "convert_command.h"
+
+#include "checkpoint_source.h"
+#include "format_writers.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <cctype>
+#include <iostream>
+#include <map>
+
+namespace dcpp::tools {
+
+ConvertSummary convert_checkpoint(const std::filesystem::path& src,
+                                  const std::filesystem::path& dst, const ConvertOptions& options) {
+  std::unique_ptr<CheckpointSource> source = open_checkpoint_source(src);
+  ConvertSummary summary;
+  for (const SourceEntry& entry : source->entries()) {
+    (entry.is_tensor ? summary.tensors : summary.values) += 1;
+  }
+  summary.tensor_bytes = Conversion::total_bytes(*source);
+  ProgressBar progress("convert", summary.tensor_bytes,
+                       options.progress && stderr_is_terminal(), stderr);
+  Conversion conversion(*source, options.dtype, progress);
+  switch (options.to) {
+    case TargetFormat::kTorchSave:
+      summary.files = write_torch_save(conversion, dst);
+      break;
+    case TargetFormat::kDcp:
+      summary.files = write_dcp(conversion, dst);
+      break;
+    case TargetFormat::kSafetensors:
+      summary.files = write_safetensors(conversion, dst, options.max_shard_size);
+      break;
+  }
+  progress.finish();
+  return summary;
+}
+
+uint64_t parse_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static const std::map<std::string, uint64_t> kUnits = {
+      {"", 1},          {"B", 1},           {"KB", 1000ULL},     {"MB", 1000ULL * 1000},
+      {"GB", 1000ULL * 1000 * 1000},        {"TB", 1000ULL * 1000 * 1000 * 1000},
+      {"KIB", 1ULL << 10}, {"MIB", 1ULL << 20}, {"GIB", 1ULL << 30}, {"TIB", 1ULL << 40}};
+  auto found = kUnits.find(unit);
+  if (digits == 0 || digits > 15 || found == kUnits.end()) {
+    throw CheckpointError("'" + text + "' is not a size (e.g. 1000, 500MB, 5GB, 2GiB)");
+  }
+  const uint64_t size = std::stoull(text.substr(0, digits)) * found->second;
+  if (size == 0) throw CheckpointError("a shard size must be more than 0 bytes");
+  return size;
+}
+
+void add_convert_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "convert", "Write a checkpoint in another format (DCP, torch.save, safetensors)");
+  auto src = std::make_shared<std::string>();
+  auto dst = std::make_shared<std::string>();
+  auto to = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>();
+  auto max_shard = std::make_shared<std::string>();
+  command->add_option("SRC", *src,
+                      "A DCP checkpoint directory, a torch.save file of a state dict, a "
+                      ".safetensors file or a safetensors *.index.json")
+      ->required();
+  command->add_option("DST", *dst,
+                      "Where to write: a file (torch-save, safetensors) or a directory (dcp)")
+      ->required();
+  command->add_option("--to", *to, "The format to write")
+      ->required()
+      ->check(CLI::IsMember({"torch-save", "dcp", "safetensors"}));
+  command->add_option("--dtype", *dtype, "Cast floating tensors to this dtype")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  command->add_option("--max-shard-size", *max_shard,
+                      "safetensors: split into shards of at most this much tensor data, with an "
+                      "index (e.g. 5GB, 500MB, 2GiB)");
+  command->callback([=] {
+    ConvertOptions options;
+    options.to = *to == "dcp"           ? TargetFormat::kDcp
+                 : *to == "safetensors" ? TargetFormat::kSafetensors
+                                        : TargetFormat::kTorchSave;
+    if (!dtype->empty()) {
+      options.dtype = *dtype == "bf16" ? at::kBFloat16 : *dtype == "fp16" ? at::kHalf : at::kFloat;
+    }
+    if (!max_shard->empty()) {
+      if (options.to != TargetFormat::kSafetensors) {
+        throw CheckpointError("--max-shard-size applies to --to safetensors only");
+      }
+      options.max_shard_size = parse_size(*max_shard);
+    }
+    const ConvertSummary summary = convert_checkpoint(*src, *dst, options);
+    std::cout << "converted " << summary.tensors << " tensors ("
+              << human_bytes(summary.tensor_bytes) << ") and " << summary.values
+              << " values to " << *to << ":";
+    for (const auto& file : summary.files) std::cout << " " << file.string();
+    std::cout << "\n";
+  });
+}
+
+}  // namespace dcpp::tools

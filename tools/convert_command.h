@@ -1,0 +1,47 @@
+#pragma once
+// `dcpp convert SRC DST --to torch-save|dcp|safetensors [--dtype bf16|fp16|fp32]
+//  [--max-shard-size SIZE]`: a checkpoint in another format, streamed one tensor at a time.
+
+#include <CLI/CLI.hpp>
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcpp::tools {
+
+enum class TargetFormat { kTorchSave, kDcp, kSafetensors };
+
+struct ConvertOptions {
+  TargetFormat to = TargetFormat::kTorchSave;
+  /// Floating tensors are cast to this dtype; nullopt keeps every dtype.
+  std::optional<at::ScalarType> dtype;
+  /// safetensors only: the most bytes of tensor data per shard file (0: one file).
+  uint64_t max_shard_size = 0;
+  /// Draw a progress bar on stderr (only ever when stderr is a terminal).
+  bool progress = true;
+};
+
+struct ConvertSummary {
+  std::size_t tensors = 0;
+  std::size_t values = 0;
+  uint64_t tensor_bytes = 0;  // of the source's tensors
+  std::vector<std::filesystem::path> files;
+};
+
+/// Reads `src` (any source of checkpoint_source.h) and writes it to `dst` in `options.to`'s
+/// format. Throws CheckpointError naming the file and key on anything malformed or unwritable.
+ConvertSummary convert_checkpoint(const std::filesystem::path& src,
+                                  const std::filesystem::path& dst, const ConvertOptions& options);
+
+/// "1000", "500MB", "5GB" (powers of 1000), "2GiB" (powers of 1024). Throws CheckpointError.
+uint64_t parse_size(const std::string& text);
+
+/// Registers the `convert` subcommand on `app`.
+void add_convert_command(CLI::App& app);
+
+}  // namespace dcpp::tools

@@ -1,0 +1,37 @@
+#pragma once
+// The writers behind `dcpp convert --to`: each streams the source one tensor at a time, so memory
+// stays about the largest tensor and its cast copy. Each throws CheckpointError naming the key or
+// file on failure, and leaves no partial output at the destination's name.
+
+#include "conversion.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dcpp::tools {
+
+/// One file Python's `torch.load` and libtorch's `torch::pickle_load` read: `torch.save` of the
+/// nested state dict (DCP's `dcp_to_torch_save`), full tensors and values. The archive is written
+/// to `dst`.partial and renamed to `dst` when complete. Returns the files written.
+std::vector<std::filesystem::path> write_torch_save(Conversion& conversion,
+                                                    const std::filesystem::path& dst);
+
+/// A DCP checkpoint in directory `dst` (DCP's `torch_save_to_dcp`): one chunk per tensor in
+/// `__0_0.distcp`, written by dcpp's own save (so `.metadata` appears last, atomically). Refuses a
+/// directory that already holds a checkpoint.
+std::vector<std::filesystem::path> write_dcp(Conversion& conversion,
+                                             const std::filesystem::path& dst);
+
+/// Hugging Face safetensors: `dst` when every tensor fits in `max_shard_size` bytes (0: no
+/// limit), otherwise shards `<stem>-00001-of-0000N.safetensors` beside it and
+/// `<stem>.safetensors.index.json` ("metadata": {"total_size"}, "weight_map": {key: shard}), where
+/// `<stem>` is `dst`'s name without ".safetensors". Tensors keep their flat keys; values go into
+/// `__metadata__` as JSON text under their flat key, beside "format": "pt". Complex dtypes, which
+/// safetensors cannot name, are a CheckpointError naming the key.
+std::vector<std::filesystem::path> write_safetensors(Conversion& conversion,
+                                                     const std::filesystem::path& dst,
+                                                     uint64_t max_shard_size);
+
+}  // namespace dcpp::tools

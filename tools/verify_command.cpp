@@ -1,0 +1,351 @@
+// The checks of `dcpp verify`, in three passes: `.metadata` against itself (chunk coverage, storage
+// entries), each data file against `.metadata` (presence, bounds, overlaps, stray bytes), each item
+// against itself (zip structure, every record's CRC-32 computed over all its bytes in blocks, the
+// tensor's dtype and shape). One item is in memory at a time; a problem never stops the others.
+
+#include "verify_command.h"
+
+#include "chunk_coverage.h"
+#include "progress_bar.h"
+
+#include "crc32.h"
+#include "file_io.h"
+#include "item_codec.h"
+#include "metadata_pickle.h"
+#include "torch_pickle.h"
+#include "zip_blob_reader.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <set>
+
+namespace dcpp::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::size_t kCrcBlock = 16 << 20;
+
+std::string offsets_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+class Verifier {
+ public:
+  explicit Verifier(fs::path directory) : directory_(std::move(directory)) {}
+
+  json run() {
+    if (read_metadata()) {
+      check_metadata();
+      check_files();
+      check_unreferenced();
+    }
+    return json{{"ok", problems_.empty()},
+                {"checkpoint", directory_.string()},
+                {"entries", metadata_.state_dict_metadata.size()},
+                {"items", metadata_.storage_data.size()},
+                {"files", files_.size()},
+                {"bytes_read", bytes_read_},
+                {"problems", problems_}};
+  }
+
+ private:
+  void problem(const std::optional<std::string>& file, const std::optional<std::string>& key,
+               const std::string& message) {
+    problems_.push_back(json{{"file", file ? json(*file) : json(nullptr)},
+                             {"key", key ? json(*key) : json(nullptr)},
+                             {"problem", message}});
+  }
+
+  bool read_metadata() {
+    const fs::path path = directory_ / ".metadata";
+    if (!fs::is_regular_file(path)) {
+      problem(".metadata", std::nullopt,
+              "missing: no complete checkpoint at " + directory_.string());
+      return false;
+    }
+    try {
+      detail::File file(path, detail::File::Mode::kRead);
+      std::string bytes(file.size(), '\0');
+      file.read_exactly(0, bytes.data(), bytes.size());
+      bytes_read_ += bytes.size();
+      metadata_ = detail::decode_metadata(bytes, path.string());
+      return true;
+    } catch (const c10::Error& error) {
+      problem(".metadata", std::nullopt, error.what_without_backtrace());
+      return false;
+    }
+  }
+
+  void check_metadata() {
+    for (const auto& [key, stored] : metadata_.state_dict_metadata) {
+      if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
+        tensors_.emplace(key, tensor);
+        for (const std::string& message : chunk_coverage_problems(tensor->size, tensor->chunks)) {
+          problem(std::nullopt, key, message);
+        }
+      } else {
+        values_.insert(key);
+      }
+    }
+    std::set<MetadataIndex> stored;
+    for (const auto& [index, info] : metadata_.storage_data) {
+      stored.insert(index);
+      const std::string& key = index.fqn;
+      auto tensor = tensors_.find(key);
+      if (tensor == tensors_.end() && values_.count(key) == 0) {
+        problem(info.relative_path, key, "a storage entry for a key .metadata does not list");
+        continue;
+      }
+      if ((tensor != tensors_.end()) != index.offset.has_value()) {
+        problem(info.relative_path, key,
+                "the storage entry's kind (tensor chunk or value) disagrees with .metadata");
+        continue;
+      }
+      const ChunkStorageMetadata* chunk = nullptr;
+      if (tensor != tensors_.end()) {
+        for (const ChunkStorageMetadata& candidate : tensor->second->chunks) {
+          if (candidate.offsets == *index.offset) chunk = &candidate;
+        }
+        if (chunk == nullptr) {
+          problem(info.relative_path, key,
+                  "a storage entry at offsets " + offsets_text(*index.offset) +
+                      " for which the tensor has no chunk");
+          continue;
+        }
+      }
+      if (!info.transform_descriptors.empty()) {
+        problem(info.relative_path, key,
+                "saved with stream transforms (" + info.transform_descriptors.front() +
+                    "), which dcpp cannot read");
+        continue;
+      }
+      files_[info.relative_path].push_back(Item{&index, &info, chunk});
+    }
+    for (const auto& [key, tensor] : tensors_) {
+      for (const ChunkStorageMetadata& chunk : tensor->chunks) {
+        if (stored.count(MetadataIndex{key, chunk.offsets, std::nullopt}) == 0) {
+          problem(std::nullopt, key,
+                  "the chunk at offsets " + offsets_text(chunk.offsets) + " has no storage entry");
+        }
+      }
+    }
+    for (const std::string& key : values_) {
+      if (stored.count(MetadataIndex{key, std::nullopt, std::nullopt}) == 0) {
+        problem(std::nullopt, key, "the value has no storage entry");
+      }
+    }
+  }
+
+  static bool escapes(const std::string& name) {
+    const fs::path relative(name);
+    bool bad = name.empty() || relative.is_absolute() || name.find('\0') != std::string::npos;
+    for (const fs::path& part : relative) bad = bad || part == ".." || part == ".";
+    return bad;
+  }
+
+  void check_files() {
+    uint64_t total = 0;
+    for (const auto& [name, items] : files_) {
+      for (const Item& item : items) total += static_cast<uint64_t>(std::max<int64_t>(0, item.info->length));
+    }
+    ProgressBar progress("verify", total);
+    for (auto& [name, items] : files_) {
+      if (escapes(name)) {
+        problem(name, items.front().index->fqn,
+                "the file is not inside the checkpoint directory; not read");
+        continue;
+      }
+      const fs::path path = directory_ / name;
+      if (!fs::is_regular_file(path)) {
+        std::string keys;
+        for (std::size_t i = 0; i < items.size() && i < 5; ++i) {
+          keys += (i ? ", '" : "'") + items[i].index->fqn + "'";
+        }
+        if (items.size() > 5) keys += ", ...";
+        problem(name, items.front().index->fqn,
+                "missing: the file holding " + std::to_string(items.size()) + " item(s) (" + keys +
+                    ") does not exist");
+        continue;
+      }
+      check_file(name, path, items, progress);
+    }
+  }
+
+  struct Item {
+    const MetadataIndex* index;
+    const StorageInfo* info;
+    const ChunkStorageMetadata* chunk;  // null for values
+  };
+
+  void check_file(const std::string& name, const fs::path& path, std::vector<Item>& items,
+                  ProgressBar& progress) {
+    std::unique_ptr<detail::File> file;
+    try {
+      file = std::make_unique<detail::File>(path, detail::File::Mode::kRead);
+    } catch (const c10::Error& error) {
+      problem(name, std::nullopt, error.what_without_backtrace());
+      return;
+    }
+    const uint64_t size = file->size();
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.info->offset < b.info->offset; });
+    uint64_t end_of_previous = 0;
+    for (const Item& item : items) {
+      const std::string& key = item.index->fqn;
+      const int64_t offset = item.info->offset;
+      const int64_t length = item.info->length;
+      const std::string range =
+          "[" + std::to_string(offset) + ", " + std::to_string(offset + length) + ")";
+      if (offset < 0 || length < 0) {
+        problem(name, key, "the item has a negative offset or length");
+        continue;
+      }
+      const uint64_t begin = static_cast<uint64_t>(offset);
+      const uint64_t end = begin + static_cast<uint64_t>(length);
+      if (end > size) {
+        problem(name, key,
+                "truncated: the item at bytes " + range + " ends past the end of the " +
+                    std::to_string(size) + "-byte file");
+        continue;
+      }
+      if (begin < end_of_previous) {
+        problem(name, key, "the item at bytes " + range + " overlaps the item before it");
+      } else if (begin > end_of_previous) {
+        problem(name, std::nullopt,
+                "bytes [" + std::to_string(end_of_previous) + ", " + std::to_string(begin) +
+                    ") belong to no item");
+      }
+      end_of_previous = std::max(end_of_previous, end);
+      check_item(name, *file, item);
+      progress.advance(static_cast<uint64_t>(length), key);
+    }
+    if (end_of_previous < size) {
+      problem(name, std::nullopt,
+              "bytes [" + std::to_string(end_of_previous) + ", " + std::to_string(size) +
+                  ") after the last item belong to no item");
+    }
+  }
+
+  // Streams a record through the CRC-32 in blocks; a mismatch is a CheckpointError.
+  void check_crc(const detail::ZipBlobReader& zip, const detail::ZipRecordInfo& record,
+                 const std::string& where) {
+    std::vector<char> block(static_cast<std::size_t>(std::min<uint64_t>(record.size, kCrcBlock)));
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < record.size;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(record.size - done, kCrcBlock));
+      zip.read_range(record, done, block.data(), n);
+      crc = detail::crc32(crc, block.data(), n);
+      done += n;
+    }
+    bytes_read_ += record.size;
+    if (crc != record.crc32) {
+      throw CheckpointError(where + ": record " + record.name + " fails its CRC-32 check (the data is corrupted)");
+    }
+  }
+
+  void check_item(const std::string& name, const detail::File& file, const Item& item) {
+    const std::string& key = item.index->fqn;
+    const std::string where = "data file " + name + ", key '" + key + "'";
+    try {
+      const detail::FileRangeSource source(file, static_cast<uint64_t>(item.info->offset),
+                                           static_cast<uint64_t>(item.info->length), where);
+      const detail::ZipBlobReader zip(source);
+      if (item.chunk == nullptr) {
+        for (const detail::ZipRecordInfo& record : zip.records()) check_crc(zip, record, where);
+        detail::read_bytes_item(source, false);
+        return;
+      }
+      // The tensor's storage record is checked (and its CRC-32) by read_tensor_item, the rest here.
+      const detail::TensorRef ref = detail::decode_tensor_pickle(
+          zip.read_string(zip.get("data.pkl"), false), where);
+      for (const detail::ZipRecordInfo& record : zip.records()) {
+        if (record.name != "data/" + ref.storage_key) check_crc(zip, record, where);
+      }
+      detail::TensorReadRequest request;
+      request.expected_dtype = tensors_.at(key)->properties.dtype;
+      request.expected_chunk_sizes = item.chunk->sizes;
+      request.storage_offsets.assign(item.chunk->sizes.size(), 0);
+      request.lengths = item.chunk->sizes;
+      request.dest = at::empty(item.chunk->sizes, at::TensorOptions().dtype(request.expected_dtype));
+      detail::read_tensor_item(source, request, true);
+      if (const auto* record = zip.find("data/" + ref.storage_key)) bytes_read_ += record->size;
+    } catch (const c10::Error& error) {
+      problem(name, key, error.what_without_backtrace());
+    }
+  }
+
+  void check_unreferenced() {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory_, error)) {
+      const std::string name = entry.path().filename().string();
+      const bool data_file = name.size() > 7 && name.compare(name.size() - 7, 7, ".distcp") == 0;
+      if (data_file && entry.is_regular_file() && files_.count(name) == 0) {
+        problem(name, std::nullopt, "unreferenced: no item of .metadata lies in this data file");
+      }
+    }
+  }
+
+  fs::path directory_;
+  Metadata metadata_;
+  std::map<std::string, const TensorStorageMetadata*> tensors_;
+  std::set<std::string> values_;
+  std::map<std::string, std::vector<Item>> files_;
+  json problems_ = json::array();
+  uint64_t bytes_read_ = 0;
+};
+
+}  // namespace
+
+json verify_checkpoint(const fs::path& checkpoint) { return Verifier(checkpoint).run(); }
+
+void print_verification(const json& report, std::ostream& out) {
+  for (const json& p : report["problems"]) {
+    out << "problem:";
+    if (!p["file"].is_null()) out << " file " << p["file"].get<std::string>();
+    if (!p["key"].is_null()) {
+      out << (p["file"].is_null() ? " key '" : ", key '") << p["key"].get<std::string>() << "'";
+    }
+    out << ": " << p["problem"].get<std::string>() << "\n";
+  }
+  const std::size_t count = report["problems"].size();
+  out << (count == 0 ? "ok: " : "failed: ") << report["checkpoint"].get<std::string>() << ": "
+      << report["entries"].get<int64_t>() << " entries, " << report["items"].get<int64_t>()
+      << " items in " << report["files"].get<int64_t>() << " files, "
+      << human_bytes(report["bytes_read"].get<uint64_t>()) << " read";
+  if (count == 0) {
+    out << ", every CRC-32 matches\n";
+  } else {
+    out << ", " << count << (count == 1 ? " problem\n" : " problems\n");
+  }
+}
+
+void add_verify_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
+  auto checkpoint = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
+  command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
+  command->callback([=] {
+    const json report = verify_checkpoint(*checkpoint);
+    if (*as_json) {
+      std::cout << report.dump(1) << "\n";
+    } else {
+      print_verification(report, std::cout);
+    }
+    std::cout.flush();
+    if (!report["ok"].get<bool>()) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace dcpp::tools

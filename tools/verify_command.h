@@ -1,0 +1,32 @@
+#pragma once
+// `dcpp verify CKPT [--json]`: reads every byte of every item of a DCP checkpoint and checks it
+// against `.metadata` and itself.
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <ostream>
+
+namespace dcpp::tools {
+
+/// Checks, naming the file and key of each problem found (never throwing for a damaged
+/// checkpoint):
+/// - `.metadata` exists and decodes; every tensor's chunks lie inside it, do not overlap and cover
+///   it; every chunk and value has a storage entry and every storage entry belongs to one;
+/// - every file `.metadata` names exists, lies inside the directory and holds its items (an item
+///   past the end: truncated); items do not overlap, and no bytes of a file belong to no item;
+/// - every item is a well-formed `torch.save` archive whose every record matches its CRC-32, a
+///   tensor item holds the dtype and shape `.metadata` gives its chunk, a value item decodes;
+/// - no `*.distcp` file in the directory is unreferenced.
+/// Returns {"ok": bool, "checkpoint": str, "entries": n, "items": n, "files": n,
+/// "bytes_read": n, "problems": [{"file": str|null, "key": str|null, "problem": str}]}.
+nlohmann::json verify_checkpoint(const std::filesystem::path& checkpoint);
+
+/// The human-readable report: one line per problem, then a summary line.
+void print_verification(const nlohmann::json& report, std::ostream& out);
+
+/// Registers the `verify` subcommand on `app`: exit status 0 when no problem was found, 1 if any.
+void add_verify_command(CLI::App& app);
+
+}  // namespace dcpp::tools
