@@ -20,6 +20,7 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -93,7 +94,9 @@ class AsyncCheckpointer::Impl {
     uploader_.join();  // finishes the job in flight first
   }
 
-  AsyncSaveResponse async_save(const StateDict& state_dict, std::shared_ptr<StorageWriter> writer,
+  // `make_writer` runs only once the save is accepted (a skipped save creates nothing).
+  AsyncSaveResponse async_save(const StateDict& state_dict,
+                               const std::function<std::shared_ptr<StorageWriter>()>& make_writer,
                                const std::string& where) {
     std::lock_guard<std::mutex> call_lock(call_mutex_);  // one async_save at a time
     {
@@ -116,6 +119,14 @@ class AsyncCheckpointer::Impl {
                                   "use InFlightPolicy::kWait or kSkip");
         }
       }
+    }
+    std::shared_ptr<StorageWriter> writer;
+    try {
+      writer = make_writer();
+    } catch (...) {
+      Promise<void> failed;
+      failed.set_exception(std::current_exception());
+      return AsyncSaveResponse{failed.get_future(), failed.get_future(), false};
     }
     Future<StateDict> staged = options_.stager->stage(state_dict);
     Promise<void> upload;
@@ -228,15 +239,11 @@ AsyncCheckpointer::~AsyncCheckpointer() = default;
 
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
                                                 const std::filesystem::path& directory) {
-  std::shared_ptr<StorageWriter> writer;
-  try {
-    writer = make_filesystem_writer(directory, impl_->options().file_system);
-  } catch (...) {
-    Promise<void> failed;
-    failed.set_exception(std::current_exception());
-    return AsyncSaveResponse{failed.get_future(), failed.get_future(), false};
-  }
-  return impl_->async_save(state_dict, std::move(writer), directory.string());
+  const FileSystemWriterOptions options = impl_->options().file_system;
+  return impl_->async_save(
+      state_dict,
+      [&]() -> std::shared_ptr<StorageWriter> { return make_filesystem_writer(directory, options); },
+      directory.string());
 }
 
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
@@ -244,7 +251,8 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
   if (!storage_writer) {
     throw CheckpointError("async_save: the storage writer is null; pass a writer, or a directory");
   }
-  return impl_->async_save(state_dict, std::move(storage_writer), "its storage writer");
+  return impl_->async_save(
+      state_dict, [&] { return storage_writer; }, "its storage writer");
 }
 
 void AsyncCheckpointer::wait() { impl_->wait(); }

@@ -48,7 +48,8 @@ struct AsyncCheckpointerOptions {
   std::shared_ptr<AsyncStager> stager;
   /// At most one save is in flight; this says what a second async_save does meanwhile. With
   /// several ranks every rank must decide alike, which only kWait guarantees: kSkip is refused
-  /// there, and kFail fails the ranks' save only when every rank is still busy.
+  /// there (CheckpointError at construction); with kFail, a rank that refuses leaves the other
+  /// ranks' save waiting for it until the group's timeout, then failing.
   InFlightPolicy in_flight_policy = InFlightPolicy::kWait;
 
   /// Several ranks: a process group used only by this checkpointer's background saves (never the
