@@ -239,10 +239,10 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
         metadata.storage_data.emplace_back(result.index, result.storage_data);
       }
     }
-    return detail::encode_metadata(metadata);
+    return detail::encode_metadata_message(metadata);
   });
   return is_coordinator ? metadata
-                        : detail::decode_metadata(committed, "the coordinator's metadata");
+                        : detail::decode_metadata_message(committed);
 }
 
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,

@@ -9,8 +9,9 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <map>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace dcpp {
 
@@ -46,39 +47,76 @@ WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& ch
   return item;
 }
 
+// Hashing a MetadataIndex where it lies (in a plan's item), without copying it.
+struct IndexHash {
+  std::size_t operator()(const MetadataIndex* index) const {
+    std::size_t h = std::hash<std::string>{}(index->fqn);
+    if (index->offset) {
+      for (int64_t offset : *index->offset) {
+        h = h * 1000003u ^ std::hash<int64_t>{}(offset);
+      }
+    } else {
+      h = ~h;
+    }
+    return h;
+  }
+};
+struct IndexEqual {
+  bool operator()(const MetadataIndex* a, const MetadataIndex* b) const { return *a == *b; }
+};
+
 // Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
 // so far, visiting items in the order they were first planned.
 void dedup_save_plans(std::vector<SavePlan>& plans) {
-  std::map<MetadataIndex, std::vector<std::size_t>> ranks_of;
-  std::vector<const WriteItem*> first_seen;
+  struct Holders {
+    const WriteItem* first;
+    std::vector<std::size_t> ranks;
+    std::size_t writer = 0;
+  };
+  std::unordered_map<const MetadataIndex*, Holders, IndexHash, IndexEqual> holders;
+  std::vector<Holders*> first_seen;
+  std::size_t total = 0;
+  for (const SavePlan& plan : plans) total += plan.items.size();
+  holders.reserve(total);
+  first_seen.reserve(total);
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
-      auto& ranks = ranks_of[item.index];
-      if (ranks.empty()) {
-        first_seen.push_back(&item);
+      auto [it, added] = holders.try_emplace(&item.index, Holders{&item, {}});
+      if (added) {
+        first_seen.push_back(&it->second);
       }
-      ranks.push_back(rank);
+      it->second.ranks.push_back(rank);
     }
   }
   std::vector<int64_t> planned_bytes(plans.size(), 0);
-  std::map<MetadataIndex, std::size_t> writer_of;
-  for (const WriteItem* item : first_seen) {
-    const auto& ranks = ranks_of[item->index];
-    std::size_t chosen = ranks.front();
-    for (std::size_t rank : ranks) {
+  for (Holders* item : first_seen) {
+    std::size_t chosen = item->ranks.front();
+    for (std::size_t rank : item->ranks) {
       if (planned_bytes[rank] < planned_bytes[chosen]) {
         chosen = rank;
       }
     }
-    planned_bytes[chosen] += item->tensor_storage_size();
-    writer_of.emplace(item->index, chosen);
+    planned_bytes[chosen] += item->first->tensor_storage_size();
+    item->writer = chosen;
   }
+  // Decide every item before removing any: the map's keys point into the plans.
+  std::vector<std::vector<bool>> keep(plans.size());
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      keep[rank].push_back(holders.at(&item.index).writer == rank);
+    }
+  }
+  holders.clear();
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     auto& items = plans[rank].items;
-    items.erase(
-        std::remove_if(items.begin(), items.end(),
-                       [&](const WriteItem& item) { return writer_of[item.index] != rank; }),
-        items.end());
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (keep[rank][i]) {
+        if (kept != i) items[kept] = std::move(items[i]);
+        ++kept;
+      }
+    }
+    items.resize(kept);
   }
 }
 
@@ -121,7 +159,7 @@ class DefaultSavePlanner final : public SavePlanner {
     dedup_save_plans(plans);
     detail::validate_global_save_plan(plans);
     Metadata metadata;
-    std::unordered_map<std::string, std::size_t> position;
+    std::unordered_map<std::string_view, std::size_t> position;  // views of the plans' keys
     for (SavePlan& plan : plans) {
       for (WriteItem& item : plan.items) {
         auto [it, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
@@ -143,10 +181,10 @@ class DefaultSavePlanner final : public SavePlanner {
         }
       }
     }
-    std::unordered_map<std::string, bool> seen;
+    std::unordered_set<std::string_view> seen;
     for (const SavePlan& plan : plans) {
       for (const auto& [key, path] : plan.planner_data) {
-        if (seen.emplace(key, true).second) {
+        if (seen.insert(key).second) {
           metadata.planner_data.emplace_back(key, path);
         }
       }

@@ -10,7 +10,8 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <set>
+#include <algorithm>
+#include <array>
 #include <unordered_set>
 
 namespace dcpp::detail {
@@ -39,9 +40,38 @@ bool allow_metadata_global(std::string_view module, std::string_view name) {
 }
 
 /// `key` for an error message: long (hostile) keys are cut.
-std::string shorten(const std::string& key) {
-  return key.size() <= 200 ? key : key.substr(0, 200) + "...";
+std::string shorten(std::string_view key) {
+  return key.size() <= 200 ? std::string(key) : std::string(key.substr(0, 200)) + "...";
 }
+
+/// The name of a field for error messages ("state_dict_metadata['w'].chunks[].offsets"), kept as
+/// pieces and joined only when an error is reported: decoding 100,000 entries must not build a
+/// string for every field it checks. The pieces must outlive the Field.
+class Field {
+ public:
+  Field(const char* name) : pieces_{name}, count_(1) {}  // NOLINT(google-explicit-constructor)
+  Field(const std::string& name) : pieces_{name}, count_(1) {}  // NOLINT
+  /// `container['key']`.
+  Field(std::string_view container, std::string_view key)
+      : pieces_{container, "['", key, "']"}, count_(4) {}
+
+  /// This field followed by `suffix` (".size").
+  Field then(std::string_view suffix) const {
+    Field field = *this;
+    if (field.count_ < field.pieces_.size()) field.pieces_[field.count_++] = suffix;
+    return field;
+  }
+
+  std::string str() const {
+    std::string joined;
+    for (std::size_t i = 0; i < count_; ++i) joined += shorten(pieces_[i]);
+    return joined;
+  }
+
+ private:
+  std::array<std::string_view, 8> pieces_;
+  std::size_t count_;
+};
 
 class MetadataDecoder {
  public:
@@ -67,15 +97,13 @@ class MetadataDecoder {
     }
     if (const PyObject* storage = present(state.find("storage_data"))) {
       if (storage->kind != PyKind::kDict) fail("storage_data is a " + describe(*storage));
-      std::set<MetadataIndex> seen;
+      m.storage_data.reserve(storage->dict_size());
       for (std::size_t i = 0; i < storage->dict_size(); ++i) {
         MetadataIndex index = metadata_index(storage->key(i));
-        if (!seen.insert(index).second) {
-          fail("storage_data has the key '" + shorten(index.fqn) + "' twice");
-        }
         StorageInfo info = storage_info(storage->value(i), index.fqn);
         m.storage_data.emplace_back(std::move(index), std::move(info));
       }
+      reject_repeated_storage_keys(m.storage_data);
     }
     if (const PyObject* meta = present(state.find("storage_meta"))) {
       m.storage_meta = storage_meta(*meta);
@@ -87,6 +115,19 @@ class MetadataDecoder {
   }
 
  private:
+  void reject_repeated_storage_keys(const std::vector<std::pair<MetadataIndex, StorageInfo>>& data) {
+    std::vector<const MetadataIndex*> sorted;
+    sorted.reserve(data.size());
+    for (const auto& entry : data) sorted.push_back(&entry.first);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const MetadataIndex* a, const MetadataIndex* b) { return *a < *b; });
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      if (*sorted[i - 1] == *sorted[i]) {
+        fail("storage_data has the key '" + shorten(sorted[i]->fqn) + "' twice");
+      }
+    }
+  }
+
   static const PyObject* present(const PyObject* field) {
     return field == nullptr || field->kind == PyKind::kNone ? nullptr : field;
   }
@@ -98,31 +139,31 @@ class MetadataDecoder {
     budget_ -= units;
   }
 
-  std::string str(const PyObject& object, const std::string& field) {
-    if (object.kind != PyKind::kStr) fail(field + " is a " + describe(object) + ", not a str");
+  std::string str(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kStr) fail(field.str() + " is a " + describe(object) + ", not a str");
     charge(object.text.size() + 16);
     return object.text;
   }
 
-  int64_t integer(const PyObject& object, const std::string& field) {
-    if (object.kind != PyKind::kInt) fail(field + " is a " + describe(object) + ", not an int");
+  int64_t integer(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kInt) fail(field.str() + " is a " + describe(object) + ", not an int");
     charge(8);
     return object.int_value;
   }
 
-  bool boolean(const PyObject& object, const std::string& field) {
-    if (object.kind != PyKind::kBool) fail(field + " is a " + describe(object) + ", not a bool");
+  bool boolean(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kBool) fail(field.str() + " is a " + describe(object) + ", not a bool");
     return object.bool_value;
   }
 
   /// The state of `object`, which must be `NEWOBJ(module.name, ())` for one of `modules`; nullptr
   /// if it had no BUILD.
   const PyObject* raw_state(const PyObject& object, std::initializer_list<std::string_view> modules,
-                            std::string_view name, const std::string& field) {
+                            std::string_view name, const Field& field) {
     bool match = false;
     for (std::string_view module : modules) match = match || object.is_instance_of(module, name);
     if (!match || object.kind != PyKind::kNewObj || !object.args().items.empty()) {
-      fail(field + " is a " + describe(object) + ", not a " + std::string(name));
+      fail(field.str() + " is a " + describe(object) + ", not a " + std::string(name));
     }
     return object.state();
   }
@@ -130,7 +171,7 @@ class MetadataDecoder {
   /// Like raw_state, for classes whose state is a dict (no BUILD reads as an empty dict).
   const PyObject& object_state(const PyObject& object,
                                std::initializer_list<std::string_view> modules,
-                               std::string_view name, const std::string& field) {
+                               std::string_view name, const Field& field) {
     static const PyObject kEmptyDict = [] {
       PyObject d;
       d.kind = PyKind::kDict;
@@ -139,48 +180,49 @@ class MetadataDecoder {
     const PyObject* state = raw_state(object, modules, name, field);
     if (state == nullptr) return kEmptyDict;
     if (state->kind != PyKind::kDict) {
-      fail(field + " (" + std::string(name) + ") has a state that is a " + describe(*state));
+      fail(field.str() + " (" + std::string(name) + ") has a state that is a " + describe(*state));
     }
     return *state;
   }
 
   template <typename Fn>
-  void for_each_str_entry(const PyObject& dict, const std::string& field, Fn&& fn) {
-    if (dict.kind != PyKind::kDict) fail(field + " is a " + describe(dict) + ", not a dict");
+  void for_each_str_entry(const PyObject& dict, const char* field, Fn&& fn) {
+    if (dict.kind != PyKind::kDict) fail(std::string(field) + " is a " + describe(dict) + ", not a dict");
     std::unordered_set<std::string_view> seen;
+    seen.reserve(dict.dict_size());
     for (std::size_t i = 0; i < dict.dict_size(); ++i) {
-      std::string key = str(dict.key(i), "a key of " + field);
+      std::string key = str(dict.key(i), Field("a key of ").then(field));
       if (!seen.insert(dict.key(i).text).second) {
-        fail(field + " has the key '" + shorten(key) + "' twice");
+        fail(std::string(field) + " has the key '" + shorten(key) + "' twice");
       }
       fn(std::move(key), dict.value(i));
     }
   }
 
-  std::vector<int64_t> size(const PyObject& object, const std::string& field) {
+  std::vector<int64_t> size(const PyObject& object, const Field& field) {
     const PyObject* tuple = &object;
     if (object.is_instance_of("torch", "Size")) {
       if (object.kind != PyKind::kReduce || object.state() != nullptr ||
           object.args().items.size() != 1) {
-        fail(field + " is a malformed torch.Size");
+        fail(field.str() + " is a malformed torch.Size");
       }
       tuple = object.args().items[0];
     }
     if (tuple->kind != PyKind::kTuple && tuple->kind != PyKind::kList) {
-      fail(field + " is a " + describe(object) + ", not a torch.Size");
+      fail(field.str() + " is a " + describe(object) + ", not a torch.Size");
     }
     std::vector<int64_t> values;
     values.reserve(tuple->items.size());
     for (const PyObject* item : tuple->items) {
       const int64_t v = integer(*item, field);
-      if (v < 0) fail(field + " holds the negative value " + std::to_string(v));
+      if (v < 0) fail(field.str() + " holds the negative value " + std::to_string(v));
       values.push_back(v);
     }
     return values;
   }
 
   StorageMetadata storage_metadata(const PyObject& object, const std::string& key) {
-    const std::string field = "state_dict_metadata['" + shorten(key) + "']";
+    const Field field("state_dict_metadata", key);
     if (object.is_instance_of(kMetaModule, "BytesStorageMetadata")) {
       raw_state(object, {kMetaModule}, "BytesStorageMetadata", field);
       return BytesStorageMetadata{};
@@ -191,46 +233,50 @@ class MetadataDecoder {
     const PyObject* global_size = state.find("size");
     const PyObject* chunks = state.find("chunks");
     if (properties == nullptr || global_size == nullptr || chunks == nullptr) {
-      fail(field + " lacks properties, size or chunks");
+      fail(field.str() + " lacks properties, size or chunks");
     }
-    t.properties = tensor_properties(*properties, field + ".properties");
-    t.size = size(*global_size, field + ".size");
-    if (chunks->kind != PyKind::kList) fail(field + ".chunks is a " + describe(*chunks));
+    t.properties = tensor_properties(*properties, field.then(".properties"));
+    t.size = size(*global_size, field.then(".size"));
+    if (chunks->kind != PyKind::kList) fail(field.str() + ".chunks is a " + describe(*chunks));
+    t.chunks.reserve(chunks->items.size());
     for (const PyObject* chunk : chunks->items) {
       const PyObject& cs =
-          object_state(*chunk, {kMetaModule}, "ChunkStorageMetadata", field + ".chunks[]");
+          object_state(*chunk, {kMetaModule}, "ChunkStorageMetadata", field.then(".chunks[]"));
       const PyObject* offsets = cs.find("offsets");
       const PyObject* sizes = cs.find("sizes");
-      if (offsets == nullptr || sizes == nullptr) fail(field + " has a chunk without offsets");
+      if (offsets == nullptr || sizes == nullptr) fail(field.str() + " has a chunk without offsets");
       ChunkStorageMetadata c;
-      c.offsets = size(*offsets, field + ".chunks[].offsets");
-      c.sizes = size(*sizes, field + ".chunks[].sizes");
+      c.offsets = size(*offsets, field.then(".chunks[].offsets"));
+      c.sizes = size(*sizes, field.then(".chunks[].sizes"));
       if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size()) {
-        fail(field + " has a chunk whose rank differs from the tensor's");
+        fail(field.str() + " has a chunk whose rank differs from the tensor's");
       }
       t.chunks.push_back(std::move(c));
     }
     return t;
   }
 
-  TensorProperties tensor_properties(const PyObject& object, const std::string& field) {
+  TensorProperties tensor_properties(const PyObject& object, const Field& field) {
     const PyObject* state =
         raw_state(object, {kMetaModule, kShardModule}, "TensorProperties", field);
     if (state == nullptr || state->kind != PyKind::kTuple || state->items.size() != 5) {
-      fail(field +
+      fail(field.str() +
            " has a state that is not the 5-tuple (dtype, layout, requires_grad, "
            "memory_format, pin_memory)");
     }
     const auto& s = state->items;
     TensorProperties p;
-    if (s[0]->kind != PyKind::kGlobal || s[0]->text != "torch") {
-      fail(field + ".dtype is a " + describe(*s[0]));
+    if (s[0]->kind != PyKind::kGlobal || s[0]->text != "torch" ||
+        !is_python_dtype_name(s[0]->name)) {
+      fail(field.str() + ".dtype is a " + describe(*s[0]));
     }
-    p.dtype = dtype_from_python_name(s[0]->name, source_ + ": " + field);
+    const std::optional<at::ScalarType> dtype = find_dtype_by_python_name(s[0]->name);
+    // Without a dtype, dtype_from_python_name throws, naming the key.
+    p.dtype = dtype ? *dtype : dtype_from_python_name(s[0]->name, source_ + ": " + field.str());
     if (!s[1]->is_instance_of("torch.serialization", "_get_layout") ||
         s[1]->kind != PyKind::kReduce || s[1]->args().items.size() != 1 ||
         s[1]->args().items[0]->kind != PyKind::kStr) {
-      fail(field + ".layout is a " + describe(*s[1]));
+      fail(field.str() + ".layout is a " + describe(*s[1]));
     }
     const std::string& layout = s[1]->args().items[0]->text;
     bool known_layout = false;
@@ -240,27 +286,27 @@ class MetadataDecoder {
         known_layout = true;
       }
     }
-    if (!known_layout) fail(field + " has the unknown layout '" + layout + "'");
-    p.requires_grad = boolean(*s[2], field + ".requires_grad");
+    if (!known_layout) fail(field.str() + " has the unknown layout '" + layout + "'");
+    p.requires_grad = boolean(*s[2], field.then(".requires_grad"));
     const PyObject& format = *s[3];
     if (!(format.is_instance_of(kMetaModule, "_MEM_FORMAT_ENCODING") ||
           format.is_instance_of(kShardModule, "MEM_FORMAT_ENCODING")) ||
         format.kind != PyKind::kReduce || format.args().items.size() != 1) {
-      fail(field + ".memory_format is a " + describe(format));
+      fail(field.str() + ".memory_format is a " + describe(format));
     }
-    const int64_t encoding = integer(*format.args().items[0], field + ".memory_format");
+    const int64_t encoding = integer(*format.args().items[0], field.then(".memory_format"));
     if (encoding < 0 || encoding > 2) {
-      fail(field + " has the unknown memory format encoding " + std::to_string(encoding));
+      fail(field.str() + " has the unknown memory format encoding " + std::to_string(encoding));
     }
     p.memory_format = static_cast<MemoryFormatEncoding>(encoding);
-    p.pin_memory = boolean(*s[4], field + ".pin_memory");
+    p.pin_memory = boolean(*s[4], field.then(".pin_memory"));
     return p;
   }
 
   ObjectPath path(const PyObject& object, const std::string& key) {
-    const std::string field = "planner_data['" + shorten(key) + "']";
+    const Field field("planner_data", key);
     if (object.kind != PyKind::kTuple && object.kind != PyKind::kList) {
-      fail(field + " is a " + describe(object) + ", not a path tuple");
+      fail(field.str() + " is a " + describe(object) + ", not a path tuple");
     }
     ObjectPath result;
     result.reserve(object.items.size());
@@ -281,36 +327,36 @@ class MetadataDecoder {
     const PyObject* fqn = state.find("fqn");
     if (fqn == nullptr) fail("a storage_data key has no fqn");
     index.fqn = str(*fqn, "a storage_data key's fqn");
-    const std::string field = "storage_data key '" + shorten(index.fqn) + "'";
+    const Field field("storage_data", index.fqn);
     if (const PyObject* offset = present(state.find("offset"))) {
-      index.offset = size(*offset, field + ".offset");
+      index.offset = size(*offset, field.then(" key's offset"));
     }
     if (const PyObject* hint = present(state.find("index"))) {
-      index.index = integer(*hint, field + ".index");
+      index.index = integer(*hint, field.then(" key's index"));
     }
     return index;
   }
 
   StorageInfo storage_info(const PyObject& object, const std::string& fqn) {
-    const std::string field = "storage_data['" + shorten(fqn) + "']";
+    const Field field("storage_data", fqn);
     const PyObject& state = object_state(object, {kFsModule}, "_StorageInfo", field);
     const PyObject* path = state.find("relative_path");
     const PyObject* offset = state.find("offset");
     const PyObject* length = state.find("length");
     if (path == nullptr || offset == nullptr || length == nullptr) {
-      fail(field + " lacks relative_path, offset or length");
+      fail(field.str() + " lacks relative_path, offset or length");
     }
     StorageInfo info;
-    info.relative_path = str(*path, field + ".relative_path");
-    info.offset = integer(*offset, field + ".offset");
-    info.length = integer(*length, field + ".length");
-    if (info.offset < 0 || info.length < 0) fail(field + " has a negative offset or length");
+    info.relative_path = str(*path, field.then(".relative_path"));
+    info.offset = integer(*offset, field.then(".offset"));
+    info.length = integer(*length, field.then(".length"));
+    if (info.offset < 0 || info.length < 0) fail(field.str() + " has a negative offset or length");
     if (const PyObject* transforms = present(state.find("transform_descriptors"))) {
       if (transforms->kind != PyKind::kList && transforms->kind != PyKind::kTuple) {
-        fail(field + ".transform_descriptors is a " + describe(*transforms));
+        fail(field.str() + ".transform_descriptors is a " + describe(*transforms));
       }
       for (const PyObject* t : transforms->items) {
-        info.transform_descriptors.push_back(str(*t, field + ".transform_descriptors"));
+        info.transform_descriptors.push_back(str(*t, field.then(".transform_descriptors")));
       }
     }
     return info;

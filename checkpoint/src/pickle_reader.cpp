@@ -4,7 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <unordered_map>
+#include <algorithm>
 
 namespace dcpp::detail {
 
@@ -20,6 +20,15 @@ const PyObject* PyObject::find(std::string_view key) const {
     }
   }
   return found;
+}
+
+PyObject* Unpickled::make_node() {
+  const std::size_t slot = node_count_ % kBlockSize;
+  if (slot == 0) {
+    blocks_.push_back(std::make_unique<PyObject[]>(kBlockSize));
+  }
+  ++node_count_;
+  return &blocks_.back()[slot];
 }
 
 std::string describe(const PyObject& object) {
@@ -99,7 +108,8 @@ class PickleVm {
   Unpickled result_;
   std::vector<PyObject*> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<uint64_t, PyObject*> memo_;
+  std::vector<PyObject*> memo_;  // index -> object; nullptr where undefined
+  std::size_t memo_count_ = 0;   // defined entries: MEMOIZE's next index, as len(memo) in Python
   PyObject* none_ = nullptr;
   PyObject* true_ = nullptr;
   PyObject* false_ = nullptr;
@@ -119,9 +129,9 @@ void PickleVm::fail(const std::string& problem) const {
 }
 
 PyObject* PickleVm::make(PyKind kind) {
-  PyObject& object = result_.nodes_.emplace_back();
-  object.kind = kind;
-  return &object;
+  PyObject* object = result_.make_node();
+  object->kind = kind;
+  return object;
 }
 
 PyObject* PickleVm::pop() {
@@ -190,14 +200,25 @@ std::string_view PickleVm::line() {
   return view;
 }
 
-void PickleVm::memo_put(uint64_t index) { memo_[index] = top(); }
+void PickleVm::memo_put(uint64_t index) {
+  PyObject* object = top();
+  // A pickler numbers memo entries from 0, one per object it writes: an index beyond the input's
+  // size is not from one, and would make the table huge.
+  if (index >= bytes_.size()) {
+    fail("memo index " + std::to_string(index) + " is beyond the pickle's size");
+  }
+  if (index >= memo_.size()) {
+    memo_.resize(std::min(bytes_.size(), std::max<std::size_t>(index + 1, 2 * memo_.size())));
+  }
+  memo_count_ += memo_[index] == nullptr ? 1 : 0;
+  memo_[index] = object;
+}
 
 void PickleVm::memo_get(uint64_t index) {
-  auto it = memo_.find(index);
-  if (it == memo_.end()) {
+  if (index >= memo_.size() || memo_[index] == nullptr) {
     fail("memo entry " + std::to_string(index) + " is not defined");
   }
-  push(it->second);
+  push(memo_[index]);
 }
 
 void PickleVm::global(std::string module, std::string name) {
@@ -334,7 +355,7 @@ void PickleVm::step(uint8_t code) {
       break;
     }
     case op::kMemoize:
-      memo_put(memo_.size());
+      memo_put(memo_count_);
       break;
     case op::kBinPut:
       memo_put(le(1));

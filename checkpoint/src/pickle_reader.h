@@ -8,8 +8,8 @@
 // (callable, arguments, state) for the codecs to interpret. Globals must pass the caller's
 // allowlist.
 //
-// Hostile input: every length is checked against the bytes left, the memo is a map (an index never
-// allocates), stack pops check the current MARK's fence, containers are type-checked before they
+// Hostile input: every length is checked against the bytes left, memo indices are bounded by the
+// input size (the memo is a dense table), stack pops check the current MARK's fence, containers are type-checked before they
 // are mutated, integers beyond int64 are refused. Memory is bounded by a small multiple of the
 // input size. Any violation is a CheckpointError naming the source, the byte offset and the opcode.
 
@@ -17,7 +17,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -89,11 +88,17 @@ class Unpickled {
  public:
   const PyObject& root() const { return *root_; }
   /// Number of nodes built (for tests of the memory bounds).
-  std::size_t node_count() const { return nodes_.size(); }
+  std::size_t node_count() const { return node_count_; }
 
  private:
   friend class PickleVm;
-  std::deque<PyObject> nodes_;
+  static constexpr std::size_t kBlockSize = 4096;
+  PyObject* make_node();
+
+  // Nodes live in fixed blocks: their addresses are stable and a large pickle costs a few
+  // allocations per 4096 nodes, not one or more per node.
+  std::vector<std::unique_ptr<PyObject[]>> blocks_;
+  std::size_t node_count_ = 0;
   const PyObject* root_ = nullptr;
 };
 

@@ -153,22 +153,21 @@ void PickleWriter::put_str(std::string_view value) {
 }
 
 void PickleWriter::put_shared_str(std::string_view value) {
-  std::string key = "s:";
-  key.append(value);
-  if (put_shared(key)) {
+  key_scratch_.assign("s:").append(value);
+  if (put_memo_of(key_scratch_)) {
     return;
   }
   boundary();
   string_op(value);
-  remember_shared(key);
+  remember_shared(key_scratch_);
 }
 
 void PickleWriter::put_global(std::string_view module, std::string_view name) {
-  std::string key = "g:";
-  key.append(module).append("\n").append(name);
-  if (put_shared(key)) {
+  key_scratch_.assign("g:").append(module).append("\n").append(name);
+  if (put_memo_of(key_scratch_)) {
     return;
   }
+  const std::string key = key_scratch_;  // put_shared_str below reuses the scratch
   boundary();
   if (protocol_ >= 4) {
     put_shared_str(module);
@@ -209,8 +208,13 @@ void PickleWriter::put_memo(uint32_t index) {
   }
 }
 
-bool PickleWriter::put_shared(const std::string& key) {
-  auto it = shared_.find(key);
+bool PickleWriter::put_shared(std::string_view key) {
+  key_scratch_.assign(key.data(), key.size());
+  return put_memo_of(key_scratch_);
+}
+
+bool PickleWriter::put_memo_of(const std::string& key) {
+  const auto it = shared_.find(key);
   if (it == shared_.end()) {
     return false;
   }
@@ -218,9 +222,9 @@ bool PickleWriter::put_shared(const std::string& key) {
   return true;
 }
 
-void PickleWriter::remember_shared(const std::string& key, int64_t memoized_index) {
+void PickleWriter::remember_shared(std::string_view key, int64_t memoized_index) {
   const uint32_t index = memoized_index < 0 ? memoize() : static_cast<uint32_t>(memoized_index);
-  shared_.emplace(key, index);
+  shared_.emplace(std::string(key), index);
 }
 
 void PickleWriter::put_tuple(std::size_t size, const std::function<void()>& items) {

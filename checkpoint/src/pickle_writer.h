@@ -101,9 +101,9 @@ class PickleWriter {
   void put_memo(uint32_t index);
   /// If `key` was remembered with `remember_shared`, pushes that memo entry and returns true;
   /// otherwise returns false and the caller writes the value, then calls `remember_shared(key)`.
-  bool put_shared(const std::string& key);
+  bool put_shared(std::string_view key);
   /// Memoizes the stack top (if `memoized_index` is negative) and remembers it under `key`.
-  void remember_shared(const std::string& key, int64_t memoized_index = -1);
+  void remember_shared(std::string_view key, int64_t memoized_index = -1);
 
   /// Writes a tuple of `size` items: `items()` pushes them. Empty tuples are EMPTY_TUPLE, 1 to 3
   /// items TUPLE1/2/3, more MARK ... TUPLE; non-empty tuples are memoized.
@@ -142,12 +142,15 @@ class PickleWriter {
   /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4).
   void boundary();
   void commit_frame();
+  /// put_shared() of a key already built (in key_scratch_ or elsewhere).
+  bool put_memo_of(const std::string& key);
 
   int protocol_;
   std::string out_;
   std::size_t frame_start_ = 0;  // protocol 4: where the current frame's 9 reserved bytes are
   uint32_t memo_size_ = 0;
   std::unordered_map<std::string, uint32_t> shared_;
+  std::string key_scratch_;  // lookup keys are built here: no allocation per lookup
   bool finished_ = false;
 };
 

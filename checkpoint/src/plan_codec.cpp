@@ -55,6 +55,22 @@ class Encoder {
       }
     }
   }
+  void properties(const TensorProperties& p) {
+    u64(static_cast<uint64_t>(p.dtype));
+    u64(static_cast<uint64_t>(p.layout));
+    u64(p.requires_grad);
+    u64(static_cast<uint64_t>(p.memory_format));
+    u64(p.pin_memory);
+  }
+  void storage_info(const StorageInfo& info) {
+    str(info.relative_path);
+    i64(info.offset);
+    i64(info.length);
+    u64(info.transform_descriptors.size());
+    for (const std::string& t : info.transform_descriptors) {
+      str(t);
+    }
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -115,6 +131,33 @@ class Decoder {
     }
     return path;
   }
+  TensorProperties properties() {
+    TensorProperties p;
+    p.dtype = static_cast<at::ScalarType>(u64() % static_cast<uint64_t>(at::ScalarType::NumOptions));
+    p.layout = static_cast<at::Layout>(u64() % static_cast<uint64_t>(at::Layout::NumOptions));
+    p.requires_grad = u64() != 0;
+    p.memory_format = static_cast<MemoryFormatEncoding>(u64() % 3);
+    p.pin_memory = u64() != 0;
+    return p;
+  }
+  StorageInfo storage_info() {
+    StorageInfo info;
+    info.relative_path = str();
+    info.offset = i64();
+    info.length = i64();
+    info.transform_descriptors.resize(count(8));
+    for (std::string& t : info.transform_descriptors) {
+      t = str();
+    }
+    return info;
+  }
+  std::vector<std::string> strs() {
+    std::vector<std::string> v(count(8));
+    for (std::string& s : v) {
+      s = str();
+    }
+    return v;
+  }
   /// A count of elements of at least `min_size` bytes each, checked against the bytes left.
   uint64_t count(uint64_t min_size) {
     const uint64_t n = u64();
@@ -157,11 +200,7 @@ std::string encode_save_plan(const SavePlan& plan) {
       const TensorWriteData& data = *item.tensor_data;
       e.ints(data.chunk.offsets);
       e.ints(data.chunk.sizes);
-      e.u64(static_cast<uint64_t>(data.properties.dtype));
-      e.u64(static_cast<uint64_t>(data.properties.layout));
-      e.u64(data.properties.requires_grad);
-      e.u64(static_cast<uint64_t>(data.properties.memory_format));
-      e.u64(data.properties.pin_memory);
+      e.properties(data.properties);
       e.ints(data.size);
     }
   }
@@ -185,13 +224,7 @@ SavePlan decode_save_plan(std::string_view bytes) {
       TensorWriteData data;
       data.chunk.offsets = d.ints();
       data.chunk.sizes = d.ints();
-      data.properties.dtype =
-          static_cast<at::ScalarType>(d.u64() % static_cast<uint64_t>(at::ScalarType::NumOptions));
-      data.properties.layout =
-          static_cast<at::Layout>(d.u64() % static_cast<uint64_t>(at::Layout::NumOptions));
-      data.properties.requires_grad = d.u64() != 0;
-      data.properties.memory_format = static_cast<MemoryFormatEncoding>(d.u64() % 3);
-      data.properties.pin_memory = d.u64() != 0;
+      data.properties = d.properties();
       data.size = d.ints();
       item.tensor_data = std::move(data);
     }
@@ -212,13 +245,7 @@ std::string encode_write_results(const std::vector<WriteResult>& results) {
   for (const WriteResult& result : results) {
     e.index(result.index);
     e.i64(result.size_in_bytes);
-    e.str(result.storage_data.relative_path);
-    e.i64(result.storage_data.offset);
-    e.i64(result.storage_data.length);
-    e.u64(result.storage_data.transform_descriptors.size());
-    for (const std::string& t : result.storage_data.transform_descriptors) {
-      e.str(t);
-    }
+    e.storage_info(result.storage_data);
   }
   return e.take();
 }
@@ -229,13 +256,7 @@ std::vector<WriteResult> decode_write_results(std::string_view bytes) {
   for (WriteResult& result : results) {
     result.index = d.index();
     result.size_in_bytes = d.i64();
-    result.storage_data.relative_path = d.str();
-    result.storage_data.offset = d.i64();
-    result.storage_data.length = d.i64();
-    result.storage_data.transform_descriptors.resize(d.count(8));
-    for (std::string& t : result.storage_data.transform_descriptors) {
-      t = d.str();
-    }
+    result.storage_data = d.storage_info();
   }
   d.finish();
   return results;
@@ -282,12 +303,104 @@ std::string encode_strings(const std::vector<std::string>& strings) {
 
 std::vector<std::string> decode_strings(std::string_view bytes) {
   Decoder d(bytes);
-  std::vector<std::string> strings(d.count(8));
-  for (std::string& s : strings) {
-    s = d.str();
-  }
+  std::vector<std::string> strings = d.strs();
   d.finish();
   return strings;
+}
+
+std::string encode_metadata_message(const Metadata& metadata) {
+  Encoder e;
+  e.u64(metadata.state_dict_metadata.size());
+  for (const auto& [key, storage] : metadata.state_dict_metadata) {
+    e.str(key);
+    const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
+    e.u64(tensor != nullptr);
+    if (tensor) {
+      e.properties(tensor->properties);
+      e.ints(tensor->size);
+      e.u64(tensor->chunks.size());
+      for (const ChunkStorageMetadata& chunk : tensor->chunks) {
+        e.ints(chunk.offsets);
+        e.ints(chunk.sizes);
+      }
+    }
+  }
+  e.u64(metadata.planner_data.size());
+  for (const auto& [key, path] : metadata.planner_data) {
+    e.str(key);
+    e.path(path);
+  }
+  e.u64(metadata.storage_data.size());
+  for (const auto& [index, info] : metadata.storage_data) {
+    e.index(index);
+    e.storage_info(info);
+  }
+  e.u64(metadata.storage_meta.has_value());
+  if (metadata.storage_meta) {
+    const StorageMeta& meta = *metadata.storage_meta;
+    e.u64(meta.checkpoint_id.has_value());
+    e.str(meta.checkpoint_id.value_or(""));
+    e.str(meta.save_id);
+    e.str(meta.load_id);
+    e.u64(meta.modules.size());
+    for (const std::string& module : meta.modules) {
+      e.str(module);
+    }
+  }
+  e.u64(metadata.version.has_value());
+  e.str(metadata.version.value_or(""));
+  return e.take();
+}
+
+Metadata decode_metadata_message(std::string_view bytes) {
+  Decoder d(bytes);
+  Metadata metadata;
+  metadata.state_dict_metadata.resize(d.count(16));
+  for (auto& [key, storage] : metadata.state_dict_metadata) {
+    key = d.str();
+    if (d.u64() == 0) {
+      storage = BytesStorageMetadata{};
+      continue;
+    }
+    TensorStorageMetadata tensor;
+    tensor.properties = d.properties();
+    tensor.size = d.ints();
+    tensor.chunks.resize(d.count(16));
+    for (ChunkStorageMetadata& chunk : tensor.chunks) {
+      chunk.offsets = d.ints();
+      chunk.sizes = d.ints();
+    }
+    storage = std::move(tensor);
+  }
+  metadata.planner_data.resize(d.count(16));
+  for (auto& [key, path] : metadata.planner_data) {
+    key = d.str();
+    path = d.path();
+  }
+  metadata.storage_data.resize(d.count(64));
+  for (auto& [index, info] : metadata.storage_data) {
+    index = d.index();
+    info = d.storage_info();
+  }
+  if (d.u64() != 0) {
+    StorageMeta meta;
+    const bool has_checkpoint_id = d.u64() != 0;
+    std::string checkpoint_id = d.str();
+    if (has_checkpoint_id) {
+      meta.checkpoint_id = std::move(checkpoint_id);
+    }
+    meta.save_id = d.str();
+    meta.load_id = d.str();
+    meta.modules = d.strs();
+    metadata.storage_meta = std::move(meta);
+  }
+  const bool has_version = d.u64() != 0;
+  std::string version = d.str();
+  if (has_version) {
+    metadata.version = std::move(version);
+  }
+  d.finish();
+  return metadata;
 }
 
 }  // namespace dcpp::detail

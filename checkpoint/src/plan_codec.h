@@ -1,5 +1,5 @@
 #pragma once
-// Plans and write results as compact bytes, for exchanging them between ranks in one message each
+// Plans, write results and metadata as compact bytes, for exchanging them between ranks in one message each
 // (not one message per item). The format is private to one version of dcpp: every rank of a job
 // runs the same build.
 
@@ -20,6 +20,11 @@ std::vector<WriteResult> decode_write_results(std::string_view bytes);
 
 std::string encode_load_plan(const LoadPlan& plan);
 LoadPlan decode_load_plan(std::string_view bytes);
+
+/// The Metadata the coordinator commits, for every rank's return value: cheaper to encode and decode
+/// than the `.metadata` pickle.
+std::string encode_metadata_message(const Metadata& metadata);
+Metadata decode_metadata_message(std::string_view bytes);
 
 /// A list of byte strings as one (each length-prefixed).
 std::string encode_strings(const std::vector<std::string>& strings);

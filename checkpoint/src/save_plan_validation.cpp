@@ -4,7 +4,9 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <map>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 
 namespace dcpp::detail {
 
@@ -84,16 +86,22 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
 }  // namespace
 
 void validate_global_save_plan(const std::vector<SavePlan>& plans) {
-  std::map<std::string, std::vector<PlacedChunk>> tensors;
+  // Chunks grouped by key, keys in the order first planned; views of the plans' keys.
+  std::unordered_map<std::string_view, std::size_t> group_of;
+  std::vector<std::pair<const std::string*, std::vector<PlacedChunk>>> tensors;
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
       if (item.tensor_data) {
-        tensors[item.index.fqn].push_back(PlacedChunk{&*item.tensor_data, rank});
+        auto [it, added] = group_of.try_emplace(item.index.fqn, tensors.size());
+        if (added) {
+          tensors.emplace_back(&item.index.fqn, std::vector<PlacedChunk>{});
+        }
+        tensors[it->second].second.push_back(PlacedChunk{&*item.tensor_data, rank});
       }
     }
   }
   for (const auto& [key, chunks] : tensors) {
-    validate_tensor(key, chunks);
+    validate_tensor(*key, chunks);
   }
 }
 

@@ -503,9 +503,16 @@ std::string python_dtype_name(at::ScalarType dtype) {
   return entry->python_name;
 }
 
-at::ScalarType dtype_from_python_name(std::string_view name, std::string_view what) {
+std::optional<at::ScalarType> find_dtype_by_python_name(std::string_view name) {
   for (const DtypeName& entry : kDtypes) {
     if (name == entry.python_name) return entry.dtype;
+  }
+  return std::nullopt;
+}
+
+at::ScalarType dtype_from_python_name(std::string_view name, std::string_view what) {
+  if (const std::optional<at::ScalarType> dtype = find_dtype_by_python_name(name)) {
+    return *dtype;
   }
   if (is_python_dtype_name(name)) {
     throw CheckpointError(std::string(what) + ": dtype torch." + std::string(name) +

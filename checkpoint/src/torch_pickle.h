@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,8 @@ std::string python_dtype_name(at::ScalarType dtype);
 /// The dtype `torch.<name>`. Throws CheckpointError naming `torch.<name>` and `what` when it is no
 /// dtype, or one this libtorch lacks (e.g. float8 types on libtorch 1.13).
 at::ScalarType dtype_from_python_name(std::string_view name, std::string_view what);
+/// The dtype `torch.<name>` when this libtorch has it, else nullopt.
+std::optional<at::ScalarType> find_dtype_by_python_name(std::string_view name);
 /// True when `torch.<name>` is a dtype of PyTorch 2.x, supported here or not (for allowlists, so
 /// that an unsupported dtype is reported as such rather than as a foreign global).
 bool is_python_dtype_name(std::string_view name);

@@ -482,8 +482,10 @@ TEST_CASE("the reader refuses malformed pickles without crashing", "[pickle][hos
   bad("8002710a2e", "stack underflow");  // BINPUT on nothing
   bad("800263746f7263680a466c6f617453746f72616765", "unterminated line");
   bad("80044b014b0293", "STACK_GLOBAL needs two str");
-  // A large memo index costs nothing: the memo is a map.
-  const c10::IValue twice = decode_plain(unhex("8002284b0172ffffffff6affffffff742e"));
+  // The memo is a dense table: an index no pickler writes (beyond the input's size) is refused
+  // before anything is allocated for it; one within the size works.
+  bad("8002284b0172ffffffff6affffffff742e", "memo index 4294967295 is beyond the pickle's size");
+  const c10::IValue twice = decode_plain(unhex("8002284b0172090000006a09000000742e"));
   REQUIRE(twice.toTupleRef().elements().size() == 2);
   CHECK(twice.toTupleRef().elements()[1].toInt() == 1);
   // LONG1 limits: 8 bytes fit.
