@@ -22,6 +22,8 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <array>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -101,12 +103,13 @@ class MetadataEncoder {
       put_layout(p.layout);
       w_.put_bool(p.requires_grad);
       const auto encoding = static_cast<int64_t>(p.memory_format);
-      const std::string key = "memory_format:" + std::to_string(encoding);
-      if (!w_.put_shared(key)) {
+      std::optional<uint32_t>& memo = memory_format_memo_.at(static_cast<std::size_t>(encoding));
+      if (memo) {
+        w_.put_memo(*memo);
+      } else {
         w_.put_global(kMetaModule, "_MEM_FORMAT_ENCODING");
         w_.put_tuple(1, [&] { w_.put_int(encoding); });
-        w_.reduce();
-        w_.remember_shared(key, -1);
+        memo = w_.reduce();
       }
       w_.put_bool(p.pin_memory);
     });
@@ -122,12 +125,15 @@ class MetadataEncoder {
       throw CheckpointError("cannot write .metadata: layout " + std::string(c10::toString(layout)) +
                             " has no name in Python");
     }
-    const std::string key = "layout:" + std::string(name);
-    if (w_.put_shared(key)) return;
+    for (const auto& [memo_layout, memo] : layout_memo_) {
+      if (memo_layout == layout) {
+        w_.put_memo(memo);
+        return;
+      }
+    }
     w_.put_global("torch.serialization", "_get_layout");
     w_.put_tuple(1, [&] { w_.put_shared_str(name); });
-    w_.reduce();
-    w_.remember_shared(key, -1);
+    layout_memo_.emplace_back(layout, w_.reduce());
   }
 
   void put_storage_metadata(const StorageMetadata& item) {
@@ -253,6 +259,10 @@ class MetadataEncoder {
   }
 
   PickleWriter w_{4};
+  // The one _MEM_FORMAT_ENCODING object per encoding and _get_layout object per layout, as Python
+  // shares them: their memo indices once written.
+  std::array<std::optional<uint32_t>, 3> memory_format_memo_;
+  std::vector<std::pair<at::Layout, uint32_t>> layout_memo_;
 };
 
 }  // namespace

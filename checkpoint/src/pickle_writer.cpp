@@ -163,11 +163,13 @@ void PickleWriter::put_shared_str(std::string_view value) {
 }
 
 void PickleWriter::put_global(std::string_view module, std::string_view name) {
-  key_scratch_.assign("g:").append(module).append("\n").append(name);
-  if (put_memo_of(key_scratch_)) {
-    return;
+  // A pickle names few distinct globals, each many times: a short list beats hashing.
+  for (const SharedGlobal& global : globals_) {
+    if (global.module == module && global.name == name) {
+      put_memo(global.memo_index);
+      return;
+    }
   }
-  const std::string key = key_scratch_;  // put_shared_str below reuses the scratch
   boundary();
   if (protocol_ >= 4) {
     put_shared_str(module);
@@ -180,7 +182,7 @@ void PickleWriter::put_global(std::string_view module, std::string_view name) {
     raw(name.data(), name.size());
     out_.push_back('\n');
   }
-  remember_shared(key);
+  globals_.push_back({std::string(module), std::string(name), memoize()});
 }
 
 uint32_t PickleWriter::memoize() {
@@ -301,9 +303,9 @@ void PickleWriter::empty_tuple() {
   op(op::kEmptyTuple);
 }
 
-void PickleWriter::reduce() {
+uint32_t PickleWriter::reduce() {
   op(op::kReduce);
-  memoize();
+  return memoize();
 }
 
 void PickleWriter::newobj() {

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace dcpp::detail {
 
@@ -121,8 +122,8 @@ class PickleWriter {
   // Raw structural opcodes.
   void mark();
   void empty_tuple();
-  /// REDUCE, memoized (callable and argument tuple on the stack).
-  void reduce();
+  /// REDUCE, memoized (callable and argument tuple on the stack); returns the memo index.
+  uint32_t reduce();
   /// NEWOBJ, memoized (class and argument tuple on the stack).
   void newobj();
   /// BUILD (object and state on the stack).
@@ -151,6 +152,12 @@ class PickleWriter {
   uint32_t memo_size_ = 0;
   std::unordered_map<std::string, uint32_t> shared_;
   std::string key_scratch_;  // lookup keys are built here: no allocation per lookup
+  struct SharedGlobal {
+    std::string module;
+    std::string name;
+    uint32_t memo_index;
+  };
+  std::vector<SharedGlobal> globals_;
   bool finished_ = false;
 };
 
