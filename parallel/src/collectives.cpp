@@ -59,7 +59,7 @@ void broadcast_tensors(const CollectiveContext& context, const std::vector<at::T
     int64_t offset = 0;
     for (std::size_t i : group.members) {
       const at::Tensor& tensor = tensors[i];
-      tensor.view({-1}).copy_(group.flat.narrow(0, offset, tensor.numel()));
+      tensor.copy_(group.flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
       offset += tensor.numel();
     }
   }

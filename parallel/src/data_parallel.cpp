@@ -51,7 +51,7 @@ void DataParallel::synchronize_gradients() {
     group.flat.div_(world);
     int64_t offset = 0;
     for (std::size_t i : group.members) {
-      grads[i].view({-1}).copy_(group.flat.narrow(0, offset, grads[i].numel()));
+      grads[i].copy_(group.flat.narrow(0, offset, grads[i].numel()).view(grads[i].sizes()));
       offset += grads[i].numel();
     }
   }

@@ -4,6 +4,8 @@
 //   train_worker MODEL LAYOUT save K CKPT RESULT       trains steps [0, K), saves model and Adam
 //   train_worker MODEL LAYOUT resume K M CKPT RESULT   starts from another init, restores CKPT,
 //                                                      trains steps [K, K + M)
+//   train_worker MODEL LAYOUT describe                 prints each placement of this rank:
+//                                                      "placement FQN sizes=.. global=.. offsets=.."
 //
 // MODEL: mlp | transformer. LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
 // RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the
@@ -19,6 +21,7 @@
 #include <torch/optim/adam.h>
 
 #include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -54,7 +57,7 @@ void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>&
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() < 5) {
+  if (args.size() < 3) {
     std::fprintf(stderr, "usage: %s MODEL LAYOUT run|save|resume ...\n", argv[0]);
     return 2;
   }
@@ -71,7 +74,15 @@ int main(int argc, char** argv) {
     const bool resume = mode == "resume";
     auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group);
     torch::optim::Adam optimizer(trainer->parameters(), torch::optim::AdamOptions(1e-2));
-    if (mode == "run" && args.size() == 5) {
+    if (mode == "describe") {
+      for (const dcpp::ParameterPlacement& placement : trainer->layout().placements()) {
+        std::ostringstream line;
+        line << "placement " << placement.fqn << " sizes=" << placement.local.sizes()
+             << " global=" << at::IntArrayRef(placement.global_shape)
+             << " offsets=" << at::IntArrayRef(placement.offsets) << "\n";
+        std::fputs(line.str().c_str(), stdout);
+      }
+    } else if (mode == "run" && args.size() == 5) {
       write_result(*trainer, train(*trainer, optimizer, spec, 0, std::stoll(args[3])), args[4],
                    group);
     } else if (mode == "save" && args.size() == 6) {
