@@ -73,6 +73,29 @@ TEST_CASE("a rank failing during a save fails it on every rank, naming the rank"
   }
 }
 
+TEST_CASE("a rank failing while reading fails the load on every rank, naming the rank") {
+  dcpp::test::TempDir dir;
+  REQUIRE(launch(3, "save " + (dir / "ckpt").string() + " row") == 0);
+  std::string output;
+  REQUIRE(launch(3, "fail-read " + (dir / "ckpt").string() + " 2", &output) == 0);
+  for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+  }
+}
+
+TEST_CASE("a rank killed while saving makes the others fail within the timeout, committing nothing") {
+  dcpp::test::TempDir dir;
+  std::string output;
+  // dcpp-launch reports the killed rank (128 + SIGKILL); the survivors ignore its SIGTERM, so the
+  // lines below come from their own timeouts.
+  REQUIRE(launch(3, "die-save " + (dir / "ckpt").string() + " 1", &output) == 128 + 9);
+  CHECK(output.find("rank 1 was killed by signal 9") != std::string::npos);
+  for (const char* rank : {"[rank 0]", "[rank 2]"}) {
+    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "ckpt" / ".metadata"));
+}
+
 TEST_CASE("PyTorch's two-rank fixture loads on 1, 2 and 3 ranks in every layout") {
   const std::string fixture = dcpp::test::fixture("two_rank_sharded").string();
   for (int ranks = 1; ranks <= 3; ++ranks) {

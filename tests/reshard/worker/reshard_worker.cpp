@@ -5,6 +5,12 @@
 //   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
 //                                       get a CheckpointError naming RANK, and nothing is committed
 //   reshard_worker fail-write DIR RANK  the same, failing while writing (a value it cannot pickle)
+//   reshard_worker fail-read DIR RANK   loads DIR (saved "row"), but rank RANK's storage fails
+//                                       while reading: every rank must get a CheckpointError
+//                                       naming RANK and the cause
+//   reshard_worker die-save DIR RANK    saves, but rank RANK kills itself (SIGKILL) while writing;
+//                                       the others ignore SIGTERM and must fail on their own within
+//                                       the group's 3 s timeout, committing nothing
 //   reshard_worker fixture DIR LAYOUT   loads PyTorch's two-rank fixture DIR sharded as LAYOUT and
 //                                       compares with the same checkpoint loaded whole
 //
@@ -18,8 +24,11 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace {
@@ -114,6 +123,56 @@ bool check(const dcpp::StateDict& loaded, Rank rank) {
   return ok;
 }
 
+// The file system reader, but read_data fails on one rank, as a failing disk would.
+class FailingReader final : public dcpp::StorageReader {
+ public:
+  FailingReader(const std::string& dir, bool fail)
+      : inner_(dcpp::make_filesystem_reader(dir)), fail_(fail) {}
+  dcpp::Metadata read_metadata() override { return inner_->read_metadata(); }
+  void set_up(const dcpp::Metadata& metadata, int rank, bool is_coordinator) override {
+    inner_->set_up(metadata, rank, is_coordinator);
+  }
+  void read_data(const dcpp::LoadPlan& plan, dcpp::LoadPlanner& planner) override {
+    if (fail_) {
+      throw dcpp::CheckpointError("input/output error reading shard files");
+    }
+    inner_->read_data(plan, planner);
+  }
+
+ private:
+  std::unique_ptr<dcpp::StorageReader> inner_;
+  bool fail_;
+};
+
+// The file system writer, but one rank dies outright (SIGKILL: no destructor, no message) as
+// soon as it starts writing.
+class DyingWriter final : public dcpp::StorageWriter {
+ public:
+  DyingWriter(const std::string& dir, bool die)
+      : inner_(dcpp::make_filesystem_writer(
+            dir, dcpp::FileSystemWriterOptions().with_sync_files(false))),
+        die_(die) {}
+  void set_up(int rank, bool is_coordinator) override { inner_->set_up(rank, is_coordinator); }
+  std::vector<dcpp::SavePlan> prepare_global_plan(std::vector<dcpp::SavePlan> plans) override {
+    return inner_->prepare_global_plan(std::move(plans));
+  }
+  std::vector<dcpp::WriteResult> write_data(const dcpp::SavePlan& plan,
+                                            dcpp::SavePlanner& planner) override {
+    if (die_) {
+      std::raise(SIGKILL);
+    }
+    return inner_->write_data(plan, planner);
+  }
+  void finish(dcpp::Metadata metadata,
+              const std::vector<std::vector<dcpp::WriteResult>>& results) override {
+    inner_->finish(std::move(metadata), results);
+  }
+
+ private:
+  std::unique_ptr<dcpp::StorageWriter> inner_;
+  bool die_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,8 +181,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[1], dir = argv[2], arg = argv[3];
+  if (mode == "die-save") {
+    std::signal(SIGTERM, SIG_IGN);  // dcpp-launch stops the survivors; they must fail by themselves
+  }
+  const auto timeout = mode == "die-save" ? std::chrono::seconds(3) : std::chrono::seconds(60);
   auto group = dcpp::make_gloo_process_group_from_env(
-      dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
+      dcpp::ProcessGroupOptions().with_timeout(timeout));
   const Rank rank{group->getRank(), group->getSize()};
   try {
     if (mode == "save") {
@@ -176,6 +239,44 @@ int main(int argc, char** argv) {
       std::printf("fixture loaded as %s on %d ranks: %s\n", arg.c_str(), rank.count,
                   ok ? "equal" : "DIFFERENT");
       return ok ? 0 : 1;
+    }
+    if (mode == "fail-read") {
+      dcpp::LoadOptions options;
+      options.process_group = group;
+      dcpp::StateDict target = state("row", rank, true);
+      FailingReader reader(dir, rank.index == std::stoi(arg));
+      try {
+        dcpp::load(target, reader, options);
+      } catch (const dcpp::CheckpointError& error) {
+        const std::string message = error.what_without_backtrace();
+        std::printf("failed as expected: %s\n", message.c_str());
+        return message.find("rank " + arg) != std::string::npos &&
+                       message.find("input/output error") != std::string::npos
+                   ? 0
+                   : 1;
+      }
+      std::fprintf(stderr, "rank %d: load succeeded although rank %s failed\n", rank.index,
+                   arg.c_str());
+      return 1;
+    }
+    if (mode == "die-save") {
+      dcpp::SaveOptions options;
+      options.process_group = group;
+      DyingWriter writer(dir, rank.index == std::stoi(arg));
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        dcpp::save(state("row", rank, false), writer, options);
+      } catch (const dcpp::CheckpointError& error) {
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const bool committed = std::filesystem::exists(std::filesystem::path(dir) / ".metadata");
+        std::printf("failed as expected after %.1f s: %s\n", seconds,
+                    error.what_without_backtrace());
+        return seconds < 20 && !committed ? 0 : 1;
+      }
+      std::fprintf(stderr, "rank %d: save succeeded although rank %s died\n", rank.index,
+                   arg.c_str());
+      return 1;
     }
     if (mode == "fail" || mode == "fail-write") {
       struct Failing : dcpp::Stateful {
