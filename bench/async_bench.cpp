@@ -16,7 +16,9 @@
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/async/tbb_stager.h>
-#include <dcpp/dcpp.h>
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/state_dict/stateful.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

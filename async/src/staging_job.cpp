@@ -172,11 +172,12 @@ void StagingJob::copy_piece(std::size_t index) noexcept {
       source.buffer.copy_(source.tensor, /*non_blocking=*/false);
     }
   } catch (const std::exception& error) {
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    const std::string what = torch_error ? torch_error->what_without_backtrace() : error.what();
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) {
       error_ = std::make_exception_ptr(CheckpointError(
-          "staging key '" + source.key + "': copying it into its staging buffer failed: " +
-          error.what()));
+          "staging key '" + source.key + "': copying it into its staging buffer failed: " + what));
     }
   }
 }

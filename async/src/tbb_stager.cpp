@@ -42,13 +42,17 @@ class LowPriorityObserver final : public tbb::task_scheduler_observer {
     DCPP_HAPPENS_BEFORE(this);
     observe(true);
   }
-  ~LowPriorityObserver() override { observe(false); }
+  ~LowPriorityObserver() override {
+    observe(false);  // waits for callbacks in progress (inside TBB, invisible to TSan)
+    DCPP_HAPPENS_AFTER(this);
+  }
 
   void on_scheduler_entry(bool is_worker) override {
     DCPP_HAPPENS_AFTER(this);
     if (is_worker) {
       detail::lower_current_thread_priority(nice_);
     }
+    DCPP_HAPPENS_BEFORE(this);
   }
 
  private:

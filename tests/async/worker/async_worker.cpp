@@ -10,7 +10,9 @@
 
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/tbb_stager.h>
-#include <dcpp/dcpp.h>
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/state_dict/stateful.h>
 
 #include <ATen/ATen.h>
 
@@ -25,7 +27,7 @@ struct Broken : dcpp::Stateful {
   void load_state_dict(const dcpp::StateDict&) override {}
 };
 
-bool equal(const at::Tensor& a, const at::Tensor& b) {
+bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && at::equal(a, b);
 }
 
@@ -119,8 +121,8 @@ int main(int argc, char** argv) {
       response.upload_completion.wait();
 
       dcpp::StateDict loaded = dcpp::load_from_keys(where);
-      if (!equal(loaded.at("embedding").tensor(), expected_full) ||
-          !equal(loaded.at("bias").tensor(), expected_bias) ||
+      if (!same_tensor(loaded.at("embedding").tensor(), expected_full) ||
+          !same_tensor(loaded.at("bias").tensor(), expected_bias) ||
           loaded.at("step").value().toInt() != step) {
         std::fprintf(stderr, "checkpoint %s does not hold the save-time values\n",
                      where.c_str());
