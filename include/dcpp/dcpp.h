@@ -1,6 +1,11 @@
 #pragma once
 // Everything dcpp offers, in one include.
 
+#include <dcpp/async/async_checkpointer.h>
+#include <dcpp/async/async_stager.h>
+#include <dcpp/async/blocking_stager.h>
+#include <dcpp/async/future.h>
+#include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/filesystem_reader.h>
 #include <dcpp/checkpoint/filesystem_writer.h>
@@ -12,7 +17,19 @@
 #include <dcpp/checkpoint/storage_reader.h>
 #include <dcpp/checkpoint/storage_writer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/parallel/data_parallel.h>
+#include <dcpp/parallel/dim0_split.h>
+#include <dcpp/parallel/fully_sharded_data_parallel.h>
+#include <dcpp/parallel/pipeline_stage.h>
 #include <dcpp/state_dict/flatten.h>
+#include <dcpp/state_dict/model_layout.h>
+#include <dcpp/state_dict/model_optimizer_state_dict.h>
+#include <dcpp/state_dict/model_state_dict.h>
+#include <dcpp/state_dict/optimizer_state_codec.h>
+#include <dcpp/state_dict/optimizer_state_dict.h>
+#include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/sharded_tensor.h>
 #include <dcpp/state_dict/state_dict.h>
+#include <dcpp/state_dict/state_dict_options.h>
 #include <dcpp/state_dict/stateful.h>
+#include <dcpp/state_dict/stateful_adapters.h>
