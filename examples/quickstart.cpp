@@ -5,10 +5,10 @@
 //   quickstart resume DIR   builds a fresh model and optimizer, loads DIR/step-3, trains 2 steps
 //                           and checks that the losses equal the recorded ones, bit for bit
 //
-// The model and optimizer take part through dcpp::Stateful adapters keyed by parameter names, so
-// the checkpoint is a plain DCP checkpoint Python can read too.
+// The model and optimizer take part through dcpp::make_app_state (the state-dict helpers: keys are
+// parameter names, optimizer state in DCP's layout), so the checkpoint is a plain DCP checkpoint
+// that Python's dcp.load and set_state_dict read too.
 
-#include <dcpp/core/torch_compat.h>
 #include <dcpp/dcpp.h>
 
 #include <torch/torch.h>
@@ -31,65 +31,6 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-// The model's parameters by name; loading writes into them in place.
-class ModelState : public dcpp::Stateful {
- public:
-  explicit ModelState(torch::nn::Module& model) : model_(model) {}
-  dcpp::StateDict state_dict() override {
-    dcpp::StateDict sd;
-    for (const auto& item : model_.named_parameters()) {
-      sd.insert(item.key(), item.value().detach());
-    }
-    return sd;
-  }
-  void load_state_dict(const dcpp::StateDict&) override {}
-
- private:
-  torch::nn::Module& model_;
-};
-
-// Adam's per-parameter state by parameter name (libtorch keys it by TensorImpl pointer, which
-// means nothing in another process).
-class AdamState : public dcpp::Stateful {
- public:
-  AdamState(torch::nn::Module& model, torch::optim::Adam& optimizer)
-      : model_(model), optimizer_(optimizer) {}
-  dcpp::StateDict state_dict() override {
-    dcpp::StateDict sd;
-    for (const auto& item : model_.named_parameters()) {
-      auto& state = param_state(item.value());
-      dcpp::StateDict entry;
-      entry.insert("step", state.step());
-      entry.insert("exp_avg", state.exp_avg());
-      entry.insert("exp_avg_sq", state.exp_avg_sq());
-      sd.insert(item.key(), entry);
-    }
-    return sd;
-  }
-  void load_state_dict(const dcpp::StateDict& sd) override {
-    for (const auto& item : model_.named_parameters()) {
-      param_state(item.value()).step(sd.at(item.key()).dict().at("step").value().toInt());
-    }
-  }
-
- private:
-  // The state of one parameter, created (zeroed) if the optimizer has not stepped yet.
-  torch::optim::AdamParamState& param_state(const torch::Tensor& param) {
-    auto& states = optimizer_.state();
-    const auto key = dcpp::compat::optimizer_state_key(states, param);
-    if (states.find(key) == states.end()) {
-      auto state = std::make_unique<torch::optim::AdamParamState>();
-      state->exp_avg(torch::zeros_like(param));
-      state->exp_avg_sq(torch::zeros_like(param));
-      states[key] = std::move(state);
-    }
-    return static_cast<torch::optim::AdamParamState&>(*states[key]);
-  }
-
-  torch::nn::Module& model_;
-  torch::optim::Adam& optimizer_;
-};
-
 struct Trainer {
   Net net;
   torch::optim::Adam optimizer{net.parameters(), torch::optim::AdamOptions(1e-2)};
@@ -97,8 +38,10 @@ struct Trainer {
 
   dcpp::StateDict checkpoint_state() {
     dcpp::StateDict sd;
-    sd.insert("model", std::make_shared<ModelState>(net));
-    sd.insert("optim", std::make_shared<AdamState>(net, optimizer));
+    // DCP's AppState: {"model": ..., "optim": ...} keyed by parameter names, as Python's
+    // get_state_dict writes them (libtorch's own optimizer state is keyed by TensorImpl address,
+    // which means nothing in another process).
+    sd.insert("app", dcpp::make_app_state(dcpp::plain_layout(net), optimizer));
     sd.insert("step", step);
     return sd;
   }
@@ -125,8 +68,8 @@ int train(const std::string& root) {
   torch::manual_seed(0);
   Trainer trainer;
   for (int i = 0; i < kStepsBeforeSave; ++i) {
-    std::printf("train  step %lld  loss %.6f\n", static_cast<long long>(trainer.step + 1),
-                trainer.train_step());
+    const float loss = trainer.train_step();  // before printing trainer.step, which it advances
+    std::printf("train  step %lld  loss %.6f\n", static_cast<long long>(trainer.step), loss);
   }
   dcpp::save(trainer.checkpoint_state(), checkpoint_dir(root));
   std::printf("saved  %s\n", checkpoint_dir(root).c_str());

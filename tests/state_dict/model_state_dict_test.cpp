@@ -1,3 +1,4 @@
+#include "rank_threads.h"
 #include "training_helpers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -7,11 +8,8 @@
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/stateful_adapters.h>
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/nn/modules/batchnorm.h>
 
-#include <exception>
-#include <thread>
 
 using dcpp::StateDict;
 using dcpp::StateDictOptions;
@@ -166,32 +164,9 @@ namespace {
 
 constexpr int kRanks = 3;
 
-// Runs `body(rank, group)` on kRanks threads; rethrows the first failure.
 template <typename Body>
 void on_ranks(const std::string& name, Body body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::exception_ptr> errors(kRanks);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto group = dcpp::make_gloo_process_group(
-            store, rank, kRanks,
-            dcpp::ProcessGroupOptions().with_group_name(name).with_gloo_hostname("127.0.0.1"));
-        body(rank, group);
-      } catch (...) {
-        errors[rank] = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) {
-    thread.join();
-  }
-  for (const auto& error : errors) {
-    if (error) {
-      std::rethrow_exception(error);
-    }
-  }
+  dcpp::test::on_ranks(kRanks, name, body);
 }
 
 // Rows [0, 0), [0, 4), [4, 13) of a 13 x 5 tensor: uneven, one rank empty; columns 0-1, 2-3, 4
