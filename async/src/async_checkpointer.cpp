@@ -177,18 +177,27 @@ class AsyncCheckpointer::Impl {
         job_taken_ = true;
         job.emplace(std::move(*job_));
       }
-      upload(*job);
+      std::exception_ptr outcome = upload(*job);
+      Promise<void> promise = std::move(job->upload);
       job.reset();  // drops the staged copy before the next save may stage into the buffers
       {
+        // Idle and complete in one step: whoever sees the upload complete can start the next
+        // save at once (even with kFail), and a kWait caller resumes only once it is complete.
         std::lock_guard<std::mutex> lock(mutex_);
         job_.reset();
         job_taken_ = false;
+        if (outcome) {
+          promise.set_exception(outcome);
+        } else {
+          promise.set_value();
+        }
       }
       changed_.notify_all();
     }
   }
 
-  void upload(Job& job) {
+  // Runs one save; returns its error (null when committed). Never throws.
+  std::exception_ptr upload(Job& job) {
     SaveOptions save_options;
     save_options.process_group = group_;
     save_options.coordinator_rank = options_.coordinator_rank;
@@ -209,13 +218,13 @@ class AsyncCheckpointer::Impl {
         std::rethrow_exception(staging_error);
       }
       save(job.staged.get(), *job.writer, save_options);
-      job.upload.set_value();
+      return nullptr;
     } catch (const CheckpointError&) {
-      job.upload.set_exception(std::current_exception());
+      return std::current_exception();
     } catch (...) {
-      job.upload.set_exception(std::make_exception_ptr(CheckpointError(
+      return std::make_exception_ptr(CheckpointError(
           "async save to " + job.where + " failed: " + message_of(std::current_exception()) +
-          "; nothing was committed")));
+          "; nothing was committed"));
     }
   }
 
