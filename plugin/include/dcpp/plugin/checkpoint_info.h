@@ -1,0 +1,56 @@
+#pragma once
+// What a managed checkpoint directory says about itself, readable without loading any tensor.
+//
+// A managed checkpoint is a directory `step-00001200/` under the manager's root holding a DCP
+// checkpoint (`.metadata`, `__<rank>_<n>.distcp`) plus `dcpp_checkpoint.json`, the manifest: the
+// step, epoch, metrics, the user's content metadata (Megatron's `content_metadata`), the kind of
+// checkpoint and how long saving it took. A directory is a complete checkpoint only when its name
+// is exactly `step-<8 digits>` (or `export-step-<8 digits>`) and both files are present: temporary
+// directories (`*.incomplete`) and directories being deleted (`*.deleting`) never are.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcpp {
+
+/// User content stored with a checkpoint: versions, configuration, data-loader epoch, ... as
+/// strings (serialise structured values, e.g. as JSON text, yourself).
+using ContentMetadata = std::map<std::string, std::string>;
+
+/// The manifest of one managed checkpoint.
+struct CheckpointInfo {
+  std::filesystem::path path;
+  int64_t step = 0;
+  int64_t epoch = 0;
+  /// "full" (everything the training context holds) or "export" (the model only, maybe cast).
+  std::string kind = "full";
+  std::map<std::string, double> metrics;
+  ContentMetadata content;
+  int world_size = 1;
+  /// Seconds since the Unix epoch when the checkpoint was committed.
+  double committed_at = 0;
+  /// Bytes of tensors the coordinator rank saved (its part of the state), and the seconds each
+  /// phase of the save took on the coordinator.
+  int64_t bytes = 0;
+  double plan_seconds = 0, stage_seconds = 0, write_seconds = 0;
+};
+
+/// `step-00001200` for step 1200 (8 digits, more when the step needs them).
+std::string step_directory_name(int64_t step);
+
+/// Reads `path/dcpp_checkpoint.json`. Blocking file I/O; thread-safe. Throws CheckpointError naming
+/// the file when it is missing or malformed.
+CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
+
+/// The complete checkpoints of kind "full" under `root`, ascending by step (an empty list when
+/// `root` does not exist). Never returns a temporary or half-deleted directory. Thread-safe.
+std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
+
+/// The complete "full" checkpoint with the highest step under `root`, if any.
+std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
+
+}  // namespace dcpp

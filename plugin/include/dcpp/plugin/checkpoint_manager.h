@@ -1,0 +1,209 @@
+#pragma once
+// CheckpointManager: when and where checkpoints go. A root directory of step checkpoints
+// (`step-00001200/`), saved synchronously or through an AsyncCheckpointer, committed by a rename,
+// pruned by a RetentionPolicy off the training thread, and found again to resume.
+//
+// Commit protocol (every save, sync or async):
+//   1. every rank saves its part with dcpp::save into `step-00001200.incomplete/` (over the
+//      manager's process group); dcpp::save returns on every rank only after the coordinator wrote
+//      and fsynced `.metadata`, i.e. after every rank's data is durable;
+//   2. the coordinator rank then writes `dcpp_checkpoint.json` (tmp, fsync, rename) into it,
+//      renames `step-00001200.incomplete` to `step-00001200` and fsyncs the root directory.
+// Async saves do step 2 on the manager's background thread once the upload future completes.
+// A job killed at any point leaves either a complete `step-...` directory or an `.incomplete` one,
+// which latest() ignores and the next manager on this root removes. Renames and pruning assume
+// every rank sees the same root (one machine, or a shared file system), as DCP's writer does.
+
+#include <dcpp/async/async_stager.h>
+#include <dcpp/async/future.h>
+#include <dcpp/checkpoint/filesystem_writer.h>
+#include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/retention_policy.h>
+#include <dcpp/state_dict/state_dict.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <c10/core/ScalarType.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcpp {
+
+struct CheckpointManagerOptions {
+  /// The directory holding the step checkpoints (created when missing).
+  std::filesystem::path root;
+  /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
+  /// see is_save_due().
+  int64_t save_every_steps = 0;
+  double save_every_seconds = 0;
+  /// Save through an AsyncCheckpointer (the training thread waits only for staging) or block.
+  bool async = true;
+  /// The async stager; default: the blocking stager (staging done when save() returns).
+  std::shared_ptr<AsyncStager> stager;
+  RetentionPolicy retention;
+  /// Data files, fsync. `overwrite` is forced on for the temporary directory.
+  FileSystemWriterOptions file_system;
+
+  /// Several ranks: either `process_group` (used from the training thread: sync saves, loads, the
+  /// agreement collectives; keep it apart from the training loop's group) and, for async saves,
+  /// `async_process_group` (used only by the background uploads); or a `store` with `rank` and
+  /// `world_size`, from which the manager makes both (Gloo groups "dcpp-manager" and
+  /// "dcpp-manager-async"). Neither: one process.
+  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  c10::intrusive_ptr<c10d::ProcessGroup> async_process_group;
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int world_size = 1;
+  /// The rank that writes `.metadata`, the manifest, renames and prunes.
+  int coordinator_rank = 0;
+
+  /// Append one JSON object per save and load phase to this file (coordinator rank only);
+  /// empty: off.
+  std::filesystem::path metrics_file;
+
+  CheckpointManagerOptions& with_root(std::filesystem::path value) {
+    root = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_save_every_steps(int64_t n) {
+    save_every_steps = n;
+    return *this;
+  }
+  CheckpointManagerOptions& with_save_every_seconds(double seconds) {
+    save_every_seconds = seconds;
+    return *this;
+  }
+  CheckpointManagerOptions& with_async(bool value) {
+    async = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_retention(RetentionPolicy value) {
+    retention = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_store(c10::intrusive_ptr<c10d::Store> value, int rank_,
+                                       int world_size_) {
+    store = std::move(value);
+    rank = rank_;
+    world_size = world_size_;
+    return *this;
+  }
+  CheckpointManagerOptions& with_metrics_file(std::filesystem::path value) {
+    metrics_file = std::move(value);
+    return *this;
+  }
+};
+
+/// What one save records along with the state.
+struct SaveRequest {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  std::map<std::string, double> metrics;
+  ContentMetadata content;
+};
+
+/// The two moments of a managed save.
+struct ManagedSave {
+  /// The directory the checkpoint has once committed.
+  std::filesystem::path path;
+  /// Completes when the training loop may change its tensors again.
+  Future<void> staged;
+  /// Completes when the checkpoint is committed: on the coordinator after the rename, on the other
+  /// ranks once their upload completed (the coordinator's rename may still follow). Fails with
+  /// the save's CheckpointError; nothing is committed then.
+  Future<void> committed;
+  /// True when a complete checkpoint of this step already existed, so nothing was saved.
+  bool skipped = false;
+};
+
+/// Timings of one save as this rank saw them (the report of the demo, the metrics file).
+struct SaveRecord {
+  int64_t step = 0;
+  std::string kind;
+  bool async = false;
+  int64_t bytes = 0;
+  double plan_seconds = 0, stage_seconds = 0, write_seconds = 0, commit_seconds = 0;
+  bool ok = false;
+  std::string error;
+};
+
+/// Which checkpoint restore() loads.
+struct RestoreRequest {
+  /// A given checkpoint directory; else the given `step`; else the latest complete one.
+  std::filesystem::path path;
+  std::optional<int64_t> step;
+  /// Keys (DCP's flattened names, e.g. "optim" or "extra.data_loader") left out of the load:
+  /// a key drops that item and everything under it. Stateful objects are dropped only whole.
+  std::vector<std::string> exclude_from_loading;
+  /// Also load what is present and leave keys the checkpoint lacks untouched.
+  bool allow_partial_load = false;
+};
+
+/// Owns the step checkpoints under one root. Every member function that saves, loads or decides
+/// for several ranks is collective over the manager's process group: call it on every rank, in the
+/// same order, from the training thread. Not thread-safe (one training thread); its background
+/// thread (finishing async saves, pruning) is internal.
+class CheckpointManager {
+ public:
+  /// Collective (makes the groups from `store`, then a barrier): the coordinator first removes the
+  /// `.incomplete` and `.deleting` directories an earlier killed job left under the root. Throws
+  /// CheckpointError when the root cannot be created or a group cannot be made.
+  explicit CheckpointManager(CheckpointManagerOptions options);
+  /// Waits for the save in flight and pending pruning; never throws (errors are logged).
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  const CheckpointManagerOptions& options() const;
+  int rank() const;
+  int world_size() const;
+  /// The group used from the training thread (null for one process).
+  const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const;
+
+  /// Local and cheap: whether `step` is a multiple of save_every_steps or save_every_seconds
+  /// passed since the last save on this rank. With a time rule and several ranks the ranks may
+  /// disagree: CheckpointCallback agrees through an all-reduce before saving.
+  bool is_save_due(int64_t step) const;
+
+  /// Collective: saves `state` (Stateful values resolved here, on the calling thread) as step
+  /// `request.step`. Async: returns after staging started (blocking stager: done) and the upload
+  /// is queued, waiting first for a previous save still in flight; sync: returns after the commit.
+  /// A complete checkpoint of this step already present: skipped. Throws CheckpointError only for
+  /// a sync save that failed; async errors travel in `committed` (and are logged).
+  ManagedSave save(const StateDict& state, const SaveRequest& request);
+
+  /// Collective, blocking: saves the tensors of `state` (e.g. the model's state dict) cast to
+  /// `dtype` when given (floating tensors only) as `export-step-<step>/`, kind "export", committed
+  /// like a step checkpoint. latest() never returns exports.
+  std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
+                                     std::optional<at::ScalarType> dtype = std::nullopt);
+
+  /// Collective, blocking: loads the checkpoint `request` names into `state` in place (the
+  /// coordinator picks the latest and tells the others, so every rank loads the same one).
+  /// Returns its manifest, or nullopt when there is nothing to resume from (no complete
+  /// checkpoint; a given step or path that does not exist throws CheckpointError instead).
+  std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request = {});
+
+  /// The complete checkpoints under the root, ascending by step; never an incomplete one.
+  std::vector<CheckpointInfo> list() const;
+  std::optional<CheckpointInfo> latest() const;
+
+  /// Blocks until every save in flight is committed (or failed) and pruning is done. Throws the
+  /// first CheckpointError of an async save not yet reported by wait(); later calls do not.
+  void wait();
+  /// The saves this rank made, in order (completed ones carry their timings).
+  std::vector<SaveRecord> history() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcpp

@@ -1,0 +1,124 @@
+// CheckpointCallback: resume at train begin; at each step end the ranks agree (one all-reduce of
+// {preempted, time-due}) whether to save, so every rank saves the same step; preemption then asks
+// the loop to stop. The signal handler only sets a flag (preemption.cpp).
+
+#include <dcpp/plugin/checkpoint_callback.h>
+
+#include "logging.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/plugin/preemption.h>
+
+#include <ATen/ATen.h>
+
+namespace dcpp {
+
+namespace {
+
+// Collective: element-wise maximum of `flags` over the group.
+std::vector<int64_t> agree(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                           std::vector<int64_t> flags) {
+  if (!group) return flags;
+  std::vector<at::Tensor> tensors{
+      at::tensor(flags, at::TensorOptions().dtype(at::kLong))};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  group->allreduce(tensors, options)->wait();
+  for (size_t i = 0; i < flags.size(); ++i) flags[i] = tensors[0][i].item<int64_t>();
+  return flags;
+}
+
+SaveRequest request_of(const TrainingContext& context) {
+  SaveRequest request;
+  request.step = context.step;
+  request.epoch = context.epoch;
+  request.metrics = context.metrics;
+  request.content = context.content;
+  return request;
+}
+
+}  // namespace
+
+CheckpointCallback::CheckpointCallback(std::shared_ptr<CheckpointManager> manager,
+                                       CheckpointCallbackOptions options)
+    : manager_(std::move(manager)), options_(std::move(options)) {
+  if (!manager_) throw CheckpointError("dcpp: CheckpointCallback needs a CheckpointManager");
+  if (options_.agree_every_steps < 1) options_.agree_every_steps = 1;
+  if (!options_.preemption_signals.empty()) {
+    install_preemption_handler(options_.preemption_signals);
+  }
+}
+
+CheckpointCallback::~CheckpointCallback() {
+  if (!options_.preemption_signals.empty()) {
+    uninstall_preemption_handler(options_.preemption_signals);
+  }
+}
+
+void CheckpointCallback::on_train_begin(TrainingContext& context) {
+  if (!options_.resume_enabled) return;
+  resumed_from_ = manager_->restore(context.state, options_.resume);
+  if (resumed_from_) {
+    context.step = resumed_from_->step;
+    context.epoch = resumed_from_->epoch;
+    for (const auto& [key, value] : resumed_from_->content) {
+      context.content.emplace(key, value);  // the loop's own values win
+    }
+    last_saved_step_ = context.step;
+    detail::logger().info("dcpp: resumed from '{}' at step {}", resumed_from_->path.string(),
+                          context.step);
+  }
+}
+
+void CheckpointCallback::save(TrainingContext& context) {
+  ManagedSave saving = manager_->save(context.state, request_of(context));
+  last_saved_step_ = context.step;
+  saving.staged.wait();  // the next optimizer step may change the tensors after this
+}
+
+void CheckpointCallback::on_step_end(TrainingContext& context) {
+  const bool periodic_by_step = manager_->options().save_every_steps > 0 &&
+                                context.step % manager_->options().save_every_steps == 0;
+  bool preempt = false, due = periodic_by_step;
+  if (context.step % options_.agree_every_steps == 0) {
+    // Time-based saves follow the coordinator's clock; a signal on any rank counts for all.
+    const bool time_due = manager_->rank() == manager_->options().coordinator_rank &&
+                          manager_->is_save_due(context.step);
+    const std::vector<int64_t> flags =
+        agree(manager_->process_group(), {preemption_requested() ? 1 : 0, time_due ? 1 : 0});
+    preempt = flags[0] != 0;
+    due = due || flags[1] != 0;
+  }
+  if (due || preempt) save(context);
+  if (preempt) {
+    preempted_ = true;
+    detail::logger().warn("dcpp: preempted: saved step {}, stopping the training loop",
+                          context.step);
+    context.request_stop();
+  }
+}
+
+void CheckpointCallback::on_train_end(TrainingContext& context) {
+  if (options_.save_at_end && last_saved_step_ != context.step) save(context);
+  if (options_.export_at_end) {
+    const StateValue* value = context.state.find(options_.export_key);
+    if (value == nullptr) {
+      throw CheckpointError("dcpp: export_at_end: the training context has no '" +
+                            options_.export_key + "'; set CheckpointCallbackOptions::export_key");
+    }
+    StateDict exported;
+    exported.insert(options_.export_key, *value);
+    manager_->export_state(exported, request_of(context), options_.export_dtype);
+  }
+  manager_->wait();
+}
+
+void CheckpointCallback::on_exception(TrainingContext& context, std::exception_ptr error) {
+  try {
+    manager_->wait();
+  } catch (const std::exception& e) {
+    detail::logger().error("dcpp: the save in flight failed too: {}", e.what());
+  }
+}
+
+}  // namespace dcpp

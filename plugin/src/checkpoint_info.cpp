@@ -1,0 +1,109 @@
+// The manifest `dcpp_checkpoint.json` of a managed checkpoint, and finding complete checkpoints.
+
+#include "checkpoint_info_json.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/plugin/checkpoint_info.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace dcpp {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace detail {
+
+std::string checkpoint_info_to_json(const CheckpointInfo& info) {
+  json j;
+  j["format"] = "dcpp-managed-checkpoint-1";
+  j["step"] = info.step;
+  j["epoch"] = info.epoch;
+  j["kind"] = info.kind;
+  j["metrics"] = info.metrics;
+  j["content"] = info.content;
+  j["world_size"] = info.world_size;
+  j["committed_at"] = info.committed_at;
+  j["bytes"] = info.bytes;
+  j["plan_seconds"] = info.plan_seconds;
+  j["stage_seconds"] = info.stage_seconds;
+  j["write_seconds"] = info.write_seconds;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace detail
+
+std::string step_directory_name(int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+CheckpointInfo read_checkpoint_info(const fs::path& path) {
+  const fs::path file = path / kCheckpointInfoFile;
+  std::ifstream in(file);
+  if (!in) {
+    throw CheckpointError("dcpp: no checkpoint manifest '" + file.string() +
+                          "': not a complete managed checkpoint (an incomplete one has no "
+                          "manifest); give a directory written by CheckpointManager");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    const json j = json::parse(text.str());
+    CheckpointInfo info;
+    info.path = path;
+    info.step = j.at("step").get<int64_t>();
+    info.epoch = j.value("epoch", int64_t{0});
+    info.kind = j.value("kind", std::string("full"));
+    info.metrics = j.value("metrics", std::map<std::string, double>{});
+    info.content = j.value("content", ContentMetadata{});
+    info.world_size = j.value("world_size", 1);
+    info.committed_at = j.value("committed_at", 0.0);
+    info.bytes = j.value("bytes", int64_t{0});
+    info.plan_seconds = j.value("plan_seconds", 0.0);
+    info.stage_seconds = j.value("stage_seconds", 0.0);
+    info.write_seconds = j.value("write_seconds", 0.0);
+    return info;
+  } catch (const json::exception& e) {
+    throw CheckpointError("dcpp: checkpoint manifest '" + file.string() +
+                          "' is malformed: " + e.what());
+  }
+}
+
+std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
+  static const std::regex name_pattern("step-[0-9]{8,}");
+  std::vector<CheckpointInfo> found;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return found;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, name_pattern)) continue;
+    if (!fs::exists(entry.path() / ".metadata", ec) ||
+        !fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
+      continue;
+    }
+    try {
+      CheckpointInfo info = read_checkpoint_info(entry.path());
+      if (info.kind == "full") found.push_back(std::move(info));
+    } catch (const CheckpointError&) {
+      // A directory renamed into place always has a readable manifest; skip anything else.
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return found;
+}
+
+std::optional<CheckpointInfo> latest_checkpoint(const fs::path& root) {
+  std::vector<CheckpointInfo> all = list_checkpoints(root);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+}  // namespace dcpp

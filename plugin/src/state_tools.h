@@ -1,0 +1,31 @@
+#pragma once
+// State-dict walks the manager needs: resolving Stateful values, counting bytes, casting for
+// export, leaving keys out of a load.
+
+#include <dcpp/state_dict/state_dict.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace dcpp::detail {
+
+/// A copy of `state` with every Stateful value replaced by its state_dict() (recursively).
+/// Tensors keep sharing storage. Calls user code: runs on the calling thread; rethrows its errors.
+StateDict resolve_stateful(const StateDict& state);
+
+/// Bytes of the tensors (and locally held shards) in `state`; Stateful values count as 0.
+int64_t tensor_bytes(const StateDict& state);
+
+/// A copy of `state` with floating tensors (and shards) cast to `dtype` (none: unchanged).
+StateDict cast_floating(const StateDict& state, std::optional<at::ScalarType> dtype);
+
+/// Erases from `state` every item whose flattened key (DCP's: dict keys joined with '.') is in
+/// `excluded`. Returns the keys erased.
+std::set<std::string> erase_keys(StateDict& state, const std::set<std::string>& excluded,
+                                 const std::string& prefix = "");
+
+}  // namespace dcpp::detail

@@ -1,0 +1,73 @@
+#include <dcpp/plugin/training_state.h>
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+
+#include <mutex>
+
+namespace dcpp {
+namespace {
+
+class RngStateful : public Stateful {
+ public:
+  StateDict state_dict() override {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    StateDict state;
+    state.insert("cpu", generator.get_state());
+    return state;
+  }
+  void load_state_dict(const StateDict& state) override {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state.at("cpu").tensor());
+  }
+};
+
+class CounterStateful : public Stateful {
+ public:
+  explicit CounterStateful(int64_t& value) : value_(value) {}
+  StateDict state_dict() override {
+    StateDict state;
+    state.insert("value", value_);
+    return state;
+  }
+  void load_state_dict(const StateDict& state) override {
+    value_ = state.at("value").value().toInt();
+  }
+
+ private:
+  int64_t& value_;
+};
+
+class FunctionStateful : public Stateful {
+ public:
+  FunctionStateful(std::function<StateDict()> get, std::function<void(const StateDict&)> set)
+      : get_(std::move(get)), set_(std::move(set)) {}
+  StateDict state_dict() override { return get_(); }
+  void load_state_dict(const StateDict& state) override { set_(state); }
+
+ private:
+  std::function<StateDict()> get_;
+  std::function<void(const StateDict&)> set_;
+};
+
+}  // namespace
+
+std::shared_ptr<Stateful> make_rng_stateful() { return std::make_shared<RngStateful>(); }
+
+std::shared_ptr<Stateful> make_counter_stateful(int64_t& value) {
+  return std::make_shared<CounterStateful>(value);
+}
+
+std::shared_ptr<Stateful> make_function_stateful(std::function<StateDict()> get,
+                                                 std::function<void(const StateDict&)> set) {
+  if (!get || !set) {
+    throw CheckpointError("dcpp: make_function_stateful needs both a getter and a setter");
+  }
+  return std::make_shared<FunctionStateful>(std::move(get), std::move(set));
+}
+
+}  // namespace dcpp
