@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 namespace dcpp::tools {
@@ -74,6 +75,9 @@ class DcpSource final : public CheckpointSource {
     LoadPlan plan;
     for (std::size_t i = 0; i < stored.chunks.size(); ++i) {
       const ChunkStorageMetadata& chunk = stored.chunks[i];
+      // A chunk without elements has nothing to read (and the item reader refuses some empty
+      // shapes, e.g. (0, 3), as overflowing: see the report of issue 7).
+      if (std::find(chunk.sizes.begin(), chunk.sizes.end(), 0) != chunk.sizes.end()) continue;
       ReadItem item;
       item.type = LoadItemType::kTensor;
       item.dest_index = MetadataIndex{entry.key, chunk.offsets, static_cast<int64_t>(i)};

@@ -61,6 +61,12 @@ void print_node(const ordered& node, const json& entries, int depth, std::ostrea
   }
 }
 
+// The counters of `node`, created at zero the first time.
+json& counters(json& node, const char* count_name) {
+  if (!node.is_object()) node = json{{count_name, 0}, {"bytes", uint64_t{0}}};
+  return node;
+}
+
 }  // namespace
 
 json entry_tree(const json& entries) { return json::parse(build_tree(entries).dump()); }
@@ -76,20 +82,20 @@ void add_sizes(json& inspection, const std::filesystem::path& checkpoint,
         const std::string file = chunk["file"];
         const uint64_t length = chunk["length"];
         bytes += length;
-        json& f = files[file];
+        json& f = counters(files[file], "items");
         f["items"] = f.value("items", 0) + 1;
         f["bytes"] = f.value("bytes", uint64_t{0}) + length;
       }
     } else if (value_bytes.contains(key)) {
       bytes = value_bytes[key]["length"];
-      json& f = files[value_bytes[key]["file"].get<std::string>()];
+      json& f = counters(files[value_bytes[key]["file"].get<std::string>()], "items");
       f["items"] = f.value("items", 0) + 1;
       f["bytes"] = f.value("bytes", uint64_t{0}) + bytes;
     }
     entry["bytes"] = bytes;
     const json& path = entry["path"];
     const std::string top = path.empty() ? key : step_name(path[0]);
-    json& t = top_level[top];
+    json& t = counters(top_level[top], "entries");
     t["entries"] = t.value("entries", 0) + 1;
     t["bytes"] = t.value("bytes", uint64_t{0}) + bytes;
   }

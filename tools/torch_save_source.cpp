@@ -3,6 +3,7 @@
 // tensor; a tensor's storage record is read only when the tensor is asked for.
 
 #include "checkpoint_source.h"
+#include "conversion.h"
 
 #include "file_io.h"
 #include "torch_pickle.h"
@@ -111,12 +112,13 @@ class TorchSaveSource final : public CheckpointSource {
   }
 
   c10::IValue read_value(const SourceEntry& entry) override {
-    const StateValue& value = *values_.at(entry.key);
-    if (!value.is_value() || contains_tensor(value.value())) {
+    // A list of plain values is a StateList leaf: back to the IValue it was decoded from.
+    c10::IValue value = to_ivalue(*values_.at(entry.key));
+    if (contains_tensor(value)) {
       throw CheckpointError(source_->describe() + ", key '" + entry.key +
                             "': a tensor inside a tuple or a list of values is not supported");
     }
-    return value.value();
+    return value;
   }
 
  private:
