@@ -1,0 +1,274 @@
+// CheckpointManager and CheckpointCallback in one process: retention on real checkpoints, commit
+// by rename (latest() never sees an incomplete checkpoint), resume bit for bit, content metadata
+// without tensors, preemption, the phase log.
+
+#include "dcpp_test.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/plugin/checkpoint_callback.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/plugin/preemption.h>
+#include <dcpp/plugin/training_state.h>
+#include <dcpp/state_dict/plain_layout.h>
+#include <dcpp/state_dict/stateful_adapters.h>
+
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+
+#include <csignal>
+#include <set>
+
+namespace fs = std::filesystem;
+using dcpp::test::TempDir;
+
+namespace {
+
+std::vector<int64_t> steps_of(const std::vector<dcpp::CheckpointInfo>& infos) {
+  std::vector<int64_t> steps;
+  for (const auto& i : infos) steps.push_back(i.step);
+  return steps;
+}
+
+dcpp::StateDict small_state(int64_t step) {
+  dcpp::StateDict state;
+  state.insert("weight", at::arange(6, at::kFloat).add(step));
+  state.insert("step", step);
+  return state;
+}
+
+dcpp::SaveRequest request(int64_t step, double loss = 0) {
+  dcpp::SaveRequest r;
+  r.step = step;
+  r.metrics["loss"] = loss;
+  return r;
+}
+
+// A small model trained with Adam: everything a resumed run must continue exactly.
+struct Trainer {
+  torch::nn::Linear model{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  int64_t samples = 0;
+  dcpp::TrainingContext context;
+
+  explicit Trainer(uint64_t seed) {
+    torch::manual_seed(seed);
+    model = torch::nn::Linear(4, 3);
+    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
+                                                     torch::optim::AdamOptions(0.05));
+    auto layout = dcpp::plain_layout(*model);
+    context.add("model", dcpp::make_model_stateful(layout))
+        .add("optim", dcpp::make_optimizer_stateful(layout, *optimizer))
+        .add("data_loader", dcpp::make_counter_stateful(samples))
+        .add("rng", dcpp::make_rng_stateful());
+  }
+  void step() {
+    at::Tensor x = at::randn({5, 4});  // from the RNG the checkpoint restores
+    optimizer->zero_grad();
+    at::Tensor loss = model->forward(x).pow(2).mean();
+    loss.backward();
+    optimizer->step();
+    samples += 5;
+    context.step += 1;
+    context.metrics["loss"] = loss.item<double>();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("retention keeps the latest K, every P-th step and the best K by a metric") {
+  TempDir dir;
+  dcpp::CheckpointManagerOptions options;
+  options.with_root(dir.path()).with_async(false).with_retention(
+      dcpp::RetentionPolicy().with_keep_latest(2).with_keep_every_steps(4).with_keep_best(1,
+                                                                                          "loss"));
+  dcpp::CheckpointManager manager(options);
+  const double losses[] = {0, 5, 4, 0.5, 3, 2, 1.5, 1.2, 1.1, 1.0, 0.9};
+  for (int64_t step = 1; step <= 10; ++step) {
+    manager.save(small_state(step), request(step, losses[step]));
+  }
+  manager.wait();  // pruning runs on the manager's thread
+  // latest 2: 9, 10; every 4th: 4, 8; best loss: 3 (0.5)
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{3, 4, 8, 9, 10});
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    CHECK(entry.path().filename().string().find(".deleting") == std::string::npos);
+  }
+  // What is kept loads.
+  dcpp::StateDict loaded = small_state(0);
+  dcpp::RestoreRequest which;
+  which.step = 8;
+  REQUIRE(manager.restore(loaded, which));
+  CHECK(dcpp::test::bitwise_equal(loaded.at("weight").tensor(), at::arange(6, at::kFloat).add(8)));
+}
+
+TEST_CASE("checkpoints_to_delete never deletes the latest and keeps everything without rules") {
+  std::vector<dcpp::CheckpointInfo> infos(3);
+  for (int i = 0; i < 3; ++i) infos[i].step = 10 * (i + 1);
+  CHECK(dcpp::checkpoints_to_delete(infos, {}).empty());
+  dcpp::RetentionPolicy best;
+  best.with_keep_best(1, "accuracy", /*lower=*/false);
+  infos[0].metrics["accuracy"] = 0.9;
+  infos[1].metrics["accuracy"] = 0.5;
+  CHECK(steps_of(dcpp::checkpoints_to_delete(infos, best)) == std::vector<int64_t>{20});
+}
+
+TEST_CASE("latest never returns an incomplete checkpoint and the next manager removes it") {
+  TempDir dir;
+  {
+    dcpp::CheckpointManager manager(
+        dcpp::CheckpointManagerOptions().with_root(dir.path()).with_async(false));
+    manager.save(small_state(1), request(1));
+    // A save that fails while writing: its temporary directory cannot be created.
+    dcpp::test::write_file(dir / "step-00000002.incomplete", "in the way");
+    CHECK_THROWS_AS(manager.save(small_state(2), request(2)), dcpp::CheckpointError);
+    REQUIRE(manager.latest());
+    CHECK(manager.latest()->step == 1);
+  }
+  {
+    // An async save that fails the same way: the error comes through the future and wait().
+    dcpp::CheckpointManager manager(
+        dcpp::CheckpointManagerOptions().with_root(dir.path()).with_async(true));
+    CHECK(!fs::exists(dir / "step-00000002.incomplete"));  // cleaned on start
+    dcpp::test::write_file(dir / "step-00000003.incomplete", "in the way");
+    dcpp::ManagedSave saving = manager.save(small_state(3), request(3));
+    CHECK_THROWS_AS(saving.committed.wait(), dcpp::CheckpointError);
+    CHECK_THROWS_AS(manager.wait(), dcpp::CheckpointError);
+    CHECK_NOTHROW(manager.wait());  // reported once
+    CHECK(manager.latest()->step == 1);
+  }
+  // A job killed after DCP's commit but before the rename: `.metadata` is there, yet the
+  // directory is not a checkpoint.
+  fs::copy(dir / "step-00000001", dir / "step-00000004.incomplete");
+  fs::remove(dir / "step-00000004.incomplete" / "dcpp_checkpoint.json");
+  CHECK(dcpp::latest_checkpoint(dir.path())->step == 1);
+  CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{1});
+  dcpp::CheckpointManager next(dcpp::CheckpointManagerOptions().with_root(dir.path()));
+  CHECK(!fs::exists(dir / "step-00000004.incomplete"));
+  CHECK(!fs::exists(dir / "step-00000003.incomplete"));
+  CHECK(fs::exists(dir / "step-00000001" / ".metadata"));
+}
+
+TEST_CASE("resume through the callback restores model, optimizer, data loader and RNG bit for bit") {
+  TempDir dir;
+  auto options = dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(3);
+  dcpp::CheckpointCallbackOptions callback_options;
+  callback_options.save_at_end = false;
+  std::vector<at::Tensor> uninterrupted;
+  {
+    Trainer run(1);
+    dcpp::CheckpointCallback checkpoints(std::make_shared<dcpp::CheckpointManager>(options),
+                                         callback_options);
+    checkpoints.on_train_begin(run.context);
+    CHECK(!checkpoints.resumed_from());
+    while (run.context.step < 5) {
+      run.step();
+      checkpoints.on_step_end(run.context);
+    }
+    checkpoints.on_train_end(run.context);
+    for (const auto& p : run.model->parameters()) uninterrupted.push_back(p.detach().clone());
+    CHECK(run.samples == 25);
+  }
+  Trainer resumed(2);  // other initial values, other RNG
+  dcpp::CheckpointCallback checkpoints(std::make_shared<dcpp::CheckpointManager>(options),
+                                       callback_options);
+  checkpoints.on_train_begin(resumed.context);
+  REQUIRE(checkpoints.resumed_from());
+  CHECK(resumed.context.step == 3);
+  CHECK(resumed.samples == 15);
+  while (resumed.context.step < 5) {
+    resumed.step();
+    checkpoints.on_step_end(resumed.context);
+  }
+  const auto params = resumed.model->parameters();
+  REQUIRE(params.size() == uninterrupted.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    CHECK(dcpp::test::bitwise_equal(params[i].detach(), uninterrupted[i]));
+  }
+
+  SECTION("exclude_from_loading leaves those keys as they are") {
+    Trainer other(3);
+    other.samples = 999;
+    dcpp::CheckpointManager manager(options);
+    dcpp::RestoreRequest which;
+    which.exclude_from_loading = {"data_loader", "optim"};
+    auto info = manager.restore(other.context.state, which);
+    REQUIRE(info);
+    CHECK(info->step == 3);
+    CHECK(other.samples == 999);
+    CHECK(dcpp::test::bitwise_equal(other.model->weight.detach(),
+                                    dcpp::load_from_keys(info->path, {"model"})
+                                        .at("model")
+                                        .dict()
+                                        .at("weight")
+                                        .tensor()));
+  }
+}
+
+TEST_CASE("content metadata is readable without loading any tensor") {
+  TempDir dir;
+  dcpp::CheckpointManager manager(
+      dcpp::CheckpointManagerOptions().with_root(dir.path()).with_async(true));
+  dcpp::SaveRequest r = request(7, 0.25);
+  r.epoch = 2;
+  r.content["version"] = "dcpp-demo 1.0";
+  r.content["config"] = R"({"lr": 0.05, "layers": [4, 3]})";
+  r.content["data_loader_epoch"] = "2";
+  dcpp::ManagedSave saving = manager.save(small_state(7), r);
+  saving.committed.wait();
+  CHECK(saving.path == dir / "step-00000007");
+  // Without the data files, the manifest still answers.
+  for (const auto& entry : fs::directory_iterator(saving.path)) {
+    if (entry.path().extension() == ".distcp") fs::remove(entry.path());
+  }
+  const dcpp::CheckpointInfo info = dcpp::read_checkpoint_info(saving.path);
+  CHECK(info.step == 7);
+  CHECK(info.epoch == 2);
+  CHECK(info.metrics.at("loss") == 0.25);
+  CHECK(info.content == r.content);
+  CHECK(info.kind == "full");
+  CHECK(info.bytes == 6 * 4);
+}
+
+TEST_CASE("a preemption request saves at the step boundary and stops the loop") {
+  TempDir dir;
+  dcpp::clear_preemption_request();
+  Trainer run(1);
+  dcpp::CheckpointCallback checkpoints(
+      std::make_shared<dcpp::CheckpointManager>(
+          dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(100)));
+  checkpoints.on_train_begin(run.context);
+  while (run.context.step < 10 && !run.context.should_stop()) {
+    run.step();
+    if (run.context.step == 4) std::raise(SIGUSR1);  // the handler only sets the flag
+    checkpoints.on_step_end(run.context);
+  }
+  checkpoints.on_train_end(run.context);
+  dcpp::clear_preemption_request();
+  CHECK(checkpoints.preempted());
+  CHECK(run.context.step == 4);
+  CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{4});
+}
+
+TEST_CASE("each save logs its phases to the metrics file and the export is cast") {
+  TempDir dir;
+  dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions()
+                                      .with_root(dir / "ckpt")
+                                      .with_metrics_file(dir / "metrics.jsonl"));
+  manager.save(small_state(1), request(1)).committed.wait();
+  dcpp::StateDict model;
+  model.insert("model", small_state(1));
+  const fs::path exported = manager.export_state(model, request(1), at::kBFloat16);
+  manager.wait();
+  const std::string log = dcpp::test::read_file(dir / "metrics.jsonl");
+  for (const char* phase : {"plan", "stage", "write", "commit"}) {
+    CHECK(log.find(std::string("\"phase\":\"") + phase + "\"") != std::string::npos);
+  }
+  CHECK(log.find("\"gb_per_s\"") != std::string::npos);
+  const auto history = manager.history();
+  REQUIRE(history.size() == 2);
+  CHECK(history[0].ok);
+  CHECK(history[0].bytes == 24);
+  CHECK(dcpp::read_checkpoint_info(exported).kind == "export");
+  dcpp::StateDict loaded = dcpp::load_from_keys(exported);
+  CHECK(loaded.at("model").dict().at("weight").tensor().scalar_type() == at::kBFloat16);
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{1});  // exports are not resumable
+}
