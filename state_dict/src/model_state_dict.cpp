@@ -31,9 +31,14 @@ StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions
     }
     const at::Tensor local = placement.local.detach();
     if (placement.is_sharded()) {
-      state_dict.insert(placement.fqn,
-                        ShardedTensor(placement.global_shape, {Shard{local, placement.offsets}},
-                                      local.scalar_type()));
+      // An empty piece (an uneven split can leave a rank without rows) is no shard at all, so
+      // the checkpoint never sees two chunks at one offset.
+      std::vector<Shard> shards;
+      if (local.numel() > 0) {
+        shards.push_back(Shard{local, placement.offsets});
+      }
+      state_dict.insert(placement.fqn, ShardedTensor(placement.global_shape, std::move(shards),
+                                                     local.scalar_type()));
     } else {
       state_dict.insert(placement.fqn, local);
     }

@@ -115,8 +115,11 @@ StateValue wrap_state_value(const StateValue& value, const ParameterPlacement& p
     const at::Tensor tensor = value.tensor().detach();
     if (placement.is_sharded() && follows && tensor.dim() > 0 &&
         tensor.sizes() == placement.local.sizes()) {
-      return ShardedTensor(placement.global_shape, {Shard{tensor, placement.offsets}},
-                           tensor.scalar_type());
+      std::vector<Shard> shards;  // an empty piece is no shard (see get_model_state_dict)
+      if (tensor.numel() > 0) {
+        shards.push_back(Shard{tensor, placement.offsets});
+      }
+      return ShardedTensor(placement.global_shape, std::move(shards), tensor.scalar_type());
     }
     return tensor;
   }

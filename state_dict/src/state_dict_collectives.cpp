@@ -101,10 +101,10 @@ void gather_sharded_leaves(StateDict& state_dict,
   std::vector<FlatEntry> entries;
   for (FlatEntry& entry : flatten_state_dict(state_dict)) {
     if (entry.value->is_sharded_tensor()) {
-      if (entry.value->sharded_tensor().local_shards().size() != 1) {
+      if (entry.value->sharded_tensor().local_shards().size() > 1) {
         throw CheckpointError("full_state_dict: sharded tensor '" + entry.key + "' holds " +
                               std::to_string(entry.value->sharded_tensor().local_shards().size()) +
-                              " local shards; the state-dict helpers gather exactly one per rank");
+                              " local shards; the state-dict helpers gather at most one per rank");
       }
       entries.push_back(std::move(entry));
     }
@@ -113,12 +113,24 @@ void gather_sharded_leaves(StateDict& state_dict,
   std::vector<Assembly> assemblies(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const ShardedTensor& sharded = entries[i].value->sharded_tensor();
-    const at::Tensor& local = sharded.local_shards().front().tensor;
-    assemblies[i].whole = at::empty(sharded.global_shape(), local.options());
+    assemblies[i].whole = at::empty(
+        sharded.global_shape(),
+        sharded.local_shards().empty()
+            ? at::TensorOptions().dtype(sharded.dtype())
+            : sharded.local_shards().front().tensor.options());
   }
+  // This rank's piece of entry i: its shard, or an empty box at the origin.
+  auto local_piece = [&](std::size_t i) {
+    const ShardedTensor& sharded = entries[i].value->sharded_tensor();
+    if (!sharded.local_shards().empty()) {
+      return sharded.local_shards().front();
+    }
+    const std::vector<int64_t> zeros(sharded.global_shape().size(), 0);
+    return Shard{at::empty(zeros, at::TensorOptions().dtype(sharded.dtype())), zeros};
+  };
   if (size == 1) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Shard& shard = entries[i].value->sharded_tensor().local_shards().front();
+      const Shard shard = local_piece(i);
       box_of(assemblies[i].whole, shard.offsets, shard.tensor.sizes()).copy_(shard.tensor);
       assemblies[i].covered = shard.tensor.numel();
     }
@@ -127,8 +139,8 @@ void gather_sharded_leaves(StateDict& state_dict,
     std::vector<at::Tensor> pieces;
     std::vector<int64_t> meta;
     int64_t payload = 0;
-    for (const FlatEntry& entry : entries) {
-      const Shard& shard = entry.value->sharded_tensor().local_shards().front();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Shard shard = local_piece(i);
       pieces.push_back(shard.tensor.detach().to(at::kCPU).contiguous());
       meta.insert(meta.end(), shard.offsets.begin(), shard.offsets.end());
       for (const int64_t s : shard.tensor.sizes()) {

@@ -61,6 +61,9 @@ at::Tensor piece_of(const StateValue& value, at::IntArrayRef local_sizes,
   }
   if (value.is_sharded_tensor()) {
     const ShardedTensor& sharded_value = value.sharded_tensor();
+    if (c10::multiply_integers(local_sizes) == 0) {
+      return at::empty(local_sizes, at::TensorOptions().dtype(sharded_value.dtype()));
+    }
     if (at::IntArrayRef(sharded_value.global_shape()) != at::IntArrayRef(whole_shape)) {
       throw CheckpointError("state dict key '" + key + "' holds a sharded tensor of global shape " +
                             shape_string(sharded_value.global_shape()) +
