@@ -1,8 +1,10 @@
 #include "collectives.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/core/torch_compat.h>
 
 #include <ATen/ATen.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cstring>
 
@@ -18,10 +20,20 @@ class SingleProcess final : public Collectives {
   std::string broadcast(const std::string& bytes, int root) override { return bytes; }
 };
 
+// The device a group's messages travel on: the CPU when the group takes CPU tensors (Gloo, or a
+// 2.x group with a CPU backend); else, for an NCCL-only group, this rank's current CUDA device, as
+// DCP's object collectives do. The latter fails at run time where libtorch has no CUDA.
+at::Device message_device(c10d::ProcessGroup& group) {
+  if (compat::carries_cpu_tensors(group)) {
+    return at::kCPU;
+  }
+  return {at::kCUDA, static_cast<c10::DeviceIndex>(at::detail::getCUDAHooks().current_device())};
+}
+
 class OverProcessGroup final : public Collectives {
  public:
   explicit OverProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> group)
-      : group_(std::move(group)) {}
+      : group_(std::move(group)), device_(message_device(*group_)) {}
 
   int rank() const override { return group_->getRank(); }
   int size() const override { return group_->getSize(); }
@@ -30,6 +42,7 @@ class OverProcessGroup final : public Collectives {
     const int n = size();
     const at::Tensor lengths = gather_tensor(
         at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)));
+    // Both gathers below are [size, ...] tensors on the CPU.
     int64_t longest = 0;
     for (int r = 0; r < n; ++r) {
       longest = std::max(longest, lengths[r].item<int64_t>());
@@ -47,35 +60,37 @@ class OverProcessGroup final : public Collectives {
   }
 
   std::string broadcast(const std::string& bytes, int root) override {
-    at::Tensor length =
-        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong));
-    run_broadcast(length, root);
+    const at::Tensor length = run_broadcast(
+        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)),
+        root);
     const int64_t n = length.item<int64_t>();
     at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
     if (rank() == root) {
       std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
     }
-    run_broadcast(data, root);
+    data = run_broadcast(data, root);
     return std::string(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(n));
   }
 
  private:
-  // [size, ...] stack of every rank's `tensor` (all ranks pass the same shape).
+  // [size, ...] stack of every rank's CPU `tensor` (all ranks pass the same shape), on the CPU.
   at::Tensor gather_tensor(const at::Tensor& tensor) {
-    std::vector<at::Tensor> inputs{tensor};
+    std::vector<at::Tensor> inputs{tensor.to(device_)};
     std::vector<std::vector<at::Tensor>> outputs(1);
     for (int r = 0; r < size(); ++r) {
-      outputs[0].push_back(at::empty_like(tensor));
+      outputs[0].push_back(at::empty_like(inputs[0]));
     }
     wait(group_->allgather(outputs, inputs), "all-gather");
-    return at::stack(outputs[0]);
+    return at::stack(outputs[0]).cpu();
   }
 
-  void run_broadcast(at::Tensor& tensor, int root) {
-    std::vector<at::Tensor> tensors{tensor};
+  // The root's CPU `tensor`, on every rank, on the CPU.
+  at::Tensor run_broadcast(const at::Tensor& tensor, int root) {
+    std::vector<at::Tensor> tensors{tensor.to(device_)};
     c10d::BroadcastOptions options;
     options.rootRank = root;
     wait(group_->broadcast(tensors, options), "broadcast");
+    return tensors[0].cpu();
   }
 
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
@@ -89,6 +104,7 @@ class OverProcessGroup final : public Collectives {
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  at::Device device_;
 };
 
 }  // namespace

@@ -76,6 +76,31 @@ void apply_libuv_choice(TCPStoreOptions& options, const char* use_libuv_env) {
   }
 }
 
+namespace detail {
+template <typename G, typename = void>
+struct HasDeviceBackends : std::false_type {};
+template <typename G>
+struct HasDeviceBackends<
+    G, std::void_t<decltype(std::declval<G&>().getBackend(c10::DeviceType::CPU))>>
+    : std::true_type {};
+}  // namespace detail
+
+/// Whether `group`'s collectives take CPU tensors: on 2.x, whether it has a backend for CPU; on
+/// 1.13, where a group is one backend, whether that backend is other than NCCL (a group that
+/// cannot name its backend is assumed to).
+template <typename ProcessGroup>
+bool carries_cpu_tensors(ProcessGroup& group) {
+  try {
+    if constexpr (detail::HasDeviceBackends<ProcessGroup>::value) {
+      return static_cast<bool>(group.getBackend(c10::DeviceType::CPU));
+    } else {
+      return group.getBackendName() != "nccl";
+    }
+  } catch (const std::exception&) {
+    return !detail::HasDeviceBackends<ProcessGroup>::value;
+  }
+}
+
 /// A Gloo process group as the c10d::ProcessGroup callers use: the object itself on libtorch
 /// 1.13, a ProcessGroup with it as the backend for CPU and CUDA tensors on 2.x.
 template <typename ProcessGroup, typename Gloo, typename StorePtr>
