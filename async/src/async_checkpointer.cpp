@@ -94,7 +94,8 @@ class AsyncCheckpointer::Impl {
     uploader_.join();  // finishes the job in flight first
   }
 
-  // `make_writer` runs only once the save is accepted (a skipped save creates nothing).
+  // `make_writer` runs on the uploader thread, once the save is accepted (a skipped save creates
+  // nothing, and opening a directory never delays the training thread); its errors fail the upload.
   AsyncSaveResponse async_save(const StateDict& state_dict,
                                const std::function<std::shared_ptr<StorageWriter>()>& make_writer,
                                const std::string& where) {
@@ -120,20 +121,12 @@ class AsyncCheckpointer::Impl {
         }
       }
     }
-    std::shared_ptr<StorageWriter> writer;
-    try {
-      writer = make_writer();
-    } catch (...) {
-      Promise<void> failed;
-      failed.set_exception(std::current_exception());
-      return AsyncSaveResponse{failed.get_future(), failed.get_future(), false};
-    }
     Future<StateDict> staged = options_.stager->stage(state_dict);
     Promise<void> upload;
     AsyncSaveResponse response{Future<void>(staged), upload.get_future(), false};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_.emplace(Job{staged, std::move(writer), where, std::move(upload)});
+      job_.emplace(Job{staged, make_writer, where, std::move(upload)});
       in_flight_where_ = where;
     }
     changed_.notify_all();
@@ -159,7 +152,7 @@ class AsyncCheckpointer::Impl {
  private:
   struct Job {
     Future<StateDict> staged;
-    std::shared_ptr<StorageWriter> writer;
+    std::function<std::shared_ptr<StorageWriter>()> make_writer;
     std::string where;
     Promise<void> upload;
   };
@@ -203,6 +196,7 @@ class AsyncCheckpointer::Impl {
     save_options.coordinator_rank = options_.coordinator_rank;
     save_options.planner = options_.planner;
     try {
+      std::shared_ptr<StorageWriter> writer = job.make_writer();
       std::exception_ptr staging_error;
       try {
         job.staged.wait();
@@ -213,11 +207,11 @@ class AsyncCheckpointer::Impl {
         if (group_ && group_->getSize() > 1) {
           // Let every rank fail now rather than wait for this one until the timeout.
           save_options.planner = std::make_shared<StagingFailedPlanner>(message_of(staging_error));
-          save(StateDict(), *job.writer, save_options);
+          save(StateDict(), *writer, save_options);
         }
         std::rethrow_exception(staging_error);
       }
-      save(job.staged.get(), *job.writer, save_options);
+      save(job.staged.get(), *writer, save_options);
       return nullptr;
     } catch (const CheckpointError&) {
       return std::current_exception();
@@ -251,7 +245,9 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
   const FileSystemWriterOptions options = impl_->options().file_system;
   return impl_->async_save(
       state_dict,
-      [&]() -> std::shared_ptr<StorageWriter> { return make_filesystem_writer(directory, options); },
+      [directory, options]() -> std::shared_ptr<StorageWriter> {
+        return make_filesystem_writer(directory, options);
+      },
       directory.string());
 }
 
@@ -261,7 +257,7 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
     throw CheckpointError("async_save: the storage writer is null; pass a writer, or a directory");
   }
   return impl_->async_save(
-      state_dict, [&] { return storage_writer; }, "its storage writer");
+      state_dict, [storage_writer] { return storage_writer; }, "its storage writer");
 }
 
 void AsyncCheckpointer::wait() { impl_->wait(); }
