@@ -9,6 +9,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -139,9 +140,17 @@ class DefaultSavePlanner final : public SavePlanner {
                                                value.tensor().sizes().vec(),
                                                WriteItemType::kTensor));
       } else if (value.is_sharded_tensor()) {
+        const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
+        const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
         for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
-          plan.items.push_back(tensor_write_item(
-              entry.key, chunk, value.sharded_tensor().global_shape(), WriteItemType::kShard));
+          // An empty shard (a rank left without rows by an uneven split) holds nothing, and its
+          // offsets may equal another rank's real shard: planning it would make the two look like
+          // replicas. Only an empty tensor keeps its (empty) chunk, so that it is recorded.
+          if (chunk.tensor.numel() == 0 && !tensor_is_empty) {
+            continue;
+          }
+          plan.items.push_back(
+              tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
         }
       } else {
         WriteItem item;

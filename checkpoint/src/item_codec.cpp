@@ -109,19 +109,24 @@ void check_view(const TensorRef& ref, const ByteSource& source) {
   if (ref.sizes.size() != ref.strides.size() || ref.storage_offset < 0 || ref.storage_numel < 0) {
     throw CheckpointError(source.describe() + ": data.pkl describes an invalid tensor view");
   }
-  int64_t last = ref.storage_offset;
   bool empty = false;
   for (std::size_t d = 0; d < ref.sizes.size(); ++d) {
     if (ref.sizes[d] < 0 || ref.strides[d] < 0) {
       throw CheckpointError(source.describe() + ": data.pkl has a negative size or stride");
     }
     empty = empty || ref.sizes[d] == 0;
-    if (ref.sizes[d] > 0 && ref.strides[d] > (INT64_MAX - last) / ref.sizes[d]) {
+  }
+  if (empty) {
+    return;  // no element: any offset and strides are fine
+  }
+  int64_t last = ref.storage_offset;
+  for (std::size_t d = 0; d < ref.sizes.size(); ++d) {
+    if (ref.strides[d] > (INT64_MAX - last) / ref.sizes[d]) {
       throw CheckpointError(source.describe() + ": data.pkl has sizes and strides that overflow");
     }
     last += (ref.sizes[d] - 1) * ref.strides[d];
   }
-  if (!empty && last >= ref.storage_numel) {
+  if (last >= ref.storage_numel) {
     throw CheckpointError(source.describe() + ": the tensor of size " + shape_string(ref.sizes) +
                           " and stride " + shape_string(ref.strides) + " reaches past its " +
                           std::to_string(ref.storage_numel) + "-element storage");

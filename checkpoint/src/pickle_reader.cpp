@@ -484,6 +484,11 @@ void PickleVm::step(uint8_t code) {
     case op::kBuild: {
       PyObject* state = pop();
       PyObject* object = top();
+      if (object->kind == PyKind::kDict && state->kind == PyKind::kDict) {
+        // An OrderedDict with attributes (a module's state_dict() carries `_metadata`): Python
+        // sets them on the instance; they are not data, and are dropped.
+        break;
+      }
       if (object->kind != PyKind::kNewObj && object->kind != PyKind::kReduce) {
         fail("BUILD on a " + describe(*object));
       }

@@ -648,3 +648,13 @@ TEST_CASE("write data.pkl pickles for the Python interop check", "[.interop]") {
   write_tensor("t_complex64", at::kComplexFloat, 2, 0, {2}, {1}, false);
   write_tensor("t_int16", at::kShort, 300, 0, {300}, {1}, false);
 }
+
+TEST_CASE("an OrderedDict with attributes (a module's state_dict) reads as its items") {
+  // pickle.dumps(d, protocol=2) of OrderedDict(a=1) with d._metadata = OrderedDict(), by Python.
+  const c10::IValue value = decode_plain(unhex(
+      "800263636f6c6c656374696f6e730a4f726465726564446963740a71002952710158010000006171024b01737d"
+      "710358090000005f6d65746164617461710468002952710573622e"));
+  const auto dict = value.toGenericDict();
+  REQUIRE(dict.size() == 1);
+  CHECK(dict.at(c10::IValue(std::string("a"))).toInt() == 1);
+}

@@ -2,6 +2,7 @@
 
 #include "save_plan_validation.h"
 
+#include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/core/checkpoint_error.h>
 
 using dcpp::SavePlan;
@@ -47,4 +48,27 @@ TEST_CASE("a chunk outside the tensor, a gap and a shape disagreement are errors
                       Catch::Contains("[8, 4]") && Catch::Contains("[9, 4]"));
   REQUIRE_THROWS_WITH(validate_global_save_plan({rows(0, 4), rows(4, 4, {8, 4}, at::kDouble)}),
                       Catch::Contains("Float") && Catch::Contains("Double"));
+}
+
+TEST_CASE("an empty shard at another rank's offset is not taken for a replica of it") {
+  // Rank 0 holds rows [0, 5) of a 10 x 2 tensor, rank 1 none (at offset 5), rank 2 rows [5, 10):
+  // the default planner must keep rank 2's chunk, not write rank 1's empty one in its place.
+  const at::Tensor full = at::arange(20, at::kFloat).reshape({10, 2});
+  const std::vector<std::pair<int64_t, int64_t>> pieces = {{0, 5}, {5, 0}, {5, 5}};
+  std::vector<SavePlan> plans;
+  for (const auto& [begin, rows] : pieces) {
+    dcpp::StateDict state;
+    state.insert("w", dcpp::ShardedTensor({10, 2}, {{full.narrow(0, begin, rows), {begin, 0}}}));
+    auto planner = dcpp::make_default_save_planner();
+    planner->set_up(state, plans.empty());
+    plans.push_back(planner->create_local_plan());
+  }
+  auto planner = dcpp::make_default_save_planner();
+  const auto [global_plans, metadata] = planner->create_global_plan(plans);
+  REQUIRE(global_plans.at(1).items.empty());
+  REQUIRE(global_plans.at(2).items.size() == 1);
+  const auto& tensor = std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata.at(0).second);
+  REQUIRE(tensor.chunks.size() == 2);
+  CHECK(tensor.chunks[1].offsets == std::vector<int64_t>{5, 0});
+  CHECK(tensor.chunks[1].sizes == std::vector<int64_t>{5, 2});
 }
