@@ -3,8 +3,8 @@
 //
 //   dcpp-launch -n 2 -- demo_char_lm train DIR STEPS SAVE_EVERY KILL_STEP
 //       FSDP on 2 ranks, async checkpoints every SAVE_EVERY steps; at KILL_STEP (a save step)
-//       every rank SIGKILLs itself right after the save of that step started: the job dies
-//       mid-save. Rank 0 appends "step S loss L" lines to DIR/../train-losses.txt.
+//       every rank SIGKILLs itself once the save of that step has created its temporary
+//       directory: the job dies mid-save. Rank 0 appends "step S loss L" lines to DIR/../train-losses.txt.
 //   dcpp-launch -n 3 -- demo_char_lm resume DIR STEPS
 //       data parallel on 3 ranks: resumes from the latest complete checkpoint, trains to STEPS
 //       and prints the report (losses against the killed run's, checkpoint timings).
@@ -26,6 +26,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
     auto [x, y] = my_batch(text, context.step, env.rank, env.world_size);
     optimizer.zero_grad();
     if (fsdp) fsdp->gather_parameters();
-    at::Tensor loss = at::cross_entropy(model->forward(x), y);
+    at::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
     loss.backward();
     if (fsdp) {
       fsdp->reduce_gradients();
@@ -168,6 +169,12 @@ int main(int argc, char** argv) {
     }
     checkpoints.on_step_end(context);
     if (context.step == kill_step) {  // the save of this step is in flight: die now, every rank
+      // Once its temporary directory exists (data being written), so the kill lands mid-save.
+      const std::string temporary = dir + "/" + dcpp::step_directory_name(kill_step) + ".incomplete";
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!std::filesystem::exists(temporary) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
       if (env.rank == 0) {
         std::printf("[fsdp 2 ranks] step %4lld: async save started, SIGKILL to every rank\n",
                     static_cast<long long>(context.step));

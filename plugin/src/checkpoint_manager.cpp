@@ -191,7 +191,8 @@ class CheckpointManager::Impl {
     return info;
   }
 
-  // Sync save + commit on every rank; throws on every rank when any failed.
+  // Sync save + commit on every rank; throws on every rank when any failed. `kind`: "save" (a
+  // full checkpoint) or "export", also the operation named in the log.
   SaveRecord save_blocking(const StateDict& resolved, const SaveRequest& request,
                            const std::string& kind, const fs::path& final_path, SaveRecord record) {
     const fs::path temporary = final_path.string() + ".incomplete";
@@ -209,7 +210,8 @@ class CheckpointManager::Impl {
     std::string commit_error;
     if (is_coordinator()) {
       try {
-        commit(temporary, final_path, make_info(request, kind, record.bytes, record));
+        commit(temporary, final_path,
+               make_info(request, kind == "export" ? "export" : "full", record.bytes, record));
       } catch (const std::exception& e) {
         commit_error = e.what();
       }
@@ -312,15 +314,18 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
   start = Clock::now();
   AsyncSaveResponse response = m.checkpointer->async_save(resolved, temporary);
   const double call_seconds = seconds_since(start);
+  // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
+  // worker thread gets to look.
+  const bool staged_in_call = response.staging_completion.is_ready();
   auto committed = std::make_shared<Promise<void>>();
   result.staged = response.staging_completion;
   result.committed = committed->get_future();
   const fs::path final_path = result.path;
-  m.worker.post([&m, response, committed, record, request, start, call_seconds, temporary,
-                 final_path]() mutable {
+  m.worker.post([&m, response, committed, record, request, start, call_seconds, staged_in_call,
+                 temporary, final_path]() mutable {
     try {
       response.staging_completion.wait();
-      record.stage_seconds = std::max(call_seconds, seconds_since(start));
+      record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
       m.log->record("save", "stage", request.step, record.bytes, record.stage_seconds,
                     temporary.string());
       response.upload_completion.wait();

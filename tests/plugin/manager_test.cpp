@@ -137,7 +137,7 @@ TEST_CASE("latest never returns an incomplete checkpoint and the next manager re
   }
   // A job killed after DCP's commit but before the rename: `.metadata` is there, yet the
   // directory is not a checkpoint.
-  fs::copy(dir / "step-00000001", dir / "step-00000004.incomplete");
+  fs::copy(dir / "step-00000001", dir / "step-00000004.incomplete", fs::copy_options::recursive);
   fs::remove(dir / "step-00000004.incomplete" / "dcpp_checkpoint.json");
   CHECK(dcpp::latest_checkpoint(dir.path())->step == 1);
   CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{1});
