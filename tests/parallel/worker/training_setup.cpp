@@ -8,7 +8,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/transformerlayer.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
 #include <torch/utils.h>
 
 #include <stdexcept>
@@ -16,6 +17,37 @@
 namespace dcpp::test {
 
 namespace {
+
+// A pre-norm transformer block: x + attention(norm(x)), then x + MLP(norm(x)). Attention has no
+// biases: a key bias shifts every score of a query alike, so its gradient is zero in exact
+// arithmetic and Adam would steer it by rounding noise alone, which no change of layout reproduces.
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  TransformerBlockImpl(int64_t dim, int64_t heads, int64_t hidden)
+      : norm1_(register_module("norm1",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+        attn_(register_module("attn", torch::nn::MultiheadAttention(
+                                          torch::nn::MultiheadAttentionOptions(dim, heads)
+                                              .bias(false)))),
+        norm2_(register_module("norm2",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+        fc1_(register_module("fc1", torch::nn::Linear(dim, hidden))),
+        fc2_(register_module("fc2", torch::nn::Linear(hidden, dim))) {}
+
+  // x: (sequence, batch, dim).
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = norm1_(x);
+    const at::Tensor y = x + std::get<0>(attn_(h, h, h));
+    return y + fc2_(at::gelu(fc1_(norm2_(y))));
+  }
+
+ private:
+  torch::nn::LayerNorm norm1_;
+  torch::nn::MultiheadAttention attn_;
+  torch::nn::LayerNorm norm2_;
+  torch::nn::Linear fc1_, fc2_;
+};
+TORCH_MODULE(TransformerBlock);
 
 // The part of the global batch data-parallel rank `rank` of `world` trains on.
 Batch local_part(const ModelSpec& spec, const Batch& batch, int rank, int world) {
@@ -119,27 +151,34 @@ class PipelineTrainer : public Trainer {
 }  // namespace
 
 ModelSpec model_spec(const std::string& name) {
-  if (name == "mlp") return {name, 0};
-  if (name == "transformer") return {name, 1};  // (sequence, batch, features)
-  throw std::invalid_argument("unknown model '" + name + "' (mlp, transformer)");
+  const std::string suffix = "-f64";
+  const bool f64 = name.size() > suffix.size() &&
+                   name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string base = f64 ? name.substr(0, name.size() - suffix.size()) : name;
+  const at::ScalarType dtype = f64 ? at::kDouble : at::kFloat;
+  if (base == "mlp") return {base, 0, dtype};
+  if (base == "transformer") return {base, 1, dtype};  // (sequence, batch, features)
+  throw std::invalid_argument("unknown model '" + name + "' (mlp, transformer, with -f64 or not)");
 }
 
 torch::nn::Sequential make_model(const ModelSpec& spec, uint64_t seed) {
   torch::manual_seed(seed);
+  torch::nn::Sequential model;
   if (spec.name == "mlp") {
     // The last layer has 2 rows: on 3 FSDP ranks, one rank holds none of its weight.
-    return torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::Tanh(),
-                                 torch::nn::Linear(16, 16), torch::nn::Tanh(),
-                                 torch::nn::Linear(16, 2));
+    model = torch::nn::Sequential(torch::nn::Linear(6, 16), torch::nn::Tanh(),
+                                  torch::nn::Linear(16, 16), torch::nn::Tanh(),
+                                  torch::nn::Linear(16, 2));
+  } else {
+    model = torch::nn::Sequential(torch::nn::Linear(6, 8), TransformerBlock(8, 2, 16),
+                                  torch::nn::Linear(8, 2));
   }
-  return torch::nn::Sequential(
-      torch::nn::Linear(6, 8),
-      torch::nn::TransformerEncoderLayer(
-          torch::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0)),
-      torch::nn::Linear(8, 2));
+  model->to(spec.dtype);
+  return model;
 }
 
-Batch global_batch(const ModelSpec& spec, int64_t step) {
+// The data in float32 (whatever the model's dtype), so that float64 runs see the same numbers.
+Batch global_batch_f32(const ModelSpec& spec, int64_t step) {
   const auto phase = static_cast<double>(step);
   if (spec.name == "mlp") {
     return {at::arange(kGlobalBatch * 6, at::kFloat).mul(0.7).add(phase * 1.3).sin().view({-1, 6}),
@@ -151,6 +190,11 @@ Batch global_batch(const ModelSpec& spec, int64_t step) {
               .view({kSequence, kGlobalBatch, 6}),
           at::arange(kSequence * kGlobalBatch * 2, at::kFloat).mul(0.3).add(phase * 0.9).cos()
               .mul(0.5).view({kSequence, kGlobalBatch, 2})};
+}
+
+Batch global_batch(const ModelSpec& spec, int64_t step) {
+  Batch batch = global_batch_f32(spec, step);
+  return {batch.inputs.to(spec.dtype), batch.targets.to(spec.dtype)};
 }
 
 std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec& spec,

@@ -18,7 +18,9 @@ namespace dcpp::test {
 struct ModelSpec {
   std::string name;  // "mlp" or "transformer"
   int64_t batch_dim;
+  at::ScalarType dtype = at::kFloat;
 };
+/// "mlp", "transformer", or either with "-f64" appended: parameters and data in float64.
 ModelSpec model_spec(const std::string& name);
 
 /// The whole model, its parameters drawn from `seed` (the same on every process).
