@@ -5,7 +5,8 @@
 //
 // Hand-offs ThreadSanitizer cannot see (Debian's TBB is not instrumented) are annotated: the
 // driver releases the job before parallel_for, each body acquires it before copying and
-// releases it after, and the driver acquires it once parallel_for returns. The promise is then
+// releases it after, and the driver acquires it once parallel_for returns. TBB's templates are
+// instantiated only in tbb_parallel.cpp, compiled without instrumentation like libtbb itself. The promise is then
 // completed from the driver, an ordinary std::thread, through a mutex TSan sees.
 //
 // Priority: the driver lowers its own nice value when it starts; a task_scheduler_observer on
@@ -19,8 +20,8 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
+#include "tbb_parallel.h"
+
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_scheduler_observer.h>
 
@@ -152,20 +153,22 @@ class TbbStager final : public AsyncStager {
     }
   }
 
+  // Copies the pieces [begin, end) of a job; runs on TBB threads (through the uninstrumented
+  // tbb_parallel.cpp), so it annotates what TBB's hand-offs guarantee.
+  static void copy_pieces(void* context, std::size_t begin, std::size_t end) {
+    auto& job = *static_cast<detail::StagingJob*>(context);
+    DCPP_HAPPENS_AFTER(&job);
+    for (std::size_t i = begin; i != end; ++i) {
+      job.copy_piece(i);  // never throws
+    }
+    DCPP_HAPPENS_BEFORE(&job);
+  }
+
   void run(Task& task) {
     try {
       detail::StagingJob& job = *task.job;
       DCPP_HAPPENS_BEFORE(&job);
-      arena_.execute([&job] {
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, job.piece_count(), 1),
-                          [&job](const tbb::blocked_range<std::size_t>& range) {
-                            DCPP_HAPPENS_AFTER(&job);
-                            for (std::size_t i = range.begin(); i != range.end(); ++i) {
-                              job.copy_piece(i);  // never throws
-                            }
-                            DCPP_HAPPENS_BEFORE(&job);
-                          });
-      });
+      detail::parallel_for_in_arena(arena_, job.piece_count(), &TbbStager::copy_pieces, &job);
       DCPP_HAPPENS_AFTER(&job);
       job.finish();
       task.promise.set_value(job.staged());
