@@ -6,6 +6,10 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 DEMO_DIR   ?= $(BUILD_DIR)/demo-checkpoints
+PLUGIN_DEMO_DIR ?= $(BUILD_DIR)/demo-plugin
+DEMO_STEPS      ?= 1000
+DEMO_SAVE_EVERY ?= 100
+DEMO_KILL_STEP  ?= 600
 
 DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
                    libgloo-dev libdeflate-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
@@ -39,6 +43,16 @@ demo: build
 	$(BUILD_DIR)/examples/quickstart train $(DEMO_DIR)
 	$(BUILD_DIR)/examples/quickstart resume $(DEMO_DIR)
 	$(BUILD_DIR)/tools/dcpp inspect $(DEMO_DIR)/step-3
+	@# The training-loop plugin (examples/demo_char_lm.cpp, docs/plugin.md): a character-level model
+	@# of the GPL on 2 FSDP ranks with async checkpoints, SIGKILLed mid-save, resumed on 3 DDP ranks.
+	rm -rf $(PLUGIN_DEMO_DIR) && mkdir -p $(PLUGIN_DEMO_DIR)
+	@echo "== FSDP on 2 ranks, async checkpoint every $(DEMO_SAVE_EVERY) steps, killed mid-save at step $(DEMO_KILL_STEP)"
+	-$(BUILD_DIR)/tools/dcpp-launch -n 2 -- $(BUILD_DIR)/examples/demo_char_lm train \
+	  $(PLUGIN_DEMO_DIR)/checkpoints $(DEMO_STEPS) $(DEMO_SAVE_EVERY) $(DEMO_KILL_STEP)
+	@echo "== on disk after the kill:"; ls $(PLUGIN_DEMO_DIR)/checkpoints
+	@echo "== resumed on 3 ranks, data parallel"
+	$(BUILD_DIR)/tools/dcpp-launch -n 3 -- $(BUILD_DIR)/examples/demo_char_lm resume \
+	  $(PLUGIN_DEMO_DIR)/checkpoints $(DEMO_STEPS)
 
 bench: build
 	$(BUILD_DIR)/bench/save_load_bench

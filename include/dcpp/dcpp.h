@@ -21,6 +21,14 @@
 #include <dcpp/parallel/dim0_split.h>
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 #include <dcpp/parallel/pipeline_stage.h>
+#include <dcpp/plugin/checkpoint_callback.h>
+#include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/plugin/preemption.h>
+#include <dcpp/plugin/retention_policy.h>
+#include <dcpp/plugin/training_callback.h>
+#include <dcpp/plugin/training_context.h>
+#include <dcpp/plugin/training_state.h>
 #include <dcpp/state_dict/flatten.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
