@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     int64_t step = 0;
 
     dcpp::AsyncCheckpointerOptions options;
-    options.stager = dcpp::make_tbb_stager();  // 1 copying thread at nice 10
+    options.stager = dcpp::make_tbb_stager();  // 1 copying thread at nice 19
     options.file_system.overwrite = true;
     dcpp::AsyncCheckpointer checkpointer(options);
     dcpp::AsyncSaveResponse saving;

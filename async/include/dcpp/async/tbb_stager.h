@@ -16,9 +16,11 @@ struct TbbStagerOptions {
   int concurrency = 1;
   /// Nice value given to the copying threads (0 to 19; higher is lower priority), so they yield
   /// the CPU to the training loop's threads (libtorch's intra-op pool). 0 leaves them as they are.
+  /// The default, 19, copies only on CPU time the training loop leaves idle: while the loop keeps
+  /// every core busy, staging takes longer (docs/performance.md has figures).
   /// TBB worker threads keep the lowered priority after the copy (Linux does not let an
   /// unprivileged process raise it back): use a separate TBB-using library's arena with care.
-  int nice = 10;
+  int nice = 19;
   /// Largest piece of a tensor copied at once (bytes): the unit of parallel work.
   int64_t piece_bytes = int64_t{4} << 20;
   /// should_synchronize_after_execute(): false makes async_save return at once.
