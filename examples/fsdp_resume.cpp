@@ -56,8 +56,8 @@ double mean_over_ranks(const at::Tensor& loss, c10d::ProcessGroup& group) {
 }
 
 // Saves (or restores) the model and optimizer state of any layout: the same code for all.
-void save(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
-          const std::string& dir, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+void save_training(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
+                   const std::string& dir, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   dcpp::StateDict state;
   state.insert("model", dcpp::get_model_state_dict(layout));
   state.insert("optim", dcpp::get_optimizer_state_dict(layout, optimizer));
@@ -66,8 +66,8 @@ void save(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
   dcpp::save(state, dir, options);
 }
 
-void restore(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
-             const std::string& dir, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+void restore_training(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
+                      const std::string& dir, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   dcpp::StateDict state;  // this layout's own state dicts are the targets
   state.insert("model", dcpp::get_model_state_dict(layout));
   state.insert("optim", dcpp::get_optimizer_state_dict(layout, optimizer));
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       optimizer.step();
       print_loss(rank, step, mean_over_ranks(loss, *group));
     }
-    save(fsdp, optimizer, dir, group);
+    save_training(fsdp, optimizer, dir, group);
     return 0;
   }
 
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (layout == "ddp") {
     dcpp::DataParallel ddp(model.ptr(), group);
     torch::optim::Adam optimizer(ddp.parameters(), torch::optim::AdamOptions(1e-2));
-    restore(ddp, optimizer, dir, group);
+    restore_training(ddp, optimizer, dir, group);
     for (int64_t step = first; step < last; ++step) {
       auto [x, y] = my_part(step, rank, world);
       optimizer.zero_grad();
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     const auto [begin, end] = dcpp::PipelineStage::even_bounds(model->size(), rank, world);
     dcpp::PipelineStage stage(dcpp::PipelineStage::slice(model, begin, end), begin, group);
     torch::optim::Adam optimizer(stage.parameters(), torch::optim::AdamOptions(1e-2));
-    restore(stage, optimizer, dir, group);
+    restore_training(stage, optimizer, dir, group);
     for (int64_t step = first; step < last; ++step) {
       auto [x, y] = batch(step);
       optimizer.zero_grad();
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   } else {
     std::shared_ptr<dcpp::ModelLayout> plain = dcpp::plain_layout(*model);
     torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-2));
-    restore(*plain, optimizer, dir, nullptr);
+    restore_training(*plain, optimizer, dir, {});
     for (int64_t step = first; step < last; ++step) {
       auto [x, y] = batch(step);
       optimizer.zero_grad();
