@@ -109,6 +109,14 @@ int main(int argc, char** argv) {
   torch::optim::Adam optimizer(fsdp ? fsdp->parameters() : ddp->parameters(),
                                torch::optim::AdamOptions(3e-3));
 
+  std::vector<std::string> incomplete;
+  if (!train) {  // before the manager removes them
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.find(".incomplete") != std::string::npos) incomplete.push_back(name);
+    }
+  }
+
   dcpp::TrainingContext context;
   context.add("model", dcpp::make_model_stateful(layout))
       .add("optim", dcpp::make_optimizer_stateful(layout, optimizer));
@@ -126,13 +134,6 @@ int main(int argc, char** argv) {
   callback_options.preemption_signals = {SIGUSR1};  // SIGTERM keeps killing: the launcher uses it
   dcpp::CheckpointCallback checkpoints(manager, callback_options);
 
-  std::vector<std::string> incomplete;
-  if (!train) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      const std::string name = entry.path().filename().string();
-      if (name.find(".incomplete") != std::string::npos) incomplete.push_back(name);
-    }
-  }
   const auto load_start = std::chrono::steady_clock::now();
   checkpoints.on_train_begin(context);
   const double load_seconds =
@@ -140,7 +141,10 @@ int main(int argc, char** argv) {
   const int64_t first_step = context.step;
 
   std::ofstream losses_out;
-  if (train && env.rank == 0) losses_out.open(losses_file, std::ios::app);
+  if (train && env.rank == 0) {
+    losses_out.open(losses_file, std::ios::app);
+    losses_out.precision(9);
+  }
   std::map<int64_t, double> resumed_losses;
   const auto train_start = std::chrono::steady_clock::now();
   while (context.step < steps && !context.should_stop()) {

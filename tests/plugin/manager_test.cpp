@@ -75,7 +75,7 @@ struct Trainer {
 
 }  // namespace
 
-TEST_CASE("retention keeps the latest K, every P-th step and the best K by a metric") {
+TEST_CASE("retention keeps the latest K and every P-th step and the best K by a metric") {
   TempDir dir;
   dcpp::CheckpointManagerOptions options;
   options.with_root(dir.path()).with_async(false).with_retention(
@@ -147,7 +147,7 @@ TEST_CASE("latest never returns an incomplete checkpoint and the next manager re
   CHECK(fs::exists(dir / "step-00000001" / ".metadata"));
 }
 
-TEST_CASE("resume through the callback restores model, optimizer, data loader and RNG bit for bit") {
+TEST_CASE("resume through the callback restores model and optimizer and data loader and RNG bit for bit") {
   TempDir dir;
   auto options = dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(3);
   dcpp::CheckpointCallbackOptions callback_options;
