@@ -42,8 +42,8 @@ at::Tensor recv_tensor(const detail::CollectiveContext& context, int peer, int h
   detail::recv(context, header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    detail::fail(context, "received a bad header for " + what + " from rank " +
-                              std::to_string(peer));
+    detail::fail(context,
+                 "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));
@@ -111,9 +111,9 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
     }
     step.input = input;
   } else {
-    step.input = recv_tensor(context, stage() - 1, kActivationHeaderTag, kActivationTag,
-                             "the activations")
-                     .requires_grad_(true);
+    step.input =
+        recv_tensor(context, stage() - 1, kActivationHeaderTag, kActivationTag, "the activations")
+            .requires_grad_(true);
   }
   step.output = modules_->forward(step.input);
   if (!is_last()) {
@@ -150,7 +150,8 @@ void PipelineStage::backward(const at::Tensor& loss) {
 
 at::Tensor PipelineStage::broadcast_from_last(at::Tensor value) const {
   value = value.detach().contiguous().clone();
-  detail::broadcast_tensors({kName, group_}, {value}, num_stages() - 1, "a value of the last stage");
+  detail::broadcast_tensors({kName, group_}, {value}, num_stages() - 1,
+                            "a value of the last stage");
   return value;
 }
 

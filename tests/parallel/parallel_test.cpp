@@ -1,7 +1,8 @@
 // Resume on another layout, proved by training: a model trained K steps in layout A, saved (model
 // and Adam) and restored in layout B, trained M more steps, must match an uninterrupted run: to
 // the bit when A = B (against the uninterrupted run in that layout), within 1e-6 relative of the
-// uninterrupted single-process run otherwise (float64; float32 within 1e-5, see below). Real processes over Gloo, started by dcpp-launch.
+// uninterrupted single-process run otherwise (float64; float32 within 1e-5, see below). Real
+// processes over Gloo, started by dcpp-launch.
 
 #include "dcpp_test.h"
 
@@ -57,8 +58,8 @@ Result read_result(const std::filesystem::path& directory) {
 Result uninterrupted(const std::string& model, const Layout& layout,
                      const dcpp::test::TempDir& dir) {
   const auto result = dir / ("run-" + std::string(layout.name) + std::to_string(layout.ranks));
-  launch(layout, model + " " + layout.name + " run " +
-                     std::to_string(kStepsBefore + kStepsAfter) + " " + result.string());
+  launch(layout, model + " " + layout.name + " run " + std::to_string(kStepsBefore + kStepsAfter) +
+                     " " + result.string());
   return read_result(result);
 }
 
@@ -124,7 +125,7 @@ void resume_on_the_same_layout(const std::string& model) {
 void resume_on_another_layout(const std::string& model) {
   dcpp::test::TempDir dir;
   const Result reference = uninterrupted(model, kSingle, dir);
-  const std::pair<Layout, Layout> pairs[] = {{kFsdp3, kDdp2},     {kFsdp2, kSingle},
+  const std::pair<Layout, Layout> pairs[] = {{kFsdp3, kDdp2},      {kFsdp2, kSingle},
                                              {kPipeline2, kFsdp3}, {kSingle, kFsdp2},
                                              {kDdp2, kPipeline2},  {kFsdp2, kFsdp3}};
   for (const auto& [first, second] : pairs) {
@@ -158,12 +159,16 @@ TEST_CASE("FSDP placements are dim-0 shards with global shapes and offsets, a ra
   const std::string output = launch(kFsdp3, "mlp fsdp describe");
   INFO(output);
   // 16 rows over 3 ranks: 6, 5, 5.
-  CHECK(has_line(output, "[rank 0] placement 2.weight sizes=[6, 16] global=[16, 16] offsets=[0, 0]"));
-  CHECK(has_line(output, "[rank 1] placement 2.weight sizes=[5, 16] global=[16, 16] offsets=[6, 0]"));
+  CHECK(
+      has_line(output, "[rank 0] placement 2.weight sizes=[6, 16] global=[16, 16] offsets=[0, 0]"));
+  CHECK(
+      has_line(output, "[rank 1] placement 2.weight sizes=[5, 16] global=[16, 16] offsets=[6, 0]"));
   CHECK(has_line(output, "[rank 2] placement 2.bias sizes=[5] global=[16] offsets=[11]"));
   // 2 rows over 3 ranks: 1, 1, 0.
-  CHECK(has_line(output, "[rank 1] placement 4.weight sizes=[1, 16] global=[2, 16] offsets=[1, 0]"));
-  CHECK(has_line(output, "[rank 2] placement 4.weight sizes=[0, 16] global=[2, 16] offsets=[2, 0]"));
+  CHECK(
+      has_line(output, "[rank 1] placement 4.weight sizes=[1, 16] global=[2, 16] offsets=[1, 0]"));
+  CHECK(
+      has_line(output, "[rank 2] placement 4.weight sizes=[0, 16] global=[2, 16] offsets=[2, 0]"));
 }
 
 TEST_CASE("DDP placements are whole tensors under the model's names on every rank") {

@@ -12,9 +12,9 @@ StateDict tensors_of(const ModelLayout& layout) {
   for (const ParameterPlacement& placement : layout.placements()) {
     const at::Tensor tensor = placement.local.detach();
     if (placement.is_sharded()) {
-      out.insert(placement.fqn, ShardedTensor(placement.global_shape,
-                                              {Shard{tensor, placement.offsets}},
-                                              tensor.scalar_type()));
+      out.insert(placement.fqn,
+                 ShardedTensor(placement.global_shape, {Shard{tensor, placement.offsets}},
+                               tensor.scalar_type()));
     } else {
       out.insert(placement.fqn, tensor);
     }

@@ -5,7 +5,8 @@
 //   train_worker MODEL LAYOUT resume K M CKPT RESULT   starts from another init, restores CKPT,
 //                                                      trains steps [K, K + M)
 //   train_worker MODEL LAYOUT describe                 prints each placement of this rank:
-//                                                      "placement FQN sizes=.. global=.. offsets=.."
+//                                                      "placement FQN sizes=.. global=..
+//                                                      offsets=.."
 //
 // MODEL: mlp | transformer. LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
 // RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the

@@ -24,13 +24,11 @@ namespace {
 class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(int64_t dim, int64_t heads, int64_t hidden)
-      : norm1_(register_module("norm1",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
-        attn_(register_module("attn", torch::nn::MultiheadAttention(
-                                          torch::nn::MultiheadAttentionOptions(dim, heads)
-                                              .bias(false)))),
-        norm2_(register_module("norm2",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+      : norm1_(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
+        attn_(register_module("attn",
+                              torch::nn::MultiheadAttention(
+                                  torch::nn::MultiheadAttentionOptions(dim, heads).bias(false)))),
+        norm2_(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim})))),
         fc1_(register_module("fc1", torch::nn::Linear(dim, hidden))),
         fc2_(register_module("fc2", torch::nn::Linear(hidden, dim))) {}
 
@@ -182,14 +180,25 @@ Batch global_batch_f32(const ModelSpec& spec, int64_t step) {
   const auto phase = static_cast<double>(step);
   if (spec.name == "mlp") {
     return {at::arange(kGlobalBatch * 6, at::kFloat).mul(0.7).add(phase * 1.3).sin().view({-1, 6}),
-            at::arange(kGlobalBatch * 2, at::kFloat).mul(0.3).add(phase * 0.9).cos().mul(0.5)
+            at::arange(kGlobalBatch * 2, at::kFloat)
+                .mul(0.3)
+                .add(phase * 0.9)
+                .cos()
+                .mul(0.5)
                 .view({-1, 2})};
   }
   constexpr int64_t kSequence = 4;
-  return {at::arange(kSequence * kGlobalBatch * 6, at::kFloat).mul(0.7).add(phase * 1.3).sin()
+  return {at::arange(kSequence * kGlobalBatch * 6, at::kFloat)
+              .mul(0.7)
+              .add(phase * 1.3)
+              .sin()
               .view({kSequence, kGlobalBatch, 6}),
-          at::arange(kSequence * kGlobalBatch * 2, at::kFloat).mul(0.3).add(phase * 0.9).cos()
-              .mul(0.5).view({kSequence, kGlobalBatch, 2})};
+          at::arange(kSequence * kGlobalBatch * 2, at::kFloat)
+              .mul(0.3)
+              .add(phase * 0.9)
+              .cos()
+              .mul(0.5)
+              .view({kSequence, kGlobalBatch, 2})};
 }
 
 Batch global_batch(const ModelSpec& spec, int64_t step) {
