@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   auto store = dcpp::make_tcp_store(env);
   auto group = dcpp::make_gloo_process_group(store, env.rank, env.world_size);  // training
   torch::manual_seed(0);
-  torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 1));
+  torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(),
+                              torch::nn::Linear(32, 1));
   auto ddp = std::make_shared<dcpp::DataParallel>(model.ptr(), group);
   torch::optim::Adam optimizer(ddp->parameters(), torch::optim::AdamOptions(1e-2));
 
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
   if (env.rank == 0) {
     for (const auto& c : manager->list()) {
       std::printf("checkpoint %s step %lld loss %.7f\n", c.path.filename().c_str(),
-                  static_cast<long long>(c.step), c.metrics.count("loss") ? c.metrics.at("loss") : 0.0);
+                  static_cast<long long>(c.step),
+                  c.metrics.count("loss") ? c.metrics.at("loss") : 0.0);
     }
   }
   return 0;

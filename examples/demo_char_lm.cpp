@@ -4,7 +4,8 @@
 //   dcpp-launch -n 2 -- demo_char_lm train DIR STEPS SAVE_EVERY KILL_STEP
 //       FSDP on 2 ranks, async checkpoints every SAVE_EVERY steps; at KILL_STEP (a save step)
 //       every rank SIGKILLs itself once the save of that step has created its temporary
-//       directory: the job dies mid-save. Rank 0 appends "step S loss L" lines to DIR/../train-losses.txt.
+//       directory: the job dies mid-save. Rank 0 appends "step S loss L" lines to
+//       DIR/../train-losses.txt.
 //   dcpp-launch -n 3 -- demo_char_lm resume DIR STEPS
 //       data parallel on 3 ranks: resumes from the latest complete checkpoint, trains to STEPS
 //       and prints the report (losses against the killed run's, checkpoint timings).
@@ -43,8 +44,8 @@ std::string load_text() {
 torch::nn::Sequential make_model() {
   torch::manual_seed(0);
   return torch::nn::Sequential(torch::nn::Embedding(kVocab, kEmbedding), torch::nn::Flatten(),
-                               torch::nn::Linear(kContext * kEmbedding, kHidden),
-                               torch::nn::ReLU(), torch::nn::Linear(kHidden, kVocab));
+                               torch::nn::Linear(kContext * kEmbedding, kHidden), torch::nn::ReLU(),
+                               torch::nn::Linear(kHidden, kVocab));
 }
 
 // Step `step`'s windows of this rank: inputs {B, kContext} and next characters {B}.
@@ -162,19 +163,21 @@ int main(int argc, char** argv) {
     context.step += 1;
     context.metrics["loss"] = mean_over_ranks(loss, *group);
     if (env.rank == 0) {
-      if (train) losses_out << "step " << context.step << " loss " << context.metrics["loss"] << "\n"
-                            << std::flush;
+      if (train)
+        losses_out << "step " << context.step << " loss " << context.metrics["loss"] << "\n"
+                   << std::flush;
       resumed_losses[context.step] = context.metrics["loss"];
       if (context.step % 25 == 0 || context.step == first_step + 1) {
-        std::printf("[%s %d ranks] step %4lld loss %.4f\n", train ? "fsdp" : "ddp",
-                    env.world_size, static_cast<long long>(context.step), context.metrics["loss"]);
+        std::printf("[%s %d ranks] step %4lld loss %.4f\n", train ? "fsdp" : "ddp", env.world_size,
+                    static_cast<long long>(context.step), context.metrics["loss"]);
         std::fflush(stdout);
       }
     }
     checkpoints.on_step_end(context);
     if (context.step == kill_step) {  // the save of this step is in flight: die now, every rank
       // Once its temporary directory exists (data being written), so the kill lands mid-save.
-      const std::string temporary = dir + "/" + dcpp::step_directory_name(kill_step) + ".incomplete";
+      const std::string temporary =
+          dir + "/" + dcpp::step_directory_name(kill_step) + ".incomplete";
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (!std::filesystem::exists(temporary) && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -218,9 +221,10 @@ int main(int argc, char** argv) {
     }
   }
   if (before.count(1) != 0) {
-    std::printf(" first loss of the killed run: %.4f (step 1); last of the resumed run: %.4f (step "
-                "%lld)\n",
-                before.at(1), resumed_losses[context.step], static_cast<long long>(context.step));
+    std::printf(
+        " first loss of the killed run: %.4f (step 1); last of the resumed run: %.4f (step "
+        "%lld)\n",
+        before.at(1), resumed_losses[context.step], static_cast<long long>(context.step));
   }
   std::printf("\n checkpoint          bytes(rank 0)  plan s   stage s   write s   loss\n");
   for (const auto& c : manager->list()) {

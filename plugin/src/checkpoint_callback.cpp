@@ -19,8 +19,7 @@ namespace {
 std::vector<int64_t> agree(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
                            std::vector<int64_t> flags) {
   if (!group) return flags;
-  std::vector<at::Tensor> tensors{
-      at::tensor(flags, at::TensorOptions().dtype(at::kLong))};
+  std::vector<at::Tensor> tensors{at::tensor(flags, at::TensorOptions().dtype(at::kLong))};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::MAX;
   group->allreduce(tensors, options)->wait();

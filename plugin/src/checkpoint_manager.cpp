@@ -1,5 +1,5 @@
-// CheckpointManager. Commit protocol (see the header): dcpp::save into `<step>.incomplete/` on every
-// rank -> (coordinator) manifest written durably -> rename to `<step>/` -> fsync of the root.
+// CheckpointManager. Commit protocol (see the header): dcpp::save into `<step>.incomplete/` on
+// every rank -> (coordinator) manifest written durably -> rename to `<step>/` -> fsync of the root.
 // Async saves run the part after dcpp::save on the background worker once the upload completes;
 // dcpp::save completes the upload on a rank only after the coordinator committed `.metadata`, so
 // the rename never precedes any rank's durable data.
@@ -35,8 +35,7 @@ double seconds_since(Clock::time_point start) {
 }
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string error_text(const std::exception_ptr& error) {
@@ -75,8 +74,9 @@ class CheckpointManager::Impl {
  public:
   explicit Impl(CheckpointManagerOptions o) : options(std::move(o)) {
     if (options.root.empty()) {
-      throw CheckpointError("dcpp: CheckpointManagerOptions::root is empty; give the directory "
-                            "that holds the step checkpoints");
+      throw CheckpointError(
+          "dcpp: CheckpointManagerOptions::root is empty; give the directory "
+          "that holds the step checkpoints");
     }
     group = options.process_group;
     if (group) {
@@ -111,9 +111,10 @@ class CheckpointManager::Impl {
           a.world_size = world;
           a.group_options = ProcessGroupOptions().with_group_name("dcpp-manager-async");
         } else {
-          throw CheckpointError("dcpp: an async CheckpointManager on several ranks needs "
-                                "options.async_process_group or options.store (the uploads "
-                                "need a process group of their own)");
+          throw CheckpointError(
+              "dcpp: an async CheckpointManager on several ranks needs "
+              "options.async_process_group or options.store (the uploads "
+              "need a process group of their own)");
         }
       }
       checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
@@ -390,8 +391,8 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
     path = m.options.root / step_directory_name(step);
   }
   if (!fs::exists(path / ".metadata")) {
-    throw CheckpointError("dcpp: cannot resume from '" + path.string() +
-                          "' on rank " + std::to_string(m.rank) +
+    throw CheckpointError("dcpp: cannot resume from '" + path.string() + "' on rank " +
+                          std::to_string(m.rank) +
                           ": it is not a complete checkpoint (no .metadata); list the complete "
                           "ones with CheckpointManager::list()");
   }

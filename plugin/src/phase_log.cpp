@@ -20,9 +20,8 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
                   phase, bytes, seconds, gbps, rank_, path);
     if (metrics_file_.empty()) return;
     nlohmann::json line;
-    line["time"] = std::chrono::duration<double>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+    line["time"] =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     line["operation"] = operation;
     line["phase"] = phase;
     line["step"] = step;

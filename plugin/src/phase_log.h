@@ -17,8 +17,8 @@ class PhaseLog {
 
   /// `operation`: "save", "load", "export", "prune"; `phase`: "plan", "stage", "write", "commit",
   /// "read". Logs at info level; appends to the metrics file when set. Never throws.
-  void record(const std::string& operation, const std::string& phase, int64_t step,
-              int64_t bytes, double seconds, const std::string& path);
+  void record(const std::string& operation, const std::string& phase, int64_t step, int64_t bytes,
+              double seconds, const std::string& path);
 
  private:
   std::mutex mutex_;

@@ -25,11 +25,11 @@ std::vector<CheckpointInfo> checkpoints_to_delete(std::vector<CheckpointInfo> ch
     for (const auto& c : checkpoints) {
       if (c.metrics.count(policy.best_metric) != 0) ranked.push_back(&c);
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [&](const CheckpointInfo* a,
-                                                       const CheckpointInfo* b) {
-      const double x = a->metrics.at(policy.best_metric), y = b->metrics.at(policy.best_metric);
-      return policy.lower_is_better ? x < y : x > y;
-    });
+    std::stable_sort(
+        ranked.begin(), ranked.end(), [&](const CheckpointInfo* a, const CheckpointInfo* b) {
+          const double x = a->metrics.at(policy.best_metric), y = b->metrics.at(policy.best_metric);
+          return policy.lower_is_better ? x < y : x > y;
+        });
     for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(policy.keep_best); ++i) {
       keep.insert(ranked[i]->step);
     }

@@ -53,8 +53,8 @@ struct Trainer {
   explicit Trainer(uint64_t seed) {
     torch::manual_seed(seed);
     model = torch::nn::Linear(4, 3);
-    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
-                                                     torch::optim::AdamOptions(0.05));
+    optimizer =
+        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.05));
     auto layout = dcpp::plain_layout(*model);
     context.add("model", dcpp::make_model_stateful(layout))
         .add("optim", dcpp::make_optimizer_stateful(layout, *optimizer))
@@ -78,9 +78,11 @@ struct Trainer {
 TEST_CASE("retention keeps the latest K and every P-th step and the best K by a metric") {
   TempDir dir;
   dcpp::CheckpointManagerOptions options;
-  options.with_root(dir.path()).with_async(false).with_retention(
-      dcpp::RetentionPolicy().with_keep_latest(2).with_keep_every_steps(4).with_keep_best(1,
-                                                                                          "loss"));
+  options.with_root(dir.path())
+      .with_async(false)
+      .with_retention(
+          dcpp::RetentionPolicy().with_keep_latest(2).with_keep_every_steps(4).with_keep_best(
+              1, "loss"));
   dcpp::CheckpointManager manager(options);
   const double losses[] = {0, 5, 4, 0.5, 3, 2, 1.5, 1.2, 1.1, 1.0, 0.9};
   for (int64_t step = 1; step <= 10; ++step) {
@@ -147,7 +149,9 @@ TEST_CASE("latest never returns an incomplete checkpoint and the next manager re
   CHECK(fs::exists(dir / "step-00000001" / ".metadata"));
 }
 
-TEST_CASE("resume through the callback restores model and optimizer and data loader and RNG bit for bit") {
+TEST_CASE(
+    "resume through the callback restores model and optimizer and data loader and RNG bit for "
+    "bit") {
   TempDir dir;
   auto options = dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(3);
   dcpp::CheckpointCallbackOptions callback_options;
@@ -194,12 +198,9 @@ TEST_CASE("resume through the callback restores model and optimizer and data loa
     REQUIRE(info);
     CHECK(info->step == 3);
     CHECK(other.samples == 999);
-    CHECK(dcpp::test::bitwise_equal(other.model->weight.detach(),
-                                    dcpp::load_from_keys(info->path, {"model"})
-                                        .at("model")
-                                        .dict()
-                                        .at("weight")
-                                        .tensor()));
+    CHECK(dcpp::test::bitwise_equal(
+        other.model->weight.detach(),
+        dcpp::load_from_keys(info->path, {"model"}).at("model").dict().at("weight").tensor()));
   }
 }
 
@@ -232,9 +233,8 @@ TEST_CASE("a preemption request saves at the step boundary and stops the loop") 
   TempDir dir;
   dcpp::clear_preemption_request();
   Trainer run(1);
-  dcpp::CheckpointCallback checkpoints(
-      std::make_shared<dcpp::CheckpointManager>(
-          dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(100)));
+  dcpp::CheckpointCallback checkpoints(std::make_shared<dcpp::CheckpointManager>(
+      dcpp::CheckpointManagerOptions().with_root(dir.path()).with_save_every_steps(100)));
   checkpoints.on_train_begin(run.context);
   while (run.context.step < 10 && !run.context.should_stop()) {
     run.step();

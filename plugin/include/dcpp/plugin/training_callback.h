@@ -32,7 +32,9 @@ class CallbackList : public TrainingCallback {
   CallbackList() = default;
   explicit CallbackList(std::vector<std::shared_ptr<TrainingCallback>> callbacks)
       : callbacks_(std::move(callbacks)) {}
-  void add(std::shared_ptr<TrainingCallback> callback) { callbacks_.push_back(std::move(callback)); }
+  void add(std::shared_ptr<TrainingCallback> callback) {
+    callbacks_.push_back(std::move(callback));
+  }
 
   void on_train_begin(TrainingContext& context) override {
     for (auto& c : callbacks_) c->on_train_begin(context);
