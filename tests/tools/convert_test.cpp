@@ -162,7 +162,7 @@ TEST_CASE("safetensors output holds every tensor bit for bit, sharded under a si
               .exit_code == 1);
 }
 
-TEST_CASE("--dtype casts floating tensors only") {
+TEST_CASE("convert --dtype casts floating tensors only") {
   dcpp::test::TempDir dir;
   const auto src = dcpp::test::fixture("single_rank_mixed");
   const auto cli = run_cli("convert " + src.string() + " " + (dir / "bf16").string() +
