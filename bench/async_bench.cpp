@@ -164,7 +164,8 @@ int main(int argc, char** argv) {
   std::printf("intra-op threads %d, state %.2f GiB in %d tensors, best of %d\n",
               at::get_num_threads(), options.gib, options.tensors, options.repeat);
 
-  // ---- 3. Resident memory over repeated saves (first, in a fresh heap) -------------------------------------------------
+  // ---- 3. Resident memory over repeated saves (first, in a fresh heap)
+  // -------------------------------------------------
   const double empty_rss = rss_mib().first;
   dcpp::StateDict small = make_state(options.rss_gib, options.tensors);
   const double state_mib = options.rss_gib * 1024;
@@ -188,12 +189,14 @@ int main(int argc, char** argv) {
   std::printf("  RSS after save 1 / 2 / %d                              %8.0f / %.0f / %.0f MiB\n",
               options.saves, after.front(), after[std::min<std::size_t>(1, after.size() - 1)],
               after.back());
-  std::printf("  growth from save 1 to save %d                          %8.1f MiB (staging "
-              "buffers %.0f MiB)\n",
-              options.saves, after.back() - after.front(), state_mib);
-  std::printf("  peak RSS during the saves (VmHWM)                      %8.0f MiB (expected "
-              "%.0f: before + one set of buffers)\n",
-              rss_mib().second, before + state_mib);
+  std::printf(
+      "  growth from save 1 to save %d                          %8.1f MiB (staging "
+      "buffers %.0f MiB)\n",
+      options.saves, after.back() - after.front(), state_mib);
+  std::printf(
+      "  peak RSS during the saves (VmHWM)                      %8.0f MiB (expected "
+      "%.0f: before + one set of buffers)\n",
+      rss_mib().second, before + state_mib);
   // ---- 1. Blocking time ------------------------------------------------------------------------
   std::vector<at::Tensor> sources;
   dcpp::StateDict state = make_state(options.gib, options.tensors, &sources);
@@ -246,9 +249,10 @@ int main(int argc, char** argv) {
   std::printf("  blocking stager async_save   %8.1f ms  ratio %.2fx  (target <= 1.5x)\n",
               blocking_s * 1e3, blocking_s / memcpy_s);
   std::sort(tbb_calls.begin(), tbb_calls.end());
-  std::printf("  TBB stager async_save return %8.3f ms  median %.3f ms  worst %.3f ms  (target < 5 "
-              "ms)\n",
-              tbb_call_s * 1e3, tbb_calls[tbb_calls.size() / 2] * 1e3, tbb_call_worst_s * 1e3);
+  std::printf(
+      "  TBB stager async_save return %8.3f ms  median %.3f ms  worst %.3f ms  (target < 5 "
+      "ms)\n",
+      tbb_call_s * 1e3, tbb_calls[tbb_calls.size() / 2] * 1e3, tbb_call_worst_s * 1e3);
   std::printf("  TBB stager staging complete  %8.1f ms  (1 thread, nice 19, training idle)\n",
               tbb_staging_s * 1e3);
 
@@ -278,9 +282,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\n2. training step time while a background save of %.2f GiB runs\n", options.gib);
   std::printf("  no save                      %8.2f ms\n", alone_s * 1e3);
-  std::printf("  save, threads at nice 19     %8.2f ms  ratio %.2fx  (%d steps during the save; "
-              "target <= 1.15x)\n",
-              saving_s * 1e3, saving_s / alone_s, steps_during);
+  std::printf(
+      "  save, threads at nice 19     %8.2f ms  ratio %.2fx  (%d steps during the save; "
+      "target <= 1.15x)\n",
+      saving_s * 1e3, saving_s / alone_s, steps_during);
   std::printf("  save, threads at nice 10     %8.2f ms  ratio %.2fx  (%d steps during the save)\n",
               saving_nice19_s * 1e3, saving_nice19_s / alone_s, steps_during_nice19);
   std::printf("  save, priorities unchanged   %8.2f ms  ratio %.2fx  (%d steps during the save)\n",

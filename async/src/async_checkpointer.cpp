@@ -108,8 +108,8 @@ class AsyncCheckpointer::Impl {
             changed_.wait(lock, [this] { return !job_; });
             break;
           case InFlightPolicy::kSkip: {
-            detail::logger().info("async save to {} skipped: the save to {} is still in flight", where,
-                          in_flight_where_);
+            detail::logger().info("async save to {} skipped: the save to {} is still in flight",
+                                  where, in_flight_where_);
             AsyncSaveResponse skipped{completed(), completed(), true};
             return skipped;
           }
@@ -228,7 +228,7 @@ class AsyncCheckpointer::Impl {
   std::mutex call_mutex_;
   mutable std::mutex mutex_;  // guards job_, job_taken_, stopping_
   std::condition_variable changed_;
-  std::optional<Job> job_;  // the save in flight (staging or uploading)
+  std::optional<Job> job_;       // the save in flight (staging or uploading)
   std::string in_flight_where_;  // its directory, for messages
   bool job_taken_ = false;
   bool stopping_ = false;

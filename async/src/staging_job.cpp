@@ -31,8 +31,8 @@ StateValue rebuild(const StateValue& value, const std::string& key, Visit& visit
       try {
         own = value.stateful()->state_dict();
       } catch (const std::exception& error) {
-        throw CheckpointError("staging key '" + key + "': its Stateful object's state_dict() threw: " +
-                              error.what());
+        throw CheckpointError("staging key '" + key +
+                              "': its Stateful object's state_dict() threw: " + error.what());
       }
       return rebuild(StateValue(std::move(own)), key, visit);
     }
@@ -43,8 +43,8 @@ StateValue rebuild(const StateValue& value, const std::string& key, Visit& visit
       std::vector<Shard> shards;
       for (std::size_t i = 0; i < sharded.local_shards().size(); ++i) {
         const Shard& shard = sharded.local_shards()[i];
-        shards.push_back(Shard{visit(shard.tensor, key + " (shard " + std::to_string(i) + ")"),
-                               shard.offsets});
+        shards.push_back(
+            Shard{visit(shard.tensor, key + " (shard " + std::to_string(i) + ")"), shard.offsets});
       }
       return ShardedTensor(sharded.global_shape(), std::move(shards), sharded.dtype());
     }
@@ -109,11 +109,13 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
   std::vector<BufferSpec> specs;
   auto collect = [&](const at::Tensor& tensor, const std::string& key) -> at::Tensor {
     if (!tensor.defined()) {
-      throw CheckpointError("staging key '" + key + "': the tensor is undefined; give it a value "
+      throw CheckpointError("staging key '" + key +
+                            "': the tensor is undefined; give it a value "
                             "or remove it from the state dict");
     }
     if (tensor.layout() != at::kStrided) {
-      throw CheckpointError("staging key '" + key + "': only dense (strided) tensors can be "
+      throw CheckpointError("staging key '" + key +
+                            "': only dense (strided) tensors can be "
                             "staged; convert it with to_dense() first");
     }
     if (!tensor.device().is_cpu() && !pinned_for(tensor)) {
@@ -121,8 +123,8 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
                             " cannot be staged by this build of dcpp; move it to the CPU");
     }
     specs.push_back(BufferSpec{tensor.scalar_type(), tensor.sizes().vec(), pinned_for(tensor)});
-    job->sources_.push_back(Source{tensor, at::Tensor(), key,
-                                   tensor.device().is_cpu() && tensor.is_contiguous()});
+    job->sources_.push_back(
+        Source{tensor, at::Tensor(), key, tensor.device().is_cpu() && tensor.is_contiguous()});
     return tensor;
   };
   StateDict resolved;
@@ -144,7 +146,8 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
   for (std::size_t i = 0; i < job->sources_.size(); ++i) {
     Source& source = job->sources_[i];
     source.buffer = staging[i];
-    const int64_t bytes = source.tensor.numel() * static_cast<int64_t>(source.tensor.element_size());
+    const int64_t bytes =
+        source.tensor.numel() * static_cast<int64_t>(source.tensor.element_size());
     job->bytes_ += bytes;
     if (bytes == 0) {
       continue;

@@ -6,8 +6,8 @@
 // Hand-offs ThreadSanitizer cannot see (Debian's TBB is not instrumented) are annotated: the
 // driver releases the job before parallel_for, each body acquires it before copying and
 // releases it after, and the driver acquires it once parallel_for returns. TBB's templates are
-// instantiated only in tbb_parallel.cpp, compiled without instrumentation like libtbb itself. The promise is then
-// completed from the driver, an ordinary std::thread, through a mutex TSan sees.
+// instantiated only in tbb_parallel.cpp, compiled without instrumentation like libtbb itself. The
+// promise is then completed from the driver, an ordinary std::thread, through a mutex TSan sees.
 //
 // Priority: the driver lowers its own nice value when it starts; a task_scheduler_observer on
 // the arena lowers each TBB worker's when it enters the arena.

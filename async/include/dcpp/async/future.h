@@ -134,8 +134,9 @@ class Future {
   explicit Future(std::shared_ptr<detail::FutureState<T>> state) : state_(std::move(state)) {}
   void check_valid() const {
     if (!state_) {
-      throw CheckpointError("waiting on an invalid dcpp::Future (default-constructed): use the "
-                            "futures of an AsyncSaveResponse or of AsyncStager::stage()");
+      throw CheckpointError(
+          "waiting on an invalid dcpp::Future (default-constructed): use the "
+          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
 
@@ -173,8 +174,9 @@ class Future<void> {
       : state_(std::move(state)) {}
   void check_valid() const {
     if (!state_) {
-      throw CheckpointError("waiting on an invalid dcpp::Future (default-constructed): use the "
-                            "futures of an AsyncSaveResponse or of AsyncStager::stage()");
+      throw CheckpointError(
+          "waiting on an invalid dcpp::Future (default-constructed): use the "
+          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
 
