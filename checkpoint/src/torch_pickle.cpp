@@ -79,7 +79,7 @@ const DtypeName* find_dtype(at::ScalarType dtype) {
 
 // ---- encoding ----
 
-std::vector<int64_t> contiguous_strides(at::IntArrayRef sizes) {
+std::vector<int64_t> row_major_strides(at::IntArrayRef sizes) {
   std::vector<int64_t> strides(sizes.size());
   int64_t stride = 1;
   for (std::size_t i = sizes.size(); i-- > 0;) {
@@ -192,7 +192,7 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
     ref.dtype = tensor.scalar_type();
     ref.storage_numel = tensor.numel();
     ref.sizes = tensor.sizes().vec();
-    ref.strides = contiguous_strides(tensor.sizes());
+    ref.strides = row_major_strides(tensor.sizes());
     ref.requires_grad = tensor.requires_grad();
     put_tensor(writer, ref);
     tensors.push_back(tensor);
