@@ -1,5 +1,8 @@
 #include "collectives.h"
 
+#include "peer_processes.h"
+#include "plan_codec.h"
+
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/core/torch_compat.h>
 
@@ -38,7 +41,40 @@ class OverProcessGroup final : public Collectives {
   int rank() const override { return group_->getRank(); }
   int size() const override { return group_->getSize(); }
 
+  // The first all-gather also carries every rank's process identity, so that a later failure
+  // can name the rank whose process has exited.
   std::vector<std::string> all_gather(const std::string& bytes) override {
+    if (!peers_.empty()) return gather_bytes(bytes);
+    std::vector<std::string> replies =
+        gather_bytes(encode_strings({encode_process_identity(this_process()), bytes}));
+    std::vector<ProcessIdentity> peers;
+    for (std::string& reply : replies) {
+      std::vector<std::string> parts = decode_strings(reply);
+      if (parts.size() != 2) {
+        throw CheckpointError("malformed message from rank " + std::to_string(peers.size()));
+      }
+      peers.push_back(decode_process_identity(parts[0]));
+      reply = std::move(parts[1]);
+    }
+    peers_ = std::move(peers);
+    return replies;
+  }
+
+  std::string broadcast(const std::string& bytes, int root) override {
+    const at::Tensor length = run_broadcast(
+        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)),
+        root);
+    const int64_t n = length.item<int64_t>();
+    at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
+    if (rank() == root) {
+      std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+    }
+    data = run_broadcast(data, root);
+    return std::string(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(n));
+  }
+
+ private:
+  std::vector<std::string> gather_bytes(const std::string& bytes) {
     const int n = size();
     const at::Tensor lengths = gather_tensor(
         at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)));
@@ -59,20 +95,6 @@ class OverProcessGroup final : public Collectives {
     return out;
   }
 
-  std::string broadcast(const std::string& bytes, int root) override {
-    const at::Tensor length = run_broadcast(
-        at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)),
-        root);
-    const int64_t n = length.item<int64_t>();
-    at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
-    if (rank() == root) {
-      std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
-    }
-    data = run_broadcast(data, root);
-    return std::string(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(n));
-  }
-
- private:
   // [size, ...] stack of every rank's CPU `tensor` (all ranks pass the same shape), on the CPU.
   at::Tensor gather_tensor(const at::Tensor& tensor) {
     std::vector<at::Tensor> inputs{tensor.to(device_)};
@@ -97,14 +119,19 @@ class OverProcessGroup final : public Collectives {
     try {
       work->wait();
     } catch (const std::exception& error) {
+      const std::string peers =
+          peers_.empty() ? "the ranks failed before they first exchanged messages, so the rank "
+                           "that died cannot be named"
+                         : describe_peer_processes(peers_, rank());
       throw CheckpointError(std::string("checkpoint ") + what + " on rank " +
                             std::to_string(rank()) + " of " + std::to_string(size()) +
-                            " failed (a rank died or timed out?): " + error.what());
+                            " failed: " + peers + ". The process group said: " + error.what());
     }
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   at::Device device_;
+  std::vector<ProcessIdentity> peers_;  // by rank; empty until the first all-gather
 };
 
 }  // namespace

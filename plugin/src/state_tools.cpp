@@ -112,4 +112,26 @@ std::set<std::string> erase_keys(StateDict& state, const std::set<std::string>& 
   return erased;
 }
 
+namespace {
+
+void copy_loaded_value(StateValue& into, const StateValue& loaded) {
+  if (loaded.is_value()) {
+    into = loaded;
+  } else if (loaded.is_dict() && into.is_dict()) {
+    copy_loaded_values(into.dict(), loaded.dict());
+  } else if (loaded.is_list() && into.is_list()) {
+    for (std::size_t i = 0; i < loaded.list().size() && i < into.list().size(); ++i) {
+      copy_loaded_value(into.list()[i], loaded.list()[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void copy_loaded_values(StateDict& state, const StateDict& loaded) {
+  for (const auto& item : loaded) {
+    if (StateValue* into = state.find(item.key)) copy_loaded_value(*into, item.value);
+  }
+}
+
 }  // namespace dcpp::detail

@@ -28,4 +28,10 @@ StateDict cast_floating(const StateDict& state, std::optional<at::ScalarType> dt
 std::set<std::string> erase_keys(StateDict& state, const std::set<std::string>& excluded,
                                  const std::string& prefix = "");
 
+/// After a load into a copy of `state` (which shares its tensors and Stateful objects, so those
+/// were loaded in place): copies the plain values `loaded` holds (ints, strings, ...), which the
+/// load replaced in the copy only, back into `state` at the same places. Keys `loaded` lacks (left
+/// out of the load) keep their values.
+void copy_loaded_values(StateDict& state, const StateDict& loaded);
+
 }  // namespace dcpp::detail

@@ -33,6 +33,10 @@ dcpp::StateDict small_state(int64_t step) {
   dcpp::StateDict state;
   state.insert("weight", at::arange(6, at::kFloat).add(step));
   state.insert("step", step);
+  dcpp::StateDict loader;
+  loader.insert("epoch", step * 10);
+  loader.insert("order", dcpp::StateList{step, "shuffled"});
+  state.insert("loader", loader);
   return state;
 }
 
@@ -100,6 +104,10 @@ TEST_CASE("retention keeps the latest K and every P-th step and the best K by a 
   which.step = 8;
   REQUIRE(manager.restore(loaded, which));
   CHECK(dcpp::test::bitwise_equal(loaded.at("weight").tensor(), at::arange(6, at::kFloat).add(8)));
+  // Plain values come back too, at any depth, not only tensors (loaded in place).
+  CHECK(loaded.at("step").value().toInt() == 8);
+  CHECK(loaded.at("loader").dict().at("epoch").value().toInt() == 80);
+  CHECK(loaded.at("loader").dict().at("order").list()[0].value().toInt() == 8);
 }
 
 TEST_CASE("checkpoints_to_delete never deletes the latest and keeps everything without rules") {
@@ -271,4 +279,45 @@ TEST_CASE("each save logs its phases to the metrics file and the export is cast"
   dcpp::StateDict loaded = dcpp::load_from_keys(exported);
   CHECK(loaded.at("model").dict().at("weight").tensor().scalar_type() == at::kBFloat16);
   CHECK(steps_of(manager.list()) == std::vector<int64_t>{1});  // exports are not resumable
+}
+
+TEST_CASE("time-based saving follows the manager's clock, counted from the last save") {
+  TempDir dir;
+  using Clock = std::chrono::steady_clock;
+  auto now = std::make_shared<Clock::time_point>(Clock::time_point{});
+  auto advance = [now](double seconds) {
+    *now += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  auto manager = std::make_shared<dcpp::CheckpointManager>(dcpp::CheckpointManagerOptions()
+                                                               .with_root(dir.path())
+                                                               .with_save_every_seconds(60)
+                                                               .with_clock([now] { return *now; }));
+
+  SECTION("is_save_due turns true after T seconds, and a save starts the count again") {
+    advance(59.5);
+    CHECK(!manager->is_save_due(1));
+    advance(0.5);
+    CHECK(manager->is_save_due(2));
+    manager->save(small_state(2), request(2)).committed.wait();
+    CHECK(!manager->is_save_due(3));
+    advance(59.9);
+    CHECK(!manager->is_save_due(4));
+    advance(0.1);
+    CHECK(manager->is_save_due(5));
+  }
+
+  SECTION("the callback saves at the first step boundary after each interval") {
+    Trainer run(1);
+    dcpp::CheckpointCallbackOptions callback_options;
+    callback_options.save_at_end = false;
+    dcpp::CheckpointCallback checkpoints(manager, callback_options);
+    checkpoints.on_train_begin(run.context);
+    while (run.context.step < 10) {
+      run.step();
+      advance(25);  // every step takes 25 s: due at 75 s (step 3), 150 s (step 6), 225 s (step 9)
+      checkpoints.on_step_end(run.context);
+    }
+    manager->wait();
+    CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{3, 6, 9});
+  }
 }

@@ -83,15 +83,22 @@ TEST_CASE("a rank failing while reading fails the load on every rank, naming the
   }
 }
 
-TEST_CASE("a rank killed while saving makes the others fail within the timeout, committing nothing") {
+TEST_CASE(
+    "a rank killed while saving makes the others fail within the timeout naming it, committing "
+    "nothing") {
   dcpp::test::TempDir dir;
   std::string output;
   // dcpp-launch reports the killed rank (128 + SIGKILL); the survivors ignore its SIGTERM, so the
-  // lines below come from their own timeouts.
+  // lines below come from their own failures.
   REQUIRE(launch(3, "die-save " + (dir / "ckpt").string() + " 1", &output) == 128 + 9);
   CHECK(output.find("rank 1 was killed by signal 9") != std::string::npos);
   for (const char* rank : {"[rank 0]", "[rank 2]"}) {
-    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+    const std::size_t line = output.find(std::string(rank) + " failed as expected");
+    REQUIRE(line != std::string::npos);
+    const std::string text = output.substr(line, output.find('\n', line) - line);
+    INFO(text);
+    CHECK(text.find("rank 1 (pid ") != std::string::npos);
+    CHECK(text.find(") has exited") != std::string::npos);
   }
   CHECK_FALSE(std::filesystem::exists(dir / "ckpt" / ".metadata"));
 }

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,9 @@ struct CheckpointManagerOptions {
   /// see is_save_due().
   int64_t save_every_steps = 0;
   double save_every_seconds = 0;
+  /// The clock save_every_seconds is measured on; empty: std::chrono::steady_clock::now. Tests
+  /// (and loops that run on simulated time) supply their own; it is called on the training thread.
+  std::function<std::chrono::steady_clock::time_point()> clock;
   /// Save through an AsyncCheckpointer (the training thread waits only for staging) or block.
   bool async = true;
   /// The async stager; default: the blocking stager (staging done when save() returns).
@@ -78,6 +82,11 @@ struct CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_save_every_seconds(double seconds) {
     save_every_seconds = seconds;
+    return *this;
+  }
+  CheckpointManagerOptions& with_clock(
+      std::function<std::chrono::steady_clock::time_point()> value) {
+    clock = std::move(value);
     return *this;
   }
   CheckpointManagerOptions& with_async(bool value) {

@@ -1,0 +1,81 @@
+// One rank of the fault tests (tests/reliability/faults/faults_test.cpp), started by dcpp-launch:
+//
+//   fault_worker disk-full ROOT   a CheckpointManager under ROOT (a small tmpfs) saves step 1,
+//   which
+//                                 fits, then step 2, which does not; prints "failed as expected: "
+//                                 and the error, then "step 1 intact" once step 1 is still the
+//                                 latest checkpoint and loads back bit for bit.
+
+#include <dcpp/dcpp.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+namespace {
+
+// Each rank's own shard of a 1-D tensor of `elements_per_rank` elements per rank, with values that
+// depend on the step, so a load of the wrong step is seen.
+dcpp::StateDict state(int64_t step, int64_t elements_per_rank, int rank, int ranks) {
+  const at::Tensor mine = at::arange(elements_per_rank, at::kFloat).add(step * 1000 + rank);
+  dcpp::StateDict sd;
+  sd.insert("weight",
+            dcpp::ShardedTensor({ranks * elements_per_rank}, {{mine, {rank * elements_per_rank}}}));
+  sd.insert("step", step);
+  return sd;
+}
+
+bool equal(const dcpp::StateDict& a, const dcpp::StateDict& b) {
+  const auto& x = a.at("weight").sharded_tensor().local_shards().at(0).tensor;
+  const auto& y = b.at("weight").sharded_tensor().local_shards().at(0).tensor;
+  return x.equal(y) && a.at("step").value().toInt() == b.at("step").value().toInt();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 || std::string(argv[1]) != "disk-full") {
+    std::fprintf(stderr, "usage: %s disk-full ROOT\n", argv[0]);
+    return 2;
+  }
+  auto group = dcpp::make_gloo_process_group_from_env();
+  const int rank = group->getRank(), ranks = group->getSize();
+  dcpp::CheckpointManagerOptions options;
+  options.root = argv[2];
+  options.async = false;
+  options.process_group = group;
+  options.rank = rank;
+  options.world_size = ranks;
+  dcpp::CheckpointManager manager(options);
+
+  constexpr int64_t kFits = 16 * 1024;          // 64 KiB per rank
+  constexpr int64_t kTooBig = 4 * 1024 * 1024;  // 16 MiB per rank
+  dcpp::SaveRequest first;
+  first.step = 1;
+  manager.save(state(1, kFits, rank, ranks), first);
+  dcpp::SaveRequest second;
+  second.step = 2;
+  try {
+    manager.save(state(2, kTooBig, rank, ranks), second);
+    std::fprintf(stderr, "rank %d: the save of step 2 succeeded on a full disk\n", rank);
+    return 1;
+  } catch (const dcpp::CheckpointError& error) {
+    std::printf("failed as expected: %s\n", error.what_without_backtrace());
+  }
+  const auto latest = manager.latest();
+  if (!latest || latest->step != 1) {
+    std::fprintf(stderr, "rank %d: the latest checkpoint is not step 1\n", rank);
+    return 1;
+  }
+  dcpp::StateDict loaded = state(0, kFits, rank, ranks);
+  manager.restore(loaded);
+  if (!equal(loaded, state(1, kFits, rank, ranks))) {
+    std::cerr << "rank " << rank << ": step 1 does not load back as saved: step "
+              << loaded.at("step").value() << ", weight "
+              << loaded.at("weight").sharded_tensor().local_shards().at(0).tensor.slice(0, 0, 3)
+              << "\n";
+    return 1;
+  }
+  std::printf("step 1 intact\n");
+  return 0;
+}
