@@ -121,11 +121,8 @@ class CheckpointManager::Impl {
     }
     if (is_coordinator()) clean_root();
     if (group) group->barrier()->wait();
-    last_save = now();
+    last_save = Clock::now();
   }
-
-  // The clock of save_every_seconds (options.clock when given).
-  Clock::time_point now() const { return options.clock ? options.clock() : Clock::now(); }
 
   bool is_coordinator() const { return rank == options.coordinator_rank; }
 
@@ -160,6 +157,7 @@ class CheckpointManager::Impl {
       const auto start = Clock::now();
       const fs::path deleting = doomed.path.string() + ".deleting";
       try {
+        log->begin("prune", "delete", doomed.step, doomed.path.string());
         detail::rename_durably(doomed.path, deleting, options.file_system.sync_files);
         fs::remove_all(deleting);
         log->record("prune", "delete", doomed.step, 0, seconds_since(start), doomed.path.string());
@@ -205,11 +203,13 @@ class CheckpointManager::Impl {
     save_options.file_system.overwrite = true;
     save_options.process_group = group;
     save_options.coordinator_rank = options.coordinator_rank;
+    log->begin(kind, "write", request.step, temporary.string());
     auto start = Clock::now();
     dcpp::save(resolved, temporary, save_options);  // throws on every rank when any rank failed
     record.write_seconds = seconds_since(start);
     log->record(kind, "write", request.step, record.bytes, record.write_seconds,
                 temporary.string());
+    log->begin(kind, "commit", request.step, final_path.string());
     start = Clock::now();
     std::string commit_error;
     if (is_coordinator()) {
@@ -270,9 +270,7 @@ const c10::intrusive_ptr<c10d::ProcessGroup>& CheckpointManager::process_group()
 bool CheckpointManager::is_save_due(int64_t step) const {
   const auto& o = impl_->options;
   if (o.save_every_steps > 0 && step % o.save_every_steps == 0) return true;
-  if (o.save_every_seconds <= 0) return false;
-  return std::chrono::duration<double>(impl_->now() - impl_->last_save).count() >=
-         o.save_every_seconds;
+  return o.save_every_seconds > 0 && seconds_since(impl_->last_save) >= o.save_every_seconds;
 }
 
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {
@@ -287,12 +285,13 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
     return result;
   }
   m.saved_steps.insert(request.step);
-  m.last_save = m.now();
+  m.last_save = Clock::now();
 
   SaveRecord record;
   record.step = request.step;
   record.kind = "full";
   record.async = m.options.async;
+  m.log->begin("save", "plan", request.step, result.path.string());
   auto start = Clock::now();
   StateDict resolved = detail::resolve_stateful(state);
   record.bytes = detail::tensor_bytes(resolved);
@@ -317,6 +316,7 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
   }
 
   const fs::path temporary = result.path.string() + ".incomplete";
+  m.log->begin("save", "stage", request.step, temporary.string());
   start = Clock::now();
   AsyncSaveResponse response = m.checkpointer->async_save(resolved, temporary);
   const double call_seconds = seconds_since(start);
@@ -334,10 +334,12 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
       record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
       m.log->record("save", "stage", request.step, record.bytes, record.stage_seconds,
                     temporary.string());
+      m.log->begin("save", "write", request.step, temporary.string());
       response.upload_completion.wait();
       record.write_seconds = seconds_since(start) - record.stage_seconds;
       m.log->record("save", "write", request.step, record.bytes, record.write_seconds,
                     temporary.string());
+      m.log->begin("save", "commit", request.step, final_path.string());
       const auto commit_start = Clock::now();
       if (m.is_coordinator()) {
         m.commit(temporary, final_path, m.make_info(request, "full", record.bytes, record));
@@ -368,6 +370,7 @@ fs::path CheckpointManager::export_state(const StateDict& state, const SaveReque
   SaveRecord record;
   record.step = request.step;
   record.kind = "export";
+  m.log->begin("export", "plan", request.step, final_path.string());
   const auto start = Clock::now();
   StateDict cast = detail::cast_floating(detail::resolve_stateful(state), dtype);
   record.bytes = detail::tensor_bytes(cast);
@@ -411,6 +414,7 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
   } else {
     info.path = path;  // a plain DCP checkpoint: no manifest
   }
+  m.log->begin("load", "plan", info.step, path.string());
   auto start = Clock::now();
   const int64_t bytes = detail::tensor_bytes(detail::resolve_stateful(target));
   m.log->record("load", "plan", info.step, bytes, seconds_since(start), path.string());
@@ -418,9 +422,9 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
   load_options.process_group = m.group;
   load_options.coordinator_rank = m.options.coordinator_rank;
   load_options.allow_partial_load = request.allow_partial_load;
+  m.log->begin("load", "read", info.step, path.string());
   start = Clock::now();
   dcpp::load(target, path, load_options);
-  detail::copy_loaded_values(state, target);
   m.log->record("load", "read", info.step, bytes, seconds_since(start), path.string());
   return info;
 }

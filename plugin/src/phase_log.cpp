@@ -4,13 +4,45 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
-#include <fstream>
+#include <cstring>
 
 namespace dcpp::detail {
 
+namespace {
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 PhaseLog::PhaseLog(std::filesystem::path metrics_file, int rank)
     : metrics_file_(std::move(metrics_file)), rank_(rank) {}
+
+void PhaseLog::begin(const std::string& operation, const std::string& phase, int64_t step,
+                     const std::string& path) {
+  try {
+    logger().debug("{} step {} {}: begin, rank {} {}", operation, step, phase, rank_, path);
+    if (metrics_file_.empty()) return;
+    nlohmann::json line;
+    line["event"] = "begin";
+    line["time"] = unix_now();
+    line["operation"] = operation;
+    line["phase"] = phase;
+    line["step"] = step;
+    line["rank"] = rank_;
+    line["path"] = path;
+    append(line.dump(), operation + " " + phase);
+  } catch (const std::exception& e) {
+    logger().warn("dcpp plugin: could not record the start of {} {}: {}", operation, phase,
+                  e.what());
+  }
+}
 
 void PhaseLog::record(const std::string& operation, const std::string& phase, int64_t step,
                       int64_t bytes, double seconds, const std::string& path) {
@@ -20,8 +52,8 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
                   phase, bytes, seconds, gbps, rank_, path);
     if (metrics_file_.empty()) return;
     nlohmann::json line;
-    line["time"] =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    line["event"] = "end";
+    line["time"] = unix_now();
     line["operation"] = operation;
     line["phase"] = phase;
     line["step"] = step;
@@ -30,13 +62,30 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
     line["gb_per_s"] = gbps;
     line["rank"] = rank_;
     line["path"] = path;
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::ofstream out(metrics_file_, std::ios::app);
-    out << line.dump() << '\n';
+    append(line.dump(), operation + " " + phase);
   } catch (const std::exception& e) {
     logger().warn("dcpp plugin: could not record the {} {} metrics: {}", operation, phase,
                   e.what());
   }
+}
+
+void PhaseLog::append(const std::string& line, const std::string& what) {
+  const std::string bytes = line + '\n';
+  const int fd = ::open(metrics_file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    logger().warn("dcpp plugin: could not open the metrics file '{}' for the {} record: {}",
+                  metrics_file_.string(), what, std::strerror(errno));
+    return;
+  }
+  ssize_t written;
+  do {
+    written = ::write(fd, bytes.data(), bytes.size());
+  } while (written < 0 && errno == EINTR);
+  if (written != static_cast<ssize_t>(bytes.size())) {
+    logger().warn("dcpp plugin: could not append the {} record to the metrics file '{}': {}", what,
+                  metrics_file_.string(), written < 0 ? std::strerror(errno) : "short write");
+  }
+  ::close(fd);
 }
 
 }  // namespace dcpp::detail

@@ -1,27 +1,39 @@
 #pragma once
-// One line per phase of a save or load (plan, stage, write, commit; load: plan, read): bytes,
-// seconds and GB/s through the "dcpp" logger, and optionally one JSON object per line in a file.
+// One line per phase of a save or load (plan, stage, write, commit; load: plan, read; prune:
+// delete) through the "dcpp" logger, and optionally one JSON object per line in a metrics file:
+// an "end" record (bytes, seconds, GB/s) when a phase finishes and a "begin" record when it starts,
+// so that whoever watches the file knows which phase a job is in (a job killed mid-phase leaves a
+// begin without its end).
 
 #include <cstdint>
 #include <filesystem>
-#include <mutex>
 #include <string>
 
 namespace dcpp::detail {
 
-/// Thread-safe (the training thread and the manager's background thread both record).
+/// Thread-safe (the training thread and the manager's background thread both record): each JSON
+/// line is appended with one write(2) on an O_APPEND descriptor, so lines never interleave and a
+/// process killed at any moment leaves whole lines only.
 class PhaseLog {
  public:
   /// `metrics_file` empty: the logger only. `rank`: included in every line.
   PhaseLog(std::filesystem::path metrics_file, int rank);
 
-  /// `operation`: "save", "load", "export", "prune"; `phase`: "plan", "stage", "write", "commit",
-  /// "read". Logs at info level; appends to the metrics file when set. Never throws.
+  /// A phase starts: logs at debug level; appends {"event":"begin", "operation", "phase",
+  /// "step", "rank", "path", "time"} to the metrics file when set. Never throws.
+  void begin(const std::string& operation, const std::string& phase, int64_t step,
+             const std::string& path);
+
+  /// A phase ended. `operation`: "save", "load", "export", "prune"; `phase`: "plan", "stage",
+  /// "write", "commit", "read", "delete". Logs at info level; appends {"event":"end", ...,
+  /// "bytes", "seconds", "gb_per_s"} to the metrics file when set. Never throws.
   void record(const std::string& operation, const std::string& phase, int64_t step, int64_t bytes,
               double seconds, const std::string& path);
 
  private:
-  std::mutex mutex_;
+  // Appends `line` and a newline in one write(2); logs a warning when that fails.
+  void append(const std::string& line, const std::string& what);
+
   std::filesystem::path metrics_file_;
   int rank_;
 };
