@@ -121,8 +121,11 @@ class CheckpointManager::Impl {
     }
     if (is_coordinator()) clean_root();
     if (group) group->barrier()->wait();
-    last_save = Clock::now();
+    last_save = now();
   }
+
+  // The clock of save_every_seconds (options.clock when given).
+  Clock::time_point now() const { return options.clock ? options.clock() : Clock::now(); }
 
   bool is_coordinator() const { return rank == options.coordinator_rank; }
 
@@ -270,7 +273,9 @@ const c10::intrusive_ptr<c10d::ProcessGroup>& CheckpointManager::process_group()
 bool CheckpointManager::is_save_due(int64_t step) const {
   const auto& o = impl_->options;
   if (o.save_every_steps > 0 && step % o.save_every_steps == 0) return true;
-  return o.save_every_seconds > 0 && seconds_since(impl_->last_save) >= o.save_every_seconds;
+  if (o.save_every_seconds <= 0) return false;
+  return std::chrono::duration<double>(impl_->now() - impl_->last_save).count() >=
+         o.save_every_seconds;
 }
 
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {
@@ -285,7 +290,7 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
     return result;
   }
   m.saved_steps.insert(request.step);
-  m.last_save = Clock::now();
+  m.last_save = m.now();
 
   SaveRecord record;
   record.step = request.step;
@@ -425,6 +430,7 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
   m.log->begin("load", "read", info.step, path.string());
   start = Clock::now();
   dcpp::load(target, path, load_options);
+  detail::copy_loaded_values(state, target);
   m.log->record("load", "read", info.step, bytes, seconds_since(start), path.string());
   return info;
 }
