@@ -10,8 +10,11 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <c10/core/ScalarType.h>
+
 #include <algorithm>
 #include <array>
+#include <map>
 #include <unordered_set>
 
 namespace dcpp::detail {
@@ -79,7 +82,7 @@ class MetadataDecoder {
       : source_(source), budget_((std::size_t{64} << 20) + input_size * 64) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(source_ + ": invalid checkpoint metadata: " + problem);
+    throw CheckpointError(source_ + ": invalid checkpoint metadata: " + printable(problem));
   }
 
   Metadata decode(const PyObject& root) {
@@ -94,6 +97,7 @@ class MetadataDecoder {
       for_each_str_entry(*planner, "planner_data", [&](std::string key, const PyObject& value) {
         m.planner_data.emplace_back(key, path(value, key));
       });
+      charge_list_lengths(m.planner_data);
     }
     if (const PyObject* storage = present(state.find("storage_data"))) {
       if (storage->kind != PyKind::kDict) fail("storage_data is a " + describe(*storage));
@@ -115,7 +119,8 @@ class MetadataDecoder {
   }
 
  private:
-  void reject_repeated_storage_keys(const std::vector<std::pair<MetadataIndex, StorageInfo>>& data) {
+  void reject_repeated_storage_keys(
+      const std::vector<std::pair<MetadataIndex, StorageInfo>>& data) {
     std::vector<const MetadataIndex*> sorted;
     sorted.reserve(data.size());
     for (const auto& entry : data) sorted.push_back(&entry.first);
@@ -125,6 +130,35 @@ class MetadataDecoder {
       if (*sorted[i - 1] == *sorted[i]) {
         fail("storage_data has the key '" + shorten(sorted[i]->fqn) + "' twice");
       }
+    }
+  }
+
+  /// A load into an empty state dict rebuilds the lists planner_data names, padding each with None
+  /// up to the largest index a path gives it (DCP's set_element). Each list is charged its length,
+  /// so that one hostile index cannot make a load allocate without bound.
+  void charge_list_lengths(const OrderedEntries<ObjectPath>& planner_data) {
+    constexpr std::size_t kUnitsPerSlot = 64;  // about a StateValue
+    std::map<ObjectPath, int64_t> lengths;     // a list, named by the path to it -> its length
+    for (const auto& [key, path] : planner_data) {
+      for (std::size_t depth = 0; depth < path.size(); ++depth) {
+        const int64_t* index = std::get_if<int64_t>(&path[depth]);
+        if (index == nullptr) continue;
+        if (*index < 0) {
+          fail(Field("planner_data", key).str() + " holds the negative list index " +
+               std::to_string(*index));
+        }
+        int64_t& length = lengths[ObjectPath(path.begin(), path.begin() + depth)];
+        length = std::max(length, *index);
+      }
+    }
+    for (const auto& [list, largest_index] : lengths) {
+      if (static_cast<uint64_t>(largest_index) >= budget_ / kUnitsPerSlot) {
+        fail("planner_data names index " + std::to_string(largest_index) + " of the list '" +
+             shorten(join_path(list)) +
+             "', which expands to more data than the file's size allows (a hostile or corrupt "
+             "pickle)");
+      }
+      charge((static_cast<std::size_t>(largest_index) + 1) * kUnitsPerSlot);
     }
   }
 
@@ -140,19 +174,22 @@ class MetadataDecoder {
   }
 
   std::string str(const PyObject& object, const Field& field) {
-    if (object.kind != PyKind::kStr) fail(field.str() + " is a " + describe(object) + ", not a str");
+    if (object.kind != PyKind::kStr)
+      fail(field.str() + " is a " + describe(object) + ", not a str");
     charge(object.text.size() + 16);
     return object.text;
   }
 
   int64_t integer(const PyObject& object, const Field& field) {
-    if (object.kind != PyKind::kInt) fail(field.str() + " is a " + describe(object) + ", not an int");
+    if (object.kind != PyKind::kInt)
+      fail(field.str() + " is a " + describe(object) + ", not an int");
     charge(8);
     return object.int_value;
   }
 
   bool boolean(const PyObject& object, const Field& field) {
-    if (object.kind != PyKind::kBool) fail(field.str() + " is a " + describe(object) + ", not a bool");
+    if (object.kind != PyKind::kBool)
+      fail(field.str() + " is a " + describe(object) + ", not a bool");
     return object.bool_value;
   }
 
@@ -187,7 +224,8 @@ class MetadataDecoder {
 
   template <typename Fn>
   void for_each_str_entry(const PyObject& dict, const char* field, Fn&& fn) {
-    if (dict.kind != PyKind::kDict) fail(std::string(field) + " is a " + describe(dict) + ", not a dict");
+    if (dict.kind != PyKind::kDict)
+      fail(std::string(field) + " is a " + describe(dict) + ", not a dict");
     std::unordered_set<std::string_view> seen;
     seen.reserve(dict.dict_size());
     for (std::size_t i = 0; i < dict.dict_size(); ++i) {
@@ -237,6 +275,7 @@ class MetadataDecoder {
     }
     t.properties = tensor_properties(*properties, field.then(".properties"));
     t.size = size(*global_size, field.then(".size"));
+    check_addressable(t, field);
     if (chunks->kind != PyKind::kList) fail(field.str() + ".chunks is a " + describe(*chunks));
     t.chunks.reserve(chunks->items.size());
     for (const PyObject* chunk : chunks->items) {
@@ -244,16 +283,50 @@ class MetadataDecoder {
           object_state(*chunk, {kMetaModule}, "ChunkStorageMetadata", field.then(".chunks[]"));
       const PyObject* offsets = cs.find("offsets");
       const PyObject* sizes = cs.find("sizes");
-      if (offsets == nullptr || sizes == nullptr) fail(field.str() + " has a chunk without offsets");
+      if (offsets == nullptr || sizes == nullptr)
+        fail(field.str() + " has a chunk without offsets");
       ChunkStorageMetadata c;
       c.offsets = size(*offsets, field.then(".chunks[].offsets"));
       c.sizes = size(*sizes, field.then(".chunks[].sizes"));
       if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size()) {
         fail(field.str() + " has a chunk whose rank differs from the tensor's");
       }
+      check_inside(c, t.size, field);
       t.chunks.push_back(std::move(c));
     }
     return t;
+  }
+
+  /// The tensor's bytes must be countable in an int64, as libtorch counts them.
+  void check_addressable(const TensorStorageMetadata& tensor, const Field& field) const {
+    int64_t bytes = static_cast<int64_t>(c10::elementSize(tensor.properties.dtype));
+    for (int64_t extent : tensor.size) {
+      if (__builtin_mul_overflow(bytes, extent, &bytes)) {
+        fail(field.str() + " has the size " + sizes_text(tensor.size) +
+             ", too large for a tensor to address");
+      }
+    }
+  }
+
+  /// A chunk is a box inside the tensor: 0 <= offset and offset + size <= the tensor's size along
+  /// every dimension (computed without overflow; sizes and offsets are non-negative already).
+  void check_inside(const ChunkStorageMetadata& chunk, const std::vector<int64_t>& tensor_size,
+                    const Field& field) const {
+    for (std::size_t d = 0; d < tensor_size.size(); ++d) {
+      if (chunk.offsets[d] > tensor_size[d] || chunk.sizes[d] > tensor_size[d] - chunk.offsets[d]) {
+        fail(field.str() + " has a chunk at offsets " + sizes_text(chunk.offsets) + " of sizes " +
+             sizes_text(chunk.sizes) + " that reaches outside the tensor's size " +
+             sizes_text(tensor_size));
+      }
+    }
+  }
+
+  static std::string sizes_text(const std::vector<int64_t>& values) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < values.size() && i < 8; ++i) {
+      text += (i ? ", " : "") + std::to_string(values[i]);
+    }
+    return text + (values.size() > 8 ? ", ...]" : "]");
   }
 
   TensorProperties tensor_properties(const PyObject& object, const Field& field) {
@@ -348,6 +421,10 @@ class MetadataDecoder {
     }
     StorageInfo info;
     info.relative_path = str(*path, field.then(".relative_path"));
+    if (info.relative_path.find('\0') != std::string::npos) {
+      fail(field.str() + ".relative_path '" + shorten(info.relative_path) +
+           "' holds a NUL byte, which no file name can");
+    }
     info.offset = integer(*offset, field.then(".offset"));
     info.length = integer(*length, field.then(".length"));
     if (info.offset < 0 || info.length < 0) fail(field.str() + " has a negative offset or length");

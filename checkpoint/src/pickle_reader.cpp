@@ -2,9 +2,9 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 
 namespace dcpp::detail {
 
@@ -23,12 +23,29 @@ const PyObject* PyObject::find(std::string_view key) const {
 }
 
 PyObject* Unpickled::make_node() {
-  const std::size_t slot = node_count_ % kBlockSize;
-  if (slot == 0) {
-    blocks_.push_back(std::make_unique<PyObject[]>(kBlockSize));
+  if (block_used_ == block_capacity_) {
+    block_capacity_ = blocks_.empty() ? kFirstBlockSize : std::min(kBlockSize, 2 * block_capacity_);
+    blocks_.push_back(std::make_unique<PyObject[]>(block_capacity_));
+    block_used_ = 0;
   }
   ++node_count_;
-  return &blocks_.back()[slot];
+  return &blocks_.back()[block_used_++];
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::string describe(const PyObject& object) {
@@ -125,7 +142,8 @@ void PickleVm::fail(const std::string& problem) const {
     std::snprintf(opcode, sizeof opcode, "0x%02x", op_);
   }
   throw CheckpointError(std::string(source_) + ": malformed pickle at byte " +
-                        std::to_string(op_pos_) + " (opcode " + opcode + "): " + problem);
+                        std::to_string(op_pos_) + " (opcode " + opcode +
+                        "): " + printable(problem));
 }
 
 PyObject* PickleVm::make(PyKind kind) {

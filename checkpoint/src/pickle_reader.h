@@ -9,9 +9,10 @@
 // allowlist.
 //
 // Hostile input: every length is checked against the bytes left, memo indices are bounded by the
-// input size (the memo is a dense table), stack pops check the current MARK's fence, containers are type-checked before they
-// are mutated, integers beyond int64 are refused. Memory is bounded by a small multiple of the
-// input size. Any violation is a CheckpointError naming the source, the byte offset and the opcode.
+// input size (the memo is a dense table), stack pops check the current MARK's fence, containers are
+// type-checked before they are mutated, integers beyond int64 are refused. Memory is bounded by a
+// small multiple of the input size. Any violation is a CheckpointError naming the source, the byte
+// offset and the opcode.
 
 #include "pickle_writer.h"
 
@@ -80,6 +81,11 @@ struct PyObject {
 /// "object torch.Size(...)".
 std::string describe(const PyObject& object);
 
+/// `text` (from a pickle) made fit for an error message: control characters, NUL and DEL as \xHH,
+/// so that a hostile name can neither cut the message short (what() is a C string) nor drive the
+/// terminal it is printed on. Other bytes, UTF-8 included, are kept.
+std::string printable(std::string_view text);
+
 /// Decides whether a global may appear in the pickle.
 using GlobalAllowlist = std::function<bool(std::string_view module, std::string_view name)>;
 
@@ -92,12 +98,16 @@ class Unpickled {
 
  private:
   friend class PickleVm;
+  static constexpr std::size_t kFirstBlockSize = 16;
   static constexpr std::size_t kBlockSize = 4096;
   PyObject* make_node();
 
-  // Nodes live in fixed blocks: their addresses are stable and a large pickle costs a few
-  // allocations per 4096 nodes, not one or more per node.
+  // Nodes live in blocks: their addresses are stable and a large pickle costs a few allocations per
+  // 4096 nodes, not one or more per node. Blocks double from 16 nodes up to 4096, so that a small
+  // pickle (a tensor item's data.pkl) does not construct thousands of nodes it never uses.
   std::vector<std::unique_ptr<PyObject[]>> blocks_;
+  std::size_t block_capacity_ = 0;  // of the last block
+  std::size_t block_used_ = 0;      // nodes handed out from the last block
   std::size_t node_count_ = 0;
   const PyObject* root_ = nullptr;
 };

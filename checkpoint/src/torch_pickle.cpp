@@ -234,7 +234,7 @@ class TensorDecoder {
   explicit TensorDecoder(std::string_view what) : what_(what) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(std::string(what_) + ": data.pkl " + problem);
+    throw CheckpointError(std::string(what_) + ": data.pkl " + printable(problem));
   }
 
   int64_t get_int(const PyObject& object, const char* field) const {
@@ -394,7 +394,7 @@ class ValueDecoder {
       : load_tensor_(load_tensor), what_(what), tensors_(what) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(std::string(what_) + ": " + problem);
+    throw CheckpointError(std::string(what_) + ": " + printable(problem));
   }
 
   c10::IValue convert(const PyObject& object, int depth) {
@@ -518,7 +518,7 @@ at::ScalarType dtype_from_python_name(std::string_view name, std::string_view wh
     throw CheckpointError(std::string(what) + ": dtype torch." + std::string(name) +
                           " is not supported by this build of dcpp and libtorch");
   }
-  throw CheckpointError(std::string(what) + ": unknown dtype torch." + std::string(name));
+  throw CheckpointError(std::string(what) + ": unknown dtype torch." + printable(name));
 }
 
 bool is_python_dtype_name(std::string_view name) {
@@ -542,7 +542,7 @@ at::ScalarType dtype_from_storage_class(std::string_view name) {
   for (const DtypeName& entry : kDtypes) {
     if (entry.storage_class != nullptr && name == entry.storage_class) return entry.dtype;
   }
-  throw CheckpointError("unknown or unsupported storage class torch." + std::string(name));
+  throw CheckpointError("unknown or unsupported storage class torch." + printable(name));
 }
 
 std::string encode_tensor_pickle(const TensorRef& tensor) {
