@@ -1,9 +1,15 @@
 // The file system reader. `.metadata` is decoded by dcpp's restricted unpickler; every file it
 // names must lie inside the checkpoint directory, and every item must lie inside its file, before
 // any data is read. Items of one data file are read by one thread, in file order.
+//
+// With checksums verified (the default) and a checksum file present (checksum_file.h), `.metadata`
+// must match its CRC-32 before it is decoded, and every item read in full must match its CRC-32;
+// without a checksum file, items get the format's own checks (item_codec.h).
 
 #include <dcpp/checkpoint/filesystem_reader.h>
 
+#include "checksum_file.h"
+#include "crc32.h"
 #include "file_io.h"
 #include "item_codec.h"
 #include "metadata_pickle.h"
@@ -13,6 +19,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace dcpp {
 
@@ -57,6 +64,13 @@ class FileSystemReader final : public StorageReader {
     detail::File file(path, detail::File::Mode::kRead);
     std::string bytes(file.size(), '\0');
     file.read_exactly(0, bytes.data(), bytes.size());
+    checksums_.reset();
+    if (options_.verify_checksums) {
+      const auto save = detail::check_metadata_checksum(directory_, bytes);
+      if (save && save->items) {
+        checksums_.emplace(*save->items);
+      }
+    }
     Metadata metadata = detail::decode_metadata(bytes, path.string());
     for (const auto& [index, info] : metadata.storage_data) {
       check_relative_path(info.relative_path, directory_);
@@ -115,38 +129,72 @@ class FileSystemReader final : public StorageReader {
     });
     const detail::File file(directory_ / name, detail::File::Mode::kRead);
     const uint64_t file_size = file.size();
+    const auto where = [&](const ReadItem* item) {
+      return "data file " + (directory_ / name).string() + ", key '" + item->storage_index.fqn +
+             "'";
+    };
+    // A truncated file: name the first item (in file order) that lies past its end, before
+    // reading any.
     for (const ReadItem* item : items) {
       const StorageInfo& info = storage_info(item->storage_index);
-      const std::string where =
-          "data file " + (directory_ / name).string() + ", key '" + item->storage_index.fqn + "'";
       if (info.offset < 0 || info.length < 0 || static_cast<uint64_t>(info.offset) > file_size ||
           static_cast<uint64_t>(info.length) > file_size - static_cast<uint64_t>(info.offset)) {
-        throw CheckpointError(where + ": the item at bytes [" + std::to_string(info.offset) + ", " +
-                              std::to_string(info.offset + info.length) +
+        throw CheckpointError(where(item) + ": the item at bytes [" + std::to_string(info.offset) +
+                              ", " + std::to_string(info.offset + info.length) +
                               ") lies past the end of the " + std::to_string(file_size) +
                               "-byte file; the file is truncated, load an earlier checkpoint");
       }
+    }
+    for (const ReadItem* item : items) {
+      const StorageInfo& info = storage_info(item->storage_index);
+      const std::string item_where = where(item);
+      const detail::ItemChecksum* expected = item_checksum(name, info, item_where);
       const uint64_t length = static_cast<uint64_t>(info.length);
       std::string small;
       std::unique_ptr<detail::ByteSource> source;
+      bool verify = options_.verify_checksums;
       if (length <= kSmallItem) {
         small.resize(length);
         file.read_exactly(static_cast<uint64_t>(info.offset), small.data(), length);
-        source = std::make_unique<detail::MemorySource>(small, where);
+        source = std::make_unique<detail::MemorySource>(small, item_where);
+        if (expected != nullptr) {
+          // In memory already: check the whole item now; nothing in it needs checking again.
+          detail::check_item_crc(*source, *expected, detail::crc32(0, small.data(), small.size()));
+          verify = false;
+          expected = nullptr;
+        }
       } else {
         source = std::make_unique<detail::FileRangeSource>(file, static_cast<uint64_t>(info.offset),
-                                                           length, where);
+                                                           length, item_where);
       }
       if (item->type == LoadItemType::kBytes) {
-        planner.load_bytes(*item, detail::read_bytes_item(*source, options_.verify_checksums));
+        planner.load_bytes(*item, detail::read_bytes_item(*source, verify, expected));
       } else {
-        read_tensor(*item, *source, planner);
+        read_tensor(*item, *source, planner, verify, expected);
       }
     }
   }
 
-  void read_tensor(const ReadItem& item, const detail::ByteSource& source,
-                   LoadPlanner& planner) const {
+  // The item's entry in the checksum file; nullptr when there is none to check against.
+  const detail::ItemChecksum* item_checksum(const std::string& file, const StorageInfo& info,
+                                            const std::string& where) const {
+    if (!options_.verify_checksums || !checksums_) {
+      return nullptr;
+    }
+    const detail::ItemChecksum* expected =
+        checksums_->find(file, static_cast<uint64_t>(info.offset));
+    if (expected == nullptr || expected->length != static_cast<uint64_t>(info.length)) {
+      throw CheckpointError(where + ": the checksum file " +
+                            (directory_ / detail::kChecksumFileName).string() +
+                            " has no entry for the item at bytes [" + std::to_string(info.offset) +
+                            ", " + std::to_string(info.offset + info.length) +
+                            "), though it matches .metadata; the checkpoint is inconsistent");
+    }
+    return expected;
+  }
+
+  void read_tensor(const ReadItem& item, const detail::ByteSource& source, LoadPlanner& planner,
+                   bool verify, const detail::ItemChecksum* expected) const {
     auto found = tensors_.find(item.storage_index.fqn);
     if (found == tensors_.end()) {
       throw CheckpointError(source.describe() + ": .metadata does not describe it as a tensor");
@@ -174,7 +222,7 @@ class FileSystemReader final : public StorageReader {
     request.lengths = item.lengths;
     request.expected_dtype = tensor.properties.dtype;
     request.expected_chunk_sizes = chunk->sizes;
-    detail::read_tensor_item(source, request, options_.verify_checksums);
+    detail::read_tensor_item(source, request, verify, expected);
     planner.commit_tensor(item, request.dest);
   }
 
@@ -182,6 +230,9 @@ class FileSystemReader final : public StorageReader {
   FileSystemReaderOptions options_;
   std::map<MetadataIndex, const StorageInfo*> storage_;
   std::map<std::string, const TensorStorageMetadata*> tensors_;
+  // The item checksums of the save whose .metadata read_metadata() read, when it has a checksum
+  // file that knows them.
+  std::optional<detail::ItemChecksumIndex> checksums_;
 };
 
 }  // namespace

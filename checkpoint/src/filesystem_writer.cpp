@@ -1,7 +1,9 @@
 // The file system writer's commit protocol. Every rank writes its data files
-// (`__<rank>_<n>.distcp`), flushes and fsyncs them. Then the coordinator writes `.metadata.tmp`,
-// fsyncs it, renames it to `.metadata` and fsyncs the directory: `.metadata` appears, complete,
-// only after every byte it points at is durable, so its presence marks a complete checkpoint.
+// (`__<rank>_<n>.distcp`), flushes and fsyncs them, computing each item's CRC-32 as it writes it.
+// Then the coordinator writes the checksum file (`.checksums.tmp`, fsync, rename to `.checksums`,
+// fsync of the directory; checksum_file.h), then `.metadata.tmp`, fsyncs it, renames it to
+// `.metadata` and fsyncs the directory: `.metadata` appears, complete, only after every byte it
+// points at and its checksums are durable, so its presence marks a complete checkpoint.
 //
 // Saving into a directory that already holds a checkpoint is refused unless `overwrite` is set;
 // then the new data files get names no existing file has (`__<rank>_<tag>_<n>.distcp`), so the old
@@ -10,6 +12,8 @@
 
 #include <dcpp/checkpoint/filesystem_writer.h>
 
+#include "checksum_file.h"
+#include "crc32.h"
 #include "file_io.h"
 #include "item_codec.h"
 #include "logging.h"
@@ -20,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -141,6 +146,9 @@ class FileSystemWriter final : public StorageWriter {
     }
     const bool replacing = fs::exists(directory_ / kMetadataFile);
     const std::string bytes = detail::encode_metadata(metadata);
+    if (options_.checksum_file) {
+      write_checksum_file(bytes, results, replacing);
+    }
     {
       detail::File file(directory_ / kMetadataTempFile, detail::File::Mode::kCreateTruncate);
       file.write_all(bytes.data(), bytes.size());
@@ -178,17 +186,18 @@ class FileSystemWriter final : public StorageWriter {
         }
         const uint64_t offset = sink.position();
         WriteItemData data = planner.resolve_data(*item);
-        uint64_t length = 0;
+        detail::WrittenItem written;
         if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
-          length = detail::write_tensor_item(sink, *tensor);
+          written = detail::write_tensor_item(sink, *tensor);
         } else {
-          length = detail::write_bytes_item(sink, std::get<c10::IValue>(data));
+          written = detail::write_bytes_item(sink, std::get<c10::IValue>(data));
         }
         WriteResult result;
         result.index = item->index;
-        result.size_in_bytes = static_cast<int64_t>(length);
-        result.storage_data =
-            StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(length), {}};
+        result.size_in_bytes = static_cast<int64_t>(written.length);
+        result.storage_data = StorageInfo{
+            name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length), {}};
+        result.crc32 = written.crc32;
         results.push_back(std::move(result));
       }
     }
@@ -198,6 +207,87 @@ class FileSystemWriter final : public StorageWriter {
     }
     file.close();
     return results;
+  }
+
+  // Commits the checksum file of the save whose `.metadata` will be `metadata_bytes`, before that
+  // `.metadata` is written. A replacing save keeps the entry of the `.metadata` it replaces.
+  void write_checksum_file(const std::string& metadata_bytes,
+                           const std::vector<std::vector<WriteResult>>& results, bool replacing) {
+    detail::SaveChecksums save;
+    save.metadata_size = metadata_bytes.size();
+    save.metadata_crc32 = detail::crc32(0, metadata_bytes.data(), metadata_bytes.size());
+    save.items.emplace();
+    for (const auto& rank_results : results) {
+      for (const WriteResult& result : rank_results) {
+        if (!result.crc32) {  // not written by this writer: its items cannot be listed
+          save.items.reset();
+          break;
+        }
+        save.items->push_back(detail::ItemChecksum{
+            result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
+            static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn});
+      }
+      if (!save.items) break;
+    }
+    std::vector<detail::SaveChecksums> saves{std::move(save)};
+    if (replacing) {
+      if (std::optional<detail::SaveChecksums> previous = replaced_save()) {
+        saves.push_back(std::move(*previous));
+      }
+    }
+    const std::string bytes = detail::encode_checksum_file(saves);
+    detail::File file(directory_ / detail::kChecksumTempFileName,
+                      detail::File::Mode::kCreateTruncate);
+    file.write_all(bytes.data(), bytes.size());
+    if (options_.sync_files) {
+      file.sync();
+    }
+    file.close();
+    std::error_code error;
+    fs::rename(directory_ / detail::kChecksumTempFileName, directory_ / detail::kChecksumFileName,
+               error);
+    if (error) {
+      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
+                            detail::kChecksumTempFileName + " to " + detail::kChecksumFileName +
+                            " failed: " + error.message());
+    }
+    if (options_.sync_files) {
+      // Durable before `.metadata` is renamed: a `.metadata` never outlives its checksums.
+      detail::sync_directory(directory_);
+    }
+  }
+
+  // The checksums of the checkpoint a replacing save replaces: its `.metadata`'s, and its items'
+  // when its checksum file has them. None when its `.metadata` cannot be read.
+  std::optional<detail::SaveChecksums> replaced_save() const {
+    std::string metadata;
+    try {
+      const detail::File file(directory_ / kMetadataFile, detail::File::Mode::kRead);
+      metadata.resize(file.size());
+      file.read_exactly(0, metadata.data(), metadata.size());
+    } catch (const CheckpointError& error) {
+      detail::logger().warn("cannot read the .metadata being replaced: {}", error.what());
+      return std::nullopt;
+    }
+    detail::SaveChecksums previous;
+    previous.metadata_size = metadata.size();
+    previous.metadata_crc32 = detail::crc32(0, metadata.data(), metadata.size());
+    try {
+      const fs::path path = directory_ / detail::kChecksumFileName;
+      if (fs::exists(path)) {
+        const detail::File file(path, detail::File::Mode::kRead);
+        std::string bytes(file.size(), '\0');
+        file.read_exactly(0, bytes.data(), bytes.size());
+        const auto saves = detail::decode_checksum_file(bytes, path.string());
+        if (const detail::SaveChecksums* found = detail::find_save(saves, metadata)) {
+          previous.items = found->items;
+        }
+      }
+    } catch (const CheckpointError& error) {
+      // A damaged checksum file: the old checkpoint keeps its .metadata's checksum only.
+      detail::logger().warn("the checksum file being replaced is unreadable: {}", error.what());
+    }
+    return previous;
   }
 
   // After a replacing commit: the data files of the previous checkpoint (DCP's `__*.distcp`

@@ -5,10 +5,12 @@
 
 #include "item_codec.h"
 
+#include "crc32.h"
 #include "shape_string.h"
 #include "torch_pickle.h"
 #include "zip_blob_reader.h"
 #include "zip_blob_writer.h"
+#include "zip_layout_check.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -55,11 +57,11 @@ void add_header_records(ZipBlobWriter& zip, const std::string& pickle) {
   add_string(zip, "byteorder", "little");
 }
 
-uint64_t finish_archive(ZipBlobWriter& zip, uint64_t start, ByteSink& sink) {
+WrittenItem finish_archive(ZipBlobWriter& zip, uint64_t start, ByteSink& sink) {
   add_string(zip, "version", "3\n");
   add_string(zip, ".data/serialization_id", serialization_id());
   zip.finish();
-  return sink.position() - start;
+  return WrittenItem{sink.position() - start, zip.archive_crc32()};
 }
 
 void add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& tensor) {
@@ -75,7 +77,7 @@ at::Tensor writable_form(const at::Tensor& tensor) {
 
 }  // namespace
 
-uint64_t write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
+WrittenItem write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
   const at::Tensor data = writable_form(tensor);
   TensorRef ref;
   ref.storage_key = "0";
@@ -91,7 +93,7 @@ uint64_t write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
   return finish_archive(zip, start, sink);
 }
 
-uint64_t write_bytes_item(ByteSink& sink, const c10::IValue& value) {
+WrittenItem write_bytes_item(ByteSink& sink, const c10::IValue& value) {
   std::vector<at::Tensor> tensors;
   const std::string pickle = encode_value_pickle(value, tensors);
   const uint64_t start = sink.position();
@@ -166,26 +168,70 @@ int64_t contiguous_range_start(const std::vector<int64_t>& sizes,
   return start;
 }
 
-TensorRef read_tensor_ref(const ZipBlobReader& zip, const ByteSource& source, bool verify_crc) {
-  const std::string pickle = zip.read_string(zip.get("data.pkl"), verify_crc);
-  TensorRef ref = decode_tensor_pickle(pickle, source.describe());
-  check_view(ref, source);
-  return ref;
+// The format's own checks of everything but what the caller reads itself: the layout, and the
+// CRC-32 of every record not in `read` (data.pkl and the storage records read in full are checked
+// as they are read).
+void check_format(const ZipBlobReader& zip, const std::vector<const ZipRecordInfo*>& read) {
+  check_pytorch_layout(zip);
+  for (const ZipRecordInfo& record : zip.records()) {
+    if (std::find(read.begin(), read.end(), &record) == read.end()) {
+      zip.check_crc(record);
+    }
+  }
+}
+
+// The CRC-32 of the whole item from its storage record's payload CRC-32 (computed as it was read):
+// the bytes before and after the payload are read and checksummed here.
+uint32_t item_crc_around(const ByteSource& source, const ZipRecordInfo& record,
+                         uint32_t payload_crc) {
+  const uint64_t after = record.data_offset + record.size;
+  std::string bytes(static_cast<std::size_t>(std::max(record.data_offset, source.size() - after)),
+                    '\0');
+  source.read(0, bytes.data(), static_cast<std::size_t>(record.data_offset));
+  uint32_t crc = crc32(0, bytes.data(), static_cast<std::size_t>(record.data_offset));
+  crc = crc32_combine(crc, payload_crc, record.size);
+  source.read(after, bytes.data(), static_cast<std::size_t>(source.size() - after));
+  return crc32_combine(crc, crc32(0, bytes.data(), static_cast<std::size_t>(source.size() - after)),
+                       source.size() - after);
 }
 
 }  // namespace
 
-void read_tensor_item(const ByteSource& source, const TensorReadRequest& request, bool verify_crc) {
-  const ZipBlobReader zip(source);
-  const TensorRef ref = read_tensor_ref(zip, source, verify_crc);
-  if (ref.dtype != request.expected_dtype) {
-    throw CheckpointError(source.describe() + ": the stored tensor is " + c10::toString(ref.dtype) +
-                          " but .metadata says " + c10::toString(request.expected_dtype));
+uint32_t source_crc32(const ByteSource& source) {
+  constexpr std::size_t kBlock = std::size_t{1} << 20;
+  std::string block(static_cast<std::size_t>(std::min<uint64_t>(source.size(), kBlock)), '\0');
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < source.size();) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<uint64_t>(kBlock, source.size() - done));
+    source.read(done, block.data(), n);
+    crc = crc32(crc, block.data(), n);
+    done += n;
   }
-  if (ref.sizes != request.expected_chunk_sizes) {
+  return crc;
+}
+
+void check_item_crc(const ByteSource& source, const ItemChecksum& expected, uint32_t actual) {
+  if (actual != expected.crc32) {
+    throw CheckpointError(item_mismatch_message(source.describe(), expected, actual));
+  }
+}
+
+TensorItemInfo check_tensor_item(const ZipBlobReader& zip, at::ScalarType expected_dtype,
+                                 const std::vector<int64_t>& expected_sizes, bool verify_crc) {
+  const ByteSource& source = zip.source();
+  const ZipRecordInfo& pickle_record = zip.get("data.pkl");
+  const std::string pickle = zip.read_string(pickle_record, verify_crc);
+  TensorRef ref = decode_tensor_pickle(pickle, source.describe());
+  check_view(ref, source);
+  if (ref.dtype != expected_dtype) {
+    throw CheckpointError(source.describe() + ": the stored tensor is " + c10::toString(ref.dtype) +
+                          " but .metadata says " + c10::toString(expected_dtype));
+  }
+  if (ref.sizes != expected_sizes) {
     throw CheckpointError(source.describe() + ": the stored tensor has shape " +
                           shape_string(ref.sizes) + " but .metadata says " +
-                          shape_string(request.expected_chunk_sizes));
+                          shape_string(expected_sizes));
   }
   const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(ref.dtype));
@@ -194,6 +240,29 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
                           " holds " + std::to_string(record.size) + " bytes, not the " +
                           std::to_string(ref.storage_numel * element_size) + " its tensor needs");
   }
+  return TensorItemInfo{std::move(ref), &pickle_record, &record};
+}
+
+void read_tensor_item(const ByteSource& source, const TensorReadRequest& request, bool verify_crc,
+                      const ItemChecksum* expected) {
+  const ZipBlobReader zip(source);
+  const TensorItemInfo info =
+      check_tensor_item(zip, request.expected_dtype, request.expected_chunk_sizes, verify_crc);
+  const TensorRef& ref = info.ref;
+  const ZipRecordInfo& pickle_record = *info.pickle_record;
+  const ZipRecordInfo& record = *info.storage_record;
+  const int64_t element_size = static_cast<int64_t>(c10::elementSize(ref.dtype));
+  // Reads the whole storage record into `dst`, then checks the item: whole, against the checksum
+  // file when it has an entry; otherwise the rest of the archive by the format's checks.
+  const auto read_whole = [&](void* dst) {
+    const uint32_t payload_crc = zip.read(record, dst, verify_crc);
+    if (!verify_crc) return;
+    if (expected != nullptr) {
+      check_item_crc(source, *expected, item_crc_around(source, record, payload_crc));
+    } else {
+      check_format(zip, {&pickle_record, &record});
+    }
+  };
   const at::Tensor& dest = request.dest;
   const bool dest_direct =
       dest.is_contiguous() && dest.scalar_type() == ref.dtype && dest.device().is_cpu();
@@ -201,21 +270,23 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
                      std::all_of(request.storage_offsets.begin(), request.storage_offsets.end(),
                                  [](int64_t o) { return o == 0; });
   if (dest_direct && whole && is_contiguous_view(ref) && ref.storage_numel == dest.numel()) {
-    zip.read(record, dest.data_ptr(), verify_crc);
+    read_whole(dest.data_ptr());
     return;
   }
-  // Part of a record: read only that range. Its CRC covers the whole record and is not checked.
+  // Part of a record: read only that range. Its CRC covers the whole record and is not checked,
+  // nor is the item's; the rest of the archive is, by the format's checks.
   if (dest_direct && !whole && is_contiguous_view(ref)) {
     const int64_t start =
         contiguous_range_start(ref.sizes, request.storage_offsets, request.lengths);
     if (start >= 0) {
+      if (verify_crc) check_format(zip, {&pickle_record, &record});
       zip.read_range(record, static_cast<uint64_t>(start * element_size), dest.data_ptr(),
                      static_cast<std::size_t>(dest.numel() * element_size));
       return;
     }
   }
   at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
-  zip.read(record, storage.data_ptr(), verify_crc);
+  read_whole(storage.data_ptr());
   at::Tensor view = storage.as_strided(ref.sizes, ref.strides, ref.storage_offset);
   for (std::size_t d = 0; d < request.lengths.size(); ++d) {
     view = view.narrow(static_cast<int64_t>(d), request.storage_offsets[d], request.lengths[d]);
@@ -223,26 +294,38 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
   dest.copy_(view);
 }
 
-c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc) {
+c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc,
+                            const ItemChecksum* expected) {
+  if (verify_crc && expected != nullptr) {
+    // The whole item against the checksum file first; then nothing in it needs checking again.
+    check_item_crc(source, *expected, source_crc32(source));
+    verify_crc = false;
+  }
   const ZipBlobReader zip(source);
-  const std::string pickle = zip.read_string(zip.get("data.pkl"), verify_crc);
-  return decode_value_pickle(
+  std::vector<const ZipRecordInfo*> read;
+  const ZipRecordInfo& pickle_record = zip.get("data.pkl");
+  read.push_back(&pickle_record);
+  const std::string pickle = zip.read_string(pickle_record, verify_crc);
+  c10::IValue value = decode_value_pickle(
       pickle,
       [&](const TensorRef& ref) {
         check_view(ref, source);
         const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
-        const uint64_t expected =
+        const uint64_t expected_size =
             static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype);
-        if (record.size != expected) {
+        if (record.size != expected_size) {
           throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
                                 " holds " + std::to_string(record.size) + " bytes, not " +
-                                std::to_string(expected));
+                                std::to_string(expected_size));
         }
         at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
         zip.read(record, storage.data_ptr(), verify_crc);
+        read.push_back(&record);
         return storage.as_strided(ref.sizes, ref.strides, ref.storage_offset);
       },
       source.describe());
+  if (verify_crc) check_format(zip, read);
+  return value;
 }
 
 }  // namespace dcpp::detail

@@ -133,7 +133,8 @@ class Decoder {
   }
   TensorProperties properties() {
     TensorProperties p;
-    p.dtype = static_cast<at::ScalarType>(u64() % static_cast<uint64_t>(at::ScalarType::NumOptions));
+    p.dtype =
+        static_cast<at::ScalarType>(u64() % static_cast<uint64_t>(at::ScalarType::NumOptions));
     p.layout = static_cast<at::Layout>(u64() % static_cast<uint64_t>(at::Layout::NumOptions));
     p.requires_grad = u64() != 0;
     p.memory_format = static_cast<MemoryFormatEncoding>(u64() % 3);
@@ -246,17 +247,24 @@ std::string encode_write_results(const std::vector<WriteResult>& results) {
     e.index(result.index);
     e.i64(result.size_in_bytes);
     e.storage_info(result.storage_data);
+    e.u64(result.crc32.has_value());
+    e.u64(result.crc32.value_or(0));
   }
   return e.take();
 }
 
 std::vector<WriteResult> decode_write_results(std::string_view bytes) {
   Decoder d(bytes);
-  std::vector<WriteResult> results(d.count(48));
+  std::vector<WriteResult> results(d.count(64));
   for (WriteResult& result : results) {
     result.index = d.index();
     result.size_in_bytes = d.i64();
     result.storage_data = d.storage_info();
+    const bool has_crc = d.u64() != 0;
+    const uint64_t crc = d.u64();
+    if (has_crc) {
+      result.crc32 = static_cast<uint32_t>(crc);
+    }
   }
   d.finish();
   return results;

@@ -28,7 +28,8 @@ std::vector<int64_t> global_shape(const StateValue& value);
 at::ScalarType value_dtype(const StateValue& value);
 
 /// The read items that fill local chunk `dest` (index `dest_index` among the key's local chunks)
-/// from the saved `chunks`: one per non-empty overlap (none for an empty tensor).
+/// from the saved `chunks`: one per non-empty overlap; for an empty local chunk, one for the saved
+/// chunk of the same box, if any (nothing to copy, but its item gets read and checked).
 /// Sets `covered_elements` to the number of destination elements they cover.
 std::vector<ReadItem> read_items_for_chunk(const std::string& fqn, const LocalChunk& dest,
                                            int64_t dest_index,

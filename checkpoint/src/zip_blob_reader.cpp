@@ -75,6 +75,7 @@ ZipBlobReader::ZipBlobReader(const ByteSource& source) : source_(source) {
   uint64_t directory_size = get32(end + 12);
   uint64_t directory_offset = get32(end + 16);
   uint64_t directory_limit = end_offset;  // the central directory ends before this
+  layout_.end_offset = end_offset;
 
   // The zip64 records, when the locator sits right before the end record.
   if (end_at >= kZip64LocatorSize && get32(end - kZip64LocatorSize) == kZip64LocatorSig) {
@@ -111,7 +112,11 @@ ZipBlobReader::ZipBlobReader(const ByteSource& source) : source_(source) {
     directory_size = size64;
     directory_offset = offset64;
     directory_limit = zip64_offset;
+    layout_.has_zip64_end = true;
+    layout_.zip64_end_offset = zip64_offset;
   }
+  layout_.directory_offset = directory_offset;
+  layout_.directory_size = directory_size;
 
   if (directory_offset > directory_limit || directory_size > directory_limit - directory_offset) {
     throw_malformed(source_, "central directory out of bounds");
@@ -231,8 +236,8 @@ ZipBlobReader::ZipBlobReader(const ByteSource& source) : source_(source) {
     if (data_offset > directory_offset || uncompressed > directory_offset - data_offset) {
       bad("payload out of bounds");
     }
-    records_.push_back(
-        ZipRecordInfo{name.substr(slash + 1), data_offset, uncompressed, get32(h + 16)});
+    records_.push_back(ZipRecordInfo{name.substr(slash + 1), data_offset, uncompressed,
+                                     get32(h + 16), header_offset});
   }
   if (at != directory.size()) {
     throw_malformed(source_, "central directory size disagrees with its entries");
@@ -295,7 +300,19 @@ uint32_t ZipBlobReader::read_blocks(uint64_t offset, uint8_t* out, uint64_t size
   return crc;
 }
 
-void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc) const {
+namespace {
+
+[[noreturn]] void throw_crc_mismatch(const ByteSource& source, const ZipRecordInfo& record,
+                                     uint32_t crc) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "CRC-32 %08x, expected %08x", crc, record.crc32);
+  throw CheckpointError(source.describe() + ": zip record '" + record.name + "' has " + buf +
+                        "; the data is corrupted: restore the file or load an earlier checkpoint");
+}
+
+}  // namespace
+
+uint32_t ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc) const {
   check_range(record, 0, record.size);
   if (record.size > std::numeric_limits<std::size_t>::max()) {
     throw CheckpointError(source_.describe() + ": zip record '" + record.name +
@@ -333,11 +350,25 @@ void ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc
     crc = read_blocks(record.data_offset, out, record.size, verify_crc);
   }
   if (verify_crc && crc != record.crc32) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "CRC-32 %08x, expected %08x", crc, record.crc32);
-    throw CheckpointError(
-        source_.describe() + ": zip record '" + record.name + "' has " + buf +
-        "; the data is corrupted: restore the file or load an earlier checkpoint");
+    throw_crc_mismatch(source_, record, crc);
+  }
+  return crc;
+}
+
+void ZipBlobReader::check_crc(const ZipRecordInfo& record) const {
+  check_range(record, 0, record.size);
+  std::vector<uint8_t> block(
+      static_cast<std::size_t>(std::min<uint64_t>(record.size, kReadBlockSize)));
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < record.size;) {
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<uint64_t>(kReadBlockSize, record.size - done));
+    source_.read(record.data_offset + done, block.data(), n);
+    crc = crc32(crc, block.data(), n);
+    done += n;
+  }
+  if (crc != record.crc32) {
+    throw_crc_mismatch(source_, record, crc);
   }
 }
 

@@ -14,7 +14,17 @@ struct ZipRecordInfo {
   std::string name;      // without the archive's root folder: "data.pkl", "data/0"
   uint64_t data_offset;  // of the payload, from the start of the archive
   uint64_t size;
-  uint32_t crc32;
+  uint32_t crc32;          // as the central directory records it
+  uint64_t header_offset;  // of the record's local header
+};
+
+/// Where an archive's directory and end records lie, from the start of the archive.
+struct ZipLayout {
+  uint64_t directory_offset = 0;
+  uint64_t directory_size = 0;
+  bool has_zip64_end = false;
+  uint64_t zip64_end_offset = 0;  // when has_zip64_end
+  uint64_t end_offset = 0;        // of the end of central directory record
 };
 
 /// Reads a zip archive that `source` holds in full. The constructor parses and validates the end
@@ -29,13 +39,19 @@ class ZipBlobReader {
   const std::vector<ZipRecordInfo>& records() const { return records_; }
   /// The root folder all records are under ("archive" for DCP items), without the '/'.
   const std::string& root() const { return root_; }
+  const ZipLayout& layout() const { return layout_; }
+  const ByteSource& source() const { return source_; }
   /// The record `name` (relative to the root folder), or nullptr.
   const ZipRecordInfo* find(std::string_view name) const;
   /// Like `find`, but throws CheckpointError naming the record and the source when absent.
   const ZipRecordInfo& get(std::string_view name) const;
   /// Copies the record's payload into `dst` (record.size bytes). With `verify_crc`, throws
-  /// CheckpointError naming the record and the source when the CRC-32 differs.
-  void read(const ZipRecordInfo& record, void* dst, bool verify_crc) const;
+  /// CheckpointError naming the record and the source when the CRC-32 differs, and returns the
+  /// CRC-32 of the payload (0 without `verify_crc`).
+  uint32_t read(const ZipRecordInfo& record, void* dst, bool verify_crc) const;
+  /// Reads the record's payload through the CRC-32 (in blocks, nothing kept) and throws
+  /// CheckpointError naming the record and the source when it differs from the directory's.
+  void check_crc(const ZipRecordInfo& record) const;
   std::string read_string(const ZipRecordInfo& record, bool verify_crc) const;
   /// Copies bytes [offset, offset + n) of the record's payload into `dst`, without a CRC check.
   /// Throws CheckpointError when the range is not inside the record.
@@ -51,6 +67,7 @@ class ZipBlobReader {
   std::vector<ZipRecordInfo> records_;
   std::vector<std::size_t> by_name_;  // indexes into records_, sorted by name
   std::string root_;
+  ZipLayout layout_;
 };
 
 }  // namespace dcpp::detail

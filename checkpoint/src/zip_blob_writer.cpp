@@ -22,6 +22,9 @@ constexpr std::size_t kBlockSize = std::size_t{2} << 20;
 constexpr std::size_t kBackgroundWriteBlockSize = std::size_t{8} << 20;
 // Payloads from this size on are checksummed by a BackgroundCrc, in parallel with their I/O.
 constexpr uint64_t kBackgroundCrcThreshold = uint64_t{8} << 20;
+// Payloads below this size are checksummed a second time, from the start of the archive, rather
+// than folded in with crc32_combine (which costs about as much as checksumming 16 KiB).
+constexpr uint64_t kFoldThreshold = uint64_t{16} << 10;
 
 }  // namespace
 
@@ -36,6 +39,16 @@ ZipBlobWriter::ZipBlobWriter(ByteSink& sink, std::string archive_name)
 void ZipBlobWriter::emit(const void* data, std::size_t size) {
   sink_.write(data, size);
   offset_ += size;
+  archive_crc_ = crc32(archive_crc_, data, size);
+}
+
+void ZipBlobWriter::emit_payload(const void* data, std::size_t size) {
+  sink_.write(data, size);
+  offset_ += size;
+}
+
+void ZipBlobWriter::fold_payload(uint32_t crc, uint64_t size) {
+  archive_crc_ = crc32_combine(archive_crc_, crc, size);
 }
 
 void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) {
@@ -103,7 +116,7 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
       const std::size_t n =
           static_cast<std::size_t>(std::min<uint64_t>(kBackgroundWriteBlockSize, size - done));
       background.add(bytes + done, n);
-      emit(bytes + done, n);
+      emit_payload(bytes + done, n);
       done += n;
     }
     crc = background.finish();
@@ -111,11 +124,18 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
     for (uint64_t done = 0; done < size;) {
       const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kBlockSize, size - done));
       crc = crc32(crc, bytes + done, n);
-      emit(bytes + done, n);
+      emit_payload(bytes + done, n);
       done += n;
     }
   }
 
+  if (size == 0) {
+    // Nothing to fold (and libdeflate's CRC-32 of a null pointer is 0, not a continuation).
+  } else if (size < kFoldThreshold) {
+    archive_crc_ = crc32(archive_crc_, data, static_cast<std::size_t>(size));  // still in cache
+  } else {
+    fold_payload(crc, size);
+  }
   if (size != 0) {
     std::string descriptor;
     put32(descriptor, kDataDescriptorSig);

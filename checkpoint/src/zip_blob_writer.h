@@ -26,9 +26,16 @@ class ZipBlobWriter {
   void add(std::string_view name, const void* data, uint64_t size);
   /// Writes the central directory and end records. Returns the archive's total size.
   uint64_t finish();
+  /// The CRC-32 of every byte of the archive written so far (the whole archive after `finish`),
+  /// at no extra pass over the payloads: their record CRC-32s are folded in.
+  uint32_t archive_crc32() const { return archive_crc_; }
 
  private:
+  // Writes bytes of the archive's structure (headers, descriptors, directory), checksummed here.
   void emit(const void* data, std::size_t size);
+  // Writes payload bytes, whose CRC-32 the caller computes and folds in with `fold_payload`.
+  void emit_payload(const void* data, std::size_t size);
+  void fold_payload(uint32_t crc, uint64_t size);
 
   struct Entry {
     std::string name;
@@ -39,6 +46,7 @@ class ZipBlobWriter {
   ByteSink& sink_;
   std::string archive_name_;
   uint64_t offset_ = 0;  // bytes of this archive written so far
+  uint32_t archive_crc_ = 0;
   std::vector<Entry> entries_;
   std::unordered_set<std::string> names_;
   bool finished_ = false;

@@ -278,7 +278,7 @@ TEST_CASE("the directory holds DCP's files and nothing half-written") {
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     names.insert(entry.path().filename().string());
   }
-  REQUIRE(names == std::set<std::string>{".metadata", "__0_0.distcp"});
+  REQUIRE(names == std::set<std::string>{".checksums", ".metadata", "__0_0.distcp"});
 }
 
 TEST_CASE("writer threads and one file per item produce loadable checkpoints") {

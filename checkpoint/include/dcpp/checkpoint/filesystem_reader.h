@@ -11,8 +11,14 @@ namespace dcpp {
 struct FileSystemReaderOptions {
   /// Threads reading; each takes whole data files.
   int thread_count = 1;
-  /// Check the zip CRC-32 of every record read in full. A read of part of a record (resharding)
-  /// cannot be checked without reading all of it and is not.
+  /// Check what was read. When the checkpoint has dcpp's checksum file (`.checksums`, written by
+  /// dcpp's file system writer): `.metadata` against its CRC-32 before it is decoded, and every
+  /// item read in full against its CRC-32 (every byte of it: headers, padding, directory). Without
+  /// one (checkpoints written by PyTorch): the format's own checks, the zip CRC-32 of every record
+  /// and the archive's layout. A read of part of a tensor's storage record (resharding) cannot
+  /// check that record's CRC-32 or the item's without reading all of it, and does not; the rest of
+  /// the item still gets the format's checks. A damaged checksum file is a CheckpointError that
+  /// names it.
   bool verify_checksums = true;
 
   FileSystemReaderOptions& with_thread_count(int n) {

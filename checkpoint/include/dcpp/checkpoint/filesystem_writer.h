@@ -19,6 +19,10 @@ struct FileSystemWriterOptions {
   /// intact and loadable until the new `.metadata` replaces it; its data files are removed after.
   /// When false, such a save is refused with a CheckpointError.
   bool overwrite = false;
+  /// Write dcpp's checksum file `.checksums` beside `.metadata`: the CRC-32 of `.metadata` and of
+  /// every item's bytes, computed as they are written, with which loads and `dcpp verify` find any
+  /// damaged byte (docs/format.md). Python's DCP ignores the file.
+  bool checksum_file = true;
 
   FileSystemWriterOptions& with_thread_count(int n) {
     thread_count = n;
@@ -36,9 +40,15 @@ struct FileSystemWriterOptions {
     overwrite = v;
     return *this;
   }
+  FileSystemWriterOptions& with_checksum_file(bool v) {
+    checksum_file = v;
+    return *this;
+  }
 };
 
-/// Writes DCP's directory layout: data files, then (coordinator) `.metadata.tmp`, fsync, rename to
+/// Writes DCP's directory layout: data files, then (coordinator) the checksum file
+/// (`.checksums.tmp`, fsync, rename to `.checksums`, fsync of the directory), then `.metadata.tmp`,
+/// fsync, rename to
 /// `.metadata`, fsync of the directory. Creates the directory if needed.
 std::unique_ptr<StorageWriter> make_filesystem_writer(std::filesystem::path directory,
                                                       FileSystemWriterOptions options = {});

@@ -45,6 +45,9 @@ struct WriteResult {
   MetadataIndex index;
   int64_t size_in_bytes = 0;
   StorageInfo storage_data;
+  /// The CRC-32 of the item's bytes, when the storage writer computed one (the file system writer
+  /// does, for its checksum file). Not part of DCP's metadata.
+  std::optional<uint32_t> crc32;
 };
 
 enum class LoadItemType { kTensor, kBytes };

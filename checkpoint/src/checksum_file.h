@@ -1,0 +1,88 @@
+#pragma once
+// dcpp's checksum file, `.checksums` beside `.metadata`: the CRC-32 of `.metadata` and of every
+// item's byte range, so that a damaged byte anywhere in a checkpoint dcpp wrote is found, including
+// the bytes no zip CRC-32 covers (headers, padding, the directory) and `.metadata` itself. DCP's
+// readers ignore files they do not know, so checkpoints keep loading in Python.
+//
+// Design note: the file is text, one record per line, fields separated by tabs, names
+// percent-encoded (docs/format.md):
+//   dcpp-checksums 1
+//   metadata <size> <crc32> <item count, or "-" when unknown>
+//   item <file> <offset> <length> <crc32> <key>          (item count lines)
+//   [a second metadata line and its items: the checkpoint a replacing save replaces]
+//   end <crc32 of every byte before this line>
+// CRC-32s are 8 lowercase hex digits. A save writes `.checksums.tmp`, syncs it and renames it to
+// `.checksums` before it writes `.metadata`: a `.metadata` that exists always has its entry. A save
+// that replaces a checkpoint also keeps the replaced `.metadata`'s entry, so that the old
+// checkpoint still verifies if the save dies before its rename of `.metadata`.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp::detail {
+
+constexpr const char* kChecksumFileName = ".checksums";
+constexpr const char* kChecksumTempFileName = ".checksums.tmp";
+
+struct ItemChecksum {
+  std::string file;  // relative to the checkpoint directory
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint32_t crc32 = 0;
+  std::string key;
+};
+
+/// The checksums of one save: its `.metadata` and, when known, every item it wrote.
+struct SaveChecksums {
+  uint64_t metadata_size = 0;
+  uint32_t metadata_crc32 = 0;
+  std::optional<std::vector<ItemChecksum>> items;
+};
+
+std::string encode_checksum_file(const std::vector<SaveChecksums>& saves);
+
+/// Throws CheckpointError naming `path` when the bytes are not a well-formed checksum file or its
+/// own CRC-32 differs (a damaged or truncated checksum file).
+std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path);
+
+/// The entry of `saves` for a `.metadata` of these bytes, or nullptr.
+const SaveChecksums* find_save(const std::vector<SaveChecksums>& saves,
+                               std::string_view metadata_bytes);
+
+/// The CheckpointError message for a `.metadata` at `metadata_path` that matches no entry of the
+/// checksum file at `checksum_path`: it is damaged (and how: truncated, extended, or changed).
+std::string metadata_mismatch_message(const std::vector<SaveChecksums>& saves,
+                                      std::string_view metadata_bytes,
+                                      const std::string& metadata_path,
+                                      const std::string& checksum_path);
+
+/// Checks the `.metadata` bytes of the checkpoint in `directory` against its checksum file.
+/// Returns nullopt when there is no checksum file (a checkpoint written by PyTorch, or by a dcpp
+/// without checksums); otherwise the matching save's checksums. Throws CheckpointError naming the
+/// checksum file when it is damaged, and naming `.metadata` when it matches no entry.
+std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
+                                                     std::string_view metadata_bytes);
+
+/// Item checksums by file and offset, for lookups while reading.
+class ItemChecksumIndex {
+ public:
+  ItemChecksumIndex() = default;
+  explicit ItemChecksumIndex(const std::vector<ItemChecksum>& items);
+  /// The checksum of the item at `offset` of `file`, or nullptr.
+  const ItemChecksum* find(const std::string& file, uint64_t offset) const;
+
+ private:
+  std::map<std::string, std::map<uint64_t, ItemChecksum>> by_file_;
+};
+
+/// The CheckpointError message for an item whose bytes have CRC-32 `actual`: names `where` (the
+/// file and key), the byte range, both CRC-32s and what to do.
+std::string item_mismatch_message(const std::string& where, const ItemChecksum& expected,
+                                  uint32_t actual);
+
+}  // namespace dcpp::detail
