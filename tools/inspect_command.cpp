@@ -21,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-// A reader that decodes `.metadata` once, for inspecting entries one by one.
+// A reader that decodes `.metadata` once, for the passes of inspect (values, then tensor stats).
 class CachedMetadataReader final : public StorageReader {
  public:
   explicit CachedMetadataReader(const std::filesystem::path& checkpoint)
@@ -116,7 +116,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     auto found = paths.find(key);
     return found != paths.end() ? found->second : ObjectPath{key};
   };
-  // Values are small: load them all in one pass. Tensors are loaded one at a time, for --stats.
+  // Values are small: load them all in one pass. Tensor stats: one more pass, chunk by chunk.
   std::vector<std::string> value_keys;
   for (const auto& [key, stored] : metadata.state_dict_metadata) {
     if (std::holds_alternative<BytesStorageMetadata>(stored)) {
@@ -124,6 +124,8 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     }
   }
   StateDict values = value_keys.empty() ? StateDict() : load_entries(reader, value_keys);
+  const std::map<std::string, TensorStats> stats =
+      with_stats ? checkpoint_tensor_stats(reader) : std::map<std::string, TensorStats>();
 
   json entries = json::object();
   for (const auto& [key, stored] : metadata.state_dict_metadata) {
@@ -151,8 +153,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
       entry["chunks"] = std::move(chunks);
       if (with_stats) {
-        StateDict loaded = load_entries(reader, {key});
-        entry["stats"] = stats_json(compute_stats(entry_at(loaded, key, path).tensor()));
+        entry["stats"] = stats_json(stats.at(key));
       }
     } else {
       entry["kind"] = "bytes";

@@ -1,10 +1,16 @@
 #pragma once
-// Summary statistics of a tensor, for `dcpp inspect --stats`.
+// Summary statistics of tensors, for `dcpp inspect --stats`: of one tensor, or of every tensor of
+// a checkpoint, streamed chunk by chunk.
+
+#include <dcpp/checkpoint/metadata.h>
+#include <dcpp/checkpoint/storage_reader.h>
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 namespace dcpp::tools {
 
@@ -22,5 +28,24 @@ struct TensorStats {
 };
 
 TensorStats compute_stats(const at::Tensor& tensor);
+
+/// Gathers TensorStats over the pieces of one tensor, in any order; not thread-safe.
+class StatsAccumulator {
+ public:
+  void add(const at::Tensor& piece);
+  /// Adds the pieces `other` gathered.
+  void merge(const StatsAccumulator& other);
+  TensorStats result() const;
+
+ private:
+  TensorStats stats_;
+  int64_t counted_ = 0;  // non-NaN elements
+};
+
+/// The stats of every tensor of the checkpoint `reader` reads: one load that plans every chunk of
+/// every tensor at once (planning is linear in the number of chunks) and folds each chunk into its
+/// tensor's stats as it is read, so memory holds a chunk per reading thread, never a whole tensor.
+/// Throws CheckpointError as a load does.
+std::map<std::string, TensorStats> checkpoint_tensor_stats(StorageReader& reader);
 
 }  // namespace dcpp::tools

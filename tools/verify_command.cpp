@@ -1,19 +1,23 @@
-// The checks of `dcpp verify`, in three passes: `.metadata` against itself (chunk coverage, storage
-// entries), each data file against `.metadata` (presence, bounds, overlaps, stray bytes), each item
-// against itself (zip structure, every record's CRC-32 computed over all its bytes in blocks, the
-// tensor's dtype and shape). One item is in memory at a time; a problem never stops the others.
+// The checks of `dcpp verify`, in three passes: `.metadata` against itself (its CRC-32 in the
+// checksum file when there is one, chunk coverage, storage entries), each data file against
+// `.metadata` (presence, bounds, overlaps, stray bytes), each item against itself (its CRC-32 in
+// the checksum file; without one, or when it differs, the zip layout and every record's CRC-32;
+// then the tensor's dtype and shape). Everything is read in blocks; a problem never stops the
+// others.
 
 #include "verify_command.h"
 
 #include "chunk_coverage.h"
 #include "progress_bar.h"
 
+#include "checksum_file.h"
 #include "crc32.h"
 #include "file_io.h"
 #include "item_codec.h"
 #include "metadata_pickle.h"
 #include "torch_pickle.h"
 #include "zip_blob_reader.h"
+#include "zip_layout_check.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -31,8 +35,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr std::size_t kCrcBlock = 16 << 20;
-
 std::string offsets_text(const std::vector<int64_t>& v) {
   std::string s = "[";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -46,6 +48,7 @@ class Verifier {
   json run() {
     if (read_metadata()) {
       check_metadata();
+      check_checksum_coverage();
       check_files();
       check_unreferenced();
     }
@@ -55,6 +58,7 @@ class Verifier {
                 {"items", metadata_.storage_data.size()},
                 {"files", files_.size()},
                 {"bytes_read", bytes_read_},
+                {"checksum_file", checksum_state_},
                 {"problems", problems_}};
   }
 
@@ -78,11 +82,46 @@ class Verifier {
       std::string bytes(file.size(), '\0');
       file.read_exactly(0, bytes.data(), bytes.size());
       bytes_read_ += bytes.size();
+      check_checksum_file(bytes);
       metadata_ = detail::decode_metadata(bytes, path.string());
       return true;
     } catch (const c10::Error& error) {
       problem(".metadata", std::nullopt, error.what_without_backtrace());
       return false;
+    }
+  }
+
+  // The checksum file, when there is one: intact, and matching `.metadata` (whose bytes are
+  // `metadata`). Its item checksums are used when both hold.
+  void check_checksum_file(const std::string& metadata) {
+    const fs::path path = directory_ / detail::kChecksumFileName;
+    if (!fs::exists(path)) {
+      checksum_state_ = "absent";
+      return;
+    }
+    checksum_state_ = "unusable";
+    std::vector<detail::SaveChecksums> saves;
+    try {
+      detail::File file(path, detail::File::Mode::kRead);
+      std::string bytes(file.size(), '\0');
+      file.read_exactly(0, bytes.data(), bytes.size());
+      bytes_read_ += bytes.size();
+      saves = detail::decode_checksum_file(bytes, path.string());
+    } catch (const c10::Error& error) {
+      problem(detail::kChecksumFileName, std::nullopt, error.what_without_backtrace());
+      return;
+    }
+    const detail::SaveChecksums* save = detail::find_save(saves, metadata);
+    if (save == nullptr) {
+      problem(".metadata", std::nullopt,
+              detail::metadata_mismatch_message(
+                  saves, metadata, (directory_ / ".metadata").string(), path.string()));
+      return;
+    }
+    checksum_state_ = "checked";
+    if (save->items) {
+      checksums_.emplace(*save->items);
+      listed_items_ = save->items->size();
     }
   }
 
@@ -146,6 +185,31 @@ class Verifier {
     }
   }
 
+  // Every item of .metadata has an entry in the checksum file, and every entry an item.
+  void check_checksum_coverage() {
+    if (!checksums_) return;
+    std::size_t found = 0;
+    for (const auto& [name, items] : files_) {
+      for (const Item& item : items) {
+        const detail::ItemChecksum* expected =
+            checksums_->find(name, static_cast<uint64_t>(item.info->offset));
+        if (expected != nullptr && expected->length == static_cast<uint64_t>(item.info->length)) {
+          ++found;
+        } else {
+          problem(name, item.index->fqn,
+                  "the checksum file has no entry for the item at bytes [" +
+                      std::to_string(item.info->offset) + ", " +
+                      std::to_string(item.info->offset + item.info->length) + ")");
+        }
+      }
+    }
+    if (found != listed_items_) {
+      problem(detail::kChecksumFileName, std::nullopt,
+              "lists " + std::to_string(listed_items_) + " items for this .metadata, of which " +
+                  std::to_string(found) + " are items of .metadata");
+    }
+  }
+
   static bool escapes(const std::string& name) {
     const fs::path relative(name);
     bool bad = name.empty() || relative.is_absolute() || name.find('\0') != std::string::npos;
@@ -156,7 +220,8 @@ class Verifier {
   void check_files() {
     uint64_t total = 0;
     for (const auto& [name, items] : files_) {
-      for (const Item& item : items) total += static_cast<uint64_t>(std::max<int64_t>(0, item.info->length));
+      for (const Item& item : items)
+        total += static_cast<uint64_t>(std::max<int64_t>(0, item.info->length));
     }
     ProgressBar progress("verify", total);
     for (auto& [name, items] : files_) {
@@ -236,68 +301,49 @@ class Verifier {
     }
   }
 
-  // Streams a record through the CRC-32 in blocks; a mismatch is a CheckpointError.
-  void check_crc(const detail::ZipBlobReader& zip, const detail::ZipRecordInfo& record,
-                 const std::string& where) {
-    std::vector<char> block(static_cast<std::size_t>(std::min<uint64_t>(record.size, kCrcBlock)));
-    uint32_t crc = 0;
-    for (uint64_t done = 0; done < record.size;) {
-      const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(record.size - done, kCrcBlock));
-      zip.read_range(record, done, block.data(), n);
-      crc = detail::crc32(crc, block.data(), n);
-      done += n;
-    }
-    bytes_read_ += record.size;
-    if (crc != record.crc32) {
-      throw CheckpointError(where + ": record " + record.name + " fails its CRC-32 check (the data is corrupted)");
+  // The format's own checks: the archive's layout and every record's CRC-32.
+  void check_format(const detail::ZipBlobReader& zip) {
+    detail::check_pytorch_layout(zip);
+    for (const detail::ZipRecordInfo& record : zip.records()) {
+      zip.check_crc(record);
+      bytes_read_ += record.size;
     }
   }
 
+  // One problem at most per item (check_checksum_coverage reports items the checksum file lacks).
+  // Against the checksum file when it lists the item: when every byte matches, the archive is as
+  // written and only what it says is left to check; when not, the format's checks say, when they
+  // can, which part is damaged.
   void check_item(const std::string& name, const detail::File& file, const Item& item) {
     const std::string& key = item.index->fqn;
     const std::string where = "data file " + name + ", key '" + key + "'";
+    std::optional<std::string> mismatch;
+    bool intact = false;
     try {
       const detail::FileRangeSource source(file, static_cast<uint64_t>(item.info->offset),
                                            static_cast<uint64_t>(item.info->length), where);
+      const detail::ItemChecksum* expected =
+          checksums_ ? checksums_->find(name, static_cast<uint64_t>(item.info->offset)) : nullptr;
+      if (expected != nullptr && expected->length == static_cast<uint64_t>(item.info->length)) {
+        const uint32_t crc = detail::source_crc32(source);
+        bytes_read_ += source.size();
+        intact = crc == expected->crc32;
+        if (!intact) mismatch = detail::item_mismatch_message(where, *expected, crc);
+      }
       const detail::ZipBlobReader zip(source);
+      if (!intact) check_format(zip);
       if (item.chunk == nullptr) {
-        for (const detail::ZipRecordInfo& record : zip.records()) check_crc(zip, record, where);
         detail::read_bytes_item(source, false);
-        return;
+      } else {
+        detail::check_tensor_item(zip, tensors_.at(key)->properties.dtype, item.chunk->sizes,
+                                  false);
       }
-      // The tensor's storage record is checked (and its CRC-32) by read_tensor_item, the rest here.
-      const detail::TensorRef ref = detail::decode_tensor_pickle(
-          zip.read_string(zip.get("data.pkl"), false), where);
-      const at::ScalarType dtype = tensors_.at(key)->properties.dtype;
-      const bool empty = std::find(item.chunk->sizes.begin(), item.chunk->sizes.end(), 0) !=
-                         item.chunk->sizes.end();
-      for (const detail::ZipRecordInfo& record : zip.records()) {
-        if (empty || record.name != "data/" + ref.storage_key) check_crc(zip, record, where);
-      }
-      if (empty) {
-        // Nothing to read; the item reader refuses some empty shapes such as (0, 3) as
-        // overflowing (see the report of issue 7), so check what it would check here.
-        const detail::ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
-        if (ref.dtype != dtype || ref.sizes != item.chunk->sizes ||
-            record.size != static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype)) {
-          throw CheckpointError(where + ": the stored tensor is " + c10::toString(ref.dtype) +
-                                " of " + offsets_text(ref.sizes) + " in " +
-                                std::to_string(record.size) + " bytes, but .metadata says " +
-                                c10::toString(dtype) + " of " + offsets_text(item.chunk->sizes));
-        }
-        return;
-      }
-      detail::TensorReadRequest request;
-      request.expected_dtype = dtype;
-      request.expected_chunk_sizes = item.chunk->sizes;
-      request.storage_offsets.assign(item.chunk->sizes.size(), 0);
-      request.lengths = item.chunk->sizes;
-      request.dest = at::empty(item.chunk->sizes, at::TensorOptions().dtype(request.expected_dtype));
-      detail::read_tensor_item(source, request, true);
-      if (const auto* record = zip.find("data/" + ref.storage_key)) bytes_read_ += record->size;
     } catch (const c10::Error& error) {
-      problem(name, key, error.what_without_backtrace());
+      const std::string found = error.what_without_backtrace();
+      problem(name, key, mismatch ? *mismatch + " (" + found + ")" : found);
+      return;
     }
+    if (mismatch) problem(name, key, *mismatch);
   }
 
   void check_unreferenced() {
@@ -312,6 +358,9 @@ class Verifier {
   }
 
   fs::path directory_;
+  std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
+  std::optional<detail::ItemChecksumIndex> checksums_;
+  std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
   Metadata metadata_;
   std::map<std::string, const TensorStorageMetadata*> tensors_;
   std::set<std::string> values_;
@@ -339,7 +388,10 @@ void print_verification(const json& report, std::ostream& out) {
       << " items in " << report["files"].get<int64_t>() << " files, "
       << human_bytes(report["bytes_read"].get<uint64_t>()) << " read";
   if (count == 0) {
-    out << ", every CRC-32 matches\n";
+    const std::string checksums = report.value("checksum_file", "absent");
+    out << ", every CRC-32 matches"
+        << (checksums == "checked" ? " (checksum file included)\n"
+                                   : " (no checksum file: zip CRC-32s and layout only)\n");
   } else {
     out << ", " << count << (count == 1 ? " problem\n" : " problems\n");
   }

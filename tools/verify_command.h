@@ -12,15 +12,19 @@ namespace dcpp::tools {
 
 /// Checks, naming the file and key of each problem found (never throwing for a damaged
 /// checkpoint):
+/// - the checksum file (`.checksums`, written by dcpp), when present, is intact and `.metadata`
+///   matches its CRC-32 there;
 /// - `.metadata` exists and decodes; every tensor's chunks lie inside it, do not overlap and cover
 ///   it; every chunk and value has a storage entry and every storage entry belongs to one;
 /// - every file `.metadata` names exists, lies inside the directory and holds its items (an item
 ///   past the end: truncated); items do not overlap, and no bytes of a file belong to no item;
-/// - every item is a well-formed `torch.save` archive whose every record matches its CRC-32, a
+/// - every item matches its CRC-32 in the checksum file (every byte of it), or, without one, is a
+///   `torch.save` archive laid out as PyTorch writes it whose every record matches its CRC-32; a
 ///   tensor item holds the dtype and shape `.metadata` gives its chunk, a value item decodes;
 /// - no `*.distcp` file in the directory is unreferenced.
 /// Returns {"ok": bool, "checkpoint": str, "entries": n, "items": n, "files": n,
-/// "bytes_read": n, "problems": [{"file": str|null, "key": str|null, "problem": str}]}.
+/// "bytes_read": n, "checksum_file": "absent"|"checked"|"unusable",
+/// "problems": [{"file": str|null, "key": str|null, "problem": str}]}.
 nlohmann::json verify_checkpoint(const std::filesystem::path& checkpoint);
 
 /// The human-readable report: one line per problem, then a summary line.

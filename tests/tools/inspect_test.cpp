@@ -131,3 +131,49 @@ TEST_CASE("inspect gives sizes per file and per top-level key, and a tree by rea
   const auto& [fqn, slots] = *state.items().begin();
   REQUIRE(slots["exp_avg"] == "optim.state." + fqn + ".exp_avg");
 }
+
+TEST_CASE("inspect stats fold a tensor's chunks from several files into the whole tensor's") {
+  // PyTorch's two-rank checkpoint: w_row split by rows, v_col by columns, across two files.
+  const auto ckpt = dcpp::test::fixture("two_rank_sharded");
+  const json entries = dcpp::tools::inspect_checkpoint(ckpt, true)["entries"];
+  const dcpp::StateDict whole = dcpp::load_from_keys(ckpt);
+  std::ifstream in(dcpp::test::fixture("two_rank_sharded.manifest.json"));
+  const json manifest = json::parse(in)["state_dict"]["items"];
+  for (const std::string key : {"w_row", "v_col", "bias_replicated"}) {
+    INFO(key);
+    const json& stats = entries[key]["stats"];
+    REQUIRE(entries[key]["chunks"].size() >= 1);
+    const at::Tensor t = whole.at(key).tensor().to(at::kDouble);
+    REQUIRE(stats["sum"].get<double>() == Approx(manifest[key]["sum"].get<double>()));
+    REQUIRE(stats["abs_sum"].get<double>() == Approx(manifest[key]["abs_sum"].get<double>()));
+    REQUIRE(stats["min"].get<double>() == t.min().item<double>());
+    REQUIRE(stats["max"].get<double>() == t.max().item<double>());
+    REQUIRE(stats["mean"].get<double>() == Approx(t.mean().item<double>()));
+    REQUIRE(stats["nan"] == 0);
+    REQUIRE(stats["inf"] == 0);
+  }
+  REQUIRE(entries["w_row"]["chunks"].size() == 2);
+  REQUIRE(entries["v_col"]["chunks"].size() == 2);
+
+  // NaNs and infinities in different chunks of one sharded tensor, one chunk all NaN.
+  dcpp::test::TempDir dir;
+  dcpp::StateDict state;
+  const at::Tensor full = at::tensor({1.0f, NAN, NAN, -4.0f, INFINITY, 6.0f}).reshape({3, 2});
+  std::vector<dcpp::Shard> shards;
+  for (int64_t row = 0; row < 3; ++row) {
+    shards.push_back(dcpp::Shard{full.narrow(0, row, 1).clone(), {row, 0}});
+  }
+  state.insert("s", dcpp::ShardedTensor({3, 2}, shards));
+  state.insert("e", at::empty({0, 4}));
+  dcpp::save(state, dir / "ckpt");
+  const json sharded = dcpp::tools::inspect_checkpoint(dir / "ckpt", true)["entries"];
+  REQUIRE(sharded["s"]["chunks"].size() == 3);
+  REQUIRE(sharded["s"]["stats"]["nan"] == 2);
+  REQUIRE(sharded["s"]["stats"]["inf"] == 1);
+  REQUIRE(sharded["s"]["stats"]["min"] == -4.0);
+  REQUIRE(sharded["s"]["stats"]["abs_sum"].is_null());  // +inf
+  REQUIRE(sharded["s"]["stats"]["max"].is_null());
+  REQUIRE(sharded["e"]["stats"]["nan"] == 0);
+  REQUIRE(sharded["e"]["stats"]["sum"] == 0.0);
+  REQUIRE(sharded["e"]["stats"]["mean"].is_null());
+}

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-using nlohmann::json;
 using dcpp::test::run_cli;
+using nlohmann::json;
 
 namespace {
 
@@ -46,7 +46,8 @@ TEST_CASE("verify passes PyTorch's checkpoints and dcpp's, reading every byte") 
     REQUIRE(report["problems"].empty());
     // Every byte of every tensor is read (and the other records besides).
     uint64_t tensor_bytes = 0;
-    for (const auto& [key, stored] : dcpp::read_metadata(dcpp::test::fixture(name)).state_dict_metadata) {
+    for (const auto& [key, stored] :
+         dcpp::read_metadata(dcpp::test::fixture(name)).state_dict_metadata) {
       if (const auto* tensor = std::get_if<dcpp::TensorStorageMetadata>(&stored)) {
         uint64_t n = c10::elementSize(tensor->properties.dtype);
         for (int64_t size : tensor->size) n *= static_cast<uint64_t>(size);
@@ -75,7 +76,10 @@ TEST_CASE("verify names the file and key of a flipped byte") {
   REQUIRE(report["problems"].size() == 1);
   REQUIRE(report["problems"][0]["file"] == "__0_0.distcp");
   REQUIRE(report["problems"][0]["key"] == "model.big");
-  REQUIRE_THAT(report["problems"][0]["problem"].get<std::string>(), Catch::Contains("CRC-32"));
+  // One problem for the item: its CRC-32 against the checksum file, and the record that differs.
+  const std::string problem = report["problems"][0]["problem"].get<std::string>();
+  REQUIRE_THAT(problem, Catch::Contains("the checksum file records"));
+  REQUIRE_THAT(problem, Catch::Contains("zip record 'data/0' has CRC-32"));
 
   const auto cli = run_cli("verify " + ckpt.string());
   REQUIRE(cli.exit_code == 1);
@@ -91,9 +95,82 @@ TEST_CASE("verify checks the CRC-32 of every record, not only the tensor data") 
   const int64_t at = dcpp::test::find_bytes(data, "little");
   REQUIRE(at > 0);
   dcpp::test::flip_byte(data, at + 2);
+  const json with_checksums = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(with_checksums["ok"] == false);
+  REQUIRE(has_problem(with_checksums, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
+  // Without the checksum file (as PyTorch writes checkpoints): the record's own CRC-32.
+  std::filesystem::remove(ckpt / ".checksums");
   const json report = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(report["checksum_file"] == "absent");
+  REQUIRE(has_problem(report, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
+}
+
+TEST_CASE("verify finds bytes no zip CRC-32 covers, and a damaged .metadata or checksum file") {
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto data = ckpt / "__0_0.distcp";
+  const dcpp::Metadata metadata = dcpp::read_metadata(ckpt);
+  int64_t big = -1;
+  for (const auto& [index, info] : metadata.storage_data) {
+    if (index.fqn == "model.big") big = info.offset;
+  }
+  REQUIRE(big >= 0);
+  const std::string pristine = dcpp::test::read_file(data);
+  // The padding of the item's first record: a 'Z' no CRC-32 covers.
+  const std::size_t padding = pristine.find("ZZZZ", static_cast<std::size_t>(big));
+  REQUIRE(padding != std::string::npos);
+  dcpp::test::flip_byte(data, static_cast<int64_t>(padding));
+  json report = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(report["checksum_file"] == "checked");
+  REQUIRE(report["problems"].size() == 1);
+  REQUIRE(report["problems"][0]["key"] == "model.big");
+  REQUIRE_THAT(report["problems"][0]["problem"].get<std::string>(),
+               Catch::Contains("the checksum file records") &&
+                   Catch::Contains("alignment padding is not 'Z' bytes"));
+
+  dcpp::test::write_file(data, pristine);
+  const std::string metadata_bytes = dcpp::test::read_file(ckpt / ".metadata");
+  std::string flipped = metadata_bytes;
+  flipped[flipped.size() / 3] ^= 0x20;
+  dcpp::test::write_file(ckpt / ".metadata", flipped);
+  report = dcpp::tools::verify_checkpoint(ckpt);
   REQUIRE(report["ok"] == false);
-  REQUIRE(has_problem(report, "__0_0.distcp", "byteorder fails its CRC-32"));
+  REQUIRE(report["problems"][0]["file"] == ".metadata");
+  REQUIRE_THAT(report["problems"][0]["problem"].get<std::string>(), Catch::Contains("is damaged"));
+
+  dcpp::test::write_file(ckpt / ".metadata", metadata_bytes);
+  std::string checksums = dcpp::test::read_file(ckpt / ".checksums");
+  checksums.resize(checksums.size() - 3);
+  dcpp::test::write_file(ckpt / ".checksums", checksums);
+  report = dcpp::tools::verify_checkpoint(ckpt);
+  REQUIRE(report["checksum_file"] == "unusable");
+  REQUIRE(report["problems"].size() == 1);
+  REQUIRE(report["problems"][0]["file"] == ".checksums");
+  const auto cli = run_cli("verify " + ckpt.string());
+  REQUIRE(cli.exit_code == 1);
+  REQUIRE_THAT(cli.output, Catch::Contains("problem: file .checksums: checksum file "));
+}
+
+TEST_CASE("verify and load name the first item past the end of a truncated file") {
+  dcpp::test::TempDir dir;
+  const auto ckpt = make_checkpoint(dir);
+  const auto data = ckpt / "__0_0.distcp";
+  const std::string pristine = dcpp::test::read_file(data);
+  for (const auto& [index, info] : dcpp::read_metadata(ckpt).storage_data) {
+    dcpp::test::write_file(data, pristine.substr(0, static_cast<std::size_t>(info.offset + 1)));
+    const json report = dcpp::tools::verify_checkpoint(ckpt);
+    INFO(report.dump());
+    REQUIRE(report["problems"][0]["file"] == "__0_0.distcp");
+    REQUIRE(report["problems"][0]["key"] == index.fqn);
+    REQUIRE_THAT(report["problems"][0]["problem"].get<std::string>(), Catch::Contains("truncated"));
+    dcpp::StateDict target;
+    target.insert("model", dcpp::StateDict());
+    target.at("model").dict().insert("big", at::zeros({4096}));
+    target.insert("step", 0);
+    REQUIRE_THROWS_WITH(dcpp::load(target, ckpt), Catch::Contains(data.string()) &&
+                                                      Catch::Contains("key '" + index.fqn + "'") &&
+                                                      Catch::Contains("truncated"));
+  }
 }
 
 TEST_CASE("verify finds a truncated file, a missing file and an unreferenced file") {
