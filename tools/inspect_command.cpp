@@ -203,7 +203,7 @@ void print_inspection(const json& inspection, std::ostream& out) {
         out << "  stats " << entry["stats"].dump();
       }
     } else {
-      out << "value  " << entry["value"].dump();
+      out << "value  " << entry["value"].dump(-1, ' ', false, json::error_handler_t::replace);
     }
     out << "\n";
   }
@@ -227,7 +227,8 @@ void add_inspect_command(CLI::App& app) {
     json inspection = inspect_checkpoint(*checkpoint, *with_stats);
     if (*as_json) {
       if (*as_tree) inspection["tree"] = entry_tree(inspection["entries"]);
-      std::cout << inspection.dump(1) << "\n";
+      // Keys and values may hold any bytes: what is not valid UTF-8 is replaced, not refused.
+      std::cout << inspection.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
       if (*as_tree) {
         print_tree(inspection, std::cout);

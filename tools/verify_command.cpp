@@ -407,7 +407,8 @@ void add_verify_command(CLI::App& app) {
   command->callback([=] {
     const json report = verify_checkpoint(*checkpoint);
     if (*as_json) {
-      std::cout << report.dump(1) << "\n";
+      // Keys and names may hold any bytes (a damaged .metadata): not valid UTF-8 is replaced.
+      std::cout << report.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
       print_verification(report, std::cout);
     }

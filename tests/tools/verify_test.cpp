@@ -219,6 +219,21 @@ TEST_CASE("verify finds a truncated file, a missing file and an unreferenced fil
   }
 }
 
+TEST_CASE("verify --json and inspect --json print keys that are not UTF-8") {
+  // A damaged .metadata can hold any bytes in a key; the JSON output replaces what is invalid.
+  dcpp::test::TempDir dir;
+  dcpp::StateDict state;
+  state.insert("bad\xff\xfekey", at::ones({2}));
+  dcpp::save(state, dir / "ckpt");
+  const auto verify = run_cli("verify --json " + (dir / "ckpt").string());
+  INFO(verify.output);
+  REQUIRE(verify.exit_code == 0);
+  REQUIRE(json::parse(verify.output)["ok"] == true);
+  const auto inspect = run_cli("inspect --json " + (dir / "ckpt").string());
+  REQUIRE(inspect.exit_code == 0);
+  REQUIRE(json::parse(inspect.output)["entries"].size() == 1);
+}
+
 TEST_CASE("chunk coverage finds overlaps, gaps and chunks outside the tensor") {
   using dcpp::ChunkStorageMetadata;
   using dcpp::tools::chunk_coverage_problems;

@@ -247,7 +247,9 @@ int main(int argc, char** argv) {
     // The undamaged checkpoint verifies and loads bit for bit.
     const nlohmann::json clean = dcpp::tools::verify_checkpoint(checkpoint);
     if (!clean["ok"].get<bool>())
-      throw std::runtime_error("the undamaged checkpoint fails verify: " + clean.dump());
+      throw std::runtime_error(
+          "the undamaged checkpoint fails verify: " +
+          clean.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     const LoadOutcome clean_load = load_everywhere(pool, checkpoint);
     if (clean_load.error || !clean_load.intact) {
       throw std::runtime_error("the undamaged checkpoint does not load back: " +

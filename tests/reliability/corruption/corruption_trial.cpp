@@ -109,7 +109,9 @@ Verdict judge_verify(const nlohmann::json& report, const Expectation& expected) 
       return verdict;
     }
   }
-  verdict.detail = "no problem names it; first: " + report["problems"][0].dump();
+  verdict.detail =
+      "no problem names it; first: " +
+      report["problems"][0].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return verdict;
 }
 
