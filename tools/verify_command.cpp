@@ -339,7 +339,8 @@ class Verifier {
                                   false);
       }
     } catch (const c10::Error& error) {
-      const std::string found = error.what_without_backtrace();
+      std::string found = error.what_without_backtrace();
+      if (mismatch && found.rfind(where + ": ", 0) == 0) found.erase(0, where.size() + 2);
       problem(name, key, mismatch ? *mismatch + " (" + found + ")" : found);
       return;
     }

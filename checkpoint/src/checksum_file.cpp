@@ -214,9 +214,9 @@ std::string metadata_mismatch_message(const std::vector<SaveChecksums>& saves,
           std::to_string(size) + " bytes changed";
   }
   return metadata_path + " is damaged (" + how + ", per " + checksum_path +
-         "); restore it or load an earlier checkpoint. (If a program that does not write "
+         "); restore it or load an earlier checkpoint (if a program that does not write "
          "checksum files saved over this checkpoint, delete " +
-         checksum_path + ".)";
+         checksum_path + ")";
 }
 
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
