@@ -5,10 +5,13 @@
 //
 // Each trial starts the job (crash_worker train: FSDP on 2 ranks, async saves every 4 steps with
 // the TBB stager, keep the latest 2), waits until it trains, and SIGKILLs it:
-//   - at a uniform random moment of its training (--window seconds after it starts training), or
+//   - at a uniform random moment of its training (up to --window s after every rank started), or
 //   - at a random point inside a phase it sees beginning: the K-th staging, writing, commit or
-//     pruning of this run (K in 1..3), after a uniform random fraction of that phase's median
-//     duration so far. The driver follows the manager's phase log (begin and end records).
+//     pruning of this run (K in 1..3) or its resume's read, after a uniform random fraction of that
+//     phase's median duration so far. The driver follows the manager's phase log (begin and end
+//     records).
+//   - or during startup (process start, rendezvous, removal of the previous kill's leftovers,
+//     resume): a uniform moment up to 1.1 x the median time the job took to start training.
 // Every rank at once (a job or node lost), or one rank alone (the launcher then stops the others).
 // Which phases were in progress at the kill is what the phase log says at that instant.
 //
@@ -30,6 +33,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +60,7 @@ struct Config {
   double window = 1.0;            // uniform kills: seconds of training
   double targeted = 0.5;          // share of kills timed inside a phase
   double one_rank = 0.2;          // share of kills of one rank only
+  double startup = 0.1;           // share of kills during startup (before training)
   double next_run_checks = 0.25;  // share of trials checked by the next training run
   double startup_timeout = 120, run_timeout = 180;
 };
@@ -194,18 +199,35 @@ class Driver {
   double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(random_); }
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(random_); }
 
+  // Startup kills land within the median time the job took to start training so far, plus 10%.
+  double startup_window() const {
+    if (startup_seconds_.empty()) return 2.0;
+    std::vector<double> v = startup_seconds_;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return 1.1 * v[v.size() / 2];
+  }
+
   void run_trial(Trial& trial, int pending) {
-    // The kill: whom, and when.
-    const bool one_rank = uniform() < c_.one_rank;
+    // The kill: when, and whom. A startup kill (before training, maybe before every rank is up)
+    // kills every rank there is; it is not used when this run must check the previous trial.
+    const bool startup = pending < 0 && uniform() < c_.startup;
+    const bool one_rank = !startup && uniform() < c_.one_rank;
     const int victim = one_rank ? pick(c_.ranks) : -1;
     trial.kill = one_rank ? "rank " + std::to_string(victim) : "all ranks";
     double delay = 0;
     int occurrence = 0;
-    if (uniform() < c_.targeted) {
-      static const std::vector<Phase> targets{Phase::kStaging, Phase::kWriting, Phase::kCommit,
-                                              Phase::kPruning};
+    if (startup) {
+      delay = uniform() * startup_window();
+      trial.timing = "startup " + fixed(delay, 3) + " s";
+    } else if (uniform() < c_.targeted) {
+      // The resume's read is a target too when there is a checkpoint to resume from, unless this
+      // run must report the previous resume.
+      std::vector<Phase> targets{Phase::kStaging, Phase::kWriting, Phase::kCommit, Phase::kPruning};
+      if (pending < 0 && crash::scan_root(c_.work + "/root").latest()) {
+        targets.push_back(Phase::kLoading);
+      }
       trial.target = targets[pick(static_cast<int>(targets.size()))];
-      occurrence = 1 + pick(3);
+      occurrence = *trial.target == Phase::kLoading ? 1 : 1 + pick(3);
     } else {
       delay = uniform() * c_.window;
       trial.timing = "uniform " + fixed(delay, 3) + " s";
@@ -217,18 +239,25 @@ class Driver {
     crash::LaunchedJob job(c_.launcher, c_.ranks, worker_command(c_, "train", "fsdp", true), log);
     ResumeReport resumed;
     std::optional<Clock::time_point> training_since, kill_at;
-    int seen = 0;
+    int seen = 0, training_ranks = 0;
     const auto started = Clock::now();
+    if (startup) {
+      kill_at = started +
+                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    }
     bool ended_early = false;
     for (;;) {
       for (const auto& line : job.read_output()) {
         resumed.take(line);
-        if (!training_since && line.rfind("[rank 0] TRAINING", 0) == 0) {
+        // Training has started once every rank said so (each reports its resume before).
+        if (line.find("] TRAINING rank ") != std::string::npos && ++training_ranks == c_.ranks) {
           training_since = Clock::now();
+          startup_seconds_.push_back(seconds(*training_since - started));
           if (job.remember_ranks() != c_.ranks) trial.fail("not every rank was found running");
-          if (!trial.target)
+          if (!trial.target && !startup) {
             kill_at = *training_since + std::chrono::duration_cast<Clock::duration>(
                                             std::chrono::duration<double>(delay));
+          }
         }
       }
       std::vector<crash::PhaseEvent> events;
@@ -242,8 +271,8 @@ class Driver {
         if (!e.begin && e.operation == "save" && e.phase == "commit") {
           trial.committed_before_kill = std::max(trial.committed_before_kill, e.step);
         }
-        if (trial.target && training_since && !kill_at && e.begin &&
-            std::make_pair(e.operation, e.phase) == crash::trigger_of(*trial.target) &&
+        if (trial.target && (training_since || *trial.target == Phase::kLoading) && !kill_at &&
+            e.begin && std::make_pair(e.operation, e.phase) == crash::trigger_of(*trial.target) &&
             ++seen == occurrence) {
           const double typical = durations_.median(crash::trigger_of(*trial.target), 0.002);
           delay = uniform() * typical;
@@ -263,10 +292,10 @@ class Driver {
         trial.fail("the job did not start training within " + fixed(c_.startup_timeout, 0) + " s");
         break;
       }
-      if (training_since && !kill_at && seconds(now - *training_since) > 30) {
+      if (training_since && !kill_at && seconds(now - *training_since) > 10) {
         kill_at = now;  // the targeted phase did not come: kill now
         trial.timing = std::string(crash::phase_name(*trial.target)) + " #" +
-                       std::to_string(occurrence) + " not reached in 30 s";
+                       std::to_string(occurrence) + " not reached in 10 s";
       }
       int timeout_ms = 100;
       if (kill_at) {
@@ -306,6 +335,9 @@ class Driver {
           trial.fail(e.what());
         }
         trial.hit = watch.open_phases();
+        if (!training_since && trial.hit == std::set<Phase>{Phase::kTraining}) {
+          trial.hit = {Phase::kStartup};
+        }
         for (const auto& [operation, phase, step] : watch.open()) {
           trial.open += operation + " " + phase + " " + std::to_string(step) + "; ";
         }
@@ -313,7 +345,7 @@ class Driver {
       if (one_rank) {
         snapshot();
         if (!job.kill_one_rank(victim)) trial.fail("rank " + std::to_string(victim) + " not found");
-      } else if (job.kill_all_ranks() != c_.ranks) {
+      } else if (job.kill_all_ranks() != c_.ranks && !startup) {
         trial.fail("not every rank was running at the kill");
       }
       if (job.wait(std::chrono::seconds(60)) < 0) {
@@ -407,8 +439,11 @@ class Driver {
     };
     std::map<Phase, Row> by_phase;
     Row total;
-    int overlapping = 0, targeted = 0, target_hit = 0, one_rank = 0;
+    int overlapping = 0, targeted = 0, target_hit = 0, one_rank = 0, startup = 0;
+    std::map<std::string, int> checked_by;
     for (const Trial& t : trials_) {
+      checked_by[t.checked_by] += 1;
+      startup += t.timing.rfind("startup", 0) == 0 ? 1 : 0;
       for (Phase p : t.hit) {
         Row& r = by_phase[p];
         r.trials += 1;
@@ -432,17 +467,18 @@ class Driver {
     std::printf("| **all trials** | %d | %d | %d |\n", total.trials, total.ok, total.failed);
     std::printf(
         "\n%d trials (seed %llu) in %.0f s; %d hit two phases at once (counted in both rows); %d "
-        "kills timed inside a phase (%d landed in it), %d uniform; %d killed one rank only, %d "
-        "every rank.\nmedian logged durations: save stage %.2f ms, write %.2f ms, commit %.2f ms, "
-        "prune delete %.2f ms\n",
-        total.trials, c_.seed, wall, overlapping, targeted, target_hit, total.trials - targeted,
-        one_rank, total.trials - one_rank,
+        "kills timed inside a phase (%d landed in it), %d at a uniform moment of training, %d "
+        "during startup; %d killed one rank only, %d every rank.\nmedian logged durations: save "
+        "stage %.2f ms, write %.2f ms, commit %.2f ms, prune delete %.2f ms\nchecked by:",
+        total.trials, c_.seed, wall, overlapping, targeted, target_hit,
+        total.trials - targeted - startup, startup, one_rank, total.trials - one_rank,
         durations_.median(crash::trigger_of(Phase::kStaging), 0) * 1e3,
         durations_.median(crash::trigger_of(Phase::kWriting), 0) * 1e3,
         durations_.median(crash::trigger_of(Phase::kCommit), 0) * 1e3,
         durations_.median(crash::trigger_of(Phase::kPruning), 0) * 1e3);
-    std::printf("%s\n", total.failed == 0 ? "crash_driver: every trial resumed correctly"
-                                          : "crash_driver: FAILURES (see above)");
+    for (const auto& [how, n] : checked_by) std::printf(" %s: %d;", how.c_str(), n);
+    std::printf("\n%s\n", total.failed == 0 ? "crash_driver: every trial resumed correctly"
+                                            : "crash_driver: FAILURES (see above)");
     return total.failed == 0 ? 0 : 1;
   }
 
@@ -451,6 +487,7 @@ class Driver {
   std::vector<Trial> trials_;
   crash::PhaseDurations durations_;
   size_t verify_runs_ = 0;
+  std::vector<double> startup_seconds_;  // launch to training, per training run
 };
 
 }  // namespace
@@ -477,6 +514,7 @@ int main(int argc, char** argv) {
   app.add_option("--window", c.window, "uniform kills: up to this many seconds into training");
   app.add_option("--targeted", c.targeted, "share of kills timed inside a phase");
   app.add_option("--one-rank", c.one_rank, "share of kills of one rank only");
+  app.add_option("--startup", c.startup, "share of kills during startup (before training)");
   app.add_option("--next-run-checks", c.next_run_checks,
                  "share of trials checked by the next training run rather than a verify run");
   CLI11_PARSE(app, argc, argv);

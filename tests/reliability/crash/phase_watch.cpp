@@ -26,6 +26,8 @@ const char* phase_name(Phase phase) {
       return "pruning";
     case Phase::kLoading:
       return "loading";
+    case Phase::kStartup:
+      return "startup";
     case Phase::kTraining:
       return "training";
   }
@@ -34,7 +36,8 @@ const char* phase_name(Phase phase) {
 
 const std::vector<Phase>& all_phases() {
   static const std::vector<Phase> phases{Phase::kStaging, Phase::kWriting, Phase::kCommit,
-                                         Phase::kPruning, Phase::kLoading, Phase::kTraining};
+                                         Phase::kPruning, Phase::kLoading, Phase::kStartup,
+                                         Phase::kTraining};
   return phases;
 }
 
@@ -128,6 +131,7 @@ std::pair<std::string, std::string> trigger_of(Phase phase) {
       return {"prune", "delete"};
     case Phase::kLoading:
       return {"load", "read"};
+    case Phase::kStartup:
     case Phase::kTraining:
       break;
   }

@@ -13,8 +13,10 @@
 
 namespace crash {
 
-/// The phases a kill is reported against. "training": no save, prune or load phase open.
-enum class Phase { kStaging, kWriting, kCommit, kPruning, kLoading, kTraining };
+/// The phases a kill is reported against. "training": no save, prune or load phase open;
+/// "startup": the same, before the job started training (process start, rendezvous, the removal of
+/// an earlier job's leftovers; the driver decides this one, the log has no record of it).
+enum class Phase { kStaging, kWriting, kCommit, kPruning, kLoading, kStartup, kTraining };
 const char* phase_name(Phase phase);
 const std::vector<Phase>& all_phases();
 
