@@ -12,7 +12,9 @@ void MemorySource::read(uint64_t offset, void* dst, std::size_t n) const {
                           std::to_string(offset) + " is past its end (" +
                           std::to_string(bytes_.size()) + " bytes); the data is truncated");
   }
-  std::memcpy(dst, bytes_.data() + offset, n);
+  if (n > 0) {
+    std::memcpy(dst, bytes_.data() + offset, n);  // dst may be null when n is 0 (an empty tensor)
+  }
 }
 
 }  // namespace dcpp::detail

@@ -19,7 +19,8 @@ class ByteSink {
 
 /// A random-access source of `size()` bytes (one item of a data file, or memory). `read` fills
 /// `dst` with bytes [offset, offset + n) and throws CheckpointError, naming `describe()`, when the
-/// range is out of bounds or the read fails. Thread-safe for concurrent reads.
+/// range is out of bounds or the read fails; `dst` may be null when `n` is 0 (the data of an empty
+/// tensor). Thread-safe for concurrent reads.
 class ByteSource {
  public:
   virtual ~ByteSource() = default;

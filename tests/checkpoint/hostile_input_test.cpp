@@ -3,6 +3,8 @@
 
 #include "dcpp_test.h"
 
+#include "byte_io.h"
+#include "item_codec.h"
 #include "metadata_pickle.h"
 #include "pickle_reader.h"
 #include "pickle_writer.h"
@@ -186,4 +188,24 @@ TEST_CASE("hostile names in error messages are escaped and never cut short") {
   m.state_dict_metadata.emplace_back("w\x1b[2J", dcpp::BytesStorageMetadata{});
   REQUIRE_THROWS_WITH(decode_metadata(encode_metadata(m), "ckpt/.metadata"),
                       Catch::Contains("state_dict_metadata has the key 'w\\x1b[2J' twice"));
+}
+
+TEST_CASE("an empty box of an empty tensor reads as nothing") {
+  // Found by the item fuzz target (UBSan): the partial read of a box with no element passed the
+  // empty destination's null data pointer to memcpy, which is undefined even for 0 bytes.
+  MemorySink sink;
+  write_tensor_item(sink, at::empty({2, 0}));
+  const MemorySource source(sink.buffer(), "file f, key 'e'");
+  TensorReadRequest request;
+  request.dest = at::empty({1, 0});
+  request.storage_offsets = {1, 0};
+  request.lengths = {1, 0};
+  request.expected_dtype = at::kFloat;
+  request.expected_chunk_sizes = {2, 0};
+  REQUIRE(request.dest.data_ptr() == nullptr);
+  read_tensor_item(source, request, /*verify_crc=*/true);
+  char nothing = 'x';
+  source.read(0, nullptr, 0);
+  source.read(sink.buffer().size(), &nothing, 0);
+  REQUIRE(nothing == 'x');
 }
