@@ -15,7 +15,7 @@ DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-d
                    libgloo-dev libdeflate-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps configure build test demo bench install clean
+.PHONY: all deps configure build test test-asan test-tsan demo bench install clean
 
 all: build
 
@@ -37,6 +37,34 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+# The suite again under AddressSanitizer + UndefinedBehaviorSanitizer (`make test-asan`), and the
+# threaded and multi-rank tests under ThreadSanitizer (`make test-tsan`); docs/reliability.md. The
+# sanitizer builds compile at -O1 with line tables only, which is what their reports need.
+
+ASAN_DIR ?= $(BUILD_DIR)-asan
+TSAN_DIR ?= $(BUILD_DIR)-tsan
+SANITIZER_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+                        -DDCPP_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS)
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:strict_string_checks=1 \
+                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+                 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitizers/tsan.supp"
+# What ThreadSanitizer runs: the tests with threads of dcpp's own (async, plugin) and the
+# multi-rank ones (distributed, reshard, parallel).
+TSAN_TESTS   := ^(async|plugin|distributed|reshard|parallel):
+TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests dcpp_reshard_tests \
+                dcpp_parallel_tests
+
+test-asan: deps
+	cmake -S . -B $(ASAN_DIR) $(SANITIZER_CMAKE_ARGS) -DDCPP_SANITIZE=address,undefined
+	cmake --build $(ASAN_DIR) -j$(JOBS)
+	@# The package test builds a user project against the installed library: nothing to sanitize.
+	cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -E '^package\.'
+
+test-tsan: deps
+	cmake -S . -B $(TSAN_DIR) $(SANITIZER_CMAKE_ARGS) -DDCPP_SANITIZE=thread
+	cmake --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
+	cd $(TSAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -R '$(TSAN_TESTS)'
 
 demo: build
 	rm -rf $(DEMO_DIR)
@@ -61,4 +89,4 @@ install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
