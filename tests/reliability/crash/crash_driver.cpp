@@ -28,6 +28,8 @@
 #include "checkpoint_scan.h"
 #include "launched_job.h"
 #include "phase_watch.h"
+#include "resume_check.h"
+#include "trial.h"
 
 #include <CLI/CLI.hpp>
 
@@ -49,6 +51,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using crash::Phase;
+using crash::Trial;
 
 struct Config {
   std::string launcher, worker, work;
@@ -71,25 +74,6 @@ struct Layout {
 };
 const std::vector<Layout> kVerifyLayouts{{"fsdp", 2}, {"ddp", 3}, {"fsdp", 3}, {"ddp", 1}};
 
-// What one trial did and found.
-struct Trial {
-  int index = 0;
-  std::string kill;    // "all ranks" or "rank R"
-  std::string timing;  // "uniform 0.42 s" or "commit #2 +0.8 ms"
-  std::optional<Phase> target;
-  std::set<Phase> hit;
-  std::string open;  // the open phases at the kill, as logged
-  std::optional<long long> latest;
-  long long committed_before_kill = -1;
-  std::string checked_by;
-  bool ok = true;
-  std::vector<std::string> failures;
-  void fail(const std::string& why) {
-    ok = false;
-    failures.push_back(why);
-  }
-};
-
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string fixed(double v, int digits) {
@@ -110,37 +94,6 @@ std::vector<std::string> worker_command(const Config& c, const std::string& mode
     command.push_back(c.work + "/metrics/metrics.jsonl");
   }
   return command;
-}
-
-// The RESUME / MISMATCH lines of a run, by rank.
-struct ResumeReport {
-  std::map<int, std::string> lines;  // rank -> "none" or "step N verified ..."
-  std::vector<std::string> mismatches;
-  void take(const std::string& line) {
-    static const std::regex resume(R"(\[rank \d+\] RESUME rank (\d+) (.*))");
-    std::smatch m;
-    if (std::regex_match(line, m, resume)) {
-      lines[std::stoi(m[1].str())] = m[2].str();
-    } else if (line.find("MISMATCH") != std::string::npos) {
-      mismatches.push_back(line);
-    }
-  }
-};
-
-// Every rank of a `ranks`-rank run resumed from `latest` (or from nothing) with equal values.
-void check_resume(const ResumeReport& report, int ranks, std::optional<long long> latest,
-                  const std::string& run, Trial& trial) {
-  for (const auto& m : report.mismatches) trial.fail(run + ": " + m);
-  const std::string expected = latest ? "step " + std::to_string(*latest) + " verified" : "none";
-  for (int r = 0; r < ranks; ++r) {
-    auto it = report.lines.find(r);
-    if (it == report.lines.end()) {
-      trial.fail(run + ": rank " + std::to_string(r) + " reported no resume");
-    } else if (it->second.rfind(expected, 0) != 0) {
-      trial.fail(run + ": rank " + std::to_string(r) + " resumed '" + it->second + "', expected '" +
-                 expected + "' (the latest complete checkpoint on disk)");
-    }
-  }
 }
 
 void check_no_leftovers(const Config& c, const std::string& run, Trial& trial) {
@@ -190,9 +143,11 @@ class Driver {
         trial.checked_by = "next training run";
       }
       drop_old_records();
-      print_trial(trial);
+      crash::print_trial(trial);
     }
-    return report(seconds(Clock::now() - start));
+    return crash::print_report(trials_, c_.seed, seconds(Clock::now() - start), durations_) == 0
+               ? 0
+               : 1;
   }
 
  private:
@@ -237,7 +192,7 @@ class Driver {
         fs::path(c_.work) / "logs" / ("trial-" + std::to_string(trial.index) + ".train.log");
     crash::PhaseWatch watch(fs::path(c_.work) / "metrics" / "metrics.jsonl");
     crash::LaunchedJob job(c_.launcher, c_.ranks, worker_command(c_, "train", "fsdp", true), log);
-    ResumeReport resumed;
+    crash::ResumeReport resumed;
     std::optional<Clock::time_point> training_since, kill_at;
     int seen = 0, training_ranks = 0;
     const auto started = Clock::now();
@@ -357,11 +312,11 @@ class Driver {
     // The previous trial's resume check, when this run was it.
     if (pending >= 0) {
       Trial& previous = trials_[static_cast<size_t>(pending)];
-      check_resume(resumed, c_.ranks, previous.latest,
-                   "trial " + std::to_string(trial.index) + "'s training run", previous);
+      crash::check_resume(resumed, c_.ranks, previous.latest,
+                          "trial " + std::to_string(trial.index) + "'s training run", previous);
       std::printf("trial %3d: checked by trial %d's training run: %s\n", previous.index,
                   trial.index, previous.ok ? "ok" : "FAILED");
-      print_check(previous);
+      crash::print_failures(previous);
     }
 
     const crash::RootScan scan = crash::scan_root(c_.work + "/root");
@@ -381,7 +336,7 @@ class Driver {
         fs::path(c_.work) / "logs" / ("trial-" + std::to_string(trial.index) + ".verify.log");
     crash::LaunchedJob job(c_.launcher, layout.ranks,
                            worker_command(c_, "verify", layout.name, false), log);
-    ResumeReport resumed;
+    crash::ResumeReport resumed;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(c_.run_timeout));
     while (!job.output_ended() && Clock::now() < deadline) {
@@ -394,7 +349,7 @@ class Driver {
       trial.fail(trial.checked_by + " exited with " + std::to_string(code) + ":\n" +
                  tail_of(log, 15));
     }
-    check_resume(resumed, layout.ranks, trial.latest, trial.checked_by, trial);
+    crash::check_resume(resumed, layout.ranks, trial.latest, trial.checked_by, trial);
     check_no_leftovers(c_, trial.checked_by, trial);
   }
 
@@ -410,76 +365,6 @@ class Driver {
         fs::remove(entry.path());
       }
     }
-  }
-
-  void print_check(const Trial& trial) {
-    if (!trial.ok) {
-      for (const auto& f : trial.failures)
-        std::printf("  FAILED trial %d: %s\n", trial.index, f.c_str());
-    }
-  }
-
-  void print_trial(const Trial& trial) {
-    std::string hit;
-    for (Phase p : trial.hit) hit += std::string(hit.empty() ? "" : "+") + crash::phase_name(p);
-    std::printf("trial %3d: kill %-9s %-28s hit %-16s latest %-6s checked by %-19s %s\n",
-                trial.index, trial.kill.c_str(), trial.timing.c_str(), hit.c_str(),
-                trial.latest ? std::to_string(*trial.latest).c_str() : "none",
-                trial.checked_by.c_str(),
-                trial.checked_by == "next training run" ? "(pending)"
-                : trial.ok                              ? "ok"
-                                                        : "FAILED");
-    print_check(trial);
-    std::fflush(stdout);
-  }
-
-  int report(double wall) {
-    struct Row {
-      int trials = 0, ok = 0, failed = 0;
-    };
-    std::map<Phase, Row> by_phase;
-    Row total;
-    int overlapping = 0, targeted = 0, target_hit = 0, one_rank = 0, startup = 0;
-    std::map<std::string, int> checked_by;
-    for (const Trial& t : trials_) {
-      checked_by[t.checked_by] += 1;
-      startup += t.timing.rfind("startup", 0) == 0 ? 1 : 0;
-      for (Phase p : t.hit) {
-        Row& r = by_phase[p];
-        r.trials += 1;
-        (t.ok ? r.ok : r.failed) += 1;
-      }
-      total.trials += 1;
-      (t.ok ? total.ok : total.failed) += 1;
-      overlapping += t.hit.size() > 1 ? 1 : 0;
-      if (t.target) {
-        targeted += 1;
-        target_hit += t.hit.count(*t.target) ? 1 : 0;
-      }
-      one_rank += t.kill != "all ranks" ? 1 : 0;
-    }
-    std::printf("\n| phase in progress at the kill | trials | resumed OK | failures |\n");
-    std::printf("|---|---:|---:|---:|\n");
-    for (Phase p : crash::all_phases()) {
-      const Row& r = by_phase[p];
-      std::printf("| %s | %d | %d | %d |\n", crash::phase_name(p), r.trials, r.ok, r.failed);
-    }
-    std::printf("| **all trials** | %d | %d | %d |\n", total.trials, total.ok, total.failed);
-    std::printf(
-        "\n%d trials (seed %llu) in %.0f s; %d hit two phases at once (counted in both rows); %d "
-        "kills timed inside a phase (%d landed in it), %d at a uniform moment of training, %d "
-        "during startup; %d killed one rank only, %d every rank.\nmedian logged durations: save "
-        "stage %.2f ms, write %.2f ms, commit %.2f ms, prune delete %.2f ms\nchecked by:",
-        total.trials, c_.seed, wall, overlapping, targeted, target_hit,
-        total.trials - targeted - startup, startup, one_rank, total.trials - one_rank,
-        durations_.median(crash::trigger_of(Phase::kStaging), 0) * 1e3,
-        durations_.median(crash::trigger_of(Phase::kWriting), 0) * 1e3,
-        durations_.median(crash::trigger_of(Phase::kCommit), 0) * 1e3,
-        durations_.median(crash::trigger_of(Phase::kPruning), 0) * 1e3);
-    for (const auto& [how, n] : checked_by) std::printf(" %s: %d;", how.c_str(), n);
-    std::printf("\n%s\n", total.failed == 0 ? "crash_driver: every trial resumed correctly"
-                                            : "crash_driver: FAILURES (see above)");
-    return total.failed == 0 ? 0 : 1;
   }
 
   Config c_;
