@@ -34,8 +34,10 @@ json describe_tensor(const SourceEntry& entry) {
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
+  // memcmp must not see the null data pointer of an empty tensor, even for 0 bytes.
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0;
+         (a.numel() == 0 ||
+          std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0);
 }
 
 }  // namespace
@@ -103,7 +105,8 @@ json diff_checkpoints(const std::filesystem::path& a_path, const std::filesystem
       continue;
     }
     if (ea.shape != eb.shape) {
-      changed[ea.key] = {{"change", "shape"}, {"a", describe_tensor(ea)}, {"b", describe_tensor(eb)}};
+      changed[ea.key] = {
+          {"change", "shape"}, {"a", describe_tensor(ea)}, {"b", describe_tensor(eb)}};
       continue;
     }
     const at::Tensor ta = a->read_tensor(ea);
@@ -125,9 +128,9 @@ json diff_checkpoints(const std::filesystem::path& a_path, const std::filesystem
     if (in_a.count(eb.key) == 0) only_in_b.push_back(eb.key);
   }
   const bool equal = only_in_a.empty() && only_in_b.empty() && changed.empty();
-  return json{{"equal", equal},       {"a", a_path.string()},  {"b", b_path.string()},
+  return json{{"equal", equal},          {"a", a_path.string()},    {"b", b_path.string()},
               {"a_format", a->format()}, {"b_format", b->format()}, {"same", same},
-              {"only_in_a", only_in_a}, {"only_in_b", only_in_b}, {"changed", changed}};
+              {"only_in_a", only_in_a},  {"only_in_b", only_in_b},  {"changed", changed}};
 }
 
 void print_diff(const json& diff, std::ostream& out) {
@@ -155,8 +158,8 @@ void print_diff(const json& diff, std::ostream& out) {
           return n;
         }());
         out << ", max abs diff " << max_text(change["max_abs_diff"]) << ", max rel diff "
-            << max_text(change["max_rel_diff"]) << " (" << change["differing_elements"].get<int64_t>()
-            << " of " << numel << " elements differ";
+            << max_text(change["max_rel_diff"]) << " ("
+            << change["differing_elements"].get<int64_t>() << " of " << numel << " elements differ";
         if (change["nan_mismatches"].get<int64_t>() > 0) {
           out << ", " << change["nan_mismatches"].get<int64_t>() << " NaN on one side only";
         }

@@ -110,6 +110,7 @@ void sync_directory(const std::filesystem::path& directory) {
 FileSink::FileSink(File& file, std::size_t buffer_size) : file_(file), buffer_(buffer_size) {}
 
 void FileSink::write(const void* data, std::size_t size) {
+  if (size == 0) return;  // `data` may be null (an empty tensor's), which memcpy must not see
   if (size <= buffer_.size() - used_) {
     std::memcpy(buffer_.data() + used_, data, size);
     used_ += size;
