@@ -1,7 +1,9 @@
 // Data items as `torch.save` writes them: records data.pkl, .format_version, .storage_alignment,
 // byteorder, data/<key>..., version, .data/serialization_id, in that order, under root "archive".
 // Reading trusts nothing in the archive: sizes, dtypes, shapes and strides are checked against each
-// other and against the `.metadata` before a byte is copied.
+// other and against the `.metadata` before a byte is copied. Writing computes the CRC-32 of the
+// whole item as it goes (for the checksum file); reading checks the item against it when it is
+// given, or else checks the archive's layout and every record's CRC-32 (item_codec.h).
 
 #include "item_codec.h"
 
