@@ -135,10 +135,14 @@ class MetadataDecoder {
 
   /// A load into an empty state dict rebuilds the lists planner_data names, padding each with None
   /// up to the largest index a path gives it (DCP's set_element). Each list is charged its length,
-  /// so that one hostile index cannot make a load allocate without bound.
+  /// so that one hostile index cannot make a load allocate without bound: a 6 KB file naming index
+  /// 524654 took 0.8 GB and 30 s to plan. A real list of n items has n planner_data entries of
+  /// 20 bytes or more, whose share of the budget pays for their slots.
   void charge_list_lengths(const OrderedEntries<ObjectPath>& planner_data) {
-    constexpr std::size_t kUnitsPerSlot = 64;  // about a StateValue
-    std::map<ObjectPath, int64_t> lengths;     // a list, named by the path to it -> its length
+    // About what one slot costs a load (the fuzz input above: 1.6 KiB under ASan): the padded
+    // StateValue, its flattened key, the load planner's maps.
+    constexpr std::size_t kUnitsPerSlot = 1024;
+    std::map<ObjectPath, int64_t> lengths;  // a list, named by the path to it -> its length
     for (const auto& [key, path] : planner_data) {
       for (std::size_t depth = 0; depth < path.size(); ++depth) {
         const int64_t* index = std::get_if<int64_t>(&path[depth]);
