@@ -43,13 +43,13 @@ test-plain: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
-# their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer + UndefinedBehaviorSanitizer
-# run everything that parses bytes or owns threads or processes: the state dict, codec and
-# checkpoint tests, the fuzz targets' replays, async, the multi-rank collectives, the plugin and the
-# faults. ThreadSanitizer runs the tests with threads of dcpp's own (async, plugin) and the
-# multi-rank collectives (distributed). SANITIZER_SCOPE=all runs every test under ASan + UBSan (but
-# ASAN_EXCLUDE) and adds resharding and the parallel layouts under TSan; their multi-rank tests run
-# 5-10x slower under ASan, so that is not part of CI.
+# their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +
+# UndefinedBehaviorSanitizer run everything that parses bytes or owns threads or processes: the
+# state dict, codec and checkpoint tests, the fuzz targets' replays, async, the multi-rank
+# collectives, the plugin and the faults. ThreadSanitizer runs the tests with threads of dcpp's own
+# (async, plugin) and the multi-rank collectives (distributed). SANITIZER_SCOPE=all runs every test
+# under ASan + UBSan (but ASAN_EXCLUDE) and adds resharding and the parallel layouts under TSan;
+# their multi-rank tests run 5-10x slower under ASan, so that is not part of CI.
 SANITIZER_SCOPE ?= ci
 ASAN_DIR ?= $(BUILD_DIR)-asan
 TSAN_DIR ?= $(BUILD_DIR)-tsan
