@@ -9,8 +9,8 @@
 
 #include <cmath>
 
-using nlohmann::json;
 using dcpp::test::run_cli;
+using nlohmann::json;
 
 namespace {
 
@@ -69,9 +69,11 @@ TEST_CASE("diff finds planted differences and names them") {
   REQUIRE(cli.exit_code == 1);
   REQUIRE_THAT(cli.output, Catch::Contains("only in A: gone"));
   REQUIRE_THAT(cli.output, Catch::Contains("only in B: new"));
-  REQUIRE_THAT(cli.output, Catch::Contains("values: model.w  Float [3,4] -> Float [3,4], max abs diff 0.5"));
+  REQUIRE_THAT(cli.output,
+               Catch::Contains("values: model.w  Float [3,4] -> Float [3,4], max abs diff 0.5"));
   REQUIRE_THAT(cli.output, Catch::Contains("value: step  7 -> 8"));
-  REQUIRE_THAT(cli.output, Catch::Contains("different: 1 entries equal, 4 changed, 1 only in A, 1 only in B"));
+  REQUIRE_THAT(cli.output,
+               Catch::Contains("different: 1 entries equal, 4 changed, 1 only in A, 1 only in B"));
 
   const auto equal = run_cli("diff --json " + (dir / "a").string() + " " + (dir / "same").string());
   REQUIRE(equal.exit_code == 0);
@@ -92,9 +94,9 @@ TEST_CASE("tensor differences treat NaN, infinity and complex values sensibly") 
   const auto inf = dcpp::tools::compare_tensors(at::tensor({INFINITY}), at::tensor({1.0}));
   REQUIRE(std::isinf(inf.max_abs));
   REQUIRE(inf.max_rel == 1.0);
-  const auto complex = dcpp::tools::compare_tensors(
-      at::complex(at::tensor({3.0}), at::tensor({0.0})),
-      at::complex(at::tensor({0.0}), at::tensor({4.0})));
+  const auto complex =
+      dcpp::tools::compare_tensors(at::complex(at::tensor({3.0}), at::tensor({0.0})),
+                                   at::complex(at::tensor({0.0}), at::tensor({4.0})));
   REQUIRE(complex.max_abs == 5.0);
   const auto ints = dcpp::tools::compare_tensors(at::arange(3, at::kLong), at::arange(3, at::kInt));
   REQUIRE(ints.differing == 0);
@@ -118,4 +120,17 @@ TEST_CASE("diff compares checkpoints across formats") {
   REQUIRE(diff["only_in_a"].size() == values);
   REQUIRE(diff["same"].get<std::size_t>() + values ==
           dcpp::read_metadata(src).state_dict_metadata.size());
+}
+
+TEST_CASE("diff compares empty tensors as equal without touching their data") {
+  // An empty tensor's data pointer is null; memcmp must not be handed it (UBSan found this).
+  dcpp::test::TempDir dir;
+  dcpp::StateDict state;
+  state.insert("empty", at::empty({0, 3}, at::kFloat));
+  dcpp::save(state, dir / "a");
+  dcpp::save(state, dir / "b");
+  const json diff = dcpp::tools::diff_checkpoints(dir / "a", dir / "b");
+  INFO(diff.dump(1));
+  REQUIRE(diff["equal"] == true);
+  REQUIRE(diff["same"] == 1);
 }

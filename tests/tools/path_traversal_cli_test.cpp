@@ -45,7 +45,8 @@ TEST_CASE("the dcpp commands refuse data file names outside the checkpoint") {
   const std::vector<std::string> names = {"../outside.distcp", "a/../../outside.distcp",
                                           (root / "outside.distcp").string()};
   const char* formats[] = {"torch-save", "safetensors", "dcp"};
-  for (const std::string& name : names) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
     INFO("relative_path '" << name << "'");
     // A hostile .metadata comes without the checksum file dcpp writes beside it.
     dcpp::test::write_file(checkpoint / ".metadata", renamed(pristine, name));
@@ -62,7 +63,7 @@ TEST_CASE("the dcpp commands refuse data file names outside the checkpoint") {
     REQUIRE_THAT(inspect.output, Catch::Contains("not inside the checkpoint directory"));
 
     // Every format reads the source alike: each name is tried with one of them.
-    const char* format = formats[&name - names.data()];
+    const char* format = formats[i];
     const fs::path out = root / (std::string("out.") + format);
     const auto convert =
         run_cli("convert " + checkpoint.string() + " " + out.string() + " --to " + format);
