@@ -123,6 +123,14 @@ void run_rank(int rank, int world, const c10::intrusive_ptr<c10d::Store>& store,
   }
 }
 
+// ASan's quarantine holds freed memory back (256 MiB by default), so under ASan resident memory
+// says nothing about a leak; descriptors and threads still do.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kResidentMemoryShowsLeaks = false;
+#else
+constexpr bool kResidentMemoryShowsLeaks = true;
+#endif
+
 void check_no_growth(int world) {
   torch::set_num_threads(1);
   dcpp::test::TempDir dir;
@@ -149,7 +157,7 @@ void check_no_growth(int world) {
   CHECK(b.fds == a.fds);
   CHECK(b.threads == a.threads);
   // A leak of one state copy per save would add 20 x 3.7 MB; allocator noise stays far below.
-  CHECK(b.rss_mib - a.rss_mib < 24.0);
+  if (kResidentMemoryShowsLeaks) CHECK(b.rss_mib - a.rss_mib < 24.0);
 }
 
 }  // namespace
