@@ -136,8 +136,9 @@ class MetadataDecoder {
   /// A load into an empty state dict rebuilds the lists planner_data names, padding each with None
   /// up to the largest index a path gives it (DCP's set_element). Each list is charged its length,
   /// so that one hostile index cannot make a load allocate without bound: a 6 KB file naming index
-  /// 524654 took 0.8 GB and 30 s to plan. A real list of n items has n planner_data entries of
-  /// 20 bytes or more, whose share of the budget pays for their slots.
+  /// 524654 took 0.8 GB and 30 s to plan. A slot costs the budget what 16 bytes of file add to it;
+  /// each item of a real list brings several times that in its state_dict_metadata, planner_data
+  /// and storage_data entries (metadata_pickle_test.cpp decodes a list of 200,000).
   void charge_list_lengths(const OrderedEntries<ObjectPath>& planner_data) {
     // About what one slot costs a load (the fuzz input above: 1.6 KiB under ASan): the padded
     // StateValue, its flattened key, the load planner's maps.

@@ -468,6 +468,25 @@ TEST_CASE("decode_metadata bounds what shared strings expand to", "[metadata][ho
   REQUIRE_THROWS_WITH(decode_metadata(bytes, "f"), Catch::Contains("expands"));
 }
 
+TEST_CASE("decode_metadata accepts a long real list, whose entries pay for its slots",
+          "[metadata][hostile]") {
+  // A list is charged per slot (hostile_input_test.cpp); a real one of 200,000 values, three
+  // times what the budget's fixed part covers, must still decode: each item's entries in
+  // state_dict_metadata, planner_data and storage_data buy more than its slot costs.
+  Metadata m;
+  constexpr int64_t kItems = 200000;
+  for (int64_t i = 0; i < kItems; ++i) {
+    const std::string key = "history." + std::to_string(i);
+    m.state_dict_metadata.emplace_back(key, BytesStorageMetadata{});
+    m.planner_data.emplace_back(key, ObjectPath{std::string("history"), i});
+    m.storage_data.push_back({MetadataIndex{key, std::nullopt, std::nullopt},
+                              StorageInfo{"__0_0.distcp", i * 800, 800, {}}});
+  }
+  const Metadata decoded = decode_metadata(encode_metadata(m), "ckpt/.metadata");
+  REQUIRE(decoded.planner_data.size() == static_cast<std::size_t>(kItems));
+  CHECK((decoded.planner_data.back() == m.planner_data.back()));
+}
+
 TEST_CASE("write .metadata files for the Python interop check", "[.interop]") {
   const auto dir = std::filesystem::path(DCPP_TEST_BINARY_DIR) / "pickle-interop";
   std::filesystem::create_directories(dir);
