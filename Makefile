@@ -15,7 +15,8 @@ DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-d
                    libgloo-dev libdeflate-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps configure build test test-plain test-asan test-tsan demo bench install clean
+.PHONY: all deps configure build test test-plain test-interop test-libtorch reference-roots test-asan \
+        test-tsan demo bench install clean
 
 all: build
 
@@ -35,12 +36,39 @@ configure: deps
 build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# `make test` is what CI runs (.ci/run): the whole suite on the plain build, then the sanitizer
-# stages below on their CI selections.
-test: test-plain test-asan test-tsan
+# `make test` is what CI runs (.ci/run): the whole suite on the plain build, the interop tests
+# against real PyTorch 2.6 and the newest Debian PyTorch, the whole suite again built on the newest
+# Debian libtorch, then the sanitizer stages below on their CI selections.
+test: test-plain test-interop test-libtorch test-asan test-tsan
 
 test-plain: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop
+
+# Reference roots (tests/reference/reference_root.sh): Debian roots with real PyTorch, made once
+# with debootstrap from Debian's packages and cached in ~/.cache/dcpp/reference-roots (override
+# with DCPP_REFERENCE_ROOTS). trixie has PyTorch 2.6; sid the newest Debian PyTorch and libtorch.
+REFERENCE_ROOT := tests/reference/reference_root.sh
+reference-roots:
+	$(REFERENCE_ROOT) ensure trixie python
+	$(REFERENCE_ROOT) ensure sid build
+
+# dcpp against real PyTorch, both directions (tests/interop/, docs/interop.md).
+test-interop: build reference-roots
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -L interop
+
+# The whole tree built and tested on another libtorch, inside its reference root:
+# VERSION=2.14 (sid, the default: the newest Debian libtorch) or VERSION=2.6 (trixie).
+VERSION ?= 2.14
+LIBTORCH_SUITE_2.14 := sid
+LIBTORCH_SUITE_2.6  := trixie
+LIBTORCH_SUITE = $(or $(LIBTORCH_SUITE_$(VERSION)),$(error VERSION must be 2.6 or 2.14))
+LIBTORCH_BUILD_DIR := $(BUILD_DIR)-libtorch-$(VERSION)
+test-libtorch:
+	$(REFERENCE_ROOT) ensure $(LIBTORCH_SUITE) build
+	$(REFERENCE_ROOT) run $(LIBTORCH_SUITE) -- bash -c 'set -e; \
+	  cmake -S . -B $(LIBTORCH_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS); \
+	  cmake --build $(LIBTORCH_BUILD_DIR) -j$(JOBS); \
+	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
 # their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +
@@ -111,4 +139,4 @@ install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(BUILD_DIR)-libtorch-*

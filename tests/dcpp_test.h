@@ -46,6 +46,10 @@ class TempDir {
 /// Where the PyTorch fixtures are: tests/fixtures/pytorch-2.6/<name>.
 std::filesystem::path fixture(const std::string& name);
 
+/// Where a `[.interop]` test writes what Python checks: $DCPP_INTEROP_OUT when set (the interop
+/// scripts, tests/interop/*.sh, set it), else <build>/<name>. Created if missing.
+std::filesystem::path interop_output_dir(const std::string& name);
+
 /// The bytes of a file (empty when it cannot be read), and writing them back.
 std::string read_file(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::string& bytes);

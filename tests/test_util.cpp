@@ -27,6 +27,14 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+std::filesystem::path interop_output_dir(const std::string& name) {
+  const char* out = std::getenv("DCPP_INTEROP_OUT");
+  const std::filesystem::path dir =
+      out != nullptr ? std::filesystem::path(out) : std::filesystem::path(DCPP_TEST_BINARY_DIR) / name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 std::filesystem::path fixture(const std::string& name) {
   return std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.6" / name;
 }

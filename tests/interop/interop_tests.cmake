@@ -1,0 +1,28 @@
+# Interop tests: dcpp against real PyTorch, run in the reference roots that
+# tests/reference/reference_root.sh makes (docs/interop.md). Each is a script
+# tests/interop/<name>.sh run once per suite as `interop.<suite>.<name>`, labelled "interop":
+# `make test-interop` makes the roots and runs them; the plain stage leaves them out.
+
+set(DCPP_INTEROP_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(DCPP_INTEROP_SUITES trixie sid CACHE STRING "Reference roots the interop tests run against")
+
+# dcpp_interop_test(<name> [SUITES suite...]): the script's environment is interop_lib.sh's.
+function(dcpp_interop_test name)
+  cmake_parse_arguments(arg "" "" "SUITES" ${ARGN})
+  if(NOT arg_SUITES)
+    set(arg_SUITES ${DCPP_INTEROP_SUITES})
+  endif()
+  foreach(suite IN LISTS arg_SUITES)
+    set(test interop.${suite}.${name})
+    add_test(NAME ${test} COMMAND bash ${DCPP_INTEROP_DIR}/${name}.sh)
+    set_tests_properties(${test} PROPERTIES
+      LABELS interop TIMEOUT 900 SKIP_RETURN_CODE 77
+      ENVIRONMENT "DCPP_REF_SUITE=${suite};DCPP_SOURCE=${PROJECT_SOURCE_DIR};DCPP_BUILD=${CMAKE_BINARY_DIR};DCPP_WORK=${CMAKE_BINARY_DIR}/interop/${suite}/${name}")
+  endforeach()
+endfunction()
+
+dcpp_interop_test(dcpp_checkpoints)  # every dtype and value kind, dcpp -> Python
+dcpp_interop_test(pickles)           # data.pkl and .metadata pickles, both ways
+dcpp_interop_test(sharded)           # 3 dcpp ranks -> 2 Python ranks with DTensors
+dcpp_interop_test(model_optim)       # a libtorch model and Adam resume in Python
+dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against format_utils

@@ -1,0 +1,106 @@
+#!/bin/bash
+# Reference roots: Debian root file systems with a real PyTorch (and, where asked, a libtorch to
+# build dcpp against), made by debootstrap from Debian's packages only and cached outside the build
+# tree. Interop tests run Python's torch.distributed.checkpoint in them; `make test-libtorch`
+# builds and tests dcpp in them.
+#
+#   reference_root.sh ensure SUITE [python|build]   make the root if missing (idempotent, locked);
+#                                                   "build" adds libtorch-dev and dcpp's build deps
+#   reference_root.sh path SUITE                    print where the root lives
+#   reference_root.sh run SUITE [-n RANKS] -- CMD   run CMD inside; with -n, RANKS copies with
+#                                                   RANK, WORLD_SIZE, LOCAL_RANK and DCPP_REF_INIT
+#                                                   (a FileStore URL for init_process_group) set
+#
+# SUITE: trixie (PyTorch 2.6) or sid (the newest Debian PyTorch, 2.14 when this was written).
+# Roots live in $DCPP_REFERENCE_ROOTS (default ~/.cache/dcpp/reference-roots)/SUITE. A root is
+# complete when its stamp file names the profile; an interrupted build is started again.
+# `run` sees the caller's working directory and /tmp at the same paths as outside (bind mounts in
+# a private mount namespace), so paths pass through unchanged and parallel runs do not collide.
+# Needs root (debootstrap, chroot, mount).
+set -euo pipefail
+
+roots=${DCPP_REFERENCE_ROOTS:-$HOME/.cache/dcpp/reference-roots}
+python_packages="python3-torch python3-numpy"
+build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
+libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev"
+
+die() { echo "reference_root.sh: $*" >&2; exit 2; }
+
+check_suite() {
+  case $1 in trixie|sid) ;; *) die "unknown suite '$1' (trixie or sid)";; esac
+}
+
+suite_packages() {  # SUITE PROFILE
+  local packages=$python_packages
+  # The newest PyTorch's optional formats: zstd-compressed items and safetensors.
+  [[ $1 == sid ]] && packages+=" python3-zstandard python3-safetensors"
+  [[ $2 == build ]] && packages+=" $build_packages"
+  echo "$packages"
+}
+
+# apt inside the root. sid's Release file can be past its Valid-Until on a frozen mirror.
+root_apt() {  # ROOT ARGS...
+  local root=$1; shift
+  chroot "$root" env DEBIAN_FRONTEND=noninteractive \
+    apt-get -o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false -qq "$@"
+}
+
+ensure() {  # SUITE PROFILE
+  local suite=$1 profile=${2:-python} root="$roots/$1"
+  [[ $profile == python || $profile == build ]] || die "unknown profile '$profile' (python or build)"
+  mkdir -p "$roots"
+  exec 9>"$roots/$suite.lock"
+  flock 9
+  if [[ -f $root/.dcpp-ready-$profile ]]; then echo "$root"; return; fi
+  if [[ ! -f $root/.dcpp-bootstrapped ]]; then
+    command -v debootstrap >/dev/null || {
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    }
+    echo "reference_root.sh: debootstrap $suite into $root (once; cached)" >&2
+    rm -rf "$root"
+    debootstrap --variant=minbase "$suite" "$root" http://deb.debian.org/debian >"$roots/$suite.log" 2>&1 ||
+      die "debootstrap $suite failed; see $roots/$suite.log"
+    touch "$root/.dcpp-bootstrapped"
+  fi
+  echo "reference_root.sh: installing the $profile packages into $root" >&2
+  { root_apt "$root" update && root_apt "$root" install -y $(suite_packages "$suite" "$profile"); } \
+    >>"$roots/$suite.log" 2>&1 || die "apt-get in $root failed; see $roots/$suite.log"
+  chroot "$root" python3 -c 'import torch.distributed.checkpoint' ||
+    die "$root has no working torch.distributed.checkpoint"
+  touch "$root/.dcpp-ready-$profile"
+  [[ $profile == build ]] && touch "$root/.dcpp-ready-python"
+  echo "$root"
+}
+
+run() {  # SUITE [-n RANKS] -- CMD...
+  local suite=$1 ranks=1 root="$roots/$1"; shift
+  [[ -f $root/.dcpp-ready-python ]] || die "no $suite root at $root: run '$0 ensure $suite' first"
+  if [[ ${1:-} == -n ]]; then ranks=$2; shift 2; fi
+  [[ ${1:-} == -- ]] && shift
+  (($# > 0)) || die "run: no command"
+  local init="file:///tmp/dcpp-ref-store-$$-$RANDOM"
+  unshare --mount --propagation private -- bash -c '
+    set -e; root=$1 cwd=$2 ranks=$3 init=$4; shift 4
+    mount -t proc proc "$root/proc"
+    mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm"
+    for d in /tmp "$cwd"; do mkdir -p "$root$d" && mount --bind "$d" "$root$d"; done
+    exec chroot "$root" env PYTHONWARNINGS=ignore USE_LIBUV=0 bash -c "
+      cd \"\$0\"; ranks=\$1 init=\$2; shift 2
+      if ((ranks == 1)); then exec \"\$@\"; fi
+      rm -f \"\${init#file://}\"; pids=()
+      for ((r = 0; r < ranks; r++)); do
+        RANK=\$r WORLD_SIZE=\$ranks LOCAL_RANK=\$r DCPP_REF_INIT=\$init \"\$@\" & pids+=(\$!)
+      done
+      rc=0; for p in \"\${pids[@]}\"; do wait \$p || rc=1; done; exit \$rc" "$cwd" "$ranks" "$init" "$@"
+  ' _ "$root" "$PWD" "$ranks" "$init" "$@"
+}
+
+(($# >= 2)) || die "usage: $0 ensure|path|run SUITE ..."
+command=$1 suite=$2; shift 2
+check_suite "$suite"
+case $command in
+  ensure) ensure "$suite" "${1:-python}";;
+  path) echo "$roots/$suite";;
+  run) run "$suite" "$@";;
+  *) die "unknown command '$command' (ensure, path or run)";;
+esac
