@@ -165,7 +165,7 @@ json read_json(const std::filesystem::path& path) {
 }  // namespace
 
 TEST_CASE("write every libtorch optimizer for Python to resume", "[.optimizer_interop_write]") {
-  const std::filesystem::path root = interop_output_dir("optimizer-interop");
+  const std::filesystem::path root = dcpp::test::interop_output_dir("optimizer-interop");
   torch::manual_seed(7);
   const at::Tensor x = torch::randn({16, 4});
   const at::Tensor y = torch::randn({16, 2});
