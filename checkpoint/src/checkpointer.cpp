@@ -55,14 +55,19 @@ StateValue resolve_stateful_copy(const StateValue& value) {
 class StatefulSwap {
  public:
   explicit StatefulSwap(StateDict& root) {
+    ObjectPath path;
     for (auto& item : root) {
-      swap_in(item.value, ObjectPath{item.key});
+      path.emplace_back(item.key);
+      swap_in(item.value, path);
+      path.pop_back();
     }
   }
 
   // Drops from the swapped-in dicts the keys `metadata` lacks that their Stateful says may be
   // missing (Stateful::may_be_missing), so a strict load does not fail on them. Only keys that
-  // are dict entries can be dropped (a list would renumber).
+  // are dict entries can be dropped (a list would renumber). Costs a flatten of each Stateful's
+  // dict (the planner flattens the whole state dict once more) and, when some key may be
+  // missing, one pass over the metadata's keys.
   void drop_optional_keys_missing_from(const Metadata& metadata) {
     struct Candidate {
       Swapped* swapped;
@@ -124,7 +129,8 @@ class StatefulSwap {
     ObjectPath path;  // of the slot in the root state dict
   };
 
-  void swap_in(StateValue& value, const ObjectPath& path) {
+  // `path`: where `value` lies in the root state dict (restored on return).
+  void swap_in(StateValue& value, ObjectPath& path) {
     if (value.is_stateful()) {
       std::shared_ptr<Stateful> stateful = value.stateful();
       value = StateValue(stateful->state_dict());
@@ -132,16 +138,16 @@ class StatefulSwap {
     }
     if (value.is_dict()) {
       for (auto& item : value.dict()) {
-        ObjectPath inner = path;
-        inner.emplace_back(item.key);
-        swap_in(item.value, inner);
+        path.emplace_back(item.key);
+        swap_in(item.value, path);
+        path.pop_back();
       }
     } else if (value.is_list()) {
       int64_t index = 0;
       for (StateValue& element : value.list()) {
-        ObjectPath inner = path;
-        inner.emplace_back(index++);
-        swap_in(element, inner);
+        path.emplace_back(index++);
+        swap_in(element, path);
+        path.pop_back();
       }
     }
   }
