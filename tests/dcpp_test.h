@@ -43,8 +43,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-/// Where the PyTorch fixtures are: tests/fixtures/pytorch-2.6/<name>.
-std::filesystem::path fixture(const std::string& name);
+/// Where the PyTorch fixtures are: tests/fixtures/pytorch-<version>/<name> (2.6 or 2.14).
+std::filesystem::path fixture(const std::string& name, const std::string& version = "2.6");
 
 /// Where a `[.interop]` test writes what Python checks: $DCPP_INTEROP_OUT when set (the interop
 /// scripts, tests/interop/*.sh, set it), else <build>/<name>. Created if missing.

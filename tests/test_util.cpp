@@ -35,8 +35,8 @@ std::filesystem::path interop_output_dir(const std::string& name) {
   return dir;
 }
 
-std::filesystem::path fixture(const std::string& name) {
-  return std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.6" / name;
+std::filesystem::path fixture(const std::string& name, const std::string& version) {
+  return std::filesystem::path(DCPP_TEST_FIXTURES) / ("pytorch-" + version) / name;
 }
 
 std::string read_file(const std::filesystem::path& path) {

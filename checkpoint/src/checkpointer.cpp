@@ -15,10 +15,12 @@
 #include "plan_codec.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/flatten.h>
 #include <dcpp/state_dict/stateful.h>
 
 #include <functional>
 #include <optional>
+#include <unordered_set>
 
 namespace dcpp {
 
@@ -53,8 +55,56 @@ StateValue resolve_stateful_copy(const StateValue& value) {
 class StatefulSwap {
  public:
   explicit StatefulSwap(StateDict& root) {
+    ObjectPath path;
     for (auto& item : root) {
-      swap_in(item.value);
+      path.emplace_back(item.key);
+      swap_in(item.value, path);
+      path.pop_back();
+    }
+  }
+
+  // Drops from the swapped-in dicts the keys `metadata` lacks that their Stateful says may be
+  // missing (Stateful::may_be_missing), so a strict load does not fail on them. Only keys that
+  // are dict entries can be dropped (a list would renumber). Costs a flatten of each Stateful's
+  // dict (the planner flattens the whole state dict once more) and, when some key may be
+  // missing, one pass over the metadata's keys.
+  void drop_optional_keys_missing_from(const Metadata& metadata) {
+    struct Candidate {
+      Swapped* swapped;
+      ObjectPath relative;
+      std::string key;
+    };
+    std::vector<Candidate> candidates;
+    for (Swapped& swapped : swapped_) {
+      for (const FlatEntry& entry : flatten_state_dict(swapped.slot->dict())) {
+        if (std::holds_alternative<std::string>(entry.path.back()) &&
+            swapped.stateful->may_be_missing(entry.key)) {
+          ObjectPath full = swapped.path;
+          full.insert(full.end(), entry.path.begin(), entry.path.end());
+          candidates.push_back(Candidate{&swapped, entry.path, join_path(full)});
+        }
+      }
+    }
+    if (candidates.empty()) {
+      return;
+    }
+    std::unordered_set<std::string> saved;
+    for (const auto& item : metadata.state_dict_metadata) {
+      saved.insert(item.first);
+    }
+    for (const Candidate& candidate : candidates) {
+      if (saved.count(candidate.key) > 0) {
+        continue;
+      }
+      StateDict& dict = candidate.swapped->slot->dict();
+      const ObjectPath parent(candidate.relative.begin(), candidate.relative.end() - 1);
+      StateValue* holder = parent.empty() ? nullptr : find_element(dict, parent);
+      StateDict* container = parent.empty() ? &dict
+                             : holder != nullptr && holder->is_dict() ? &holder->dict()
+                                                                      : nullptr;
+      if (container != nullptr) {
+        container->erase(std::get<std::string>(candidate.relative.back()));
+      }
     }
   }
   ~StatefulSwap() {
@@ -76,21 +126,28 @@ class StatefulSwap {
   struct Swapped {
     StateValue* slot;
     std::shared_ptr<Stateful> stateful;
+    ObjectPath path;  // of the slot in the root state dict
   };
 
-  void swap_in(StateValue& value) {
+  // `path`: where `value` lies in the root state dict (restored on return).
+  void swap_in(StateValue& value, ObjectPath& path) {
     if (value.is_stateful()) {
       std::shared_ptr<Stateful> stateful = value.stateful();
       value = StateValue(stateful->state_dict());
-      swapped_.push_back(Swapped{&value, stateful});
+      swapped_.push_back(Swapped{&value, stateful, path});
     }
     if (value.is_dict()) {
       for (auto& item : value.dict()) {
-        swap_in(item.value);
+        path.emplace_back(item.key);
+        swap_in(item.value, path);
+        path.pop_back();
       }
     } else if (value.is_list()) {
+      int64_t index = 0;
       for (StateValue& element : value.list()) {
-        swap_in(element);
+        path.emplace_back(index++);
+        swap_in(element, path);
+        path.pop_back();
       }
     }
   }
@@ -265,6 +322,7 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
   std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
     statefuls.emplace(state_dict);
     metadata = storage_reader.read_metadata();
+    statefuls->drop_optional_keys_missing_from(metadata);
     storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
     planner->set_up(state_dict, metadata, is_coordinator);
     return detail::encode_load_plan(planner->create_local_plan());

@@ -1,12 +1,16 @@
-// Codecs of libtorch's optimizers. Names, order and types follow PyTorch 2.6's Python optimizers
+// Codecs of libtorch's optimizers. Names and types follow Python's optimizers
 // (`optimizer.state_dict()`), so Python's set_optimizer_state_dict reads what these write:
 //   state:   Adam/AdamW {step: float32 0-d tensor, exp_avg, exp_avg_sq[, max_exp_avg_sq]}
 //            SGD {momentum_buffer} (momentum != 0 only)   Adagrad {step, sum}
 //            RMSprop {step, square_avg[, momentum_buffer][, grad_avg]}
 //            LBFGS (first parameter only) {func_evals, n_iter[, d, t, old_dirs, old_stps, ro,
 //            H_diag, prev_flat_grad, prev_loss[, al]]}
-//   options: each optimizer's Python defaults keys in Python's order, Python-only ones
-//            (maximize, foreach, capturable, differentiable, fused) with what libtorch does.
+//   options: the keys of every PyTorch from 2.6 to 2.14 (the newest's `defaults`, in its order),
+//            Python-only ones (maximize, foreach, capturable, differentiable, fused,
+//            decoupled_weight_decay) with what libtorch does, so every version's strict dcp.load
+//            finds its keys. Keys 2.6 lacks (Adam/AdamW decoupled_weight_decay, LBFGS maximize)
+//            are optional_options(): checkpoints of 2.6 load without them. docs/state_dict.md has
+//            the table.
 
 #include "builtin_optimizer_codecs.h"
 
@@ -41,10 +45,12 @@ void with(const StateDict& saved, const std::string& key,
   }
 }
 
+bool is_none(const StateValue& v) { return v.is_value() && v.value().isNone(); }
+
 // A Python-only flag libtorch always behaves as false: true cannot be honoured.
 void require_false(const StateDict& saved, const std::string& key, const std::string& optimizer) {
   with(saved, key, [&](const StateValue& v) {
-    if (!(v.is_value() && v.value().isNone()) && state_bool(v, key)) {
+    if (!is_none(v) && state_bool(v, key)) {
       throw CheckpointError("the saved " + optimizer + " param group has " + key +
                             "=True, which libtorch's " + optimizer +
                             " does not implement; set it to False in Python before saving");
@@ -98,10 +104,14 @@ at::Tensor optional_tensor(const StateDict& state, const std::string& key) {
 
 // ---- Adam and AdamW --------------------------------------------------------------------------
 
+// PyTorch 2.14's Adam has decoupled_weight_decay (True: AdamW's rule) and its AdamW is an Adam
+// with it True; 2.6's have neither the key nor a shared order (AdamW: foreach before maximize).
 template <typename Options, typename State>
 class AdamFamilyCodec final : public OptimizerStateCodec {
  public:
-  explicit AdamFamilyCodec(std::string name) : name_(std::move(name)) {}
+  // `decoupled_weight_decay`: whether this libtorch optimizer decays weights as AdamW does.
+  AdamFamilyCodec(std::string name, bool decoupled_weight_decay)
+      : name_(std::move(name)), decoupled_weight_decay_(decoupled_weight_decay) {}
   std::string name() const override { return name_; }
 
   StateDict encode_state(const OptimizerParamState& base) const override {
@@ -134,17 +144,12 @@ class AdamFamilyCodec final : public OptimizerStateCodec {
     out.insert("eps", options.eps());
     out.insert("weight_decay", options.weight_decay());
     out.insert("amsgrad", options.amsgrad());
-    // Python's own order of the remaining keys differs between Adam and AdamW.
-    if (name_ == "AdamW") {
-      out.insert("foreach", c10::IValue());
-      out.insert("maximize", false);
-    } else {
-      out.insert("maximize", false);
-      out.insert("foreach", c10::IValue());
-    }
+    out.insert("maximize", false);
+    out.insert("foreach", c10::IValue());
     out.insert("capturable", false);
     out.insert("differentiable", false);
     out.insert("fused", c10::IValue());
+    out.insert("decoupled_weight_decay", decoupled_weight_decay_);
     return out;
   }
 
@@ -156,11 +161,28 @@ class AdamFamilyCodec final : public OptimizerStateCodec {
     options.weight_decay(number(saved, "weight_decay", options.weight_decay()));
     with(saved, "amsgrad", [&](const StateValue& v) { options.amsgrad(state_bool(v, "amsgrad")); });
     require_false(saved, "maximize", name_);
-    require_false(saved, "decoupled_weight_decay", name_);
+    // AdamW takes either value, as Python's AdamW does (its __setstate__ sets it to True for any
+    // state loaded into it); Adam cannot decay weights as AdamW does.
+    if (!decoupled_weight_decay_) {
+      with(saved, "decoupled_weight_decay", [&](const StateValue& v) {
+        if (!is_none(v) && state_bool(v, "decoupled_weight_decay")) {
+          throw CheckpointError(
+              "the saved " + name_ +
+              " param group has decoupled_weight_decay=True: Python's Adam then decays weights "
+              "as AdamW does, which libtorch's " + name_ +
+              " does not implement; use torch::optim::AdamW to load this checkpoint");
+        }
+      });
+    }
+  }
+
+  std::vector<std::string> optional_options() const override {
+    return {"decoupled_weight_decay"};
   }
 
  private:
   std::string name_;
+  bool decoupled_weight_decay_;
 };
 
 // ---- SGD -------------------------------------------------------------------------------------
@@ -426,6 +448,7 @@ class LBFGSCodec final : public OptimizerStateCodec {
     out.insert("history_size", options.history_size());
     out.insert("line_search_fn", options.line_search_fn() ? StateValue(*options.line_search_fn())
                                                           : StateValue());
+    out.insert("maximize", false);  // newer than PyTorch 2.6 (2.14 has it)
     return out;
   }
 
@@ -454,7 +477,10 @@ class LBFGSCodec final : public OptimizerStateCodec {
                               std::string(v.kind_name()) + ", not a string or None");
       }
     });
+    require_false(saved, "maximize", name());
   }
+
+  std::vector<std::string> optional_options() const override { return {"maximize"}; }
 
   // Its vectors (d, prev_flat_grad, the history) are over all parameters flattened together.
   bool follows_parameter(const std::string& /*name*/) const override { return false; }
@@ -471,9 +497,9 @@ std::shared_ptr<const OptimizerStateCodec> builtin_optimizer_state_codec(
     const torch::optim::Optimizer& optimizer) {
   static const auto adam =
       std::make_shared<AdamFamilyCodec<torch::optim::AdamOptions, torch::optim::AdamParamState>>(
-          "Adam");
+          "Adam", /*decoupled_weight_decay=*/false);
   static const auto adamw = std::make_shared<
-      AdamFamilyCodec<torch::optim::AdamWOptions, torch::optim::AdamWParamState>>("AdamW");
+      AdamFamilyCodec<torch::optim::AdamWOptions, torch::optim::AdamWParamState>>("AdamW", /*decoupled_weight_decay=*/true);
   static const auto sgd = std::make_shared<SGDCodec>();
   static const auto adagrad = std::make_shared<AdagradCodec>();
   static const auto rmsprop = std::make_shared<RMSpropCodec>();

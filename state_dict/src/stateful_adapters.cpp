@@ -2,6 +2,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
+#include <dcpp/state_dict/optimizer_state_codec.h>
 
 namespace dcpp {
 
@@ -11,6 +12,24 @@ void require_layout(const std::shared_ptr<const ModelLayout>& layout, const char
   if (!layout) {
     throw CheckpointError(std::string(what) + ": the layout must not be null");
   }
+}
+
+// Whether `key` of an optimizer state dict (either layout: "param_groups.0.<option>" or
+// "param_groups.<fqn>.<option>") is an option an older PyTorch's optimizer lacks
+// (OptimizerStateCodec::optional_options).
+bool optional_optimizer_key(const torch::optim::Optimizer& optimizer, const std::string& key) {
+  const std::string prefix = "param_groups.";
+  if (key.compare(0, prefix.size(), prefix) != 0) {
+    return false;
+  }
+  for (const std::string& option : find_optimizer_state_codec(optimizer)->optional_options()) {
+    const std::string suffix = "." + option;
+    if (key.size() > prefix.size() + suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 class ModelStateful final : public Stateful {
@@ -38,6 +57,9 @@ class OptimizerStateful final : public Stateful {
   void load_state_dict(const StateDict& state_dict) override {
     set_optimizer_state_dict(*layout_, optimizer_, state_dict, options_);
   }
+  bool may_be_missing(const std::string& key) const override {
+    return optional_optimizer_key(optimizer_, key);
+  }
 
  private:
   std::shared_ptr<const ModelLayout> layout_;
@@ -60,6 +82,11 @@ class AppState final : public Stateful {
   void load_state_dict(const StateDict& state_dict) override {
     set_state_dict(*layout_, optimizer_, state_dict.at("model").dict(),
                    state_dict.at("optim").dict(), options_);
+  }
+  bool may_be_missing(const std::string& key) const override {
+    const std::string prefix = "optim.";
+    return key.compare(0, prefix.size(), prefix) == 0 &&
+           optional_optimizer_key(optimizer_, key.substr(prefix.size()));
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <dcpp/state_dict/stateful.h>
 
 #include <fstream>
+#include <optional>
 
 using dcpp::ShardedTensor;
 using dcpp::StateDict;
@@ -207,6 +208,86 @@ TEST_CASE("Stateful objects are saved through state_dict() and loaded as DCP doe
   REQUIRE(restored->step == 42);
   REQUIRE(dcpp::test::bitwise_equal(restored->weights, saved->weights));  // filled in place
   REQUIRE(target.at("progress").is_stateful());
+}
+
+TEST_CASE("keys a Stateful says may be missing are dropped when the checkpoint lacks them") {
+  // A writer whose newer version added "options.flag" (and "extra" at the top of its dict).
+  struct Versioned : dcpp::Stateful {
+    bool with_new_keys = true;
+    std::optional<bool> loaded_flag;
+    bool loaded_extra = false;
+    int64_t loaded_count = -1;
+    StateDict state_dict() override {
+      StateDict options;
+      options.insert("count", int64_t{0});
+      if (with_new_keys) {
+        options.insert("flag", false);
+      }
+      StateDict sd;
+      sd.insert("options", options);
+      sd.insert("weights", at::zeros({3}));
+      if (with_new_keys) {
+        sd.insert("extra", 0);
+      }
+      return sd;
+    }
+    void load_state_dict(const StateDict& sd) override {
+      const StateDict& options = sd.at("options").dict();
+      loaded_count = options.at("count").value().toInt();
+      if (const dcpp::StateValue* flag = options.find("flag")) {
+        loaded_flag = flag->value().toBool();
+      }
+      loaded_extra = sd.contains("extra");
+    }
+    bool may_be_missing(const std::string& key) const override {
+      return key == "options.flag" || key == "extra";
+    }
+  };
+  // The older version's checkpoint: without the newer keys.
+  dcpp::test::TempDir old_dir;
+  StateDict old_state;
+  StateDict old_options;
+  old_options.insert("count", int64_t{7});
+  StateDict old_inner;
+  old_inner.insert("options", old_options);
+  old_inner.insert("weights", at::ones({3}));
+  old_state.insert("nested", StateDict());
+  old_state.at("nested").dict().insert("v", old_inner);
+  dcpp::save(old_state, old_dir.path(), quick_save());
+
+  auto versioned = std::make_shared<Versioned>();
+  StateDict target;
+  target.insert("nested", StateDict());
+  target.at("nested").dict().insert("v", versioned);
+  const dcpp::LoadReport report = dcpp::load(target, old_dir.path());  // strict
+  REQUIRE(report.missing_keys.empty());
+  REQUIRE(versioned->loaded_count == 7);
+  REQUIRE_FALSE(versioned->loaded_flag.has_value());
+  REQUIRE_FALSE(versioned->loaded_extra);
+
+  // The newer version's checkpoint: the keys are loaded as any other.
+  dcpp::test::TempDir new_dir;
+  auto writer = std::make_shared<Versioned>();
+  StateDict new_state;
+  new_state.insert("v", writer);
+  dcpp::save(new_state, new_dir.path(), quick_save());
+  auto reader = std::make_shared<Versioned>();
+  StateDict new_target;
+  new_target.insert("v", reader);
+  dcpp::load(new_target, new_dir.path());
+  REQUIRE(reader->loaded_flag == std::optional<bool>(false));
+  REQUIRE(reader->loaded_extra);
+
+  // Keys not declared optional still fail a strict load.
+  struct Strict : Versioned {
+    bool may_be_missing(const std::string&) const override { return false; }
+  };
+  StateDict strict_target;
+  strict_target.insert("nested", StateDict());
+  strict_target.at("nested").dict().insert("v", std::make_shared<Strict>());
+  REQUIRE_THROWS_WITH(dcpp::load(strict_target, old_dir.path()),
+                      Catch::Contains("'nested.v.options.flag'") &&
+                          Catch::Contains("'nested.v.extra'"));
 }
 
 TEST_CASE("strict loads list missing keys, partial loads skip them") {

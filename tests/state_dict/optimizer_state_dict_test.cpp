@@ -169,7 +169,8 @@ TEST_CASE("Adam's state dict has Python's layout, names and types") {
   }
   REQUIRE(options == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "amsgrad",
                                               "maximize", "foreach", "capturable",
-                                              "differentiable", "fused", "params"});
+                                              "differentiable", "fused",
+                                              "decoupled_weight_decay", "params"});
   const c10::IValue& betas = groups[0].dict().at("betas").value();
   REQUIRE(betas.isTuple());
   REQUIRE(betas.toTupleRef().elements()[1].toDouble() == 0.99);

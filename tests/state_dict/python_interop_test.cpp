@@ -28,8 +28,8 @@ torch::nn::Sequential python_model(uint64_t seed) {
   return torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
 }
 
-json manifest(const std::string& name) {
-  std::ifstream in(dcpp::test::fixture(name + ".manifest.json"));
+json manifest(const std::string& name, const std::string& version = "2.6") {
+  std::ifstream in(dcpp::test::fixture(name + ".manifest.json", version));
   return json::parse(in);
 }
 
@@ -45,7 +45,7 @@ float step(torch::nn::Sequential& model, torch::optim::Adam& adam, const at::Ten
 
 // Restores the fixture into a fresh model and Adam (other initialisation, other options) through
 // the Stateful adapters, and returns the losses of the next two steps.
-std::vector<float> resume_fixture(const std::string& name) {
+std::vector<float> resume_fixture(const std::string& name, const std::string& version = "2.6") {
   auto model = python_model(4321);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.5));
   const auto layout = dcpp::plain_layout(*model);
@@ -54,7 +54,7 @@ std::vector<float> resume_fixture(const std::string& name) {
   state.insert("optim", dcpp::make_optimizer_stateful(layout, adam));
   state.insert("x", at::zeros({16, 4}));
   state.insert("y", at::zeros({16, 2}));
-  dcpp::load(state, dcpp::test::fixture(name));
+  dcpp::load(state, dcpp::test::fixture(name, version));
 
   const auto& options = static_cast<torch::optim::AdamOptions&>(adam.param_groups()[0].options());
   REQUIRE(options.lr() == 0.01);
@@ -90,6 +90,22 @@ TEST_CASE("model_optim_adam as written: the first loss matches, the second match
   const std::vector<float> losses = resume_fixture("model_optim_adam");
   REQUIRE(std::abs(losses[0] - expected[0].get<double>()) < 1e-5);
   REQUIRE(std::abs(losses[1] - 0.7300286889076233) < 1e-5);
+}
+
+TEST_CASE("PyTorch 2.14's Adam (decoupled_weight_decay=False) resumes in libtorch's Adam") {
+  // tests/fixtures/pytorch-2.14/model_optim_adam: the same run as 2.6's, saved with step 3 (2.14's
+  // load_state_dict copies the state, so the next-loss computation did not touch it); its param
+  // group has decoupled_weight_decay, which 2.6's lacks.
+  const json fixture = manifest("model_optim_adam", "2.14");
+  const json& group =
+      fixture["state_dict"]["items"]["optim"]["items"]["param_groups"]["items"][0]["items"];
+  REQUIRE(group["decoupled_weight_decay"]["value"] == false);
+  const json expected = fixture["next_losses"];
+  const std::vector<float> losses = resume_fixture("model_optim_adam", "2.14");
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("step " << i << ": " << losses[i] << " vs " << expected[i].get<double>());
+    REQUIRE(std::abs(losses[i] - expected[i].get<double>()) < 1e-5);
+  }
 }
 
 TEST_CASE("write a libtorch model and Adam for Python to resume", "[.interop]") {

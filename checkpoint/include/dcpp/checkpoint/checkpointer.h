@@ -64,9 +64,10 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 
 /// Loads a checkpoint into `state_dict` in place: tensors (plain or sharded, any sharding) are
 /// filled from the saved chunks, whatever sharding saved them; other values are replaced; Stateful
-/// values get `load_state_dict()` with their loaded state. Dtypes and global shapes must match.
-/// Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the key
-/// and file on any mismatch or corruption; with a process group, every rank throws, listing each
+/// values get `load_state_dict()` with their loaded state (less the keys the checkpoint lacks that
+/// the Stateful says may be missing: `Stateful::may_be_missing`). Dtypes and global shapes must
+/// match. Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the
+/// key and file on any mismatch or corruption; with a process group, every rank throws, listing each
 /// failed rank. Returns the keys found on one side only.
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
                 const LoadOptions& options = {});

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <typeindex>
+#include <vector>
 
 namespace dcpp {
 
@@ -53,6 +54,12 @@ class OptimizerStateCodec {
     (void)name;
     return true;
   }
+
+  /// Option keys encode_options writes that an older Python optimizer of this kind lacks, so that
+  /// a checkpoint may not hold them (Adam's "decoupled_weight_decay", new after PyTorch 2.6).
+  /// make_optimizer_stateful and make_app_state let a load proceed without them
+  /// (Stateful::may_be_missing); decode_options then sees them absent. Default: none.
+  virtual std::vector<std::string> optional_options() const { return {}; }
 
   /// One step that creates the optimizer's lazily created state, called by DCP's lazy
   /// initialization with zero gradients and a learning rate of 0. Default: optimizer.step().
