@@ -451,15 +451,22 @@ class MetadataDecoder {
         object.kind != PyKind::kReduce || object.state() != nullptr) {
       fail("StorageMeta.checkpoint_id is a " + describe(object));
     }
-    // PosixPath(*parts), joined as pathlib does: an absolute part restarts the path.
+    // PosixPath(*parts), joined and normalised as pathlib does: an absolute part restarts the
+    // path; empty and "." components drop out ("./ckpt" is "ckpt", "a//b/" is "a/b").
     std::string joined;
     for (const PyObject* part : object.args().items) {
-      std::string p = str(*part, "a StorageMeta.checkpoint_id part");
-      if (!p.empty() && p[0] == '/') {
-        joined = std::move(p);
-      } else if (!p.empty()) {
-        if (!joined.empty() && joined.back() != '/') joined += '/';
-        joined += p;
+      const std::string p = str(*part, "a StorageMeta.checkpoint_id part");
+      if (!p.empty() && p[0] == '/') joined = "/";
+      std::size_t begin = 0;
+      while (begin <= p.size()) {
+        std::size_t end = p.find('/', begin);
+        if (end == std::string::npos) end = p.size();
+        const std::string component = p.substr(begin, end - begin);
+        if (!component.empty() && component != ".") {
+          if (!joined.empty() && joined.back() != '/') joined += '/';
+          joined += component;
+        }
+        begin = end + 1;
       }
     }
     return joined.empty() ? "." : joined;
