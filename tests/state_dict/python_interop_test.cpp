@@ -93,7 +93,7 @@ TEST_CASE("model_optim_adam as written: the first loss matches, the second match
 }
 
 TEST_CASE("write a libtorch model and Adam for Python to resume", "[.interop]") {
-  const std::filesystem::path dir = interop_output_dir("state-dict-interop");
+  const std::filesystem::path dir = dcpp::test::interop_output_dir("state-dict-interop");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto model = python_model(0);
