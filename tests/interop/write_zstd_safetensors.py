@@ -59,5 +59,7 @@ try:
     dcp.load(probe, checkpoint_id=os.path.join(out, "safetensors"))
     print("PyTorch's dcp.load reads the SAFETENSORS checkpoint")
 except BaseException as error:  # noqa: BLE001 - recorded (CheckpointException), not a failure
-    print(f"PyTorch's dcp.load cannot read the SAFETENSORS checkpoint: "
-          f"{type(error).__name__}: {str(error).splitlines()[0][:120]}")
+    import re
+    cause = re.search(r"Unsupported operand \d+", repr(getattr(error, "failures", error)))
+    print(f"PyTorch's dcp.load cannot read the SAFETENSORS checkpoint: {type(error).__name__}"
+          f" ({cause.group(0) if cause else str(error).splitlines()[0][:120]})")
