@@ -411,7 +411,7 @@ class Verifier {
           expected != nullptr && expected->length == static_cast<uint64_t>(item.info->length);
       // A compressed item: its archive, decompressed within the reader's bound; the checksum
       // file's CRC-32 covers the stored bytes, computed as they are decompressed.
-      std::string archive;
+      detail::ZstdOutput archive;
       std::unique_ptr<detail::MemorySource> decompressed;
       uint32_t stored_crc = 0;
       if (item.zstd_layers > 0) {
@@ -431,7 +431,7 @@ class Verifier {
           throw;
         }
         bytes_read_ += stored.size();
-        decompressed = std::make_unique<detail::MemorySource>(archive, where);
+        decompressed = std::make_unique<detail::MemorySource>(archive.view(), where);
       }
       const detail::ByteSource& source =
           decompressed ? static_cast<const detail::ByteSource&>(*decompressed) : stored;

@@ -232,13 +232,14 @@ class FileSystemReader final : public StorageReader {
       bound = detail::tensor_archive_bound(chunk->tensor->properties.dtype, chunk->chunk->sizes);
     }
     uint32_t stored_crc = 0;
-    const std::string archive = detail::zstd_decompress_bounded(stored, layers, bound, &stored_crc);
+    const detail::ZstdOutput archive =
+        detail::zstd_decompress_bounded(stored, layers, bound, &stored_crc);
     if (expected != nullptr) {
       detail::check_item_crc(stored, *expected, stored_crc);
     }
     // With the stored bytes checked, the archive is as written: its own checks are redundant.
     const bool verify = options_.verify_checksums && expected == nullptr;
-    const detail::MemorySource source(archive, item_where);
+    const detail::MemorySource source(archive.view(), item_where);
     if (item.type == LoadItemType::kBytes) {
       planner.load_bytes(item, detail::read_bytes_item(source, verify));
       return;

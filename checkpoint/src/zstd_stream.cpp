@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace dcpp::detail {
@@ -17,18 +18,55 @@ std::string zstd_error(std::size_t code) { return ZSTD_getErrorName(code); }
 
 std::string human(uint64_t bytes) { return std::to_string(bytes) + " bytes"; }
 
-// Decompresses `input` (bytes of one layer) into at most `bound` bytes. `next_input` refills it:
-// it returns the next block of stored bytes, empty at the end.
+// Output memory, not zero-filled (every byte handed out was written by the decompressor).
+class Buffer {
+ public:
+  char* data() { return data_.get(); }
+  std::size_t capacity() const { return capacity_; }
+  // Grows to `capacity`, keeping the first `used` bytes.
+  void grow(std::size_t capacity, std::size_t used) {
+    std::unique_ptr<char[]> grown(new char[capacity]);
+    if (used > 0) std::memcpy(grown.get(), data_.get(), used);
+    data_ = std::move(grown);
+    capacity_ = capacity;
+  }
+  std::unique_ptr<char[]> release() { return std::move(data_); }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t capacity_ = 0;
+};
+
+std::string too_large(const std::string& what, uint64_t bound) {
+  return what + ": the zstd frame decompresses to more than its bound of " + human(bound) +
+         " (what .metadata lets this item hold); refusing to decompress it further: the frame is "
+         "damaged or hostile";
+}
+
+std::string corrupted(const std::string& what, std::size_t code) {
+  return what + ": the zstd frame is corrupted (" + zstd_error(code) +
+         "); the data file is damaged, load an earlier checkpoint";
+}
+
+// Decompresses one layer into at most `bound` bytes. `next_input` returns the next block of the
+// layer's bytes, empty at the end. The output starts at `first_size` bytes (at most the bound)
+// and doubles as needed; one byte past the bound is room enough to see that it is exceeded.
 template <typename NextInput>
-std::string decompress_layer(NextInput next_input, uint64_t bound, const std::string& what) {
+ZstdOutput decompress_layer(NextInput next_input, uint64_t bound, uint64_t first_size,
+                            const std::string& what) {
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> context(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!context) throw CheckpointError(what + ": cannot allocate a zstd decompression context");
-  std::string out;
-  // Grown geometrically; one byte past the bound is room enough to see that it is exceeded.
   const uint64_t limit = bound + 1;
+  Buffer out;
   std::size_t produced = 0;
   std::size_t last = 1;  // ZSTD_decompressStream's hint: 0 once a frame is complete
   bool any_input = false;
+  const auto grow = [&] {
+    if (out.capacity() >= limit) throw CheckpointError(too_large(what, bound));
+    const uint64_t doubled = std::max<uint64_t>(uint64_t{out.capacity()} * 2, first_size);
+    out.grow(static_cast<std::size_t>(std::min<uint64_t>(std::max<uint64_t>(doubled, 1), limit)),
+             produced);
+  };
   for (std::string_view block = next_input(); !block.empty(); block = next_input()) {
     if (!any_input) {
       // A frame that declares its size: refused at once when too large, else sized exactly.
@@ -40,57 +78,35 @@ std::string decompress_layer(NextInput next_input, uint64_t bound, const std::st
                                 " (what .metadata lets this item hold); refusing to decompress "
                                 "it: the frame is damaged or hostile");
         }
-        out.resize(static_cast<std::size_t>(declared) + 1);
+        first_size = declared + 1;
       }
     }
     any_input = true;
     ZSTD_inBuffer in{block.data(), block.size(), 0};
     while (in.pos < in.size) {
-      if (produced == out.size()) {
-        if (out.size() >= limit) {
-          throw CheckpointError(what + ": the zstd frame decompresses to more than its bound of " +
-                                human(bound) +
-                                " (what .metadata lets this item hold); refusing to decompress it "
-                                "further: the frame is damaged or hostile");
-        }
-        const uint64_t grown = std::max<uint64_t>(out.size() * 2, std::size_t{1} << 16);
-        out.resize(static_cast<std::size_t>(std::min<uint64_t>(grown, limit)));
-      }
-      ZSTD_outBuffer buffer{out.data(), out.size(), produced};
+      if (produced == out.capacity()) grow();
+      ZSTD_outBuffer buffer{out.data(), out.capacity(), produced};
       last = ZSTD_decompressStream(context.get(), &buffer, &in);
-      if (ZSTD_isError(last)) {
-        throw CheckpointError(what + ": the zstd frame is corrupted (" + zstd_error(last) +
-                              "); the data file is damaged, load an earlier checkpoint");
-      }
+      if (ZSTD_isError(last)) throw CheckpointError(corrupted(what, last));
       produced = buffer.pos;
     }
     // The input is consumed, but the decompressor may still hold output for a full buffer.
-    while (last != 0 && produced == out.size() && out.size() < limit) {
-      const uint64_t grown = std::max<uint64_t>(out.size() * 2, std::size_t{1} << 16);
-      out.resize(static_cast<std::size_t>(std::min<uint64_t>(grown, limit)));
-      ZSTD_outBuffer buffer{out.data(), out.size(), produced};
+    while (last != 0 && produced == out.capacity()) {
+      grow();
+      ZSTD_outBuffer buffer{out.data(), out.capacity(), produced};
       ZSTD_inBuffer none{nullptr, 0, 0};
       last = ZSTD_decompressStream(context.get(), &buffer, &none);
-      if (ZSTD_isError(last)) {
-        throw CheckpointError(what + ": the zstd frame is corrupted (" + zstd_error(last) +
-                              "); the data file is damaged, load an earlier checkpoint");
-      }
+      if (ZSTD_isError(last)) throw CheckpointError(corrupted(what, last));
       produced = buffer.pos;
     }
-    if (produced > bound) {
-      throw CheckpointError(what + ": the zstd frame decompresses to more than its bound of " +
-                            human(bound) +
-                            " (what .metadata lets this item hold); refusing to decompress it "
-                            "further: the frame is damaged or hostile");
-    }
+    if (produced > bound) throw CheckpointError(too_large(what, bound));
   }
   if (!any_input || last != 0) {
     throw CheckpointError(what + ": the zstd frame is " +
                           (any_input ? "truncated (it ends before its last block)" : "empty") +
                           "; the data file is damaged, load an earlier checkpoint");
   }
-  out.resize(produced);
-  return out;
+  return ZstdOutput{out.release(), produced};
 }
 
 }  // namespace
@@ -154,17 +170,23 @@ uint64_t zstd_frame_bound(uint64_t size) {
   return size + (size >> 8) + (size < (128 << 10) ? (((128 << 10) - size) >> 11) : 0) + 64;
 }
 
-std::string zstd_decompress_bounded(const ByteSource& stored, int layers, uint64_t bound,
-                                    uint32_t* stored_crc) {
+ZstdOutput zstd_decompress_bounded(const ByteSource& stored, int layers, uint64_t bound,
+                                   uint32_t* stored_crc) {
   const std::string what = stored.describe();
   // Inner layers may be a little larger than what they decompress to.
   std::vector<uint64_t> bounds(static_cast<std::size_t>(std::max(layers, 1)), bound);
   for (std::size_t i = bounds.size() - 1; i-- > 0;) bounds[i] = zstd_frame_bound(bounds[i + 1]);
+  // The first guess at the output's size: the bound when data compresses up to 32 times, as model
+  // state does (1 MiB at least); compressing better (zeros), it doubles from there.
+  const auto first_size = [](uint64_t layer_bound, uint64_t input) {
+    return std::min<uint64_t>(layer_bound + 1,
+                              std::max<uint64_t>(uint64_t{1} << 20, input * 32));
+  };
   constexpr std::size_t kBlock = std::size_t{1} << 20;
   std::string block;
   uint64_t done = 0;
   uint32_t crc = 0;
-  std::string current = decompress_layer(
+  ZstdOutput current = decompress_layer(
       [&]() -> std::string_view {
         const std::size_t n =
             static_cast<std::size_t>(std::min<uint64_t>(kBlock, stored.size() - done));
@@ -176,18 +198,18 @@ std::string zstd_decompress_bounded(const ByteSource& stored, int layers, uint64
         }
         return block;
       },
-      bounds[0], what);
+      bounds[0], first_size(bounds[0], stored.size()), what);
   if (stored_crc != nullptr) *stored_crc = crc;
   for (std::size_t layer = 1; layer < bounds.size(); ++layer) {
     bool given = false;
-    const std::string input = std::move(current);
+    const ZstdOutput input = std::move(current);
     current = decompress_layer(
         [&]() -> std::string_view {
           if (given) return {};
           given = true;
-          return input;
+          return input.view();
         },
-        bounds[layer], what);
+        bounds[layer], first_size(bounds[layer], input.size), what);
   }
   return current;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace dcpp::detail {
 
@@ -47,15 +48,24 @@ class ZstdSink final : public ByteSink {
 /// The zstd frame magic number's bytes, as they start a frame on disk.
 bool starts_with_zstd_magic(const void* data, std::size_t size);
 
+/// Decompressed bytes, in memory that was not zero-filled first.
+struct ZstdOutput {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;
+  std::string_view view() const { return {data.get(), size}; }
+};
+
 /// Decompresses the whole of `stored` (one or more zstd frames) into memory, `layers` times
 /// (nested frames: DCP's descriptor list can name the transform more than once). Stops, with a
 /// CheckpointError naming `stored.describe()` and `bound`, as soon as the output would exceed
 /// `bound` bytes; a truncated or corrupted frame (a content checksum that differs included) is a
-/// CheckpointError too. Memory: the output (at most `bound` bytes) and libzstd's window (reserved
-/// up to 128 MiB, zstd's default limit, but touched only as far as output is produced). When
+/// CheckpointError too. Memory: the output (at most `bound` bytes, allocated ahead up to 32 times
+/// the input and grown by doubling past that, touched only as far as written) and libzstd's
+/// window (reserved up to 128 MiB, zstd's default limit, touched only as far as output is
+/// produced). When
 /// `stored_crc` is given, it receives the CRC-32 of `stored`'s bytes (read once, in blocks).
-std::string zstd_decompress_bounded(const ByteSource& stored, int layers, uint64_t bound,
-                                    uint32_t* stored_crc = nullptr);
+ZstdOutput zstd_decompress_bounded(const ByteSource& stored, int layers, uint64_t bound,
+                                   uint32_t* stored_crc = nullptr);
 
 /// zstd's own bound on a frame's size for `size` bytes of input (incompressible data grows a
 /// little): the bound of an inner layer of nested frames.
