@@ -32,6 +32,7 @@ at::Tensor sample(at::ScalarType dtype, at::IntArrayRef shape) {
   if (at::isIntegralType(dtype, /*includeBool=*/false)) {
     return at::randint(0, 100, shape).to(dtype);
   }
+  if (at::isComplexType(dtype)) return at::complex(at::randn(shape), at::randn(shape)).to(dtype);
   return at::randn(shape).to(dtype);
 }
 
@@ -110,8 +111,9 @@ int64_t peak_rss_kib() {
 TEST_CASE("a zstd checkpoint round-trips bit for bit across dtypes, values and layouts") {
   dcpp::test::TempDir dir;
   StateDict original;
-  const at::ScalarType dtypes[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kLong,
-                                   at::kInt,   at::kShort,  at::kChar, at::kByte,     at::kBool};
+  const at::ScalarType dtypes[] = {at::kFloat, at::kDouble, at::kHalf,         at::kBFloat16,
+                                   at::kLong,  at::kInt,    at::kShort,        at::kChar,
+                                   at::kByte,  at::kBool,   at::kComplexFloat, at::kComplexDouble};
   for (at::ScalarType dtype : dtypes) {
     original.insert(std::string("t_") + c10::toString(dtype), sample(dtype, {33, 17}));
   }
