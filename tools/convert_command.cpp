@@ -27,7 +27,9 @@ ConvertSummary convert_checkpoint(const std::filesystem::path& src,
       summary.files = write_torch_save(conversion, dst);
       break;
     case TargetFormat::kDcp:
-      summary.files = write_dcp(conversion, dst);
+      summary.files = write_dcp(conversion, dst,
+                                options.compress_zstd ? std::optional<int>(options.compress_level)
+                                                      : std::nullopt);
       break;
     case TargetFormat::kSafetensors:
       summary.files = write_safetensors(conversion, dst, options.max_shard_size);
@@ -63,6 +65,8 @@ void add_convert_command(CLI::App& app) {
   auto to = std::make_shared<std::string>();
   auto dtype = std::make_shared<std::string>();
   auto max_shard = std::make_shared<std::string>();
+  auto compress = std::make_shared<std::string>();
+  auto compress_level = std::make_shared<int>(3);
   command->add_option("SRC", *src,
                       "A DCP checkpoint directory, a torch.save file of a state dict, a "
                       ".safetensors file or a safetensors *.index.json")
@@ -78,6 +82,12 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--max-shard-size", *max_shard,
                       "safetensors: split into shards of at most this much tensor data, with an "
                       "index (e.g. 5GB, 500MB, 2GiB)");
+  command->add_option("--compress", *compress,
+                      "dcp: compress every item with zstd (DCP's stream.zstd/1; PyTorch 2.14's "
+                      "dcp.load reads it, older PyTorch does not)")
+      ->check(CLI::IsMember({"zstd"}));
+  command->add_option("--compress-level", *compress_level, "zstd's level, 1 to 19 (default 3)")
+      ->check(CLI::Range(1, 19));
   command->callback([=] {
     ConvertOptions options;
     options.to = *to == "dcp"           ? TargetFormat::kDcp
@@ -91,6 +101,13 @@ void add_convert_command(CLI::App& app) {
         throw CheckpointError("--max-shard-size applies to --to safetensors only");
       }
       options.max_shard_size = parse_size(*max_shard);
+    }
+    if (!compress->empty()) {
+      if (options.to != TargetFormat::kDcp) {
+        throw CheckpointError("--compress applies to --to dcp only");
+      }
+      options.compress_zstd = true;
+      options.compress_level = *compress_level;
     }
     const ConvertSummary summary = convert_checkpoint(*src, *dst, options);
     std::cout << "converted " << summary.tensors << " tensors ("

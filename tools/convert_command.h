@@ -1,6 +1,7 @@
 #pragma once
 // `dcpp convert SRC DST --to torch-save|dcp|safetensors [--dtype bf16|fp16|fp32]
-//  [--max-shard-size SIZE]`: a checkpoint in another format, streamed one tensor at a time.
+//  [--max-shard-size SIZE] [--compress zstd [--compress-level N]]`: a checkpoint in another
+//  format, streamed one tensor at a time.
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,9 @@ struct ConvertOptions {
   std::optional<at::ScalarType> dtype;
   /// safetensors only: the most bytes of tensor data per shard file (0: one file).
   uint64_t max_shard_size = 0;
+  /// dcp only: zstd-compress every item (DCP's stream.zstd/1) at `compress_level`.
+  bool compress_zstd = false;
+  int compress_level = 3;
   /// Draw a progress bar on stderr (only ever when stderr is a terminal).
   bool progress = true;
 };

@@ -52,7 +52,8 @@ class StreamingSavePlanner final : public SavePlanner {
 
 }  // namespace
 
-std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst) {
+std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst,
+                                std::optional<int> zstd_level) {
   if (fs::exists(dst) && !fs::is_directory(dst)) {
     throw CheckpointError("destination " + dst.string() + " is a file, not a directory");
   }
@@ -61,6 +62,7 @@ std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst) {
   options.planner = std::make_shared<StreamingSavePlanner>(conversion);
   options.file_system.thread_count = 1;
   options.file_system.single_file_per_rank = true;
+  if (zstd_level) options.file_system.with_compression(Compression::kZstd, *zstd_level);
   const Metadata metadata = save(state, dst, options);
   std::vector<fs::path> files{dst / ".metadata"};
   for (const auto& [index, info] : metadata.storage_data) {

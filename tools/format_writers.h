@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,12 @@ std::vector<std::filesystem::path> write_torch_save(Conversion& conversion,
                                                     const std::filesystem::path& dst);
 
 /// A DCP checkpoint in directory `dst` (DCP's `torch_save_to_dcp`): one chunk per tensor in
-/// `__0_0.distcp`, written by dcpp's own save (so `.metadata` appears last, atomically). Refuses a
-/// directory that already holds a checkpoint.
+/// `__0_0.distcp`, written by dcpp's own save (so `.metadata` appears last, atomically), its items
+/// zstd-compressed at `zstd_level` when given (PyTorch 2.14 reads them). Refuses a directory that
+/// already holds a checkpoint.
 std::vector<std::filesystem::path> write_dcp(Conversion& conversion,
-                                             const std::filesystem::path& dst);
+                                             const std::filesystem::path& dst,
+                                             std::optional<int> zstd_level = std::nullopt);
 
 /// Hugging Face safetensors: `dst` when every tensor fits in `max_shard_size` bytes (0: no
 /// limit), otherwise shards `<stem>-00001-of-0000N.safetensors` beside it and

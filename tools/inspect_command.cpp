@@ -149,6 +149,9 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
         item["rank"] = rank_of_file(where->second->relative_path);
         item["offset"] = where->second->offset;
         item["length"] = where->second->length;
+        if (!where->second->transform_descriptors.empty()) {
+          item["transforms"] = where->second->transform_descriptors;  // ["stream.zstd/1"]
+        }
         chunks.push_back(std::move(item));
       }
       entry["chunks"] = std::move(chunks);
@@ -168,6 +171,9 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     if (value != by_offset.end() && entries.contains(key) && entries[key]["kind"] == "bytes") {
       value_bytes[key] = {{"file", value->second->relative_path},
                           {"length", value->second->length}};
+      if (!value->second->transform_descriptors.empty()) {
+        value_bytes[key]["transforms"] = value->second->transform_descriptors;
+      }
     }
   }
   json inspection{{"format", "pytorch-dcp"},

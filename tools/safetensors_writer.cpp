@@ -4,15 +4,18 @@
 
 #include "format_writers.h"
 #include "json_value.h"
-#include "safetensors_format.h"
 
 #include "file_io.h"
+#include "safetensors_header.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
+#include <map>
 
 namespace dcpp::tools {
 
@@ -33,18 +36,17 @@ uint64_t output_bytes(const Conversion& conversion, const SourceEntry& entry) {
   return n;
 }
 
-void write_shard(Conversion& conversion, const Shard& shard, const json& metadata) {
-  json header = json::object();
-  header["__metadata__"] = metadata;
+void write_shard(Conversion& conversion, const Shard& shard,
+                 const std::map<std::string, std::string>& metadata) {
+  std::vector<detail::SafetensorsEntry> entries;
   uint64_t offset = 0;
   for (const SourceEntry* entry : shard.tensors) {
     const uint64_t n = output_bytes(conversion, *entry);
-    header[entry->key] = {{"dtype", *safetensors_dtype_name(conversion.output_dtype(*entry))},
-                          {"shape", entry->shape},
-                          {"data_offsets", {offset, offset + n}}};
+    entries.push_back({entry->key, conversion.output_dtype(*entry), entry->shape, offset,
+                       offset + n});
     offset += n;
   }
-  const std::string head = encode_safetensors_header(header);
+  const std::string head = detail::encode_safetensors_header(entries, metadata);
   const fs::path partial = shard.path.string() + ".partial";
   try {
     detail::File file(partial, detail::File::Mode::kCreateTruncate);
@@ -73,7 +75,7 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
     throw CheckpointError("destination " + dst.string() + " is a directory, not a file name");
   }
   CheckpointSource& source = conversion.source();
-  json metadata = {{"format", "pt"}};
+  std::map<std::string, std::string> metadata = {{"format", "pt"}};
   std::vector<Shard> shards(1);
   for (const SourceEntry& entry : source.entries()) {
     if (!entry.is_tensor) {
@@ -83,7 +85,7 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
       metadata[entry.key] = to_json(source.read_value(entry)).dump();
       continue;
     }
-    if (!safetensors_dtype_name(conversion.output_dtype(entry))) {
+    if (!detail::safetensors_dtype_name(conversion.output_dtype(entry))) {
       throw CheckpointError("tensor '" + entry.key + "' is " +
                             c10::toString(conversion.output_dtype(entry)) +
                             ", which safetensors cannot hold");

@@ -3,7 +3,10 @@
 // `.metadata` (presence, bounds, overlaps, stray bytes), each item against itself (its CRC-32 in
 // the checksum file; without one, or when it differs, the zip layout and every record's CRC-32;
 // then the tensor's dtype and shape). Everything is read in blocks; a problem never stops the
-// others.
+// others. A zstd-compressed item is decompressed (bounded as the reader bounds it) and its archive
+// checked the same way; its checksum covers its stored bytes. The tensors of DCP's SAFETENSORS
+// format share one blob per file: its header is checked once, each tensor against `.metadata`,
+// and the blob counts as one range of the file.
 
 #include "verify_command.h"
 
@@ -15,10 +18,14 @@
 #include "file_io.h"
 #include "item_codec.h"
 #include "metadata_pickle.h"
+#include "safetensors_item.h"
+#include "transform_descriptors.h"
+#include "zstd_stream.h"
 #include "torch_pickle.h"
 #include "zip_blob_reader.h"
 #include "zip_layout_check.h"
 
+#include <dcpp/checkpoint/filesystem_reader.h>
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
@@ -162,13 +169,15 @@ class Verifier {
           continue;
         }
       }
-      if (!info.transform_descriptors.empty()) {
-        problem(info.relative_path, key,
-                "saved with stream transforms (" + info.transform_descriptors.front() +
-                    "), which dcpp cannot read");
+      detail::ItemTransforms transforms;
+      try {
+        transforms = detail::parse_transform_descriptors(
+            info.transform_descriptors, "data file " + info.relative_path + ", key '" + key + "'");
+      } catch (const c10::Error& error) {
+        problem(info.relative_path, key, error.what_without_backtrace());
         continue;
       }
-      files_[info.relative_path].push_back(Item{&index, &info, chunk});
+      files_[info.relative_path].push_back(Item{&index, &info, chunk, transforms.zstd_layers});
     }
     for (const auto& [key, tensor] : tensors_) {
       for (const ChunkStorageMetadata& chunk : tensor->chunks) {
@@ -250,6 +259,14 @@ class Verifier {
     const MetadataIndex* index;
     const StorageInfo* info;
     const ChunkStorageMetadata* chunk;  // null for values
+    int zstd_layers = 0;                // nested zstd frames around the archive
+  };
+
+  // A safetensors blob of a data file, or the problem that its header has.
+  struct Blob {
+    std::optional<detail::SafetensorsBlob> blob;
+    std::string problem;
+    bool counted = false;  // its range has been accounted for
   };
 
   void check_file(const std::string& name, const fs::path& path, std::vector<Item>& items,
@@ -265,6 +282,7 @@ class Verifier {
     std::sort(items.begin(), items.end(),
               [](const Item& a, const Item& b) { return a.info->offset < b.info->offset; });
     uint64_t end_of_previous = 0;
+    std::map<uint64_t, Blob> blobs;
     for (const Item& item : items) {
       const std::string& key = item.index->fqn;
       const int64_t offset = item.info->offset;
@@ -276,12 +294,33 @@ class Verifier {
         continue;
       }
       const uint64_t begin = static_cast<uint64_t>(offset);
-      const uint64_t end = begin + static_cast<uint64_t>(length);
+      uint64_t end = begin + static_cast<uint64_t>(length);
       if (end > size) {
         problem(name, key,
                 "truncated: the item at bytes " + range + " ends past the end of the " +
                     std::to_string(size) + "-byte file");
         continue;
+      }
+      Blob* blob = nullptr;
+      if (is_safetensors(name, *file, item)) {
+        auto found = blobs.find(begin);
+        if (found == blobs.end()) {
+          found = blobs.emplace(begin, Blob{}).first;
+          try {
+            found->second.blob = detail::read_safetensors_blob(*file, begin, "data file " + name);
+          } catch (const c10::Error& error) {
+            found->second.problem = error.what_without_backtrace();
+          }
+        }
+        blob = &found->second;
+        if (blob->counted) {
+          // Its tensors share the blob, whose range is accounted for already.
+          check_blob_item(name, *file, item, *blob);
+          progress.advance(static_cast<uint64_t>(length), key);
+          continue;
+        }
+        blob->counted = true;
+        if (blob->blob) end = std::max(end, blob->blob->end());
       }
       if (begin < end_of_previous) {
         problem(name, key, "the item at bytes " + range + " overlaps the item before it");
@@ -291,7 +330,11 @@ class Verifier {
                     ") belong to no item");
       }
       end_of_previous = std::max(end_of_previous, end);
-      check_item(name, *file, item);
+      if (blob != nullptr) {
+        check_blob_item(name, *file, item, *blob);
+      } else {
+        check_item(name, *file, item);
+      }
       progress.advance(static_cast<uint64_t>(length), key);
     }
     if (end_of_previous < size) {
@@ -314,19 +357,87 @@ class Verifier {
   // Against the checksum file when it lists the item: when every byte matches, the archive is as
   // written and only what it says is left to check; when not, the format's checks say, when they
   // can, which part is damaged.
+  // A tensor item of DCP's SAFETENSORS format: not compressed, not listed in a checksum file
+  // (dcpp writes none), and not starting with a zip or zstd header.
+  bool is_safetensors(const std::string& name, const detail::File& file, const Item& item) const {
+    if (item.chunk == nullptr || item.zstd_layers > 0) return false;
+    if (checksums_ && checksums_->find(name, static_cast<uint64_t>(item.info->offset)) != nullptr) {
+      return false;
+    }
+    try {
+      return detail::sniff_stored_layout(file, static_cast<uint64_t>(item.info->offset)) ==
+             detail::StoredLayout::kSafetensors;
+    } catch (const c10::Error&) {
+      return false;  // check_item reports the read error
+    }
+  }
+
+  // A tensor of a safetensors blob: the blob's header intact, its entry matching `.metadata`, its
+  // bytes readable.
+  void check_blob_item(const std::string& name, const detail::File& file, const Item& item,
+                       const Blob& blob) {
+    const std::string& key = item.index->fqn;
+    if (!blob.blob) {
+      problem(name, key, blob.problem);
+      return;
+    }
+    const std::string where = "data file " + name + ", key '" + key + "'";
+    try {
+      const detail::SafetensorsEntry& entry = detail::find_safetensors_chunk(
+          *blob.blob, key, tensors_.at(key)->properties.dtype, *item.chunk,
+          static_cast<uint64_t>(item.info->length), where);
+      const detail::FileRangeSource data(
+          file, blob.blob->offset + blob.blob->header.data_start + entry.begin,
+          entry.end - entry.begin, where);
+      detail::source_crc32(data);  // every byte readable
+      bytes_read_ += data.size();
+    } catch (const c10::Error& error) {
+      problem(name, key, error.what_without_backtrace());
+    }
+  }
+
   void check_item(const std::string& name, const detail::File& file, const Item& item) {
     const std::string& key = item.index->fqn;
-    const std::string where = "data file " + name + ", key '" + key + "'";
+    const std::string where = "data file " + name + ", key '" + key + "'" +
+                              (item.zstd_layers > 0 ? " (zstd-compressed)" : "");
     std::optional<std::string> mismatch;
     bool intact = false;
     try {
-      const detail::FileRangeSource source(file, static_cast<uint64_t>(item.info->offset),
+      const detail::FileRangeSource stored(file, static_cast<uint64_t>(item.info->offset),
                                            static_cast<uint64_t>(item.info->length), where);
       const detail::ItemChecksum* expected =
           checksums_ ? checksums_->find(name, static_cast<uint64_t>(item.info->offset)) : nullptr;
-      if (expected != nullptr && expected->length == static_cast<uint64_t>(item.info->length)) {
-        const uint32_t crc = detail::source_crc32(source);
-        bytes_read_ += source.size();
+      const bool listed =
+          expected != nullptr && expected->length == static_cast<uint64_t>(item.info->length);
+      // A compressed item: its archive, decompressed within the reader's bound; the checksum
+      // file's CRC-32 covers the stored bytes, computed as they are decompressed.
+      detail::ZstdOutput archive;
+      std::unique_ptr<detail::MemorySource> decompressed;
+      uint32_t stored_crc = 0;
+      if (item.zstd_layers > 0) {
+        const uint64_t bound =
+            item.chunk != nullptr
+                ? detail::tensor_archive_bound(tensors_.at(key)->properties.dtype,
+                                               item.chunk->sizes)
+                : FileSystemReaderOptions{}.max_decompressed_value_size;
+        try {
+          archive = detail::zstd_decompress_bounded(stored, item.zstd_layers, bound, &stored_crc);
+        } catch (const c10::Error&) {
+          // A damaged frame: say so against the checksum file first when it lists the item.
+          if (listed) {
+            const uint32_t crc = detail::source_crc32(stored);
+            if (crc != expected->crc32) mismatch = detail::item_mismatch_message(where, *expected, crc);
+          }
+          throw;
+        }
+        bytes_read_ += stored.size();
+        decompressed = std::make_unique<detail::MemorySource>(archive.view(), where);
+      }
+      const detail::ByteSource& source =
+          decompressed ? static_cast<const detail::ByteSource&>(*decompressed) : stored;
+      if (listed) {
+        const uint32_t crc = decompressed ? stored_crc : detail::source_crc32(stored);
+        if (!decompressed) bytes_read_ += stored.size();
         intact = crc == expected->crc32;
         if (!intact) mismatch = detail::item_mismatch_message(where, *expected, crc);
       }

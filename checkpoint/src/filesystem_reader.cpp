@@ -5,6 +5,12 @@
 // With checksums verified (the default) and a checksum file present (checksum_file.h), `.metadata`
 // must match its CRC-32 before it is decoded, and every item read in full must match its CRC-32;
 // without a checksum file, items get the format's own checks (item_codec.h).
+//
+// Items come in the layouts PyTorch 2.14 writes: a `torch.save` archive; the same in zstd frames
+// (`transform_descriptors` ["stream.zstd/1"]; decompressed into memory, bounded by what
+// `.metadata` lets the item hold, zstd_stream.h); a tensor in the file's safetensors blob (DCP's
+// SAFETENSORS format, told apart by its first bytes; its header parsed once per blob and checked
+// against `.metadata`, safetensors_item.h).
 
 #include <dcpp/checkpoint/filesystem_reader.h>
 
@@ -14,6 +20,9 @@
 #include "item_codec.h"
 #include "metadata_pickle.h"
 #include "parallel_for.h"
+#include "safetensors_item.h"
+#include "transform_descriptors.h"
+#include "zstd_stream.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -80,14 +89,13 @@ class FileSystemReader final : public StorageReader {
 
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
     storage_.clear();
+    transforms_.clear();
     for (const auto& [index, info] : metadata.storage_data) {
       check_relative_path(info.relative_path, directory_);
-      if (!info.transform_descriptors.empty()) {
-        throw CheckpointError("checkpoint " + directory_.string() + ": item '" + index.fqn +
-                              "' was saved with stream transforms (" +
-                              info.transform_descriptors.front() +
-                              "), which dcpp does not read; re-save it without them");
-      }
+      const detail::ItemTransforms transforms = detail::parse_transform_descriptors(
+          info.transform_descriptors, "checkpoint " + directory_.string() + ", data file " +
+                                          info.relative_path + ", key '" + index.fqn + "'");
+      if (transforms.any()) transforms_.emplace(index, transforms);
       storage_.emplace(index, &info);
     }
     tensors_.clear();
@@ -145,10 +153,42 @@ class FileSystemReader final : public StorageReader {
                               "-byte file; the file is truncated, load an earlier checkpoint");
       }
     }
+    // Safetensors blobs (DCP's SAFETENSORS format) by offset: each header is read once.
+    std::map<uint64_t, detail::SafetensorsBlob> blobs;
     for (const ReadItem* item : items) {
       const StorageInfo& info = storage_info(item->storage_index);
       const std::string item_where = where(item);
+      const auto transforms = transforms_.find(item->storage_index);
+      if (transforms != transforms_.end()) {
+        read_zstd_item(file, name, *item, info, transforms->second.zstd_layers, planner);
+        continue;
+      }
       const detail::ItemChecksum* expected = item_checksum(name, info, item_where);
+      // dcpp writes no safetensors blobs: an item its checksum file lists is an archive.
+      if (item->type == LoadItemType::kTensor && expected == nullptr) {
+        const detail::StoredLayout layout =
+            detail::sniff_stored_layout(file, static_cast<uint64_t>(info.offset));
+        if (layout == detail::StoredLayout::kZstd) {
+          throw CheckpointError(item_where + ": the item is a zstd frame but .metadata lists no "
+                                "stream transform for it; the checkpoint is inconsistent");
+        }
+        if (layout == detail::StoredLayout::kSafetensors) {
+          const uint64_t offset = static_cast<uint64_t>(info.offset);
+          auto blob = blobs.find(offset);
+          if (blob == blobs.end()) {
+            blob = blobs.emplace(offset, detail::read_safetensors_blob(file, offset, item_where))
+                       .first;
+          }
+          const Chunk chunk = find_chunk(*item, item_where);
+          const detail::SafetensorsEntry& entry = detail::find_safetensors_chunk(
+              blob->second, item->storage_index.fqn, chunk.tensor->properties.dtype,
+              *chunk.chunk, static_cast<uint64_t>(info.length), item_where);
+          detail::TensorReadRequest request = tensor_request(*item, chunk, planner);
+          detail::read_safetensors_chunk(file, blob->second, entry, request, item_where);
+          planner.commit_tensor(*item, request.dest);
+          continue;
+        }
+      }
       const uint64_t length = static_cast<uint64_t>(info.length);
       std::string small;
       std::unique_ptr<detail::ByteSource> source;
@@ -175,6 +215,40 @@ class FileSystemReader final : public StorageReader {
     }
   }
 
+  // A zstd-compressed item: the stored bytes are decompressed into memory (checked against the
+  // checksum file as they are read, when it lists the item), never past the item's bound, and
+  // the archive inside is read from there.
+  void read_zstd_item(const detail::File& file, const std::string& name, const ReadItem& item,
+                      const StorageInfo& info, int layers, LoadPlanner& planner) const {
+    const std::string item_where = "data file " + (directory_ / name).string() + ", key '" +
+                                   item.storage_index.fqn + "' (zstd-compressed)";
+    const detail::ItemChecksum* expected = item_checksum(name, info, item_where);
+    const detail::FileRangeSource stored(file, static_cast<uint64_t>(info.offset),
+                                         static_cast<uint64_t>(info.length), item_where);
+    std::optional<Chunk> chunk;
+    uint64_t bound = options_.max_decompressed_value_size;
+    if (item.type == LoadItemType::kTensor) {
+      chunk = find_chunk(item, item_where);
+      bound = detail::tensor_archive_bound(chunk->tensor->properties.dtype, chunk->chunk->sizes);
+    }
+    uint32_t stored_crc = 0;
+    const detail::ZstdOutput archive =
+        detail::zstd_decompress_bounded(stored, layers, bound, &stored_crc);
+    if (expected != nullptr) {
+      detail::check_item_crc(stored, *expected, stored_crc);
+    }
+    // With the stored bytes checked, the archive is as written: its own checks are redundant.
+    const bool verify = options_.verify_checksums && expected == nullptr;
+    const detail::MemorySource source(archive.view(), item_where);
+    if (item.type == LoadItemType::kBytes) {
+      planner.load_bytes(item, detail::read_bytes_item(source, verify));
+      return;
+    }
+    detail::TensorReadRequest request = tensor_request(item, *chunk, planner);
+    detail::read_tensor_item(source, request, verify);
+    planner.commit_tensor(item, request.dest);
+  }
+
   // The item's entry in the checksum file; nullptr when there is none to check against.
   const detail::ItemChecksum* item_checksum(const std::string& file, const StorageInfo& info,
                                             const std::string& where) const {
@@ -193,11 +267,17 @@ class FileSystemReader final : public StorageReader {
     return expected;
   }
 
-  void read_tensor(const ReadItem& item, const detail::ByteSource& source, LoadPlanner& planner,
-                   bool verify, const detail::ItemChecksum* expected) const {
+  struct Chunk {
+    const TensorStorageMetadata* tensor;
+    const ChunkStorageMetadata* chunk;
+  };
+
+  // The tensor and chunk `.metadata` gives for a tensor item. Throws CheckpointError naming
+  // `where` when it has none.
+  Chunk find_chunk(const ReadItem& item, const std::string& where) const {
     auto found = tensors_.find(item.storage_index.fqn);
     if (found == tensors_.end()) {
-      throw CheckpointError(source.describe() + ": .metadata does not describe it as a tensor");
+      throw CheckpointError(where + ": .metadata does not describe it as a tensor");
     }
     const TensorStorageMetadata& tensor = *found->second;
     const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
@@ -214,14 +294,26 @@ class FileSystemReader final : public StorageReader {
       }
     }
     if (chunk == nullptr) {
-      throw CheckpointError(source.describe() + ": .metadata lists no chunk at these offsets");
+      throw CheckpointError(where + ": .metadata lists no chunk at these offsets");
     }
+    return Chunk{&tensor, chunk};
+  }
+
+  static detail::TensorReadRequest tensor_request(const ReadItem& item, const Chunk& chunk,
+                                                  LoadPlanner& planner) {
     detail::TensorReadRequest request;
     request.dest = planner.resolve_tensor(item);
     request.storage_offsets = item.storage_offsets;
     request.lengths = item.lengths;
-    request.expected_dtype = tensor.properties.dtype;
-    request.expected_chunk_sizes = chunk->sizes;
+    request.expected_dtype = chunk.tensor->properties.dtype;
+    request.expected_chunk_sizes = chunk.chunk->sizes;
+    return request;
+  }
+
+  void read_tensor(const ReadItem& item, const detail::ByteSource& source, LoadPlanner& planner,
+                   bool verify, const detail::ItemChecksum* expected) const {
+    const Chunk chunk = find_chunk(item, source.describe());
+    detail::TensorReadRequest request = tensor_request(item, chunk, planner);
     detail::read_tensor_item(source, request, verify, expected);
     planner.commit_tensor(item, request.dest);
   }
@@ -230,6 +322,8 @@ class FileSystemReader final : public StorageReader {
   FileSystemReaderOptions options_;
   std::map<MetadataIndex, const StorageInfo*> storage_;
   std::map<std::string, const TensorStorageMetadata*> tensors_;
+  // The stream transforms of the items that have any.
+  std::map<MetadataIndex, detail::ItemTransforms> transforms_;
   // The item checksums of the save whose .metadata read_metadata() read, when it has a checksum
   // file that knows them.
   std::optional<detail::ItemChecksumIndex> checksums_;

@@ -9,6 +9,10 @@
 // then the new data files get names no existing file has (`__<rank>_<tag>_<n>.distcp`), so the old
 // checkpoint stays intact and loadable until the rename replaces its `.metadata`, after which the
 // coordinator removes the old checkpoint's data files.
+//
+// With compression (FileSystemWriterOptions::compression), each item is one zstd frame streamed
+// into the data file as the archive is written; `.metadata` gives it the transform descriptor
+// "stream.zstd/1" and the checksum file the CRC-32 of its stored (compressed) bytes.
 
 #include <dcpp/checkpoint/filesystem_writer.h>
 
@@ -19,6 +23,8 @@
 #include "logging.h"
 #include "metadata_pickle.h"
 #include "parallel_for.h"
+#include "transform_descriptors.h"
+#include "zstd_stream.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -84,6 +90,12 @@ class FileSystemWriter final : public StorageWriter {
     if (options_.thread_count < 1) {
       throw CheckpointError("FileSystemWriterOptions::thread_count must be at least 1, not " +
                             std::to_string(options_.thread_count));
+    }
+    if (options_.compression == Compression::kZstd &&
+        (options_.compression_level < 1 || options_.compression_level > 19)) {
+      throw CheckpointError("FileSystemWriterOptions::compression_level must be 1 to 19 for "
+                            "zstd, not " +
+                            std::to_string(options_.compression_level));
     }
   }
 
@@ -186,17 +198,29 @@ class FileSystemWriter final : public StorageWriter {
         }
         const uint64_t offset = sink.position();
         WriteItemData data = planner.resolve_data(*item);
+        const auto write = [&](detail::ByteSink& to) {
+          if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
+            return detail::write_tensor_item(to, *tensor);
+          }
+          return detail::write_bytes_item(to, std::get<c10::IValue>(data));
+        };
         detail::WrittenItem written;
-        if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
-          written = detail::write_tensor_item(sink, *tensor);
+        std::vector<std::string> descriptors;
+        if (options_.compression == Compression::kZstd) {
+          detail::ZstdSink compressed(sink, options_.compression_level);
+          write(compressed);
+          compressed.finish();
+          written = detail::WrittenItem{compressed.stored_length(), compressed.stored_crc32()};
+          descriptors.push_back(detail::kZstdDescriptor);
         } else {
-          written = detail::write_bytes_item(sink, std::get<c10::IValue>(data));
+          written = write(sink);
         }
         WriteResult result;
         result.index = item->index;
         result.size_in_bytes = static_cast<int64_t>(written.length);
-        result.storage_data = StorageInfo{
-            name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length), {}};
+        result.storage_data = StorageInfo{name, static_cast<int64_t>(offset),
+                                          static_cast<int64_t>(written.length),
+                                          std::move(descriptors)};
         result.crc32 = written.crc32;
         results.push_back(std::move(result));
       }

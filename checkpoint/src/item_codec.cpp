@@ -148,28 +148,6 @@ bool is_contiguous_view(const TensorRef& ref) {
   return ref.storage_offset == 0;
 }
 
-// When the box [offsets, offsets + lengths) of a row-major tensor of `sizes` is one contiguous
-// range, its first element's linear index; otherwise -1.
-int64_t contiguous_range_start(const std::vector<int64_t>& sizes,
-                               const std::vector<int64_t>& offsets,
-                               const std::vector<int64_t>& lengths) {
-  std::size_t d = sizes.size();
-  while (d > 0 && offsets[d - 1] == 0 && lengths[d - 1] == sizes[d - 1]) {
-    --d;
-  }
-  // Dimensions before d-1 must have length 1 for the box to be one range.
-  for (std::size_t k = 0; k + 1 < d; ++k) {
-    if (lengths[k] != 1) {
-      return -1;
-    }
-  }
-  int64_t start = 0;
-  for (std::size_t k = 0; k < sizes.size(); ++k) {
-    start = start * sizes[k] + offsets[k];
-  }
-  return start;
-}
-
 // The format's own checks of everything but what the caller reads itself: the layout, and the
 // CRC-32 of every record not in `read` (data.pkl and the storage records read in full are checked
 // as they are read).
@@ -198,6 +176,38 @@ uint32_t item_crc_around(const ByteSource& source, const ZipRecordInfo& record,
 }
 
 }  // namespace
+
+int64_t contiguous_range_start(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& offsets,
+                               const std::vector<int64_t>& lengths) {
+  std::size_t d = sizes.size();
+  while (d > 0 && offsets[d - 1] == 0 && lengths[d - 1] == sizes[d - 1]) {
+    --d;
+  }
+  // Dimensions before d-1 must have length 1 for the box to be one range.
+  for (std::size_t k = 0; k + 1 < d; ++k) {
+    if (lengths[k] != 1) {
+      return -1;
+    }
+  }
+  int64_t start = 0;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    start = start * sizes[k] + offsets[k];
+  }
+  return start;
+}
+
+uint64_t tensor_archive_bound(at::ScalarType dtype, const std::vector<int64_t>& sizes) {
+  constexpr uint64_t kAllowance = 64 * 1024;
+  constexpr uint64_t kAllowancePerDimension = 64;
+  constexpr uint64_t kLarge = UINT64_MAX / 4;  // past any file; keeps the sum from overflowing
+  uint64_t bytes = c10::elementSize(dtype);
+  for (int64_t size : sizes) {
+    const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(size, 0));
+    bytes = (n != 0 && bytes > kLarge / n) ? kLarge : bytes * n;
+  }
+  return bytes + kAllowance + kAllowancePerDimension * std::min<uint64_t>(sizes.size(), kLarge);
+}
 
 uint32_t source_crc32(const ByteSource& source) {
   constexpr std::size_t kBlock = std::size_t{1} << 20;

@@ -72,6 +72,19 @@ void read_tensor_item(const ByteSource& source, const TensorReadRequest& request
 c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc,
                             const ItemChecksum* expected = nullptr);
 
+/// The most bytes a `torch.save` archive of one tensor chunk of `dtype` and `sizes` may take: the
+/// chunk's bytes and a generous allowance for the records around them (data.pkl, whose sizes and
+/// strides grow with the dimensions, the small records, headers, 64-byte padding, the directory
+/// and zip64 records; about 1.5 KiB in practice): 64 KiB plus 64 bytes per dimension. What a zstd
+/// frame of such an item may decompress to.
+uint64_t tensor_archive_bound(at::ScalarType dtype, const std::vector<int64_t>& sizes);
+
+/// When the box [offsets, offsets + lengths) of a row-major tensor of `sizes` is one contiguous
+/// range, its first element's linear index; otherwise -1.
+int64_t contiguous_range_start(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& offsets,
+                               const std::vector<int64_t>& lengths);
+
 /// The CRC-32 of all of `source`'s bytes, read in blocks.
 uint32_t source_crc32(const ByteSource& source);
 

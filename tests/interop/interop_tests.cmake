@@ -27,3 +27,4 @@ dcpp_interop_test(sharded)           # 3 dcpp ranks -> 2 Python ranks with DTens
 dcpp_interop_test(model_optim)       # a libtorch model and Adam resume in Python
 dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against format_utils
 dcpp_interop_test(optimizers)        # SGD, Adam, AdamW, Adagrad, RMSprop, LBFGS both ways
+dcpp_interop_test(zstd SUITES sid)  # zstd items both ways; PyTorch's SAFETENSORS items read

@@ -1,13 +1,15 @@
 // Writes the checkpoints that tests/interop/check_dcpp_checkpoints.py loads with Python's
 // torch.distributed.checkpoint (see docs/interop.md). Values follow formulas the script recomputes.
 //
-//   dcpp_interop_writer OUT_DIR      writes OUT_DIR/all_types
+//   dcpp_interop_writer OUT_DIR [--zstd]   writes OUT_DIR/all_types (with --zstd, every item
+//                                          zstd-compressed: DCP's stream.zstd/1, PyTorch 2.14)
 
 #include <dcpp/dcpp.h>
 
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <string>
 
 namespace {
 
@@ -26,8 +28,9 @@ at::Tensor pattern(at::ScalarType dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+  const bool zstd = argc == 3 && std::string(argv[2]) == "--zstd";
+  if (argc != 2 && !zstd) {
+    std::fprintf(stderr, "usage: %s OUT_DIR [--zstd]\n", argv[0]);
     return 2;
   }
   dcpp::StateDict tensors;
@@ -64,7 +67,9 @@ int main(int argc, char** argv) {
   state.insert("layer.0.weight", at::full({2}, 5.0));  // a dotted key at the top level
 
   const std::string out = std::string(argv[1]) + "/all_types";
-  dcpp::save(state, out);
+  dcpp::SaveOptions options;
+  if (zstd) options.file_system.with_compression(dcpp::Compression::kZstd);
+  dcpp::save(state, out, options);
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <dcpp/checkpoint/storage_reader.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 
@@ -18,8 +19,18 @@ struct FileSystemReaderOptions {
   /// and the archive's layout. A read of part of a tensor's storage record (resharding) cannot
   /// check that record's CRC-32 or the item's without reading all of it, and does not; the rest of
   /// the item still gets the format's checks. A damaged checksum file is a CheckpointError that
-  /// names it.
+  /// names it. A zstd-compressed item's checksum covers its stored (compressed) bytes: they are
+  /// checked as they are decompressed, and the archive inside then needs no check of its own;
+  /// without a checksum file, the frame's own content checksum (when it has one) and the
+  /// archive's checks apply. Tensors of DCP's SAFETENSORS format have no checksums of their own;
+  /// their header is checked against `.metadata`.
   bool verify_checksums = true;
+  /// The most bytes a zstd-compressed value (a bytes item: a pickled Python value, DCP's
+  /// `stream.zstd/1`) may decompress to. A value has no size in `.metadata`, so this bounds the
+  /// memory a damaged or hostile frame can take; past it the load fails with a CheckpointError
+  /// that names the file, the key and the bound. A tensor item's bound follows from `.metadata`
+  /// instead: its chunk's bytes plus a small allowance for the torch.save archive around them.
+  uint64_t max_decompressed_value_size = uint64_t{1} << 30;
 
   FileSystemReaderOptions& with_thread_count(int n) {
     thread_count = n;
@@ -29,10 +40,16 @@ struct FileSystemReaderOptions {
     verify_checksums = v;
     return *this;
   }
+  FileSystemReaderOptions& with_max_decompressed_value_size(uint64_t bytes) {
+    max_decompressed_value_size = bytes;
+    return *this;
+  }
 };
 
 /// Reads DCP's directory layout. Paths in `.metadata` must name files inside `directory`
-/// (no "..", no absolute paths): anything else is a CheckpointError.
+/// (no "..", no absolute paths): anything else is a CheckpointError. Reads every item format
+/// PyTorch 2.14 writes: `torch.save` archives, archives in zstd frames (`stream.zstd/1`), and the
+/// SAFETENSORS serialization format's blobs (docs/format.md).
 std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
                                                       FileSystemReaderOptions options = {});
 

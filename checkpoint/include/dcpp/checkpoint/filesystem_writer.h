@@ -8,6 +8,12 @@
 
 namespace dcpp {
 
+/// How data items are stored. kZstd is DCP's `stream.zstd/1` transform (PyTorch 2.14's
+/// `FileSystemWriter(_extensions=[ZStandard()])`): each item's torch.save archive in one zstd
+/// frame, which PyTorch 2.14's `dcp.load` reads when python-zstandard or pyzstd is installed;
+/// older PyTorch cannot read such checkpoints.
+enum class Compression { kNone, kZstd };
+
 struct FileSystemWriterOptions {
   /// Threads writing this rank's files; each writes its own file `__<rank>_<n>.distcp`.
   int thread_count = 1;
@@ -23,6 +29,11 @@ struct FileSystemWriterOptions {
   /// every item's bytes, computed as they are written, with which loads and `dcpp verify` find any
   /// damaged byte (docs/format.md). Python's DCP ignores the file.
   bool checksum_file = true;
+  /// Compress every item (kZstd), at `compression_level` (zstd's levels, 1 to 19; 3 is zstd's
+  /// default: fast, and most of the gain). The checksum file's CRC-32s cover the stored,
+  /// compressed bytes; each frame also carries zstd's own content checksum.
+  Compression compression = Compression::kNone;
+  int compression_level = 3;
 
   FileSystemWriterOptions& with_thread_count(int n) {
     thread_count = n;
@@ -42,6 +53,11 @@ struct FileSystemWriterOptions {
   }
   FileSystemWriterOptions& with_checksum_file(bool v) {
     checksum_file = v;
+    return *this;
+  }
+  FileSystemWriterOptions& with_compression(Compression c, int level = 3) {
+    compression = c;
+    compression_level = level;
     return *this;
   }
 };

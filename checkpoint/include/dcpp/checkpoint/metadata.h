@@ -67,7 +67,8 @@ struct StorageInfo {
   std::string relative_path;
   int64_t offset = 0;
   int64_t length = 0;
-  /// Stream transforms applied on save ("stream.zstd/1"); dcpp writes none and reads none.
+  /// Stream transforms applied on save, outermost first: ["stream.zstd/1"] for a zstd-compressed
+  /// item (FileSystemWriterOptions::compression), which dcpp writes and reads; empty otherwise.
   std::vector<std::string> transform_descriptors;
 };
 
