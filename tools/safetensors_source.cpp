@@ -1,12 +1,12 @@
 // Hugging Face safetensors as a CheckpointSource: one `.safetensors` file, or an `*.index.json`
 // whose "weight_map" names the shard of every tensor. Headers are checked before anything is read:
 // known dtypes, non-negative shapes, data ranges of exactly the tensor's size inside the file.
-// Tensors are flat keys at the top level (paths of one element); `__metadata__` is not read.
+// Tensors are flat keys at the top level (paths of one element); `__metadata__` is not read. The
+// header codec is the library's (checkpoint/src/safetensors_header.h).
 
 #include "checkpoint_source.h"
-#include "safetensors_format.h"
-
 #include "file_io.h"
+#include "safetensors_header.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -92,81 +92,40 @@ class SafetensorsSource final : public CheckpointSource {
     }
   }
 
-  // Reads one file's header; with `expected`, the file must hold exactly those tensors.
+  // Reads one file's header (checked by the library's codec); with `expected`, the file must
+  // hold exactly those tensors.
   void open_file(const fs::path& path, const std::set<std::string>* expected) {
     const std::string what = "safetensors file " + path.string();
     files_.push_back(std::make_unique<detail::File>(path, detail::File::Mode::kRead));
     const detail::File& file = *files_.back();
     const uint64_t file_size = file.size();
-    unsigned char length_bytes[8];
-    if (file_size < 8) throw CheckpointError(what + " is shorter than its 8-byte header length");
-    file.read_exactly(0, length_bytes, 8);
-    uint64_t header_size = 0;
-    for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | length_bytes[i];
-    if (header_size > kMaxSafetensorsHeader || header_size > file_size - 8) {
-      throw CheckpointError(what + ": header length " + std::to_string(header_size) +
-                            " is larger than the file or the 100 MB limit");
-    }
+    std::string first(8, '\0');
+    if (file_size >= 8) file.read_exactly(0, first.data(), 8);
+    const uint64_t header_size = detail::decode_safetensors_header_length(first, file_size, what);
     std::string text(header_size, '\0');
     file.read_exactly(8, text.data(), text.size());
-    const json header = parse_json(text, what + "'s header");
-    if (!header.is_object()) throw CheckpointError(what + ": the header is not a JSON object");
-    const uint64_t data_start = 8 + header_size;
-    const uint64_t data_size = file_size - data_start;
-    std::vector<std::pair<uint64_t, SourceEntry>> found;
-    for (const auto& [key, info] : header.items()) {
-      if (key == "__metadata__") continue;
-      const std::string where = what + ", key '" + key + "'";
-      if (expected != nullptr && expected->count(key) == 0) {
+    const detail::SafetensorsHeader header =
+        detail::parse_safetensors_header(text, file_size - 8 - header_size, what);
+    for (const detail::SafetensorsTensor& tensor : header.tensors) {
+      const std::string where = what + ", key '" + tensor.name + "'";
+      if (expected != nullptr && expected->count(tensor.name) == 0) {
         throw CheckpointError(where + ": the index places this tensor in another file");
       }
-      if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string() ||
-          !info.contains("shape") || !info["shape"].is_array() || !info.contains("data_offsets") ||
-          !info["data_offsets"].is_array() || info["data_offsets"].size() != 2) {
-        throw CheckpointError(where + ": needs \"dtype\", \"shape\" and two \"data_offsets\"");
+      if (!seen_.insert(tensor.name).second) {
+        throw CheckpointError(where + ": the tensor appears in two files");
       }
       SourceEntry entry;
-      entry.key = key;
-      entry.path = ObjectPath{key};
+      entry.key = tensor.name;
+      entry.path = ObjectPath{tensor.name};
       entry.is_tensor = true;
-      const auto dtype = dtype_from_safetensors_name(info["dtype"].get<std::string>());
-      if (!dtype) {
-        throw CheckpointError(where + ": dtype " + info["dtype"].get<std::string>() +
-                              " is not supported");
-      }
-      entry.dtype = *dtype;
-      unsigned __int128 nbytes = c10::elementSize(entry.dtype);
-      for (const json& size : info["shape"]) {
-        if (!size.is_number_unsigned()) throw CheckpointError(where + ": a size is not >= 0");
-        entry.shape.push_back(size.get<int64_t>());
-        nbytes *= size.get<uint64_t>();
-        if (nbytes > data_size) nbytes = data_size + 1;  // too large; keeps the product bounded
-      }
-      const json& offsets = info["data_offsets"];
-      if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-        throw CheckpointError(where + ": data_offsets are not non-negative integers");
-      }
-      const uint64_t begin = offsets[0].get<uint64_t>();
-      const uint64_t end = offsets[1].get<uint64_t>();
-      if (begin > end || end > data_size || end - begin != nbytes) {
-        throw CheckpointError(where + ": data_offsets [" + std::to_string(begin) + ", " +
-                              std::to_string(end) + ") do not hold the tensor's " +
-                              std::to_string(static_cast<uint64_t>(nbytes)) + " bytes inside the " +
-                              std::to_string(data_size) + " bytes of data (truncated file?)");
-      }
-      located_[key] = Located{files_.size() - 1, data_start + begin, end - begin};
-      found.emplace_back(begin, std::move(entry));
-    }
-    if (expected != nullptr && found.size() != expected->size()) {
-      throw CheckpointError(what + " lacks tensors the index places in it");
-    }
-    std::stable_sort(found.begin(), found.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [offset, entry] : found) {
-      if (seen_.insert(entry.key).second == false) {
-        throw CheckpointError(what + ": tensor '" + entry.key + "' appears twice");
-      }
+      entry.dtype = tensor.dtype;
+      entry.shape = tensor.shape;
+      located_[tensor.name] =
+          Located{files_.size() - 1, header.data_start + tensor.begin, tensor.end - tensor.begin};
       entries_.push_back(std::move(entry));
+    }
+    if (expected != nullptr && header.tensors.size() != expected->size()) {
+      throw CheckpointError(what + " lacks tensors the index places in it");
     }
   }
 

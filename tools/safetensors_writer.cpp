@@ -4,9 +4,9 @@
 
 #include "format_writers.h"
 #include "json_value.h"
-#include "safetensors_format.h"
 
 #include "file_io.h"
+#include "safetensors_header.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -34,17 +34,19 @@ uint64_t output_bytes(const Conversion& conversion, const SourceEntry& entry) {
 }
 
 void write_shard(Conversion& conversion, const Shard& shard, const json& metadata) {
-  json header = json::object();
-  header["__metadata__"] = metadata;
+  std::vector<std::pair<std::string, std::string>> header_metadata;
+  for (const auto& [key, value] : metadata.items()) {
+    header_metadata.emplace_back(key, value.get<std::string>());
+  }
+  std::vector<detail::SafetensorsTensor> tensors;
   uint64_t offset = 0;
   for (const SourceEntry* entry : shard.tensors) {
     const uint64_t n = output_bytes(conversion, *entry);
-    header[entry->key] = {{"dtype", *safetensors_dtype_name(conversion.output_dtype(*entry))},
-                          {"shape", entry->shape},
-                          {"data_offsets", {offset, offset + n}}};
+    tensors.push_back(detail::SafetensorsTensor{entry->key, conversion.output_dtype(*entry),
+                                                entry->shape, offset, offset + n});
     offset += n;
   }
-  const std::string head = encode_safetensors_header(header);
+  const std::string head = detail::encode_safetensors_header(tensors, header_metadata);
   const fs::path partial = shard.path.string() + ".partial";
   try {
     detail::File file(partial, detail::File::Mode::kCreateTruncate);
@@ -83,7 +85,7 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
       metadata[entry.key] = to_json(source.read_value(entry)).dump();
       continue;
     }
-    if (!safetensors_dtype_name(conversion.output_dtype(entry))) {
+    if (!detail::safetensors_dtype_name(conversion.output_dtype(entry))) {
       throw CheckpointError("tensor '" + entry.key + "' is " +
                             c10::toString(conversion.output_dtype(entry)) +
                             ", which safetensors cannot hold");

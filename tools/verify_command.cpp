@@ -19,6 +19,7 @@
 #include "zip_blob_reader.h"
 #include "zip_layout_check.h"
 
+#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
@@ -372,7 +373,10 @@ class Verifier {
 
 }  // namespace
 
-json verify_checkpoint(const fs::path& checkpoint) { return Verifier(checkpoint).run(); }
+json verify_checkpoint(const fs::path& checkpoint) {
+  if (is_huggingface_directory(checkpoint)) return verify_huggingface_directory(checkpoint);
+  return Verifier(checkpoint).run();
+}
 
 void print_verification(const json& report, std::ostream& out) {
   for (const json& p : report["problems"]) {
@@ -388,7 +392,9 @@ void print_verification(const json& report, std::ostream& out) {
       << report["entries"].get<int64_t>() << " entries, " << report["items"].get<int64_t>()
       << " items in " << report["files"].get<int64_t>() << " files, "
       << human_bytes(report["bytes_read"].get<uint64_t>()) << " read";
-  if (count == 0) {
+  if (count == 0 && report.value("format", "") == "huggingface") {
+    out << ", every header and data range checks out (safetensors carry no checksums)\n";
+  } else if (count == 0) {
     const std::string checksums = report.value("checksum_file", "absent");
     out << ", every CRC-32 matches"
         << (checksums == "checked" ? " (checksum file included)\n"
@@ -403,7 +409,8 @@ void add_verify_command(CLI::App& app) {
       "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
+  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+      ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
     const json report = verify_checkpoint(*checkpoint);
