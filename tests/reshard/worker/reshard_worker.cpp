@@ -17,7 +17,8 @@
 //                                       hold only tensors) as a Hugging Face directory, every rank
 //                                       writing its chunks straight into files of <= 400 bytes
 //   reshard_worker hf-load DIR LAYOUT   loads such a directory (dcpp's or Python's) sharded as
-//                                       LAYOUT; exit 0 iff every element equals
+//                                       LAYOUT; exit 0 iff every element equals. LAYOUT:floats
+//                                       leaves out the integer tensor "model.i"
 //   reshard_worker hf-whole DIR LAYOUT  loads any Hugging Face directory sharded as LAYOUT and
 //                                       compares with the same directory loaded whole
 //
@@ -258,7 +259,11 @@ int main(int argc, char** argv) {
     if (mode == "hf-load") {
       dcpp::LoadOptions options;
       options.process_group = group;
-      dcpp::StateDict target = tensors_only(state(arg, rank, true));
+      const std::size_t colon = arg.find(':');
+      dcpp::StateDict target = tensors_only(state(arg.substr(0, colon), rank, true));
+      if (colon != std::string::npos && arg.substr(colon) == ":floats") {
+        target.at("model").dict().erase("i");
+      }
       dcpp::load(target, dir, options);  // the path overload finds the Hugging Face directory
       return check(target, rank) ? 0 : 1;
     }
