@@ -11,6 +11,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace dcpp::tools {
 
 namespace fs = std::filesystem;
