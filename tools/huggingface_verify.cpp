@@ -37,7 +37,8 @@ json verify_huggingface_directory(const fs::path& directory) {
     for (const auto& [key, storage] : metadata.state_dict_metadata) {
       const auto& tensor = std::get<TensorStorageMetadata>(storage);
       StateDict target;
-      target.insert(key, at::empty(tensor.size, at::TensorOptions().dtype(tensor.properties.dtype)));
+      target.insert(key,
+                    at::empty(tensor.size, at::TensorOptions().dtype(tensor.properties.dtype)));
       try {
         load(target, *reader);
         bytes_read += static_cast<uint64_t>(target.at(key).tensor().nbytes());
@@ -59,14 +60,10 @@ json verify_huggingface_directory(const fs::path& directory) {
       }
     }
   }
-  return json{{"ok", problems.empty()},
-              {"checkpoint", directory.string()},
-              {"format", "huggingface"},
-              {"entries", entries},
-              {"items", items},
-              {"files", files.size()},
-              {"bytes_read", bytes_read},
-              {"checksum_file", "absent"},
+  return json{{"ok", problems.empty()},   {"checkpoint", directory.string()},
+              {"format", "huggingface"},  {"entries", entries},
+              {"items", items},           {"files", files.size()},
+              {"bytes_read", bytes_read}, {"checksum_file", "absent"},
               {"problems", problems}};
 }
 

@@ -29,18 +29,18 @@ std::vector<fs::path> write_huggingface(Conversion& conversion, const fs::path& 
       skipped.push_back(entry.key);
       continue;
     }
-    state.insert(entry.key, at::empty(entry.shape, at::TensorOptions()
-                                                       .dtype(conversion.output_dtype(entry))
-                                                       .device(at::kMeta)));
+    state.insert(
+        entry.key,
+        at::empty(entry.shape,
+                  at::TensorOptions().dtype(conversion.output_dtype(entry)).device(at::kMeta)));
   }
   if (state.size() == 0) {
     throw CheckpointError("the source holds no tensors; a Hugging Face checkpoint would be empty");
   }
   SaveOptions options;
   options.planner = make_streaming_save_planner(conversion);
-  auto writer = make_huggingface_writer(dst, HuggingFaceWriterOptions()
-                                                 .with_max_file_size(max_shard_size)
-                                                 .with_thread_count(1));
+  auto writer = make_huggingface_writer(
+      dst, HuggingFaceWriterOptions().with_max_file_size(max_shard_size).with_thread_count(1));
   const Metadata metadata = save(state, *writer, options);
   std::vector<fs::path> files;
   for (const auto& [index, info] : metadata.storage_data) {

@@ -191,8 +191,8 @@ void print_inspection(const json& inspection, std::ostream& out) {
   }
   const json& version = inspection["version"];
   out << "format " << inspection["format"].get<std::string>() << ", version "
-      << (version.is_null() ? "-" : version.get<std::string>())
-      << ", " << inspection["entries"].size() << " entries\n";
+      << (version.is_null() ? "-" : version.get<std::string>()) << ", "
+      << inspection["entries"].size() << " entries\n";
   for (const auto& [key, entry] : inspection["entries"].items()) {
     out << std::left << std::setw(static_cast<int>(width) + 2) << key;
     if (entry["kind"] == "tensor") {

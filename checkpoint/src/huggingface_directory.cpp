@@ -199,9 +199,8 @@ TensorStorageMetadata tensor_metadata(const std::string& key, const std::vector<
   tensor.size.assign(dims, 0);
   for (const Chunk& chunk : chunks) {
     if (chunk.storage.dtype != tensor.properties.dtype || chunk.storage.shape.size() != dims) {
-      throw CheckpointError(where(chunk) + ": this chunk is " +
-                            c10::toString(chunk.storage.dtype) + " of " +
-                            std::to_string(chunk.storage.shape.size()) +
+      throw CheckpointError(where(chunk) + ": this chunk is " + c10::toString(chunk.storage.dtype) +
+                            " of " + std::to_string(chunk.storage.shape.size()) +
                             " dimensions, unlike another chunk of the tensor; the files do not "
                             "belong to one checkpoint");
     }
@@ -313,8 +312,8 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
         }
         chunk.offsets = found->second;
       }
-      chunk.storage = HuggingFaceChunk{f, header.data_start + tensor.begin, tensor.dtype,
-                                       tensor.shape};
+      chunk.storage =
+          HuggingFaceChunk{f, header.data_start + tensor.begin, tensor.dtype, tensor.shape};
       chunk.length = tensor.end - tensor.begin;
       auto [slot, inserted] = by_key.try_emplace(tensor.name);
       if (inserted) order.push_back(tensor.name);

@@ -13,8 +13,8 @@ namespace dcpp::detail {
 
 /// One tensor of one safetensors file: a chunk of the checkpoint's tensor.
 struct HuggingFaceChunk {
-  std::size_t file = 0;        // index into HuggingFaceDirectory::files
-  uint64_t data_offset = 0;    // absolute offset of the tensor's first byte in the file
+  std::size_t file = 0;      // index into HuggingFaceDirectory::files
+  uint64_t data_offset = 0;  // absolute offset of the tensor's first byte in the file
   at::ScalarType dtype = at::kFloat;
   std::vector<int64_t> shape;  // the chunk's sizes, as stored (row-major)
 };

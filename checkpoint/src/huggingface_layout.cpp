@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <stdexcept>
 #include <cstdio>
+#include <stdexcept>
 
 namespace dcpp::detail {
 
@@ -29,9 +29,9 @@ const HuggingFacePlacedTensor* HuggingFaceLayout::find(const std::string& fqn) c
   return found == by_fqn.end() ? nullptr : &tensors[found->second];
 }
 
-HuggingFaceLayout compute_huggingface_layout(
-    const std::vector<HuggingFaceTensorSpec>& tensors,
-    const std::map<std::string, int>& fqn_to_index_mapping, uint64_t max_file_size) {
+HuggingFaceLayout compute_huggingface_layout(const std::vector<HuggingFaceTensorSpec>& tensors,
+                                             const std::map<std::string, int>& fqn_to_index_mapping,
+                                             uint64_t max_file_size) {
   HuggingFaceLayout layout;
   std::vector<int> file_of;  // per tensor, 0-based
   int file_count = 1;
@@ -107,8 +107,8 @@ HuggingFaceLayout compute_huggingface_layout(
       offset += tensor.nbytes;
     }
     file.header = encode_safetensors_header(
-        entries, {{"DCP_SHARDING_INFO", sharding.dump()}, {"DCP_VERSION", "1.0"},
-                  {"format", "pt"}});
+        entries,
+        {{"DCP_SHARDING_INFO", sharding.dump()}, {"DCP_VERSION", "1.0"}, {"format", "pt"}});
     file.size = file.header.size() + offset;
     for (std::size_t i : file.tensors) {
       layout.tensors[i].offset += file.header.size();

@@ -51,9 +51,9 @@ struct HuggingFaceLayout {
 /// in the given order. Each header's `__metadata__` is DCP's: "DCP_SHARDING_INFO" (zero offsets:
 /// the tensors are whole), "DCP_VERSION" "1.0" and "format" "pt". Throws CheckpointError naming
 /// the key for a dtype safetensors cannot hold, a shape that overflows, or a bad mapping.
-HuggingFaceLayout compute_huggingface_layout(
-    const std::vector<HuggingFaceTensorSpec>& tensors,
-    const std::map<std::string, int>& fqn_to_index_mapping, uint64_t max_file_size);
+HuggingFaceLayout compute_huggingface_layout(const std::vector<HuggingFaceTensorSpec>& tensors,
+                                             const std::map<std::string, int>& fqn_to_index_mapping,
+                                             uint64_t max_file_size);
 
 /// What one rank needs to write: the staging and final names of the files, and for each tensor it
 /// writes, its file and offset.

@@ -93,8 +93,8 @@ class HuggingFaceReader final : public StorageReader {
 
   void read_item(const detail::File& file, const ReadItem& item, LoadPlanner& planner) const {
     const detail::HuggingFaceChunk& stored = chunk(item.storage_index);
-    const std::string where = "safetensors file " + file.path().string() + ", key '" +
-                              item.storage_index.fqn + "'";
+    const std::string where =
+        "safetensors file " + file.path().string() + ", key '" + item.storage_index.fqn + "'";
     const std::size_t dims = stored.shape.size();
     bool inside = item.storage_offsets.size() == dims && item.lengths.size() == dims;
     for (std::size_t d = 0; inside && d < dims; ++d) {

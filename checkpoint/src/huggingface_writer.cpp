@@ -137,16 +137,16 @@ class HuggingFaceWriter final : public StorageWriter {
       }
       std::unique_ptr<detail::File>& file = files[found->second.file];
       if (!file) {
-        file = std::make_unique<detail::File>(
-            directory_ / layout.staging_files[found->second.file], detail::File::Mode::kReadWrite);
+        file = std::make_unique<detail::File>(directory_ / layout.staging_files[found->second.file],
+                                              detail::File::Mode::kReadWrite);
       }
     }
     std::vector<WriteResult> results(plan.items.size());
     detail::parallel_for(plan.items.size(), options_.thread_count, [&](std::size_t i) {
       const WriteItem& item = plan.items[i];
       const auto& placed = layout.tensors.at(item.index.fqn);
-      results[i] = write_item(item, placed, *files[placed.file], layout.files[placed.file],
-                              planner);
+      results[i] =
+          write_item(item, placed, *files[placed.file], layout.files[placed.file], planner);
     });
     for (auto& file : files) {
       if (file) {
@@ -159,8 +159,9 @@ class HuggingFaceWriter final : public StorageWriter {
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override {
     if (!layout_) {
-      throw CheckpointError("Hugging Face writer: finish without prepare_global_plan on this "
-                            "rank (finish runs on the coordinator)");
+      throw CheckpointError(
+          "Hugging Face writer: finish without prepare_global_plan on this "
+          "rank (finish runs on the coordinator)");
     }
     const detail::HuggingFaceLayout& layout = *layout_;
     // Every tensor whole: the chunks written add up to its bytes (the plan was checked to cover
@@ -254,8 +255,8 @@ class HuggingFaceWriter final : public StorageWriter {
     WriteResult result;
     result.index = item.index;
     result.size_in_bytes = static_cast<int64_t>(runs.run_bytes * runs.count);
-    result.storage_data = StorageInfo{file_name, static_cast<int64_t>(placed.offset + runs.first),
-                                      result.size_in_bytes, {}};
+    result.storage_data = StorageInfo{
+        file_name, static_cast<int64_t>(placed.offset + runs.first), result.size_in_bytes, {}};
     return result;
   }
 

@@ -21,11 +21,19 @@ struct Name {
 };
 
 const Name kNames[] = {
-    {at::kDouble, "F64"},  {at::kFloat, "F32"},  {at::kHalf, "F16"},   {at::kBFloat16, "BF16"},
-    {at::kLong, "I64"},    {at::kInt, "I32"},    {at::kShort, "I16"},  {at::kChar, "I8"},
-    {at::kByte, "U8"},     {at::kBool, "BOOL"},
+    {at::kDouble, "F64"},
+    {at::kFloat, "F32"},
+    {at::kHalf, "F16"},
+    {at::kBFloat16, "BF16"},
+    {at::kLong, "I64"},
+    {at::kInt, "I32"},
+    {at::kShort, "I16"},
+    {at::kChar, "I8"},
+    {at::kByte, "U8"},
+    {at::kBool, "BOOL"},
 #ifdef DCPP_HAS_FLOAT8
-    {at::ScalarType::Float8_e5m2, "F8_E5M2"}, {at::ScalarType::Float8_e4m3fn, "F8_E4M3"},
+    {at::ScalarType::Float8_e5m2, "F8_E5M2"},
+    {at::ScalarType::Float8_e4m3fn, "F8_E4M3"},
 #endif
 };
 
@@ -43,10 +51,9 @@ std::optional<uint64_t> as_unsigned(const json& value, uint64_t limit) {
 SafetensorsTensor parse_tensor(const std::string& name, const json& info, uint64_t data_size,
                                const std::string& where) {
   const std::string at_key = where + ", key '" + name + "'";
-  if (!info.is_object() || !info.contains("dtype") ||
-      !info["dtype"].is_string() || !info.contains("shape") || !info["shape"].is_array() ||
-      !info.contains("data_offsets") || !info["data_offsets"].is_array() ||
-      info["data_offsets"].size() != 2) {
+  if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string() ||
+      !info.contains("shape") || !info["shape"].is_array() || !info.contains("data_offsets") ||
+      !info["data_offsets"].is_array() || info["data_offsets"].size() != 2) {
     throw CheckpointError(at_key +
                           ": the header entry needs \"dtype\" (a string), \"shape\" (a "
                           "list) and \"data_offsets\" (two integers); the file is malformed");
@@ -81,12 +88,11 @@ SafetensorsTensor parse_tensor(const std::string& name, const json& info, uint64
   const auto nbytes = safetensors_nbytes(tensor.dtype, tensor.shape);
   if (!nbytes || tensor.begin > tensor.end || tensor.end > data_size ||
       tensor.end - tensor.begin != *nbytes) {
-    throw CheckpointError(
-        at_key + ": data_offsets [" + std::to_string(tensor.begin) + ", " +
-        std::to_string(tensor.end) + ") do not hold exactly the tensor's " +
-        (nbytes ? std::to_string(*nbytes) : std::string("(overflowing)")) +
-        " bytes inside the file's " + std::to_string(data_size) +
-        " bytes of data; the file is truncated or malformed");
+    throw CheckpointError(at_key + ": data_offsets [" + std::to_string(tensor.begin) + ", " +
+                          std::to_string(tensor.end) + ") do not hold exactly the tensor's " +
+                          (nbytes ? std::to_string(*nbytes) : std::string("(overflowing)")) +
+                          " bytes inside the file's " + std::to_string(data_size) +
+                          " bytes of data; the file is truncated or malformed");
   }
   return tensor;
 }
@@ -128,8 +134,9 @@ std::optional<uint64_t> safetensors_nbytes(at::ScalarType dtype,
 uint64_t decode_safetensors_header_length(std::string_view first_bytes, uint64_t file_size,
                                           const std::string& where, uint64_t max_header) {
   if (file_size < 8 || first_bytes.size() < 8) {
-    throw CheckpointError(where + " is shorter than the 8-byte header length of a safetensors "
-                                  "file; it is truncated or not a safetensors file");
+    throw CheckpointError(where +
+                          " is shorter than the 8-byte header length of a safetensors "
+                          "file; it is truncated or not a safetensors file");
   }
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) {
@@ -149,8 +156,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
   // Names seen at the top level: JSON allows a key twice, and the DOM would keep only one.
   std::set<std::string> names;
   std::string duplicate;
-  const json::parser_callback_t callback = [&](int depth, json::parse_event_t event,
-                                               json& parsed) {
+  const json::parser_callback_t callback = [&](int depth, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
       if (!names.insert(parsed.get<std::string>()).second && duplicate.empty()) {
         duplicate = parsed.get<std::string>();
@@ -181,8 +187,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
       }
       for (const auto& [key, value] : info.items()) {
         if (!value.is_string()) {
-          throw CheckpointError(where + ": \"__metadata__\" entry '" + key +
-                                "' is not a string");
+          throw CheckpointError(where + ": \"__metadata__\" entry '" + key + "' is not a string");
         }
         result.metadata.emplace_back(key, value.get<std::string>());
       }
@@ -190,10 +195,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
     }
     result.tensors.push_back(parse_tensor(name, info, data_size, where));
   }
-  std::stable_sort(result.tensors.begin(), result.tensors.end(),
-                   [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
-                     return a.begin < b.begin;
-                   });
+  std::stable_sort(
+      result.tensors.begin(), result.tensors.end(),
+      [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.begin < b.begin; });
   for (std::size_t i = 1; i < result.tensors.size(); ++i) {
     const SafetensorsTensor& before = result.tensors[i - 1];
     const SafetensorsTensor& tensor = result.tensors[i];
@@ -223,15 +227,15 @@ std::string encode_safetensors_header(
       throw CheckpointError("tensor '" + tensor.name + "' is " + c10::toString(tensor.dtype) +
                             ", which safetensors cannot hold; cast it to a real dtype first");
     }
-    header[tensor.name] = {{"dtype", *name},
-                           {"shape", tensor.shape},
-                           {"data_offsets", {tensor.begin, tensor.end}}};
+    header[tensor.name] = {
+        {"dtype", *name}, {"shape", tensor.shape}, {"data_offsets", {tensor.begin, tensor.end}}};
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + text;
 }
 

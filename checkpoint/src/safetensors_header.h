@@ -70,7 +70,6 @@ std::string encode_safetensors_header(
     const std::vector<std::pair<std::string, std::string>>& metadata);
 
 /// Bytes of a tensor of `dtype` and `shape`; nullopt when a size is negative or it overflows.
-std::optional<uint64_t> safetensors_nbytes(at::ScalarType dtype,
-                                           const std::vector<int64_t>& shape);
+std::optional<uint64_t> safetensors_nbytes(at::ScalarType dtype, const std::vector<int64_t>& shape);
 
 }  // namespace dcpp::detail

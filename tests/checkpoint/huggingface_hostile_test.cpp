@@ -45,7 +45,9 @@ TEST_CASE("hostile safetensors headers are refused, naming the file and key") {
     std::vector<std::string> message;
   };
   const std::vector<Case> cases = {
-      {"header length past the end", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8), {"header length"}},
+      {"header length past the end",
+       std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8),
+       {"header length"}},
       {"too short", std::string("\x01\x02", 2), {"shorter than the 8-byte"}},
       {"not JSON", safetensors("{\"w\": [", 16), {"not valid JSON"}},
       {"a JSON array", safetensors("[1, 2]", 0), {"not a JSON object"}},
@@ -58,7 +60,8 @@ TEST_CASE("hostile safetensors headers are refused, naming the file and key") {
       {"fractional size",
        safetensors(R"({"w":{"dtype":"F32","shape":[2.5,2],"data_offsets":[0,16]}})", 16),
        {"'w'", "non-negative"}},
-      {"missing data_offsets", safetensors(R"({"w":{"dtype":"F32","shape":[2,2]}})", 16),
+      {"missing data_offsets",
+       safetensors(R"({"w":{"dtype":"F32","shape":[2,2]}})", 16),
        {"'w'", "data_offsets"}},
       {"range not the tensor's size",
        safetensors(R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", 16),
@@ -66,23 +69,22 @@ TEST_CASE("hostile safetensors headers are refused, naming the file and key") {
       {"range past the data (truncated)", safetensors("{" + kGood + "}", 8), {"'w'", "truncated"}},
       {"overflowing shape",
        safetensors(
-           R"({"w":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}})",
-           16),
+           R"({"w":{"dtype":"F64","shape":[4294967296,4294967296,16],"data_offsets":[0,16]}})", 16),
        {"'w'", "overflowing"}},
       {"overlapping tensors",
-       safetensors("{" + kGood + R"(,"v":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                   16),
+       safetensors("{" + kGood + R"(,"v":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16),
        {"'v'", "overlap", "'w'"}},
       {"a name twice",
-       safetensors("{" + kGood + R"(,"w":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
-                   24),
+       safetensors("{" + kGood + R"(,"w":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})", 24),
        {"'w'", "twice"}},
-      {"metadata not strings", safetensors(R"({"__metadata__":{"a":1},)" + kGood + "}", 16),
+      {"metadata not strings",
+       safetensors(R"({"__metadata__":{"a":1},)" + kGood + "}", 16),
        {"__metadata__"}},
       {"bad sharding info",
-       safetensors(R"({"__metadata__":{"DCP_SHARDING_INFO":"{\"w\": {\"saved_offsets\": [-1, 0]}}"},)" +
-                       kGood + "}",
-                   16),
+       safetensors(
+           R"({"__metadata__":{"DCP_SHARDING_INFO":"{\"w\": {\"saved_offsets\": [-1, 0]}}"},)" +
+               kGood + "}",
+           16),
        {"'w'", "saved_offsets"}},
       {"sharding info of the wrong rank",
        safetensors(R"({"__metadata__":{"DCP_SHARDING_INFO":"{\"w\": {\"saved_offsets\": [0]}}"},)" +
@@ -147,10 +149,10 @@ TEST_CASE("a hostile or inconsistent index is refused, naming the index and key"
 
 TEST_CASE("chunks of one tensor that overlap or leave a hole are refused") {
   const auto shard = [](int column, int width) {
-    const std::string info = R"({"__metadata__":{"DCP_SHARDING_INFO":"{\"w\": {\"saved_offsets\": [0, )" +
-                             std::to_string(column) + R"(]}}"},"w":{"dtype":"F32","shape":[2,)" +
-                             std::to_string(width) + R"(],"data_offsets":[0,)" +
-                             std::to_string(8 * width) + "]}}";
+    const std::string info =
+        R"({"__metadata__":{"DCP_SHARDING_INFO":"{\"w\": {\"saved_offsets\": [0, )" +
+        std::to_string(column) + R"(]}}"},"w":{"dtype":"F32","shape":[2,)" + std::to_string(width) +
+        R"(],"data_offsets":[0,)" + std::to_string(8 * width) + "]}}";
     return safetensors(info, static_cast<std::size_t>(8 * width));
   };
   SECTION("overlap") {

@@ -45,8 +45,7 @@ void check_box(const std::vector<int64_t>& shape, const std::vector<int64_t>& of
 }  // namespace
 
 TEST_CASE("box runs: whole rows are one run, a column block one run per row") {
-  CHECK(runs_of({4, 6}, {1, 0}, {2, 6}) ==
-        std::vector<std::pair<uint64_t, uint64_t>>{{24, 0}});
+  CHECK(runs_of({4, 6}, {1, 0}, {2, 6}) == std::vector<std::pair<uint64_t, uint64_t>>{{24, 0}});
   CHECK(runs_of({4, 6}, {1, 2}, {2, 3}) ==
         std::vector<std::pair<uint64_t, uint64_t>>{{32, 0}, {56, 12}});
   CHECK(runs_of({4, 6}, {0, 0}, {4, 6}).size() == 1);
@@ -106,8 +105,7 @@ TEST_CASE("the layout fills files in order under the size limit, aligned by elem
 }
 
 TEST_CASE("the layout follows an FQN -> file mapping and refuses what it cannot place") {
-  const std::vector<HuggingFaceTensorSpec> specs = {{"a", at::kFloat, {2}},
-                                                    {"b", at::kFloat, {3}}};
+  const std::vector<HuggingFaceTensorSpec> specs = {{"a", at::kFloat, {2}}, {"b", at::kFloat, {3}}};
   const HuggingFaceLayout layout = compute_huggingface_layout(specs, {{"a", 3}, {"b", 1}}, 0);
   REQUIRE(layout.files.size() == 3);
   CHECK(layout.files[1].tensors.empty());
@@ -122,8 +120,8 @@ TEST_CASE("the layout follows an FQN -> file mapping and refuses what it cannot 
 }
 
 TEST_CASE("a rank's layout survives its text form; a malformed one is refused") {
-  const HuggingFaceLayout layout = compute_huggingface_layout(
-      {{"a", at::kFloat, {2, 3}}, {"b", at::kHalf, {4}}}, {}, 8);
+  const HuggingFaceLayout layout =
+      compute_huggingface_layout({{"a", at::kFloat, {2, 3}}, {"b", at::kHalf, {4}}}, {}, 8);
   const HuggingFaceRankLayout rank = decode_rank_layout(encode_rank_layout(layout, "t1", {"b"}));
   REQUIRE(rank.files.size() == 2);
   CHECK(rank.staging_files[1] == ".model-00002-of-00002.safetensors.t1.partial");

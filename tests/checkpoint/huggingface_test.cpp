@@ -100,9 +100,9 @@ TEST_CASE("a Hugging Face directory loads without a target, keys flat, and its m
   const fs::path dir = fixture_214("hf_consolidated");
   const dcpp::StateDict loaded = dcpp::load_from_keys(dir);
   REQUIRE(loaded.size() == 3);
-  CHECK(dcpp::test::bitwise_equal(loaded.at("model.layers.0.w").tensor(),
-                                  raw_tensor(dir / "model-00001-of-00001.safetensors",
-                                             "model.layers.0.w")));
+  CHECK(dcpp::test::bitwise_equal(
+      loaded.at("model.layers.0.w").tensor(),
+      raw_tensor(dir / "model-00001-of-00001.safetensors", "model.layers.0.w")));
   const dcpp::Metadata metadata = dcpp::read_metadata(dir);
   REQUIRE(metadata.state_dict_metadata.size() == 3);
   const dcpp::StateDict some = dcpp::load_from_keys(dir, {"lm_head"});
@@ -208,13 +208,14 @@ TEST_CASE("a Hugging Face save that stops before its index leaves nothing that l
   CHECK_FALSE(dcpp::is_huggingface_directory(tmp / "staged"));
   // Some files renamed, the index not yet written: refused as incomplete.
   fs::create_directories(tmp / "renamed");
-  for (const char* name : {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors"}) {
+  for (const char* name :
+       {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors"}) {
     fs::copy_file(tmp / "full" / name, tmp / "renamed" / name);
   }
   dcpp::StateDict loaded = zeros_like(state);
-  REQUIRE_THROWS_WITH(dcpp::load(loaded, tmp / "renamed"),
-                      Catch::Contains("model-00003-of-00004.safetensors") &&
-                          Catch::Contains("incomplete"));
+  REQUIRE_THROWS_WITH(
+      dcpp::load(loaded, tmp / "renamed"),
+      Catch::Contains("model-00003-of-00004.safetensors") && Catch::Contains("incomplete"));
 }
 
 TEST_CASE("Hugging Face files with DCP's sharding info load as chunks of one tensor") {

@@ -28,7 +28,7 @@ TEST_CASE("a Hugging Face directory written by N ranks loads on M ranks in anoth
     const char* loaded_as;
   };
   const Case cases[] = {
-      {3, "row", 2, "col"},     {2, "col", 3, "row"},        {4, "block", 3, "uneven"},
+      {3, "row", 2, "col"},      {2, "col", 3, "row"},        {4, "block", 3, "uneven"},
       {3, "uneven", 2, "block"}, {2, "replicated", 3, "col"}, {3, "col", 1, "row"},
   };
   for (const Case& c : cases) {
@@ -39,8 +39,8 @@ TEST_CASE("a Hugging Face directory written by N ranks loads on M ranks in anoth
     REQUIRE(launch(c.save_ranks, "hf-save " + path + " " + c.saved_as) == 0);
     // Consolidated: one file set and its index, nothing staged left over.
     REQUIRE(std::filesystem::exists(dir / "hf" / dcpp::kHuggingFaceIndexFile));
-    const auto index = nlohmann::json::parse(
-        dcpp::test::read_file(dir / "hf" / dcpp::kHuggingFaceIndexFile));
+    const auto index =
+        nlohmann::json::parse(dcpp::test::read_file(dir / "hf" / dcpp::kHuggingFaceIndexFile));
     CHECK(index["weight_map"].size() == 5);
     for (const auto& entry : std::filesystem::directory_iterator(dir / "hf")) {
       CHECK(entry.path().filename().string().front() != '.');
