@@ -6,6 +6,8 @@
 
 #include "verify_command.h"
 
+#include "checkpoint_source.h"
+
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -34,16 +36,13 @@ json verify_huggingface_directory(const fs::path& directory) {
     entries = metadata.state_dict_metadata.size();
     items = metadata.storage_data.size();
     for (const auto& [index, info] : metadata.storage_data) files.insert(info.relative_path);
-    for (const auto& [key, storage] : metadata.state_dict_metadata) {
-      const auto& tensor = std::get<TensorStorageMetadata>(storage);
-      StateDict target;
-      target.insert(key,
-                    at::empty(tensor.size, at::TensorOptions().dtype(tensor.properties.dtype)));
+    // Every tensor read whole, one at a time, through a source that decodes the headers once.
+    const std::unique_ptr<CheckpointSource> source = open_huggingface_source(directory);
+    for (const SourceEntry& entry : source->entries()) {
       try {
-        load(target, *reader);
-        bytes_read += static_cast<uint64_t>(target.at(key).tensor().nbytes());
+        bytes_read += static_cast<uint64_t>(source->read_tensor(entry).nbytes());
       } catch (const c10::Error& error) {
-        problem(nullptr, key, error.what_without_backtrace());
+        problem(nullptr, entry.key, error.what_without_backtrace());
       }
     }
   } catch (const c10::Error& error) {
