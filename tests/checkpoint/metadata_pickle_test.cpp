@@ -488,7 +488,7 @@ TEST_CASE("decode_metadata accepts a long real list, whose entries pay for its s
 }
 
 TEST_CASE("write .metadata files for the Python interop check", "[.interop]") {
-  const auto dir = interop_output_dir("pickle-interop");
+  const auto dir = dcpp::test::interop_output_dir("pickle-interop");
   std::filesystem::create_directories(dir);
   for (const char* name : {"single_rank_mixed", "two_rank_sharded", "model_optim_adam"}) {
     std::ofstream(dir / (std::string(name) + ".metadata"), std::ios::binary)

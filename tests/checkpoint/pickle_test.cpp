@@ -577,7 +577,7 @@ TEST_CASE("random corruption never crashes the decoders", "[pickle][hostile]") {
 }
 
 TEST_CASE("write data.pkl pickles for the Python interop check", "[.interop]") {
-  const auto dir = interop_output_dir("pickle-interop") / "data_pkl";
+  const auto dir = dcpp::test::interop_output_dir("pickle-interop") / "data_pkl";
   std::filesystem::create_directories(dir);
   const auto write = [&](const std::string& name, const std::string& bytes) {
     std::ofstream(dir / (name + ".pkl"), std::ios::binary) << bytes;
