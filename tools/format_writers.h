@@ -37,8 +37,6 @@ std::vector<std::filesystem::path> write_safetensors(Conversion& conversion,
                                                      const std::filesystem::path& dst,
                                                      uint64_t max_shard_size);
 
-}  // namespace dcpp::tools
-
 /// A Hugging Face checkpoint directory `dst` (`model-0000i-of-0000N.safetensors` and
 /// `model.safetensors.index.json`), written by dcpp's own save through the library's Hugging Face
 /// writer (its commit protocol: the index appears last). Files of at most `max_shard_size` bytes
@@ -53,3 +51,5 @@ std::vector<std::filesystem::path> write_huggingface(Conversion& conversion,
 /// The save planner `write_dcp` and `write_huggingface` use: dcpp's default planner, but each
 /// tensor is read from the conversion's source only when the storage writer asks for it.
 std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion);
+
+}  // namespace dcpp::tools
