@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 
 namespace dcpp::detail {
 
@@ -195,19 +196,22 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
     }
     result.tensors.push_back(parse_tensor(name, info, data_size, where));
   }
-  std::stable_sort(
-      result.tensors.begin(), result.tensors.end(),
-      [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.begin < b.begin; });
-  for (std::size_t i = 1; i < result.tensors.size(); ++i) {
-    const SafetensorsTensor& before = result.tensors[i - 1];
-    const SafetensorsTensor& tensor = result.tensors[i];
-    if (tensor.begin < before.end) {
+  // File order; an empty tensor (no bytes) before a non-empty one at the same offset.
+  std::stable_sort(result.tensors.begin(), result.tensors.end(),
+                   [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
+                     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+                   });
+  const SafetensorsTensor* before = nullptr;  // the last tensor holding bytes
+  for (const SafetensorsTensor& tensor : result.tensors) {
+    if (tensor.begin == tensor.end) continue;  // no bytes: overlaps nothing
+    if (before != nullptr && tensor.begin < before->end) {
       throw CheckpointError(where + ", key '" + tensor.name + "': its bytes [" +
                             std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) +
-                            ") overlap those of '" + before.name + "' [" +
-                            std::to_string(before.begin) + ", " + std::to_string(before.end) +
+                            ") overlap those of '" + before->name + "' [" +
+                            std::to_string(before->begin) + ", " + std::to_string(before->end) +
                             "); the file is malformed");
     }
+    before = &tensor;
   }
   return result;
 }

@@ -29,7 +29,7 @@ struct SafetensorsTensor {
 };
 
 struct SafetensorsHeader {
-  /// In file order (by `begin`; ties, which only empty tensors can have, in header order).
+  /// In file order (by `begin`, then `end`: an empty tensor first; other ties in header order).
   std::vector<SafetensorsTensor> tensors;
   /// "__metadata__", in header order.
   std::vector<std::pair<std::string, std::string>> metadata;
