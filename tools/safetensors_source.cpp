@@ -12,6 +12,8 @@
 
 #include <ATen/ATen.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <map>
 #include <set>
