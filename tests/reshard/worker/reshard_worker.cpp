@@ -265,7 +265,12 @@ int main(int argc, char** argv) {
         target.at("model").dict().erase("i");
       }
       dcpp::load(target, dir, options);  // the path overload finds the Hugging Face directory
-      return check(target, rank) ? 0 : 1;
+      const bool ok = check(target, rank);
+      if (rank.index == 0) {
+        std::printf("loaded as %s on %d ranks: %s\n", arg.c_str(), rank.count,
+                    ok ? "every element equal" : "DIFFERENT");
+      }
+      return ok ? 0 : 1;
     }
     if (mode == "hf-whole") {
       const dcpp::StateDict whole = dcpp::load_from_keys(dir);
