@@ -119,7 +119,7 @@ TEST_CASE("the layout follows an FQN -> file mapping and refuses what it cannot 
   CHECK(compute_huggingface_layout(specs, {}, 0).files.size() == 1);
 }
 
-TEST_CASE("a rank's layout survives its text form; a malformed one is refused") {
+TEST_CASE("a rank's layout survives its text form, and a malformed one is refused") {
   const HuggingFaceLayout layout =
       compute_huggingface_layout({{"a", at::kFloat, {2, 3}}, {"b", at::kHalf, {4}}}, {}, 8);
   const HuggingFaceRankLayout rank = decode_rank_layout(encode_rank_layout(layout, "t1", {"b"}));
