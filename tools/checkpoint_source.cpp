@@ -1,5 +1,6 @@
 #include "checkpoint_source.h"
 
+#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
 
 #include <c10/core/ScalarType.h>
@@ -18,11 +19,15 @@ uint64_t SourceEntry::nbytes() const {
 std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
+    if (is_huggingface_directory(path)) {
+      return open_huggingface_source(path);
+    }
     return open_dcp_source(path);
   }
   if (!fs::is_regular_file(path)) {
-    throw CheckpointError(path.string() + " does not exist (expected a DCP checkpoint directory, "
-                                          "a torch.save file or a safetensors file)");
+    throw CheckpointError(path.string() +
+                          " does not exist (expected a DCP checkpoint directory, "
+                          "a Hugging Face directory, a torch.save file or a safetensors file)");
   }
   char magic[2] = {0, 0};
   std::ifstream(path, std::ios::binary).read(magic, 2);

@@ -1,7 +1,8 @@
 #pragma once
 // Where the conversion and comparison commands read from: a DCP checkpoint directory, a file
 // written by Python's `torch.save` (a state dict), or Hugging Face safetensors (one file, or an
-// `*.index.json` over shards). Every source lists its entries up front from its metadata alone and
+// `*.index.json` over shards), or a Hugging Face directory (`*.safetensors` and
+// `model.safetensors.index.json`, read by the library's Hugging Face reader). Every source lists its entries up front from its metadata alone and
 // hands out one full tensor at a time, so a caller that drops each tensor before asking for the
 // next holds one tensor's memory, not the checkpoint's.
 
@@ -34,7 +35,7 @@ struct SourceEntry {
 class CheckpointSource {
  public:
   virtual ~CheckpointSource() = default;
-  /// "dcp", "torch-save" or "safetensors".
+  /// "dcp", "torch-save", "safetensors" or "huggingface".
   virtual std::string format() const = 0;
   /// Every entry, in the source's order. Stays valid while the source lives.
   virtual const std::vector<SourceEntry>& entries() const = 0;
@@ -45,7 +46,8 @@ class CheckpointSource {
   virtual c10::IValue read_value(const SourceEntry& entry) = 0;
 };
 
-/// Opens `path` by what it is: a directory with `.metadata` (DCP), a zip file (`torch.save`; its
+/// Opens `path` by what it is: a directory with `.metadata` (DCP), a directory of safetensors files
+/// (Hugging Face: no `.metadata`, an index or `*.safetensors`), a zip file (`torch.save`; its
 /// top level must be a dict), a `*.index.json` (sharded safetensors) or another file (safetensors).
 /// Throws CheckpointError naming `path` when it is none of them or is malformed.
 std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::path& path);
@@ -53,6 +55,7 @@ std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::
 std::unique_ptr<CheckpointSource> open_dcp_source(const std::filesystem::path& directory);
 std::unique_ptr<CheckpointSource> open_torch_save_source(const std::filesystem::path& file);
 std::unique_ptr<CheckpointSource> open_safetensors_source(const std::filesystem::path& path);
+std::unique_ptr<CheckpointSource> open_huggingface_source(const std::filesystem::path& directory);
 
 /// The entry with flat key `key`, or nullptr.
 const SourceEntry* find_entry(const CheckpointSource& source, const std::string& key);

@@ -34,6 +34,11 @@ ConvertSummary convert_checkpoint(const std::filesystem::path& src,
     case TargetFormat::kSafetensors:
       summary.files = write_safetensors(conversion, dst, options.max_shard_size);
       break;
+    case TargetFormat::kHuggingFace:
+      summary.files =
+          write_huggingface(conversion, dst, options.max_shard_size, summary.skipped_values);
+      summary.values -= summary.skipped_values.size();
+      break;
   }
   progress.finish();
   return summary;
@@ -59,7 +64,7 @@ uint64_t parse_size(const std::string& text) {
 
 void add_convert_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "convert", "Write a checkpoint in another format (DCP, torch.save, safetensors)");
+      "convert", "Write a checkpoint in another format (DCP, torch.save, safetensors, Hugging Face)");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
@@ -68,19 +73,19 @@ void add_convert_command(CLI::App& app) {
   auto compress = std::make_shared<std::string>();
   auto compress_level = std::make_shared<int>(3);
   command->add_option("SRC", *src,
-                      "A DCP checkpoint directory, a torch.save file of a state dict, a "
-                      ".safetensors file or a safetensors *.index.json")
+                      "A DCP checkpoint directory, a Hugging Face directory, a torch.save file of a "
+                      "state dict, a .safetensors file or a safetensors *.index.json")
       ->required();
   command->add_option("DST", *dst,
-                      "Where to write: a file (torch-save, safetensors) or a directory (dcp)")
+                      "Where to write: a file (torch-save, safetensors) or a directory (dcp, hf)")
       ->required();
   command->add_option("--to", *to, "The format to write")
       ->required()
-      ->check(CLI::IsMember({"torch-save", "dcp", "safetensors"}));
+      ->check(CLI::IsMember({"torch-save", "dcp", "safetensors", "hf"}));
   command->add_option("--dtype", *dtype, "Cast floating tensors to this dtype")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   command->add_option("--max-shard-size", *max_shard,
-                      "safetensors: split into shards of at most this much tensor data, with an "
+                      "safetensors, hf: split into files of at most this much tensor data, with an "
                       "index (e.g. 5GB, 500MB, 2GiB)");
   command->add_option("--compress", *compress,
                       "dcp: compress every item with zstd (DCP's stream.zstd/1; PyTorch 2.14's "
@@ -92,13 +97,14 @@ void add_convert_command(CLI::App& app) {
     ConvertOptions options;
     options.to = *to == "dcp"           ? TargetFormat::kDcp
                  : *to == "safetensors" ? TargetFormat::kSafetensors
+                 : *to == "hf"          ? TargetFormat::kHuggingFace
                                         : TargetFormat::kTorchSave;
     if (!dtype->empty()) {
       options.dtype = *dtype == "bf16" ? at::kBFloat16 : *dtype == "fp16" ? at::kHalf : at::kFloat;
     }
     if (!max_shard->empty()) {
-      if (options.to != TargetFormat::kSafetensors) {
-        throw CheckpointError("--max-shard-size applies to --to safetensors only");
+      if (options.to != TargetFormat::kSafetensors && options.to != TargetFormat::kHuggingFace) {
+        throw CheckpointError("--max-shard-size applies to --to safetensors and --to hf only");
       }
       options.max_shard_size = parse_size(*max_shard);
     }
@@ -110,6 +116,12 @@ void add_convert_command(CLI::App& app) {
       options.compress_level = *compress_level;
     }
     const ConvertSummary summary = convert_checkpoint(*src, *dst, options);
+    if (!summary.skipped_values.empty()) {
+      std::cerr << "note: skipped " << summary.skipped_values.size()
+                << " non-tensor values, which safetensors cannot hold:";
+      for (const auto& key : summary.skipped_values) std::cerr << " " << key;
+      std::cerr << "\n";
+    }
     std::cout << "converted " << summary.tensors << " tensors ("
               << human_bytes(summary.tensor_bytes) << ") and " << summary.values
               << " values to " << *to << ":";

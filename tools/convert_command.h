@@ -1,5 +1,5 @@
 #pragma once
-// `dcpp convert SRC DST --to torch-save|dcp|safetensors [--dtype bf16|fp16|fp32]
+// `dcpp convert SRC DST --to torch-save|dcp|safetensors|hf [--dtype bf16|fp16|fp32]
 //  [--max-shard-size SIZE] [--compress zstd [--compress-level N]]`: a checkpoint in another
 //  format, streamed one tensor at a time.
 
@@ -15,13 +15,13 @@
 
 namespace dcpp::tools {
 
-enum class TargetFormat { kTorchSave, kDcp, kSafetensors };
+enum class TargetFormat { kTorchSave, kDcp, kSafetensors, kHuggingFace };
 
 struct ConvertOptions {
   TargetFormat to = TargetFormat::kTorchSave;
   /// Floating tensors are cast to this dtype; nullopt keeps every dtype.
   std::optional<at::ScalarType> dtype;
-  /// safetensors only: the most bytes of tensor data per shard file (0: one file).
+  /// safetensors and hf only: the most bytes of tensor data per file (0: one file).
   uint64_t max_shard_size = 0;
   /// dcp only: zstd-compress every item (DCP's stream.zstd/1) at `compress_level`.
   bool compress_zstd = false;
@@ -35,6 +35,8 @@ struct ConvertSummary {
   std::size_t values = 0;
   uint64_t tensor_bytes = 0;  // of the source's tensors
   std::vector<std::filesystem::path> files;
+  /// hf only: the values left out (safetensors hold only tensors), by flat key.
+  std::vector<std::string> skipped_values;
 };
 
 /// Reads `src` (any source of checkpoint_source.h) and writes it to `dst` in `options.to`'s

@@ -52,6 +52,10 @@ class StreamingSavePlanner final : public SavePlanner {
 
 }  // namespace
 
+std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion) {
+  return std::make_shared<StreamingSavePlanner>(conversion);
+}
+
 std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst,
                                 std::optional<int> zstd_level) {
   if (fs::exists(dst) && !fs::is_directory(dst)) {

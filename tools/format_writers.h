@@ -5,8 +5,11 @@
 
 #include "conversion.h"
 
+#include <dcpp/checkpoint/save_planner.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,5 +39,20 @@ std::vector<std::filesystem::path> write_dcp(Conversion& conversion,
 std::vector<std::filesystem::path> write_safetensors(Conversion& conversion,
                                                      const std::filesystem::path& dst,
                                                      uint64_t max_shard_size);
+
+/// A Hugging Face checkpoint directory `dst` (`model-0000i-of-0000N.safetensors` and
+/// `model.safetensors.index.json`), written by dcpp's own save through the library's Hugging Face
+/// writer (its commit protocol: the index appears last). Files of at most `max_shard_size` bytes
+/// of tensor data (0: one file). Safetensors hold only tensors: values are skipped and their keys
+/// returned in `skipped`. Refuses a directory that already holds a checkpoint. Returns the files
+/// written.
+std::vector<std::filesystem::path> write_huggingface(Conversion& conversion,
+                                                     const std::filesystem::path& dst,
+                                                     uint64_t max_shard_size,
+                                                     std::vector<std::string>& skipped);
+
+/// The save planner `write_dcp` and `write_huggingface` use: dcpp's default planner, but each
+/// tensor is read from the conversion's source only when the storage writer asks for it.
+std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion);
 
 }  // namespace dcpp::tools

@@ -5,6 +5,7 @@
 #include "tensor_stats.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
 
 #include <cctype>
@@ -21,11 +22,15 @@ namespace {
 
 using nlohmann::json;
 
-// A reader that decodes `.metadata` once, for the passes of inspect (values, then tensor stats).
+// A reader that decodes `.metadata` (or a Hugging Face directory's headers) once, for the passes of
+// inspect (values, then tensor stats).
 class CachedMetadataReader final : public StorageReader {
  public:
   explicit CachedMetadataReader(const std::filesystem::path& checkpoint)
-      : reader_(make_filesystem_reader(checkpoint)), metadata_(reader_->read_metadata()) {}
+      : huggingface_(is_huggingface_directory(checkpoint)),
+        reader_(huggingface_ ? make_huggingface_reader(checkpoint)
+                             : make_filesystem_reader(checkpoint)),
+        metadata_(reader_->read_metadata()) {}
   Metadata read_metadata() override { return metadata_; }
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
     reader_->set_up(metadata, rank, is_coordinator);
@@ -34,8 +39,10 @@ class CachedMetadataReader final : public StorageReader {
     reader_->read_data(plan, planner);
   }
   const Metadata& metadata() const { return metadata_; }
+  bool huggingface() const { return huggingface_; }
 
  private:
+  bool huggingface_;
   std::unique_ptr<StorageReader> reader_;
   Metadata metadata_;
 };
@@ -176,7 +183,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
     }
   }
-  json inspection{{"format", "pytorch-dcp"},
+  json inspection{{"format", reader.huggingface() ? "huggingface" : "pytorch-dcp"},
                   {"version", metadata.version ? json(*metadata.version) : json(nullptr)},
                   {"entries", std::move(entries)}};
   add_sizes(inspection, checkpoint, value_bytes);
@@ -189,8 +196,9 @@ void print_inspection(const json& inspection, std::ostream& out) {
     width = std::max(width, key.size());
   }
   const json& version = inspection["version"];
-  out << "format pytorch-dcp, version " << (version.is_null() ? "-" : version.get<std::string>())
-      << ", " << inspection["entries"].size() << " entries\n";
+  out << "format " << inspection["format"].get<std::string>() << ", version "
+      << (version.is_null() ? "-" : version.get<std::string>()) << ", "
+      << inspection["entries"].size() << " entries\n";
   for (const auto& [key, entry] : inspection["entries"].items()) {
     out << std::left << std::setw(static_cast<int>(width) + 2) << key;
     if (entry["kind"] == "tensor") {
@@ -221,7 +229,8 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
+  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+      ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,
                     "Add sum, abs_sum, min, max, mean and NaN/inf counts of every tensor "

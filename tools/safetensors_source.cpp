@@ -1,10 +1,10 @@
 // Hugging Face safetensors as a CheckpointSource: one `.safetensors` file, or an `*.index.json`
 // whose "weight_map" names the shard of every tensor. Headers are checked before anything is read:
 // known dtypes, non-negative shapes, data ranges of exactly the tensor's size inside the file.
-// Tensors are flat keys at the top level (paths of one element); `__metadata__` is not read.
+// Tensors are flat keys at the top level (paths of one element); `__metadata__` is not read. The
+// header codec is the library's (checkpoint/src/safetensors_header.h).
 
 #include "checkpoint_source.h"
-
 #include "file_io.h"
 #include "safetensors_header.h"
 
@@ -94,26 +94,27 @@ class SafetensorsSource final : public CheckpointSource {
     }
   }
 
-  // Reads one file's header; with `expected`, the file must hold exactly those tensors.
+  // Reads one file's header (checked by the library's codec); with `expected`, the file must
+  // hold exactly those tensors.
   void open_file(const fs::path& path, const std::set<std::string>* expected) {
     const std::string what = "safetensors file " + path.string();
     files_.push_back(std::make_unique<detail::File>(path, detail::File::Mode::kRead));
     const detail::File& file = *files_.back();
     const uint64_t file_size = file.size();
-    unsigned char length_bytes[8];
-    if (file_size < 8) throw CheckpointError(what + " is shorter than its 8-byte header length");
-    file.read_exactly(0, length_bytes, 8);
-    const uint64_t header_size =
-        detail::decode_safetensors_header_length(length_bytes, file_size - 8, what);
+    std::string first(8, '\0');
+    if (file_size >= 8) file.read_exactly(0, first.data(), 8);
+    const uint64_t header_size = detail::decode_safetensors_header_length(first, file_size, what);
     std::string text(header_size, '\0');
     file.read_exactly(8, text.data(), text.size());
     const detail::SafetensorsHeader header =
         detail::parse_safetensors_header(text, file_size - 8 - header_size, what);
-    std::vector<std::pair<uint64_t, SourceEntry>> found;
-    for (const detail::SafetensorsEntry& tensor : header.entries) {
+    for (const detail::SafetensorsTensor& tensor : header.tensors) {
+      const std::string where = what + ", key '" + tensor.name + "'";
       if (expected != nullptr && expected->count(tensor.name) == 0) {
-        throw CheckpointError(what + ", key '" + tensor.name +
-                              "': the index places this tensor in another file");
+        throw CheckpointError(where + ": the index places this tensor in another file");
+      }
+      if (!seen_.insert(tensor.name).second) {
+        throw CheckpointError(where + ": the tensor appears in two files");
       }
       SourceEntry entry;
       entry.key = tensor.name;
@@ -123,18 +124,10 @@ class SafetensorsSource final : public CheckpointSource {
       entry.shape = tensor.shape;
       located_[tensor.name] =
           Located{files_.size() - 1, header.data_start + tensor.begin, tensor.end - tensor.begin};
-      found.emplace_back(tensor.begin, std::move(entry));
-    }
-    if (expected != nullptr && found.size() != expected->size()) {
-      throw CheckpointError(what + " lacks tensors the index places in it");
-    }
-    std::stable_sort(found.begin(), found.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [offset, entry] : found) {
-      if (seen_.insert(entry.key).second == false) {
-        throw CheckpointError(what + ": tensor '" + entry.key + "' appears twice");
-      }
       entries_.push_back(std::move(entry));
+    }
+    if (expected != nullptr && header.tensors.size() != expected->size()) {
+      throw CheckpointError(what + " lacks tensors the index places in it");
     }
   }
 

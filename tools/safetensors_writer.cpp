@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <map>
 
 namespace dcpp::tools {
 
@@ -36,17 +35,20 @@ uint64_t output_bytes(const Conversion& conversion, const SourceEntry& entry) {
   return n;
 }
 
-void write_shard(Conversion& conversion, const Shard& shard,
-                 const std::map<std::string, std::string>& metadata) {
-  std::vector<detail::SafetensorsEntry> entries;
+void write_shard(Conversion& conversion, const Shard& shard, const json& metadata) {
+  std::vector<std::pair<std::string, std::string>> header_metadata;
+  for (const auto& [key, value] : metadata.items()) {
+    header_metadata.emplace_back(key, value.get<std::string>());
+  }
+  std::vector<detail::SafetensorsTensor> tensors;
   uint64_t offset = 0;
   for (const SourceEntry* entry : shard.tensors) {
     const uint64_t n = output_bytes(conversion, *entry);
-    entries.push_back({entry->key, conversion.output_dtype(*entry), entry->shape, offset,
-                       offset + n});
+    tensors.push_back(detail::SafetensorsTensor{entry->key, conversion.output_dtype(*entry),
+                                                entry->shape, offset, offset + n});
     offset += n;
   }
-  const std::string head = detail::encode_safetensors_header(entries, metadata);
+  const std::string head = detail::encode_safetensors_header(tensors, header_metadata);
   const fs::path partial = shard.path.string() + ".partial";
   try {
     detail::File file(partial, detail::File::Mode::kCreateTruncate);
@@ -75,7 +77,7 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
     throw CheckpointError("destination " + dst.string() + " is a directory, not a file name");
   }
   CheckpointSource& source = conversion.source();
-  std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  json metadata = {{"format", "pt"}};
   std::vector<Shard> shards(1);
   for (const SourceEntry& entry : source.entries()) {
     if (!entry.is_tensor) {

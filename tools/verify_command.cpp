@@ -26,6 +26,7 @@
 #include "zip_layout_check.h"
 
 #include <dcpp/checkpoint/filesystem_reader.h>
+#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
@@ -383,7 +384,7 @@ class Verifier {
     }
     const std::string where = "data file " + name + ", key '" + key + "'";
     try {
-      const detail::SafetensorsEntry& entry = detail::find_safetensors_chunk(
+      const detail::SafetensorsTensor& entry = detail::find_safetensors_chunk(
           *blob.blob, key, tensors_.at(key)->properties.dtype, *item.chunk,
           static_cast<uint64_t>(item.info->length), where);
       const detail::FileRangeSource data(
@@ -483,7 +484,10 @@ class Verifier {
 
 }  // namespace
 
-json verify_checkpoint(const fs::path& checkpoint) { return Verifier(checkpoint).run(); }
+json verify_checkpoint(const fs::path& checkpoint) {
+  if (is_huggingface_directory(checkpoint)) return verify_huggingface_directory(checkpoint);
+  return Verifier(checkpoint).run();
+}
 
 void print_verification(const json& report, std::ostream& out) {
   for (const json& p : report["problems"]) {
@@ -499,7 +503,9 @@ void print_verification(const json& report, std::ostream& out) {
       << report["entries"].get<int64_t>() << " entries, " << report["items"].get<int64_t>()
       << " items in " << report["files"].get<int64_t>() << " files, "
       << human_bytes(report["bytes_read"].get<uint64_t>()) << " read";
-  if (count == 0) {
+  if (count == 0 && report.value("format", "") == "huggingface") {
+    out << ", every header and data range checks out (safetensors carry no checksums)\n";
+  } else if (count == 0) {
     const std::string checksums = report.value("checksum_file", "absent");
     out << ", every CRC-32 matches"
         << (checksums == "checked" ? " (checksum file included)\n"
@@ -514,7 +520,8 @@ void add_verify_command(CLI::App& app) {
       "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory")->required();
+  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+      ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
     const json report = verify_checkpoint(*checkpoint);

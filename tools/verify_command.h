@@ -25,7 +25,14 @@ namespace dcpp::tools {
 /// Returns {"ok": bool, "checkpoint": str, "entries": n, "items": n, "files": n,
 /// "bytes_read": n, "checksum_file": "absent"|"checked"|"unusable",
 /// "problems": [{"file": str|null, "key": str|null, "problem": str}]}.
+/// A Hugging Face directory (no `.metadata`; huggingface_storage.h) gets the checks of
+/// `verify_huggingface_directory` instead.
 nlohmann::json verify_checkpoint(const std::filesystem::path& checkpoint);
+
+/// A Hugging Face directory: the index and every header as the library's reader checks them,
+/// every tensor read in full, no `*.safetensors` file the index leaves out. The same report, with
+/// "format": "huggingface" (safetensors carry no checksums: "checksum_file" is "absent").
+nlohmann::json verify_huggingface_directory(const std::filesystem::path& directory);
 
 /// The human-readable report: one line per problem, then a summary line.
 void print_verification(const nlohmann::json& report, std::ostream& out);

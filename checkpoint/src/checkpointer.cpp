@@ -9,6 +9,7 @@
 // and no rank waits in a collective that the others will never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/huggingface_storage.h>
 
 #include "collectives.h"
 #include "metadata_pickle.h"
@@ -302,9 +303,23 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
                         : detail::decode_metadata_message(committed);
 }
 
+namespace {
+
+// DCP's directory layout, or a Hugging Face directory (no `.metadata`, safetensors files).
+std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory,
+                                          const FileSystemReaderOptions& options) {
+  if (is_huggingface_directory(directory)) {
+    return make_huggingface_reader(
+        directory, HuggingFaceReaderOptions().with_thread_count(options.thread_count));
+  }
+  return make_filesystem_reader(directory, options);
+}
+
+}  // namespace
+
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
                 const LoadOptions& options) {
-  auto reader = make_filesystem_reader(directory, options.file_system);
+  auto reader = reader_for(directory, options.file_system);
   return load(state_dict, *reader, options);
 }
 
@@ -364,7 +379,7 @@ StateDict load_from_keys(const std::filesystem::path& directory,
 }
 
 Metadata read_metadata(const std::filesystem::path& directory) {
-  return make_filesystem_reader(directory)->read_metadata();
+  return reader_for(directory, {})->read_metadata();
 }
 
 }  // namespace dcpp

@@ -30,10 +30,12 @@ namespace {
 }  // namespace
 
 File::File(const std::filesystem::path& path, Mode mode) : path_(path) {
-  const int flags = mode == Mode::kRead ? O_RDONLY : (O_WRONLY | O_CREAT | O_TRUNC);
+  const int flags = mode == Mode::kRead        ? O_RDONLY
+                    : mode == Mode::kReadWrite ? O_RDWR
+                                               : (O_WRONLY | O_CREAT | O_TRUNC);
   fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw_errno(mode == Mode::kRead ? "open" : "create", path);
+    throw_errno(mode == Mode::kCreateTruncate ? "create" : "open", path);
   }
 }
 
@@ -85,6 +87,36 @@ void File::read_exactly(uint64_t offset, void* dst, std::size_t n) const {
     p += got;
     offset += static_cast<uint64_t>(got);
     n -= static_cast<std::size_t>(got);
+  }
+}
+
+void File::write_at(uint64_t offset, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t written =
+        ::pwrite(fd_, p, std::min<std::size_t>(n, 1u << 30), static_cast<off_t>(offset));
+    if (written < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      throw_errno("write to", path_);
+    }
+    p += written;
+    offset += static_cast<uint64_t>(written);
+    n -= static_cast<std::size_t>(written);
+  }
+}
+
+void File::allocate(uint64_t size) {
+  if (size > 0) {
+    const int error = ::posix_fallocate(fd_, 0, static_cast<off_t>(size));
+    if (error != 0 && error != EOPNOTSUPP && error != EINVAL) {
+      errno = error;
+      throw_errno("allocate space for", path_);
+    }
+  }
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    throw_errno("set the size of", path_);
   }
 }
 

@@ -12,7 +12,8 @@ namespace dcpp::detail {
 /// An open file descriptor, closed on destruction. Errors are CheckpointErrors naming the path.
 class File {
  public:
-  enum class Mode { kRead, kCreateTruncate };
+  /// kReadWrite opens an existing file for reading and writing, without truncating it.
+  enum class Mode { kRead, kCreateTruncate, kReadWrite };
   File(const std::filesystem::path& path, Mode mode);
   ~File();
   File(const File&) = delete;
@@ -25,6 +26,12 @@ class File {
   void write_all(const void* data, std::size_t n);
   /// Reads exactly n bytes at `offset`; throws if the file is shorter ("truncated").
   void read_exactly(uint64_t offset, void* dst, std::size_t n) const;
+  /// Writes all of [data, data + n) at `offset` (pwrite: the position is not used or moved, so
+  /// several threads may write different ranges at once).
+  void write_at(uint64_t offset, const void* data, std::size_t n);
+  /// Makes the file `size` bytes long, with its blocks allocated where the file system can
+  /// (posix_fallocate; a full disk fails here rather than mid-write).
+  void allocate(uint64_t size);
   void sync();
   /// Closes now, reporting errors (a destructor cannot).
   void close();

@@ -180,7 +180,7 @@ class FileSystemReader final : public StorageReader {
                        .first;
           }
           const Chunk chunk = find_chunk(*item, item_where);
-          const detail::SafetensorsEntry& entry = detail::find_safetensors_chunk(
+          const detail::SafetensorsTensor& entry = detail::find_safetensors_chunk(
               blob->second, item->storage_index.fqn, chunk.tensor->properties.dtype,
               *chunk.chunk, static_cast<uint64_t>(info.length), item_where);
           detail::TensorReadRequest request = tensor_request(*item, chunk, planner);

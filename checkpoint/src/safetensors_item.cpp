@@ -76,7 +76,7 @@ StoredLayout sniff_stored_layout(const File& file, uint64_t offset) {
 
 uint64_t SafetensorsBlob::end() const {
   uint64_t data_end = 0;
-  for (const SafetensorsEntry& entry : header.entries) data_end = std::max(data_end, entry.end);
+  for (const SafetensorsTensor& entry : header.tensors) data_end = std::max(data_end, entry.end);
   return offset + header.data_start + data_end;
 }
 
@@ -88,28 +88,33 @@ SafetensorsBlob read_safetensors_blob(const File& file, uint64_t offset, const s
                           "-byte file ends before its 8-byte header length (a truncated file, "
                           "or an item that is neither a torch.save archive nor safetensors)");
   }
-  unsigned char first[8];
+  char first[8];
   file.read_exactly(offset, first, 8);
-  const uint64_t length = decode_safetensors_header_length(first, size - offset - 8, what);
+  const uint64_t length =
+      decode_safetensors_header_length(std::string_view(first, 8), size - offset, what);
   std::string text(static_cast<std::size_t>(length), '\0');
   file.read_exactly(offset + 8, text.data(), text.size());
   SafetensorsBlob blob;
   blob.offset = offset;
   blob.header = parse_safetensors_header(text, size - offset - 8 - length, what);
-  const auto sharding = blob.header.metadata.find(kShardingInfoKey);
-  if (sharding != blob.header.metadata.end()) {
-    blob.saved_offsets = parse_sharding_info(sharding->second, what);
+  if (const std::string* sharding = blob.header.find_metadata(kShardingInfoKey)) {
+    blob.saved_offsets = parse_sharding_info(*sharding, what);
+  }
+  for (std::size_t i = 0; i < blob.header.tensors.size(); ++i) {
+    blob.by_name.emplace(blob.header.tensors[i].name, i);
   }
   return blob;
 }
 
-const SafetensorsEntry& find_safetensors_chunk(const SafetensorsBlob& blob, const std::string& key,
+const SafetensorsTensor& find_safetensors_chunk(const SafetensorsBlob& blob, const std::string& key,
                                                at::ScalarType dtype,
                                                const ChunkStorageMetadata& chunk,
                                                uint64_t item_length, const std::string& where) {
   const std::string what = where + " (in the safetensors blob at byte " +
                            std::to_string(blob.offset) + ")";
-  const SafetensorsEntry* entry = blob.header.find(key);
+  const auto found = blob.by_name.find(key);
+  const SafetensorsTensor* entry =
+      found == blob.by_name.end() ? nullptr : &blob.header.tensors[found->second];
   if (entry == nullptr) {
     throw CheckpointError(what + ": the blob holds no tensor of this key; the data file does not "
                           "match .metadata");
@@ -137,7 +142,7 @@ const SafetensorsEntry& find_safetensors_chunk(const SafetensorsBlob& blob, cons
 }
 
 void read_safetensors_chunk(const File& file, const SafetensorsBlob& blob,
-                            const SafetensorsEntry& entry, const TensorReadRequest& request,
+                            const SafetensorsTensor& entry, const TensorReadRequest& request,
                             const std::string& where) {
   const uint64_t base = blob.offset + blob.header.data_start + entry.begin;
   const FileRangeSource data(file, base, entry.end - entry.begin, where);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dcpp::detail {
@@ -39,6 +40,8 @@ struct SafetensorsBlob {
   SafetensorsHeader header;
   /// DCP_SHARDING_INFO's "saved_offsets" by FQN, for the tensors it lists.
   std::map<std::string, std::vector<int64_t>> saved_offsets;
+  /// The index in `header.tensors` of each tensor, by name.
+  std::unordered_map<std::string, std::size_t> by_name;
   /// One past the blob's last byte of tensor data, in its file.
   uint64_t end() const;
 };
@@ -50,14 +53,14 @@ SafetensorsBlob read_safetensors_blob(const File& file, uint64_t offset, const s
 /// The blob's entry for the chunk `chunk` of tensor `key`, checked against `.metadata`: present,
 /// of `dtype` and the chunk's sizes, of `item_length` bytes, saved at the chunk's offsets when
 /// DCP_SHARDING_INFO says where. Throws CheckpointError naming `where`.
-const SafetensorsEntry& find_safetensors_chunk(const SafetensorsBlob& blob, const std::string& key,
+const SafetensorsTensor& find_safetensors_chunk(const SafetensorsBlob& blob, const std::string& key,
                                                at::ScalarType dtype,
                                                const ChunkStorageMetadata& chunk,
                                                uint64_t item_length, const std::string& where);
 
 /// Reads the box `request` asks for of `entry`'s data into `request.dest`.
 void read_safetensors_chunk(const File& file, const SafetensorsBlob& blob,
-                            const SafetensorsEntry& entry, const TensorReadRequest& request,
+                            const SafetensorsTensor& entry, const TensorReadRequest& request,
                             const std::string& where);
 
 }  // namespace dcpp::detail

@@ -9,6 +9,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/filesystem_reader.h>
 #include <dcpp/checkpoint/filesystem_writer.h>
+#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/checkpoint/load_planner.h>
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>

@@ -28,3 +28,4 @@ dcpp_interop_test(model_optim)       # a libtorch model and Adam resume in Pytho
 dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against format_utils
 dcpp_interop_test(optimizers)        # SGD, Adam, AdamW, Adagrad, RMSprop, LBFGS both ways
 dcpp_interop_test(zstd SUITES sid)  # zstd items both ways; PyTorch's SAFETENSORS items read
+dcpp_interop_test(huggingface SUITES sid)  # Hugging Face directories, both ways (safetensors)

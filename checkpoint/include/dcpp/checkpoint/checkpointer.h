@@ -68,19 +68,22 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 /// the Stateful says may be missing: `Stateful::may_be_missing`). Dtypes and global shapes must
 /// match. Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the
 /// key and file on any mismatch or corruption; with a process group, every rank throws, listing each
-/// failed rank. Returns the keys found on one side only.
+/// failed rank. Returns the keys found on one side only. The path overload reads DCP's layout, or,
+/// when `directory` has no `.metadata` but `model.safetensors.index.json` or `*.safetensors` files,
+/// a Hugging Face directory (make_huggingface_reader, with `options.file_system.thread_count`).
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
                 const LoadOptions& options = {});
 LoadReport load(StateDict& state_dict, StorageReader& storage_reader,
                 const LoadOptions& options = {});
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
-/// and what lies under them, as a nested state dict of CPU tensors and values.
+/// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face
+/// directories too (its keys stay flat: "model.embed.weight").
 StateDict load_from_keys(const std::filesystem::path& directory,
                          const std::vector<std::string>& keys = {},
                          const FileSystemReaderOptions& options = {});
 
-/// The Metadata of the checkpoint in `directory`, without reading any data.
+/// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
 Metadata read_metadata(const std::filesystem::path& directory);
 
 }  // namespace dcpp

@@ -1,0 +1,81 @@
+// A Hugging Face checkpoint directory as a CheckpointSource, through the library's reader
+// (huggingface_storage.h): the index and every header are checked once, when the source opens;
+// each tensor is then loaded whole with dcpp::load, which reads only its bytes (and assembles it
+// from its chunks when the files are DCP's sharded ones).
+
+#include "checkpoint_source.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/huggingface_storage.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+namespace dcpp::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The library's reader, with the Metadata read once.
+class CachedReader final : public StorageReader {
+ public:
+  explicit CachedReader(const fs::path& directory)
+      : reader_(make_huggingface_reader(directory)), metadata_(reader_->read_metadata()) {}
+  Metadata read_metadata() override { return metadata_; }
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
+    reader_->set_up(metadata, rank, is_coordinator);
+  }
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
+    reader_->read_data(plan, planner);
+  }
+  const Metadata& metadata() const { return metadata_; }
+
+ private:
+  std::unique_ptr<StorageReader> reader_;
+  Metadata metadata_;
+};
+
+class HuggingFaceSource final : public CheckpointSource {
+ public:
+  explicit HuggingFaceSource(const fs::path& directory) : reader_(directory) {
+    for (const auto& [key, storage] : reader_.metadata().state_dict_metadata) {
+      const auto& tensor = std::get<TensorStorageMetadata>(storage);
+      SourceEntry entry;
+      entry.key = key;
+      entry.path = ObjectPath{key};
+      entry.is_tensor = true;
+      entry.dtype = tensor.properties.dtype;
+      entry.shape = tensor.size;
+      entries_.push_back(std::move(entry));
+    }
+  }
+
+  std::string format() const override { return "huggingface"; }
+  const std::vector<SourceEntry>& entries() const override { return entries_; }
+
+  at::Tensor read_tensor(const SourceEntry& entry) override {
+    StateDict target;
+    target.insert(entry.key, at::empty(entry.shape, at::TensorOptions().dtype(entry.dtype)));
+    LoadOptions options;
+    options.allow_partial_load = false;
+    load(target, reader_, options);
+    return target.at(entry.key).tensor();
+  }
+
+  c10::IValue read_value(const SourceEntry& entry) override {
+    throw CheckpointError("Hugging Face entry '" + entry.key + "' is not a value");
+  }
+
+ private:
+  CachedReader reader_;
+  std::vector<SourceEntry> entries_;
+};
+
+}  // namespace
+
+std::unique_ptr<CheckpointSource> open_huggingface_source(const fs::path& directory) {
+  return std::make_unique<HuggingFaceSource>(directory);
+}
+
+}  // namespace dcpp::tools
