@@ -5,6 +5,10 @@
 // With checksums verified (the default) and a checksum file present (checksum_file.h), `.metadata`
 // must match its CRC-32 before it is decoded, and every item read in full must match its CRC-32;
 // without a checksum file, items get the format's own checks (item_codec.h).
+//
+// Without `.metadata`, a checkpoint saved without collectives (`__<r>.metadata` per rank) is read
+// as the merge of its ranks' metadata, each checked against its `__<r>.checksums`
+// (per_rank_metadata.h).
 
 #include <dcpp/checkpoint/filesystem_reader.h>
 
@@ -14,6 +18,7 @@
 #include "item_codec.h"
 #include "metadata_pickle.h"
 #include "parallel_for.h"
+#include "per_rank_metadata.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -57,10 +62,15 @@ class FileSystemReader final : public StorageReader {
   Metadata read_metadata() override {
     const fs::path path = directory_ / ".metadata";
     if (!fs::exists(path)) {
+      const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
+      if (!ranks.empty()) {
+        return read_per_rank_metadata(ranks);
+      }
       throw CheckpointError("no complete checkpoint at " + directory_.string() +
-                            ": .metadata is missing (the directory does not exist, or a save "
-                            "into it did not finish)");
+                            ": .metadata is missing, and so is __0.metadata (the directory does "
+                            "not exist, or a save into it did not finish)");
     }
+    checksum_file_ = detail::kChecksumFileName;
     detail::File file(path, detail::File::Mode::kRead);
     std::string bytes(file.size(), '\0');
     file.read_exactly(0, bytes.data(), bytes.size());
@@ -111,6 +121,18 @@ class FileSystemReader final : public StorageReader {
   }
 
  private:
+  // A checkpoint saved without collectives: its ranks' metadata, merged.
+  Metadata read_per_rank_metadata(const std::vector<int>& ranks) {
+    detail::PerRankCheckpoint checkpoint =
+        detail::read_per_rank_checkpoint(directory_, ranks, options_.verify_checksums);
+    checksums_ = std::move(checkpoint.checksums);
+    checksum_file_ = "__<rank>.checksums";
+    for (const auto& [index, info] : checkpoint.merged.storage_data) {
+      check_relative_path(info.relative_path, directory_);
+    }
+    return std::move(checkpoint.merged);
+  }
+
   const StorageInfo& storage_info(const MetadataIndex& index) const {
     auto found = storage_.find(index);
     if (found == storage_.end()) {
@@ -184,8 +206,7 @@ class FileSystemReader final : public StorageReader {
     const detail::ItemChecksum* expected =
         checksums_->find(file, static_cast<uint64_t>(info.offset));
     if (expected == nullptr || expected->length != static_cast<uint64_t>(info.length)) {
-      throw CheckpointError(where + ": the checksum file " +
-                            (directory_ / detail::kChecksumFileName).string() +
+      throw CheckpointError(where + ": the checksum file " + (directory_ / checksum_file_).string() +
                             " has no entry for the item at bytes [" + std::to_string(info.offset) +
                             ", " + std::to_string(info.offset + info.length) +
                             "), though it matches .metadata; the checkpoint is inconsistent");
@@ -233,6 +254,7 @@ class FileSystemReader final : public StorageReader {
   // The item checksums of the save whose .metadata read_metadata() read, when it has a checksum
   // file that knows them.
   std::optional<detail::ItemChecksumIndex> checksums_;
+  std::string checksum_file_ = detail::kChecksumFileName;  // for messages
 };
 
 }  // namespace
