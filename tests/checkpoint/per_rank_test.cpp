@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 
 namespace fs = std::filesystem;
 using dcpp::ChunkStorageMetadata;
@@ -339,12 +341,20 @@ TEST_CASE("per-rank checksum files catch a damaged item or metadata file") {
   const fs::path ckpt = dir / "ckpt";
   save_three_ranks(ckpt);
   SECTION("a data byte") {
+    // The middle of own_1's item, which only rank 1 wrote.
+    const Metadata metadata = dcpp::read_metadata(ckpt);
+    const auto item = std::find_if(metadata.storage_data.begin(), metadata.storage_data.end(),
+                                   [](const auto& entry) { return entry.first.fqn == "own_1"; });
+    REQUIRE(item != metadata.storage_data.end());
+    REQUIRE(item->second.relative_path == "__1_0.distcp");
     const fs::path data = ckpt / "__1_0.distcp";
     std::string bytes = dcpp::test::read_file(data);
-    bytes[bytes.size() - 100] ^= 0x01;  // inside the last item's record or the zip's tail
+    bytes.at(static_cast<std::size_t>(item->second.offset + item->second.length / 2)) ^= 0x01;
     dcpp::test::write_file(data, bytes);
     StateDict target = whole_target();
-    CHECK_THROWS_WITH(dcpp::load(target, ckpt), Catch::Contains("__1_0.distcp"));
+    CHECK_THROWS_WITH(dcpp::load(target, ckpt),
+                      Catch::Contains("__1_0.distcp") && Catch::Contains("own_1") &&
+                          Catch::Contains("CRC-32"));
   }
   SECTION("a metadata byte") {
     const fs::path metadata = ckpt / "__2.metadata";

@@ -26,3 +26,4 @@ dcpp_interop_test(pickles)           # data.pkl and .metadata pickles, both ways
 dcpp_interop_test(sharded)           # 3 dcpp ranks -> 2 Python ranks with DTensors
 dcpp_interop_test(model_optim)       # a libtorch model and Adam resume in Python
 dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against format_utils
+dcpp_interop_test(per_rank SUITES sid)  # use_collectives=False both ways (PyTorch 2.6 lacks it)
