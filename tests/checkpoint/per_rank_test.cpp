@@ -161,7 +161,7 @@ TEST_CASE("merging per-rank metadata: union, replicas once, lowest rank's items,
 
 TEST_CASE("merging per-rank metadata: disagreements name both files and the key") {
   auto pair = [] { return std::vector<RankMetadata>{rank_with_rows(0, 0, 5), rank_with_rows(1, 5, 10)}; };
-  auto& w1 = [](std::vector<RankMetadata>& r) -> TensorStorageMetadata& {
+  auto w1 = [](std::vector<RankMetadata>& r) -> TensorStorageMetadata& {
     return std::get<TensorStorageMetadata>(r[1].metadata.state_dict_metadata[0].second);
   };
   {
