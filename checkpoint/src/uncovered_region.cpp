@@ -43,8 +43,14 @@ std::optional<UncoveredRegion> uncovered_region(const std::vector<int64_t>& offs
   std::vector<int64_t> low(dims, std::numeric_limits<int64_t>::max());
   std::vector<int64_t> high(dims, std::numeric_limits<int64_t>::min());
   int64_t missing = 0;
-  std::vector<std::size_t> cell(dims, 0);
+  std::vector<std::size_t> cell(dims);
   for (uint64_t n = 0; n < cells; ++n) {
+    uint64_t rest = n;  // cell n's coordinates, last dimension fastest
+    for (std::size_t d = dims; d-- > 0;) {
+      const uint64_t count = cuts[d].size() - 1;
+      cell[d] = static_cast<std::size_t>(rest % count);
+      rest /= count;
+    }
     const bool covered = std::any_of(usable.begin(), usable.end(), [&](const auto* chunk) {
       for (std::size_t d = 0; d < dims; ++d) {
         const int64_t at = cuts[d][cell[d]];
@@ -60,10 +66,6 @@ std::optional<UncoveredRegion> uncovered_region(const std::vector<int64_t>& offs
         volume *= cuts[d][cell[d] + 1] - cuts[d][cell[d]];
       }
       missing += volume;
-    }
-    for (std::size_t d = dims; d-- > 0;) {  // the next cell, last dimension fastest
-      if (++cell[d] + 1 < cuts[d].size()) break;
-      cell[d] = 0;
     }
   }
   if (missing == 0) return std::nullopt;
