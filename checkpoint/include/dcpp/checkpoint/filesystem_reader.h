@@ -32,7 +32,9 @@ struct FileSystemReaderOptions {
 };
 
 /// Reads DCP's directory layout. Paths in `.metadata` must name files inside `directory`
-/// (no "..", no absolute paths): anything else is a CheckpointError.
+/// (no "..", no absolute paths): anything else is a CheckpointError. A directory without
+/// `.metadata` but with `__<rank>.metadata` files (saved without collectives) reads as the merge of
+/// those files, checked against their `__<rank>.checksums` (docs/format.md).
 std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
                                                       FileSystemReaderOptions options = {});
 
