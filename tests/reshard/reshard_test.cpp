@@ -126,6 +126,18 @@ TEST_CASE("a checkpoint saved without collectives by 3 ranks loads resharded on 
   REQUIRE(launch(3, "load " + ckpt + " replicated") == 0);
 }
 
+TEST_CASE("a save without collectives needs no other rank") {
+  // Ranks 0 and 2 exit as soon as the group exists; rank 1 saves alone. A collective would fail
+  // (the peers are gone), so this passes only if the save issues none.
+  dcpp::test::TempDir dir;
+  std::string output;
+  REQUIRE(launch(3, "save-alone " + (dir / "ckpt").string() + " 1", &output) == 0);
+  REQUIRE(output.find("rank 1 saved alone") != std::string::npos);
+  REQUIRE(std::filesystem::exists(dir / "ckpt" / "__1.metadata"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "ckpt" / "__0.metadata"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "ckpt" / ".metadata"));
+}
+
 TEST_CASE("PyTorch 2.14's use_collectives=False checkpoint loads resharded on 1, 2 and 4 ranks") {
   const std::string fixture =
       (std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / "no_collectives_3").string();

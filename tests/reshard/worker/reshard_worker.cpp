@@ -3,6 +3,8 @@
 //   reshard_worker save DIR LAYOUT      saves the test state, sharded as LAYOUT over the ranks
 //   reshard_worker save-local DIR LAYOUT  the same, without collectives: each rank saves alone
 //                                       (`__<rank>.metadata`), its rank taken from the group
+//   reshard_worker save-alone DIR RANK  only rank RANK saves (layout row, without collectives);
+//                                       the others exit at once: a collective would fail the save
 //   reshard_worker load DIR LAYOUT      loads it sharded as LAYOUT; exit 0 iff every element equals
 //   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
 //                                       get a CheckpointError naming RANK, and nothing is committed
@@ -198,6 +200,18 @@ int main(int argc, char** argv) {
       dcpp::ProcessGroupOptions().with_timeout(timeout));
   const Rank rank{group->getRank(), group->getSize()};
   try {
+    if (mode == "save-alone") {
+      if (rank.index != std::stoi(arg)) {
+        return 0;
+      }
+      dcpp::SaveOptions options;
+      options.process_group = group;
+      options.use_collectives = false;
+      options.file_system.sync_files = false;
+      dcpp::save(state("row", rank, false), dir, options);
+      std::printf("rank %d saved alone\n", rank.index);
+      return 0;
+    }
     if (mode == "save" || mode == "save-local") {
       dcpp::SaveOptions options;
       options.process_group = group;
