@@ -15,8 +15,9 @@ usage (repository root, reference environment, 3 ranks: tests/interop/per_rank.s
 import logging, os, sys, warnings
 warnings.filterwarnings("ignore")
 # dcp.load logs its failed read of `.metadata` (with a traceback) before it falls back to
-# `__<rank>.metadata`, as it must for these checkpoints: not a problem, so not shown.
-logging.getLogger("torch.distributed.checkpoint").setLevel(logging.ERROR)
+# `__<rank>.metadata`, as it must for these checkpoints: not a problem, so not shown (it logs on
+# the root logger).
+logging.getLogger().setLevel(logging.ERROR)
 import torch, torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.device_mesh import init_device_mesh
