@@ -65,9 +65,14 @@ struct MergedKey {
 void check_no_overlap(const std::string& key, const TensorStorageMetadata& tensor,
                       const MergedKey& merged) {
   const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
-  std::vector<std::size_t> order(chunks.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (tensor.size.empty()) return;  // a 0-d tensor has one chunk: equal offsets were merged
+  std::vector<std::size_t> order;  // chunks of the tensor's rank (the load planner names others)
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i].offsets.size() == tensor.size.size() &&
+        chunks[i].sizes.size() == tensor.size.size()) {
+      order.push_back(i);
+    }
+  }
   // Sorted by the first offset, a chunk can only overlap those that start before it ends.
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return chunks[a].offsets.at(0) < chunks[b].offsets.at(0);
