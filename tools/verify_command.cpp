@@ -7,6 +7,9 @@
 // checked the same way; its checksum covers its stored bytes. The tensors of DCP's SAFETENSORS
 // format share one blob per file: its header is checked once, each tensor against `.metadata`,
 // and the blob counts as one range of the file.
+// A checkpoint saved without collectives (`__<r>.metadata` per rank, no `.metadata`) is
+// checked as the merge of its ranks' metadata (per_rank_metadata.h), each rank's file against its
+// `__<r>.checksums`, and every item every rank wrote is checked, replicas included.
 
 #include "verify_command.h"
 
@@ -18,6 +21,7 @@
 #include "file_io.h"
 #include "item_codec.h"
 #include "metadata_pickle.h"
+#include "per_rank_metadata.h"
 #include "safetensors_item.h"
 #include "transform_descriptors.h"
 #include "zstd_stream.h"
@@ -60,14 +64,16 @@ class Verifier {
       check_files();
       check_unreferenced();
     }
-    return json{{"ok", problems_.empty()},
+    json report{{"ok", problems_.empty()},
                 {"checkpoint", directory_.string()},
                 {"entries", metadata_.state_dict_metadata.size()},
-                {"items", metadata_.storage_data.size()},
+                {"items", items_.size()},
                 {"files", files_.size()},
                 {"bytes_read", bytes_read_},
                 {"checksum_file", checksum_state_},
                 {"problems", problems_}};
+    if (!metadata_files_.empty()) report["metadata_files"] = metadata_files_;
+    return report;
   }
 
  private:
@@ -81,8 +87,11 @@ class Verifier {
   bool read_metadata() {
     const fs::path path = directory_ / ".metadata";
     if (!fs::is_regular_file(path)) {
+      const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
+      if (!ranks.empty()) return read_per_rank_metadata(ranks);
       problem(".metadata", std::nullopt,
-              "missing: no complete checkpoint at " + directory_.string());
+              "missing (and so is __0.metadata): no complete checkpoint at " +
+                  directory_.string());
       return false;
     }
     try {
@@ -92,6 +101,7 @@ class Verifier {
       bytes_read_ += bytes.size();
       check_checksum_file(bytes);
       metadata_ = detail::decode_metadata(bytes, path.string());
+      items_ = metadata_.storage_data;
       return true;
     } catch (const c10::Error& error) {
       problem(".metadata", std::nullopt, error.what_without_backtrace());
@@ -133,6 +143,77 @@ class Verifier {
     }
   }
 
+  // A checkpoint saved without collectives: every `__<r>.metadata`, each against its checksum file
+  // when it has one, merged; the items are every rank's.
+  bool read_per_rank_metadata(const std::vector<int>& ranks) {
+    try {
+      detail::check_rank_sequence(directory_, ranks);
+    } catch (const c10::Error& error) {
+      problem(std::nullopt, std::nullopt, error.what_without_backtrace());
+      return false;
+    }
+    std::vector<detail::RankMetadata> decoded;
+    std::vector<detail::ItemChecksum> listed;
+    bool ok = true;
+    bool any_checksums = false;
+    for (const int rank : ranks) {
+      const std::string name = detail::rank_metadata_file_name(rank);
+      const std::string checksum_name = detail::rank_checksum_file_name(rank);
+      metadata_files_.push_back(name);
+      try {
+        detail::File file(directory_ / name, detail::File::Mode::kRead);
+        std::string bytes(file.size(), '\0');
+        file.read_exactly(0, bytes.data(), bytes.size());
+        bytes_read_ += bytes.size();
+        if (fs::exists(directory_ / checksum_name)) {
+          bytes_read_ += fs::file_size(directory_ / checksum_name);
+          any_checksums = true;
+          try {
+            const auto save =
+                detail::check_metadata_checksum(directory_, bytes, name, checksum_name);
+            if (save && save->items) {
+              listed.insert(listed.end(), save->items->begin(), save->items->end());
+            }
+          } catch (const c10::Error& error) {
+            problem(checksum_name, std::nullopt, error.what_without_backtrace());
+            checksum_state_ = "unusable";
+          }
+        }
+        decoded.push_back(detail::RankMetadata{
+            rank, (directory_ / name).string(),
+            detail::decode_metadata(bytes, (directory_ / name).string())});
+      } catch (const c10::Error& error) {
+        problem(name, std::nullopt, error.what_without_backtrace());
+        ok = false;
+      }
+    }
+    if (!ok) return false;
+    try {
+      metadata_ = detail::merge_rank_metadata(decoded);
+    } catch (const c10::Error& error) {
+      problem(std::nullopt, std::nullopt, error.what_without_backtrace());
+      return false;
+    }
+    for (const detail::RankMetadata& rank : decoded) {
+      items_.insert(items_.end(), rank.metadata.storage_data.begin(),
+                    rank.metadata.storage_data.end());
+    }
+    if (any_checksums && checksum_state_ != "unusable") {
+      checksum_state_ = "checked";
+      checksums_.emplace(listed);
+      listed_items_ = listed.size();
+      // Items of ranks without a checksum file get the format's checks only.
+      for (const detail::RankMetadata& rank : decoded) {
+        if (!fs::exists(directory_ / detail::rank_checksum_file_name(rank.rank))) {
+          for (const auto& [index, info] : rank.metadata.storage_data) {
+            files_without_checksums_.insert(info.relative_path);
+          }
+        }
+      }
+    }
+    return true;
+  }
+
   void check_metadata() {
     for (const auto& [key, stored] : metadata_.state_dict_metadata) {
       if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
@@ -145,7 +226,7 @@ class Verifier {
       }
     }
     std::set<MetadataIndex> stored;
-    for (const auto& [index, info] : metadata_.storage_data) {
+    for (const auto& [index, info] : items_) {
       stored.insert(index);
       const std::string& key = index.fqn;
       auto tensor = tensors_.find(key);
@@ -200,6 +281,7 @@ class Verifier {
     if (!checksums_) return;
     std::size_t found = 0;
     for (const auto& [name, items] : files_) {
+      if (files_without_checksums_.count(name) != 0) continue;
       for (const Item& item : items) {
         const detail::ItemChecksum* expected =
             checksums_->find(name, static_cast<uint64_t>(item.info->offset));
@@ -475,6 +557,11 @@ class Verifier {
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
   Metadata metadata_;
+  // The items whose bytes are checked: `.metadata`'s, or every rank's of a per-rank checkpoint
+  // (where the merged metadata keeps one copy of a replica, each rank's file holds its own).
+  std::vector<std::pair<MetadataIndex, StorageInfo>> items_;
+  std::vector<std::string> metadata_files_;  // a per-rank checkpoint's `__<r>.metadata` files
+  std::set<std::string> files_without_checksums_;
   std::map<std::string, const TensorStorageMetadata*> tensors_;
   std::set<std::string> values_;
   std::map<std::string, std::vector<Item>> files_;

@@ -22,6 +22,10 @@ namespace dcpp::tools {
 ///   `torch.save` archive laid out as PyTorch writes it whose every record matches its CRC-32; a
 ///   tensor item holds the dtype and shape `.metadata` gives its chunk, a value item decodes;
 /// - no `*.distcp` file in the directory is unreferenced.
+/// A checkpoint saved without collectives (`__<r>.metadata` per rank, no `.metadata`) is checked as
+/// the merge of its ranks' metadata (a gap or a disagreement is a problem), each `__<r>.metadata`
+/// against its `__<r>.checksums`, and every item of every rank (replicas included); the report then
+/// also has "metadata_files": ["__0.metadata", ...].
 /// Returns {"ok": bool, "checkpoint": str, "entries": n, "items": n, "files": n,
 /// "bytes_read": n, "checksum_file": "absent"|"checked"|"unusable",
 /// "problems": [{"file": str|null, "key": str|null, "problem": str}]}.

@@ -4,6 +4,8 @@
 //         write -> all-gather results -> coordinator commits `.metadata`, broadcasts the outcome.
 //   load: read `.metadata`, plan locally -> all-gather -> coordinator's global plan -> read ->
 //         all-gather the outcome.
+//   save without collectives: plan locally -> a global plan of this plan alone -> write -> commit
+//         `__<rank>.metadata`; no collective (DCP's use_collectives=False, without its barrier).
 // Every step exchanges each rank's status with its payload, so a failure anywhere becomes the same
 // CheckpointError on every rank before the next step starts; nothing is committed after a failure,
 // and no rank waits in a collective that the others will never join.
@@ -244,8 +246,53 @@ Metadata save(const StateDict& state_dict, const std::filesystem::path& director
   return save(state_dict, *writer, options);
 }
 
+// A save without collectives: DCP's `use_collectives=False` path (local plan, a global plan of
+// this plan alone, write, finish), with no collective at all.
+Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& storage_writer,
+                                  const SaveOptions& options) {
+  int rank = options.rank;
+  if (options.process_group) {
+    const int group_rank = options.process_group->getRank();
+    if (rank != -1 && rank != group_rank) {
+      throw CheckpointError("SaveOptions::rank is " + std::to_string(rank) +
+                            " but this process is rank " + std::to_string(group_rank) +
+                            " of the process group; leave rank at -1 or make them agree");
+    }
+    rank = group_rank;
+  }
+  if (rank < 0) {
+    throw CheckpointError(
+        "a save without collectives (SaveOptions::use_collectives = false) needs this process's "
+        "rank: set SaveOptions::rank, or give a process_group");
+  }
+  std::shared_ptr<SavePlanner> planner =
+      options.planner ? options.planner : make_default_save_planner();
+  StateDict resolved = resolve_stateful_copy(StateValue(state_dict)).dict();
+  storage_writer.set_up_without_collectives(rank);
+  planner->set_up(resolved, rank == options.coordinator_rank);
+  std::vector<SavePlan> plans;
+  plans.push_back(planner->create_local_plan());
+  auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
+  global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
+  if (global_plans.size() != 1) {
+    throw CheckpointError("rank " + std::to_string(rank) +
+                          ": the global plan of a save without collectives must be one plan, not " +
+                          std::to_string(global_plans.size()));
+  }
+  const SavePlan final_plan = planner->finish_plan(std::move(global_plans.front()));
+  std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
+  storage_writer.finish(metadata, results);
+  for (const WriteResult& result : results.front()) {
+    metadata.storage_data.emplace_back(result.index, result.storage_data);
+  }
+  return metadata;
+}
+
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
               const SaveOptions& options) {
+  if (!options.use_collectives) {
+    return save_without_collectives(state_dict, storage_writer, options);
+  }
   const int coordinator = options.coordinator_rank;
   auto ranks = collectives_for(options.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;

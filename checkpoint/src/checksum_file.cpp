@@ -221,7 +221,14 @@ std::string metadata_mismatch_message(const std::vector<SaveChecksums>& saves,
 
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
                                                      std::string_view metadata_bytes) {
-  const std::filesystem::path path = directory / kChecksumFileName;
+  return check_metadata_checksum(directory, metadata_bytes, ".metadata", kChecksumFileName);
+}
+
+std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
+                                                     std::string_view metadata_bytes,
+                                                     const std::string& metadata_name,
+                                                     const std::string& checksum_name) {
+  const std::filesystem::path path = directory / checksum_name;
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::nullopt;
   const File file(path, File::Mode::kRead);
@@ -231,7 +238,7 @@ std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path
   const SaveChecksums* save = find_save(saves, metadata_bytes);
   if (save == nullptr) {
     throw CheckpointError(metadata_mismatch_message(
-        saves, metadata_bytes, (directory / ".metadata").string(), path.string()));
+        saves, metadata_bytes, (directory / metadata_name).string(), path.string()));
   }
   return *save;
 }

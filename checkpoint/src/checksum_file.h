@@ -15,6 +15,8 @@
 // `.checksums` before it writes `.metadata`: a `.metadata` that exists always has its entry. A save
 // that replaces a checkpoint also keeps the replaced `.metadata`'s entry, so that the old
 // checkpoint still verifies if the save dies before its rename of `.metadata`.
+// A checkpoint saved without collectives has one such file per rank, `__<r>.checksums` beside
+// `__<r>.metadata`, listing that rank's items (per_rank_metadata.h); it is written the same way.
 
 #include <cstdint>
 #include <filesystem>
@@ -67,6 +69,12 @@ std::string metadata_mismatch_message(const std::vector<SaveChecksums>& saves,
 /// checksum file when it is damaged, and naming `.metadata` when it matches no entry.
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
                                                      std::string_view metadata_bytes);
+/// The same for a per-rank checkpoint's `metadata_name` (`__<r>.metadata`) and its checksum file
+/// `checksum_name` (`__<r>.checksums`), both in `directory`.
+std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
+                                                     std::string_view metadata_bytes,
+                                                     const std::string& metadata_name,
+                                                     const std::string& checksum_name);
 
 /// Item checksums by file and offset, for lookups while reading.
 class ItemChecksumIndex {

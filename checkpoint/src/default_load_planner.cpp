@@ -1,10 +1,12 @@
 // DCP's DefaultLoadPlanner and _EmptyStateDictLoadPlanner. Each local chunk of each tensor is
 // intersected with every saved chunk of its key; the overlaps become read items, so any saved
-// sharding loads into any other. Every element of every local chunk must be covered.
+// sharding loads into any other. Every element of every local chunk must be covered; when one is
+// not, the error names the key and the region no saved chunk holds.
 
 #include <dcpp/checkpoint/load_planner.h>
 
 #include "planner_helpers.h"
+#include "uncovered_region.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -143,15 +145,35 @@ class DefaultLoadPlanner : public LoadPlanner {
       std::vector<ReadItem> items = detail::read_items_for_chunk(
           key, chunks[i], static_cast<int64_t>(i), saved.chunks, &covered);
       if (covered != chunks[i].tensor.numel()) {
-        throw CheckpointError(
-            "key '" + key + "': the saved chunks cover " + std::to_string(covered) + " of the " +
-            std::to_string(chunks[i].tensor.numel()) + " elements of the local chunk at offsets " +
-            detail::shape_string(chunks[i].offsets) +
-            "; the checkpoint is incomplete or its chunks overlap");
+        throw_uncovered(key, chunks[i], saved, covered);
       }
       plan.items.insert(plan.items.end(), std::make_move_iterator(items.begin()),
                         std::make_move_iterator(items.end()));
     }
+  }
+
+  // A local chunk the saved chunks do not cover: names the key and the region no chunk holds.
+  [[noreturn]] static void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
+                                           const TensorStorageMetadata& saved, int64_t covered) {
+    const std::vector<int64_t> sizes = chunk.tensor.sizes().vec();
+    const std::string local = "the local chunk at offsets " +
+                              detail::shape_string(chunk.offsets) + " of sizes " +
+                              detail::shape_string(sizes);
+    const auto region = detail::uncovered_region(chunk.offsets, sizes, saved.chunks);
+    if (!region) {
+      throw CheckpointError("key '" + key + "': the saved chunks cover " +
+                            std::to_string(covered) + " of the " +
+                            std::to_string(chunk.tensor.numel()) + " elements of " + local +
+                            "; the checkpoint is incomplete or its chunks overlap");
+    }
+    throw CheckpointError(
+        "key '" + key + "': no saved chunk holds elements " +
+        detail::region_string(region->offsets, region->sizes) + " of the tensor of shape " +
+        detail::shape_string(saved.size) + " (" + std::to_string(region->elements) + " of the " +
+        std::to_string(chunk.tensor.numel()) + " elements of " + local +
+        " are missing); the checkpoint is incomplete (a save that did not finish, or a "
+        "checkpoint saved without collectives whose last ranks' __<rank>.metadata files are "
+        "missing): load a complete checkpoint, or leave this key out of the state dict");
   }
 
   const detail::LocalChunk& find_chunk(const MetadataIndex& index) {

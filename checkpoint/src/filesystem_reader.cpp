@@ -11,6 +11,10 @@
 // `.metadata` lets the item hold, zstd_stream.h); a tensor in the file's safetensors blob (DCP's
 // SAFETENSORS format, told apart by its first bytes; its header parsed once per blob and checked
 // against `.metadata`, safetensors_item.h).
+//
+// Without `.metadata`, a checkpoint saved without collectives (`__<r>.metadata` per rank) is read
+// as the merge of its ranks' metadata, each checked against its `__<r>.checksums`
+// (per_rank_metadata.h).
 
 #include <dcpp/checkpoint/filesystem_reader.h>
 
@@ -20,6 +24,7 @@
 #include "item_codec.h"
 #include "metadata_pickle.h"
 #include "parallel_for.h"
+#include "per_rank_metadata.h"
 #include "safetensors_item.h"
 #include "transform_descriptors.h"
 #include "zstd_stream.h"
@@ -66,10 +71,15 @@ class FileSystemReader final : public StorageReader {
   Metadata read_metadata() override {
     const fs::path path = directory_ / ".metadata";
     if (!fs::exists(path)) {
+      const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
+      if (!ranks.empty()) {
+        return read_per_rank_metadata(ranks);
+      }
       throw CheckpointError("no complete checkpoint at " + directory_.string() +
-                            ": .metadata is missing (the directory does not exist, or a save "
-                            "into it did not finish)");
+                            ": .metadata is missing, and so is __0.metadata (the directory does "
+                            "not exist, or a save into it did not finish)");
     }
+    checksum_file_ = detail::kChecksumFileName;
     detail::File file(path, detail::File::Mode::kRead);
     std::string bytes(file.size(), '\0');
     file.read_exactly(0, bytes.data(), bytes.size());
@@ -119,6 +129,18 @@ class FileSystemReader final : public StorageReader {
   }
 
  private:
+  // A checkpoint saved without collectives: its ranks' metadata, merged.
+  Metadata read_per_rank_metadata(const std::vector<int>& ranks) {
+    detail::PerRankCheckpoint checkpoint =
+        detail::read_per_rank_checkpoint(directory_, ranks, options_.verify_checksums);
+    checksums_ = std::move(checkpoint.checksums);
+    checksum_file_ = "__<rank>.checksums";
+    for (const auto& [index, info] : checkpoint.merged.storage_data) {
+      check_relative_path(info.relative_path, directory_);
+    }
+    return std::move(checkpoint.merged);
+  }
+
   const StorageInfo& storage_info(const MetadataIndex& index) const {
     auto found = storage_.find(index);
     if (found == storage_.end()) {
@@ -258,8 +280,7 @@ class FileSystemReader final : public StorageReader {
     const detail::ItemChecksum* expected =
         checksums_->find(file, static_cast<uint64_t>(info.offset));
     if (expected == nullptr || expected->length != static_cast<uint64_t>(info.length)) {
-      throw CheckpointError(where + ": the checksum file " +
-                            (directory_ / detail::kChecksumFileName).string() +
+      throw CheckpointError(where + ": the checksum file " + (directory_ / checksum_file_).string() +
                             " has no entry for the item at bytes [" + std::to_string(info.offset) +
                             ", " + std::to_string(info.offset + info.length) +
                             "), though it matches .metadata; the checkpoint is inconsistent");
@@ -327,6 +348,7 @@ class FileSystemReader final : public StorageReader {
   // The item checksums of the save whose .metadata read_metadata() read, when it has a checksum
   // file that knows them.
   std::optional<detail::ItemChecksumIndex> checksums_;
+  std::string checksum_file_ = detail::kChecksumFileName;  // for messages
 };
 
 }  // namespace

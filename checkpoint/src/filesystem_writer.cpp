@@ -13,6 +13,13 @@
 // With compression (FileSystemWriterOptions::compression), each item is one zstd frame streamed
 // into the data file as the archive is written; `.metadata` gives it the transform descriptor
 // "stream.zstd/1" and the checksum file the CRC-32 of its stored (compressed) bytes.
+//
+// Without collectives (set_up_without_collectives, per_rank_metadata.h), rank r alone does all of
+// this with its own names: data files `__<r>_<n>.distcp`, then `__<r>.checksums` (via `.tmp`),
+// then `__<r>.metadata` (via `.tmp`); a replacing save removes only rank r's old data files. Such a
+// save never replaces a `.metadata` checkpoint (it would still win over the new per-rank files, and
+// no rank may remove it before every rank has committed). A collective save that replaces a
+// per-rank checkpoint removes the per-rank metadata and checksum files after its commit.
 
 #include <dcpp/checkpoint/filesystem_writer.h>
 
@@ -23,6 +30,7 @@
 #include "logging.h"
 #include "metadata_pickle.h"
 #include "parallel_for.h"
+#include "per_rank_metadata.h"
 #include "transform_descriptors.h"
 #include "zstd_stream.h"
 
@@ -41,7 +49,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kMetadataFile = ".metadata";
-constexpr const char* kMetadataTempFile = ".metadata.tmp";
 constexpr const char* kDataSuffix = ".distcp";
 
 std::string random_tag() {
@@ -100,21 +107,47 @@ class FileSystemWriter final : public StorageWriter {
   }
 
   void set_up(int rank, bool is_coordinator) override {
-    std::error_code error;
-    fs::create_directories(directory_, error);
-    if (error) {
-      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
-                            error.message());
-    }
-    if (!options_.overwrite && fs::exists(directory_ / kMetadataFile)) {
+    local_rank_.reset();
+    create_directory();
+    if (!options_.overwrite && holds_checkpoint()) {
       throw CheckpointError("directory " + directory_.string() +
                             " already holds a checkpoint; save to a new directory, or set "
                             "FileSystemWriterOptions::overwrite to replace it");
     }
   }
 
+  void set_up_without_collectives(int rank) override {
+    if (rank < 0) {
+      throw CheckpointError("a save without collectives needs this process's rank, not " +
+                            std::to_string(rank));
+    }
+    local_rank_ = rank;
+    create_directory();
+    if (fs::exists(directory_ / kMetadataFile)) {
+      throw CheckpointError(
+          "directory " + directory_.string() +
+          " holds a checkpoint saved with collectives (.metadata); a save without collectives "
+          "cannot replace it (.metadata would still be loaded instead, and no rank may remove "
+          "it before every rank has saved): save to a new directory, or delete this one first");
+    }
+    if (!options_.overwrite && fs::exists(directory_ / metadata_file())) {
+      throw CheckpointError("directory " + directory_.string() + " already holds rank " +
+                            std::to_string(rank) + "'s part of a checkpoint (" + metadata_file() +
+                            "); save to a new directory, or set "
+                            "FileSystemWriterOptions::overwrite to replace it");
+    }
+  }
+
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
-    const std::string tag = fs::exists(directory_ / kMetadataFile) ? random_tag() + "_" : "";
+    if (local_rank_) {
+      const std::string tag =
+          fs::exists(directory_ / metadata_file()) ? random_tag() + "_" : "";
+      for (SavePlan& plan : plans) {
+        plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
+      }
+      return plans;
+    }
+    const std::string tag = holds_checkpoint() ? random_tag() + "_" : "";
     for (std::size_t rank = 0; rank < plans.size(); ++rank) {
       plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
     }
@@ -156,13 +189,14 @@ class FileSystemWriter final : public StorageWriter {
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{directory_.string(), random_tag(), "", {}};
     }
-    const bool replacing = fs::exists(directory_ / kMetadataFile);
+    const bool replacing =
+        local_rank_ ? fs::exists(directory_ / metadata_file()) : holds_checkpoint();
     const std::string bytes = detail::encode_metadata(metadata);
     if (options_.checksum_file) {
       write_checksum_file(bytes, results, replacing);
     }
     {
-      detail::File file(directory_ / kMetadataTempFile, detail::File::Mode::kCreateTruncate);
+      detail::File file(directory_ / metadata_temp_file(), detail::File::Mode::kCreateTruncate);
       file.write_all(bytes.data(), bytes.size());
       if (options_.sync_files) {
         file.sync();
@@ -170,10 +204,11 @@ class FileSystemWriter final : public StorageWriter {
       file.close();
     }
     std::error_code error;
-    fs::rename(directory_ / kMetadataTempFile, directory_ / kMetadataFile, error);
+    fs::rename(directory_ / metadata_temp_file(), directory_ / metadata_file(), error);
     if (error) {
-      throw CheckpointError("cannot commit checkpoint " + directory_.string() +
-                            ": renaming .metadata.tmp to .metadata failed: " + error.message());
+      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
+                            metadata_temp_file() + " to " + metadata_file() +
+                            " failed: " + error.message());
     }
     if (options_.sync_files) {
       detail::sync_directory(directory_);
@@ -184,6 +219,32 @@ class FileSystemWriter final : public StorageWriter {
   }
 
  private:
+  // This save's file names: DCP's, or rank r's own when saving without collectives.
+  std::string metadata_file() const {
+    return local_rank_ ? detail::rank_metadata_file_name(*local_rank_) : kMetadataFile;
+  }
+  std::string metadata_temp_file() const { return metadata_file() + ".tmp"; }
+  std::string checksum_file() const {
+    return local_rank_ ? detail::rank_checksum_file_name(*local_rank_)
+                       : detail::kChecksumFileName;
+  }
+  std::string checksum_temp_file() const { return checksum_file() + ".tmp"; }
+
+  void create_directory() const {
+    std::error_code error;
+    fs::create_directories(directory_, error);
+    if (error) {
+      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
+                            error.message());
+    }
+  }
+
+  // A `.metadata`, or a per-rank checkpoint's `__0.metadata`, as DCP looks for one.
+  bool holds_checkpoint() const {
+    return fs::exists(directory_ / kMetadataFile) ||
+           !detail::find_rank_metadata_files(directory_).empty();
+  }
+
   std::vector<WriteResult> write_file(const std::string& name,
                                       const std::vector<const WriteItem*>& items,
                                       SavePlanner& planner) {
@@ -260,19 +321,17 @@ class FileSystemWriter final : public StorageWriter {
       }
     }
     const std::string bytes = detail::encode_checksum_file(saves);
-    detail::File file(directory_ / detail::kChecksumTempFileName,
-                      detail::File::Mode::kCreateTruncate);
+    detail::File file(directory_ / checksum_temp_file(), detail::File::Mode::kCreateTruncate);
     file.write_all(bytes.data(), bytes.size());
     if (options_.sync_files) {
       file.sync();
     }
     file.close();
     std::error_code error;
-    fs::rename(directory_ / detail::kChecksumTempFileName, directory_ / detail::kChecksumFileName,
-               error);
+    fs::rename(directory_ / checksum_temp_file(), directory_ / checksum_file(), error);
     if (error) {
       throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
-                            detail::kChecksumTempFileName + " to " + detail::kChecksumFileName +
+                            checksum_temp_file() + " to " + checksum_file() +
                             " failed: " + error.message());
     }
     if (options_.sync_files) {
@@ -282,11 +341,13 @@ class FileSystemWriter final : public StorageWriter {
   }
 
   // The checksums of the checkpoint a replacing save replaces: its `.metadata`'s, and its items'
-  // when its checksum file has them. None when its `.metadata` cannot be read.
+  // when its checksum file has them. None when its `.metadata` cannot be read (or is none: a
+  // collective save replacing a per-rank checkpoint).
   std::optional<detail::SaveChecksums> replaced_save() const {
     std::string metadata;
     try {
-      const detail::File file(directory_ / kMetadataFile, detail::File::Mode::kRead);
+      if (!fs::exists(directory_ / metadata_file())) return std::nullopt;
+      const detail::File file(directory_ / metadata_file(), detail::File::Mode::kRead);
       metadata.resize(file.size());
       file.read_exactly(0, metadata.data(), metadata.size());
     } catch (const CheckpointError& error) {
@@ -297,7 +358,7 @@ class FileSystemWriter final : public StorageWriter {
     previous.metadata_size = metadata.size();
     previous.metadata_crc32 = detail::crc32(0, metadata.data(), metadata.size());
     try {
-      const fs::path path = directory_ / detail::kChecksumFileName;
+      const fs::path path = directory_ / checksum_file();
       if (fs::exists(path)) {
         const detail::File file(path, detail::File::Mode::kRead);
         std::string bytes(file.size(), '\0');
@@ -315,14 +376,25 @@ class FileSystemWriter final : public StorageWriter {
   }
 
   // After a replacing commit: the data files of the previous checkpoint (DCP's `__*.distcp`
-  // names only; nothing else in the directory is touched).
+  // names only; without collectives only this rank's `__<r>_*.distcp`), and after a collective
+  // save the per-rank metadata and checksum files of a per-rank checkpoint it replaced; nothing
+  // else in the directory is touched.
   void remove_unreferenced_data_files(const std::set<std::string>& referenced) {
+    const std::string prefix = local_rank_ ? "__" + std::to_string(*local_rank_) + "_" : "__";
+    std::vector<std::string> stale;
+    if (!local_rank_) {
+      for (const int rank : detail::find_rank_metadata_files(directory_)) {
+        stale.push_back(detail::rank_metadata_file_name(rank));
+        stale.push_back(detail::rank_checksum_file_name(rank));
+      }
+    }
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(directory_, error)) {
       const std::string name = entry.path().filename().string();
-      const bool is_data_file = name.rfind("__", 0) == 0 && name.size() > 7 &&
+      const bool is_data_file = name.rfind(prefix, 0) == 0 && name.size() > 7 &&
                                 name.compare(name.size() - 7, 7, kDataSuffix) == 0;
-      if (is_data_file && referenced.count(name) == 0) {
+      if ((is_data_file && referenced.count(name) == 0) ||
+          std::find(stale.begin(), stale.end(), name) != stale.end()) {
         std::error_code failed;
         fs::remove(entry.path(), failed);
         if (failed) {
@@ -335,6 +407,7 @@ class FileSystemWriter final : public StorageWriter {
 
   fs::path directory_;
   FileSystemWriterOptions options_;
+  std::optional<int> local_rank_;  // set while saving without collectives
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ using namespace dcpp::detail;
 
 using dcpp::test::read_file;
 using dcpp::test::write_file;
+using dcpp::test::interop_output_dir;
 
 namespace {
 

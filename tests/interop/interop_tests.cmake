@@ -29,3 +29,4 @@ dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against form
 dcpp_interop_test(optimizers)        # SGD, Adam, AdamW, Adagrad, RMSprop, LBFGS both ways
 dcpp_interop_test(zstd SUITES sid)  # zstd items both ways; PyTorch's SAFETENSORS items read
 dcpp_interop_test(huggingface SUITES sid)  # Hugging Face directories, both ways (safetensors)
+dcpp_interop_test(per_rank SUITES sid)  # use_collectives=False both ways (PyTorch 2.6 lacks it)

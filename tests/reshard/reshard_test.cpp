@@ -113,3 +113,40 @@ TEST_CASE("PyTorch's two-rank fixture loads on 1, 2 and 3 ranks in every layout"
     }
   }
 }
+
+TEST_CASE("a checkpoint saved without collectives by 3 ranks loads resharded on 1, 2 and 4 ranks") {
+  dcpp::test::TempDir dir;
+  const std::string ckpt = (dir / "ckpt").string();
+  REQUIRE(launch(3, "save-local " + ckpt + " uneven") == 0);
+  REQUIRE_FALSE(std::filesystem::exists(dir / "ckpt" / ".metadata"));
+  REQUIRE(std::filesystem::exists(dir / "ckpt" / "__2.metadata"));
+  REQUIRE(launch(2, "load " + ckpt + " row") == 0);
+  REQUIRE(launch(1, "load " + ckpt + " col") == 0);
+  REQUIRE(launch(4, "load " + ckpt + " block") == 0);
+  REQUIRE(launch(3, "load " + ckpt + " replicated") == 0);
+}
+
+TEST_CASE("a save without collectives needs no other rank") {
+  // Ranks 0 and 2 exit as soon as the group exists; rank 1 saves alone. A collective would fail
+  // (the peers are gone), so this passes only if the save issues none.
+  dcpp::test::TempDir dir;
+  std::string output;
+  REQUIRE(launch(3, "save-alone " + (dir / "ckpt").string() + " 1", &output) == 0);
+  REQUIRE(output.find("rank 1 saved alone") != std::string::npos);
+  REQUIRE(std::filesystem::exists(dir / "ckpt" / "__1.metadata"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "ckpt" / "__0.metadata"));
+  REQUIRE_FALSE(std::filesystem::exists(dir / "ckpt" / ".metadata"));
+}
+
+TEST_CASE("PyTorch 2.14's use_collectives=False checkpoint loads resharded on 1, 2 and 4 ranks") {
+  const std::string fixture =
+      (std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / "no_collectives_3").string();
+  for (int ranks : {1, 2, 4}) {
+    for (const char* layout : {"row", "col"}) {
+      INFO(ranks << " ranks, " << layout);
+      std::string output;
+      REQUIRE(launch(ranks, "fixture " + fixture + " " + layout, &output) == 0);
+      REQUIRE(output.find("equal") != std::string::npos);
+    }
+  }
+}

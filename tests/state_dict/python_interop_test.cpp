@@ -19,6 +19,7 @@
 
 using dcpp::StateDict;
 using nlohmann::json;
+using dcpp::test::interop_output_dir;
 
 namespace {
 

@@ -1,6 +1,10 @@
 // One rank of a resharding test, started by dcpp-launch with the torchrun variables set.
 //
 //   reshard_worker save DIR LAYOUT      saves the test state, sharded as LAYOUT over the ranks
+//   reshard_worker save-local DIR LAYOUT  the same, without collectives: each rank saves alone
+//                                       (`__<rank>.metadata`), its rank taken from the group
+//   reshard_worker save-alone DIR RANK  only rank RANK saves (layout row, without collectives);
+//                                       the others exit at once: a collective would fail the save
 //   reshard_worker load DIR LAYOUT      loads it sharded as LAYOUT; exit 0 iff every element equals
 //   reshard_worker fail DIR RANK        saves, but rank RANK fails while planning: every rank must
 //                                       get a CheckpointError naming RANK, and nothing is committed
@@ -11,8 +15,9 @@
 //   reshard_worker die-save DIR RANK    saves, but rank RANK kills itself (SIGKILL) while writing;
 //                                       the others ignore SIGTERM and must fail on their own within
 //                                       the group's 3 s timeout, committing nothing
-//   reshard_worker fixture DIR LAYOUT   loads PyTorch's two-rank fixture DIR sharded as LAYOUT and
-//                                       compares with the same checkpoint loaded whole
+//   reshard_worker fixture DIR LAYOUT   loads a PyTorch fixture DIR (two_rank_sharded, or the
+//                                       per-rank no_collectives_3) sharded as LAYOUT and compares
+//                                       with the same checkpoint loaded whole
 //   reshard_worker hf-save DIR LAYOUT   saves the tensors of the test state (no "step": safetensors
 //                                       hold only tensors) as a Hugging Face directory, every rank
 //                                       writing its chunks straight into files of <= 400 bytes
@@ -22,7 +27,8 @@
 //   reshard_worker hf-whole DIR LAYOUT  loads any Hugging Face directory sharded as LAYOUT and
 //                                       compares with the same directory loaded whole
 //
-// LAYOUT: row (dim-0 near-equal parts), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
+// LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
+// cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
 // weight), block (2-D: a grid of 2 x ranks/2 blocks when the rank count is even), replicated (every
 // rank holds everything). The global tensors are the same on every rank
 // (fixed formulas), so each rank knows what every element must be.
@@ -90,6 +96,11 @@ dcpp::StateValue shard(const at::Tensor& full, const std::string& layout, Rank r
   }
   const int64_t dim = (layout == "col" && full.dim() > 1) ? 1 : 0;
   auto [begin, end] = split(full.size(dim), rank.index, rank.count, layout == "uneven");
+  if (layout == "chunk") {
+    const int64_t size = (full.size(0) + rank.count - 1) / rank.count;
+    begin = std::min<int64_t>(rank.index * size, full.size(0));
+    end = std::min<int64_t>(begin + size, full.size(0));
+  }
   std::vector<int64_t> offsets(full.dim(), 0);
   offsets[dim] = begin;
   std::vector<dcpp::Shard> shards;
@@ -283,9 +294,22 @@ int main(int argc, char** argv) {
                   rank.count, ok ? "equal" : "DIFFERENT");
       return ok ? 0 : 1;
     }
-    if (mode == "save") {
+    if (mode == "save-alone") {
+      if (rank.index != std::stoi(arg)) {
+        return 0;
+      }
       dcpp::SaveOptions options;
       options.process_group = group;
+      options.use_collectives = false;
+      options.file_system.sync_files = false;
+      dcpp::save(state("row", rank, false), dir, options);
+      std::printf("rank %d saved alone\n", rank.index);
+      return 0;
+    }
+    if (mode == "save" || mode == "save-local") {
+      dcpp::SaveOptions options;
+      options.process_group = group;
+      options.use_collectives = mode == "save";
       options.file_system.sync_files = false;
       dcpp::save(state(arg, rank, false), dir, options);
       return 0;
@@ -311,7 +335,7 @@ int main(int argc, char** argv) {
       dcpp::LoadOptions options;
       options.process_group = group;
       dcpp::load(target, dir, options);
-      bool ok = target.at("step").value().toInt() == 11;
+      bool ok = target.at("step").value().toInt() == whole.at("step").value().toInt();
       for (const auto& item : target) {
         if (item.value.is_value()) {
           continue;

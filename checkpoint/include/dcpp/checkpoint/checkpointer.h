@@ -31,6 +31,19 @@ struct SaveOptions {
   c10::intrusive_ptr<c10d::ProcessGroup> process_group;
   /// The rank that builds the global plan and writes `.metadata`.
   int coordinator_rank = 0;
+  /// DCP's `use_collectives`. When false, this rank saves alone, for jobs whose ranks must not
+  /// coordinate: it plans only what it holds (nothing is deduplicated across ranks: a replicated
+  /// tensor or a value every rank holds is written by every rank), writes its own data files
+  /// `__<rank>_<n>.distcp`, then `__<rank>.checksums` and `__<rank>.metadata` (each via `.tmp`,
+  /// fsync, rename, fsync of the directory), and issues no collective at all, not even DCP's
+  /// closing barrier: when save returns, only this rank's part is committed. The returned Metadata
+  /// describes this rank's part. dcpp loads such a checkpoint, once every rank has saved, by
+  /// merging the ranks' metadata, onto any number of ranks (docs/distributed.md); DCP loads it only
+  /// on the same ranks, each reading its own `__<rank>.metadata`.
+  bool use_collectives = true;
+  /// This process's rank when saving without collectives and without a process group (with one,
+  /// the group's rank is used and this must be -1 or equal to it). Ignored with collectives.
+  int rank = -1;
 };
 
 struct LoadOptions {
@@ -57,6 +70,8 @@ struct LoadOptions {
 /// its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
 /// writing, committing), save throws on every rank a CheckpointError listing each failed rank and
 /// its message, and nothing is committed. A failed save never damages a checkpoint already there.
+/// Without collectives (SaveOptions::use_collectives = false) each rank saves alone and a failure
+/// throws on that rank only.
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options = {});
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
@@ -84,6 +99,8 @@ StateDict load_from_keys(const std::filesystem::path& directory,
                          const FileSystemReaderOptions& options = {});
 
 /// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
+/// For a checkpoint saved without collectives (`__<rank>.metadata` files, no `.metadata`), the
+/// merge of every rank's metadata, as load() sees it (docs/format.md).
 Metadata read_metadata(const std::filesystem::path& directory);
 
 }  // namespace dcpp

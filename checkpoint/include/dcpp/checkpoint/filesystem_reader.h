@@ -50,6 +50,8 @@ struct FileSystemReaderOptions {
 /// (no "..", no absolute paths): anything else is a CheckpointError. Reads every item format
 /// PyTorch 2.14 writes: `torch.save` archives, archives in zstd frames (`stream.zstd/1`), and the
 /// SAFETENSORS serialization format's blobs (docs/format.md).
+/// A directory without `.metadata` but with `__<rank>.metadata` files (saved without collectives)
+/// reads as the merge of those files, checked against their `__<rank>.checksums` (docs/format.md).
 std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
                                                       FileSystemReaderOptions options = {});
 
