@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 using dcpp::CheckpointError;
 using namespace dcpp;
@@ -28,7 +29,7 @@ Metadata decode_fixture(const std::string& name) {
   return decode_metadata(read_file(path), path.string());
 }
 
-const StorageMetadata& item(const Metadata& m, const std::string& key) {
+const StorageMetadata& item(const Metadata& m, std::string_view key) {
   for (const auto& [k, v] : m.state_dict_metadata) {
     if (k == key) return v;
   }
@@ -36,13 +37,13 @@ const StorageMetadata& item(const Metadata& m, const std::string& key) {
   throw;
 }
 
-const TensorStorageMetadata& tensor(const Metadata& m, const std::string& key) {
+const TensorStorageMetadata& tensor(const Metadata& m, std::string_view key) {
   const auto* t = std::get_if<TensorStorageMetadata>(&item(m, key));
   REQUIRE(t != nullptr);
   return *t;
 }
 
-const ObjectPath& planner_path(const Metadata& m, const std::string& key) {
+const ObjectPath& planner_path(const Metadata& m, std::string_view key) {
   for (const auto& [k, v] : m.planner_data) {
     if (k == key) return v;
   }
@@ -52,7 +53,7 @@ const ObjectPath& planner_path(const Metadata& m, const std::string& key) {
 
 /// The storage entry for `fqn` at `offset` (nullopt: a bytes item).
 const std::pair<MetadataIndex, StorageInfo>& storage(
-    const Metadata& m, const std::string& fqn,
+    const Metadata& m, std::string_view fqn,
     const std::optional<std::vector<int64_t>>& offset = std::nullopt) {
   for (const auto& entry : m.storage_data) {
     if (entry.first.fqn == fqn && entry.first.offset == offset) return entry;
