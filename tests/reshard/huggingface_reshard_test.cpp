@@ -53,7 +53,7 @@ TEST_CASE("PyTorch 2.14's consolidated Hugging Face fixture loads sharded on 2 a
   const std::string fixture =
       (std::filesystem::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / "hf_consolidated").string();
   for (const char* layout : {"row", "col"}) {
-    CHECK(launch(2, "hf-whole " + fixture + " " + layout) == 0);
-    CHECK(launch(3, "hf-whole " + fixture + " " + layout) == 0);
+    CHECK(launch(2, "whole " + fixture + " " + layout) == 0);
+    CHECK(launch(3, "whole " + fixture + " " + layout) == 0);
   }
 }

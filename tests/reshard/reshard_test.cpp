@@ -150,3 +150,18 @@ TEST_CASE("PyTorch 2.14's use_collectives=False checkpoint loads resharded on 1,
     }
   }
 }
+
+TEST_CASE("every PyTorch 2.14 fixture loads sharded on 2 and 3 ranks, equal to it loaded whole") {
+  for (const char* name : {"default_2x", "two_rank_sharded", "model_optim_adam", "zstd_single",
+                           "safetensors_format", "no_collectives_3", "hf_consolidated"}) {
+    const std::string fixture = dcpp::test::fixture(name, "2.14").string();
+    for (const char* layout : {"row", "col"}) {
+      for (int ranks : {2, 3}) {
+        INFO(name << " as " << layout << " on " << ranks << " ranks");
+        std::string output;
+        CHECK(launch(ranks, std::string("whole ") + fixture + " " + layout, &output) == 0);
+        CHECK(output.find(": equal") != std::string::npos);
+      }
+    }
+  }
+}

@@ -24,8 +24,9 @@
 //   reshard_worker hf-load DIR LAYOUT   loads such a directory (dcpp's or Python's) sharded as
 //                                       LAYOUT; exit 0 iff every element equals. LAYOUT:floats
 //                                       leaves out the integer tensor "model.i"
-//   reshard_worker hf-whole DIR LAYOUT  loads any Hugging Face directory sharded as LAYOUT and
-//                                       compares with the same directory loaded whole
+//   reshard_worker whole DIR LAYOUT     loads any checkpoint DIR (DCP, saved without collectives,
+//                                       Hugging Face) sharded as LAYOUT and compares every tensor
+//                                       and value with the same checkpoint loaded whole
 //
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
 // cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
@@ -129,41 +130,72 @@ dcpp::StateDict tensors_only(dcpp::StateDict sd) {
   return sd;
 }
 
-// Every tensor of `whole` (a checkpoint loaded whole), sharded as `layout` with zeros.
-dcpp::StateDict sharded_zeros(const dcpp::StateDict& whole, const std::string& layout, Rank rank) {
-  dcpp::StateDict target;
-  for (const auto& item : whole) {
-    if (item.value.is_tensor()) {
-      target.insert(item.key, shard(at::zeros_like(item.value.tensor()), layout, rank));
-    } else {
-      target.insert(item.key, 0);
-    }
+// `whole`'s tree with zeros sharded as `layout` for every tensor of one or more dimensions, a
+// whole zero tensor for a 0-d one, and None for every value.
+dcpp::StateValue sharded_zeros(const dcpp::StateValue& whole, const std::string& layout,
+                               Rank rank) {
+  if (whole.is_tensor()) {
+    const at::Tensor zeros = at::zeros_like(whole.tensor());
+    return zeros.dim() > 0 ? shard(zeros, layout, rank) : dcpp::StateValue(zeros);
   }
-  return target;
+  if (whole.is_dict()) {
+    dcpp::StateDict dict;
+    for (const auto& item : whole.dict()) {
+      dict.insert(item.key, sharded_zeros(item.value, layout, rank));
+    }
+    return dict;
+  }
+  if (whole.is_list()) {
+    dcpp::StateList list;
+    for (const dcpp::StateValue& element : whole.list()) {
+      list.push_back(sharded_zeros(element, layout, rank));
+    }
+    return list;
+  }
+  return dcpp::StateValue();
 }
 
-// Every tensor of `target` equals the same part of `whole`.
-bool equal_to_whole(const dcpp::StateDict& target, const dcpp::StateDict& whole) {
+dcpp::StateDict sharded_zeros(const dcpp::StateDict& whole, const std::string& layout, Rank rank) {
+  return sharded_zeros(dcpp::StateValue(whole), layout, rank).dict();
+}
+
+// Every tensor of `target` equals the same part of `whole`, every value equals, at any depth.
+bool equal_to_whole(const dcpp::StateValue& target, const dcpp::StateValue& whole) {
+  if (target.is_value()) {
+    return whole.is_value() && target.value() == whole.value();
+  }
+  if (target.is_tensor()) {
+    return whole.is_tensor() && target.tensor().equal(whole.tensor());
+  }
+  if (target.is_dict()) {
+    bool ok = whole.is_dict() && whole.dict().size() == target.dict().size();
+    for (const auto& item : target.dict()) {
+      ok = ok && whole.dict().contains(item.key) &&
+           equal_to_whole(item.value, whole.dict().at(item.key));
+    }
+    return ok;
+  }
+  if (target.is_list()) {
+    bool ok = whole.is_list() && whole.list().size() == target.list().size();
+    for (std::size_t i = 0; ok && i < target.list().size(); ++i) {
+      ok = equal_to_whole(target.list()[i], whole.list()[i]);
+    }
+    return ok;
+  }
+  const at::Tensor full = whole.tensor();
   bool ok = true;
-  for (const auto& item : target) {
-    if (item.value.is_value()) {
-      continue;
+  for (const dcpp::Shard& piece : target.sharded_tensor().local_shards()) {
+    at::Tensor expected = full;
+    for (std::size_t d = 0; d < piece.offsets.size(); ++d) {
+      expected = expected.narrow(static_cast<int64_t>(d), piece.offsets[d], piece.tensor.size(d));
     }
-    const at::Tensor full = whole.at(item.key).tensor();
-    if (item.value.is_tensor()) {
-      ok = ok && item.value.tensor().equal(full);
-      continue;
-    }
-    for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
-      at::Tensor expected = full;
-      for (std::size_t d = 0; d < piece.offsets.size(); ++d) {
-        expected =
-            expected.narrow(static_cast<int64_t>(d), piece.offsets[d], piece.tensor.size(d));
-      }
-      ok = ok && piece.tensor.equal(expected);
-    }
+    ok = ok && piece.tensor.equal(expected);
   }
   return ok;
+}
+
+bool equal_to_whole(const dcpp::StateDict& target, const dcpp::StateDict& whole) {
+  return equal_to_whole(dcpp::StateValue(target), dcpp::StateValue(whole));
 }
 
 bool check(const dcpp::StateDict& loaded, Rank rank) {
@@ -283,14 +315,14 @@ int main(int argc, char** argv) {
       }
       return ok ? 0 : 1;
     }
-    if (mode == "hf-whole") {
+    if (mode == "whole") {
       const dcpp::StateDict whole = dcpp::load_from_keys(dir);
       dcpp::StateDict target = sharded_zeros(whole, arg, rank);
       dcpp::LoadOptions options;
       options.process_group = group;
       dcpp::load(target, dir, options);
       const bool ok = equal_to_whole(target, whole);
-      std::printf("%zu tensors loaded as %s on %d ranks: %s\n", whole.size(), arg.c_str(),
+      std::printf("%zu entries loaded as %s on %d ranks: %s\n", whole.size(), arg.c_str(),
                   rank.count, ok ? "equal" : "DIFFERENT");
       return ok ? 0 : 1;
     }
