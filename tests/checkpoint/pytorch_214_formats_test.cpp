@@ -208,8 +208,9 @@ TEST_CASE("malformed safetensors headers in DCP items are CheckpointErrors namin
     return where;
   };
   require_refused(edited([](json& h) { h["enc.w"]["dtype"] = "F99"; }), "enc.w",
-                  "dtype F99 is not supported");
-  require_refused(edited([](json& h) { h["enc.w"]["shape"] = {7, -2}; }), "enc.w", "not an integer");
+                  "dtype \"F99\" is not one dcpp reads");
+  require_refused(edited([](json& h) { h["enc.w"]["shape"] = {7, -2}; }), "enc.w",
+                  "not a non-negative integer");
   require_refused(edited([](json& h) { h["enc.w"]["data_offsets"] = {8, 64000}; }), "enc.w",
                   "data_offsets [8, 64000)");
   require_refused(edited([](json& h) { h["enc.w"]["shape"] = {2, 7}; }), "enc.w",
