@@ -90,7 +90,7 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:strict_string_chec
                  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
                  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/sanitizers/tsan.supp"
 FUZZ_REPLAYS := pickle_reader_fuzzer_replay zip_blob_reader_fuzzer_replay metadata_fuzzer_replay \
-                item_fuzzer_replay
+                item_fuzzer_replay safetensors_fuzzer_replay
 # Never under ASan: the package test (it only builds a user project) and the test that bounds the
 # CLI's peak memory (ASan's quarantine holds freed memory back, 256 MiB by default).
 ASAN_EXCLUDE := ^package\.|^tools:conversion streams: memory
