@@ -81,6 +81,8 @@ run() {  # SUITE [-n RANKS] -- CMD...
   local init="file:///tmp/dcpp-ref-store-$$-$RANDOM"
   unshare --mount --propagation private -- bash -c '
     set -e; root=$1 cwd=$2 ranks=$3 init=$4; shift 4
+    # The root a mount point of its own, so that `unshare --mount` works inside it too.
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm"
     for d in /tmp "$cwd"; do mkdir -p "$root$d" && mount --bind "$d" "$root$d"; done
