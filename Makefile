@@ -57,8 +57,9 @@ test-interop: build reference-roots
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -L interop
 
 # The whole tree built and tested on another libtorch, inside its reference root:
-# VERSION=2.14 (sid, the default: the newest Debian libtorch) or VERSION=2.6 (trixie).
-VERSION ?= 2.14
+# VERSION=2.14 (sid, the default: the newest Debian libtorch) or VERSION=2.6 (trixie), given on the
+# command line (an environment's VERSION is not taken).
+VERSION := 2.14
 LIBTORCH_SUITE_2.14 := sid
 LIBTORCH_SUITE_2.6  := trixie
 LIBTORCH_SUITE = $(or $(LIBTORCH_SUITE_$(VERSION)),$(error VERSION must be 2.6 or 2.14))
