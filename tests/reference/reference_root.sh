@@ -16,10 +16,14 @@
 # complete when its stamp file names the profile; an interrupted build is started again.
 # `run` sees the caller's working directory and /tmp at the same paths as outside (bind mounts in
 # a private mount namespace), so paths pass through unchanged and parallel runs do not collide.
-# Needs root (debootstrap, chroot, mount).
+# Needs root (debootstrap, chroot, mount); run by a user with sudo, it runs itself through sudo.
 set -euo pipefail
 
 roots=${DCPP_REFERENCE_ROOTS:-$HOME/.cache/dcpp/reference-roots}
+# debootstrap, chroot and mount need root: a user with sudo gets it here (the cache stays theirs).
+if ((EUID != 0)); then
+  exec sudo DCPP_REFERENCE_ROOTS="$roots" "$0" "$@"
+fi
 python_packages="python3-torch python3-numpy"
 build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
 libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev"
