@@ -1,4 +1,4 @@
-// Staging one state dict: resolve Stateful objects, match each tensor (and shard) to a reusable
+// Staging one state dict: resolve Stateful objects (on the calling thread), match each tensor (and shard) to a reusable
 // buffer, and copy in pieces. Contiguous CPU tensors are copied with memcpy in byte ranges, so
 // several threads can share one large tensor; anything else (non-contiguous, on CUDA) is one piece
 // copied by libtorch (synchronously, so the copy is complete when the piece returns).
@@ -6,7 +6,7 @@
 #include "staging_job.h"
 
 #include <dcpp/core/checkpoint_error.h>
-#include <dcpp/state_dict/stateful.h>
+#include <dcpp/state_dict/stateful_swap.h>
 
 #include <ATen/ATen.h>
 
@@ -21,21 +21,11 @@ std::string join(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
 }
 
-// Rebuilds `value` with every tensor and shard replaced by visit(tensor, key), and every Stateful
-// by its state_dict() (called here, on this thread).
+// Rebuilds `value`, a state dict whose Statefuls are resolved already, with every tensor and
+// shard replaced by visit(tensor, key).
 template <typename Visit>
 StateValue rebuild(const StateValue& value, const std::string& key, Visit& visit) {
   switch (value.kind()) {
-    case StateValue::Kind::kStateful: {
-      StateDict own;
-      try {
-        own = value.stateful()->state_dict();
-      } catch (const std::exception& error) {
-        throw CheckpointError("staging key '" + key +
-                              "': its Stateful object's state_dict() threw: " + error.what());
-      }
-      return rebuild(StateValue(std::move(own)), key, visit);
-    }
     case StateValue::Kind::kTensor:
       return StateValue(visit(value.tensor(), key));
     case StateValue::Kind::kShardedTensor: {
@@ -62,6 +52,7 @@ StateValue rebuild(const StateValue& value, const std::string& key, Visit& visit
       }
       return copy;
     }
+    case StateValue::Kind::kStateful:  // resolved before staging (resolve_statefuls)
     case StateValue::Kind::kValue:
       break;
   }
@@ -128,7 +119,7 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
     return tensor;
   };
   StateDict resolved;
-  for (const auto& item : state_dict) {
+  for (const auto& item : resolve_statefuls(state_dict)) {
     resolved.insert(item.key, rebuild(item.value, item.key, collect));
   }
 

@@ -14,12 +14,14 @@
 #include <dcpp/checkpoint/huggingface_storage.h>
 
 #include "collectives.h"
+#include "load_scratch.h"
 #include "metadata_pickle.h"
 #include "plan_codec.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
 #include <dcpp/state_dict/stateful.h>
+#include <dcpp/state_dict/stateful_swap.h>
 
 #include <functional>
 #include <optional>
@@ -29,134 +31,96 @@ namespace dcpp {
 
 namespace {
 
-// Replaces, in a copy, every Stateful by its state dict (recursively).
-StateValue resolve_stateful_copy(const StateValue& value) {
-  if (value.is_stateful()) {
-    StateValue resolved(value.stateful()->state_dict());
-    return resolve_stateful_copy(resolved);
-  }
-  if (value.is_dict()) {
-    StateDict copy;
-    for (const auto& item : value.dict()) {
-      copy.insert(item.key, resolve_stateful_copy(item.value));
+// Drops from the swapped-in dicts the keys `metadata` lacks that their Stateful says may be missing
+// (Stateful::may_be_missing), so a strict load does not fail on them. Only keys that are dict
+// entries can be dropped (a list would renumber). Costs a flatten of each Stateful's dict (the
+// planner flattens the whole state dict once more) and, when some key may be missing, one pass
+// over the metadata's keys.
+void drop_optional_keys_missing_from(const StatefulSwap& statefuls, const Metadata& metadata) {
+  struct Candidate {
+    const StatefulSwap::Swapped* swapped;
+    ObjectPath relative;
+    std::string key;
+  };
+  std::vector<Candidate> candidates;
+  for (const StatefulSwap::Swapped& swapped : statefuls.swapped()) {
+    for (const FlatEntry& entry : flatten_state_dict(swapped.slot->dict())) {
+      if (std::holds_alternative<std::string>(entry.path.back()) &&
+          swapped.stateful->may_be_missing(entry.key)) {
+        ObjectPath full = swapped.path;
+        full.insert(full.end(), entry.path.begin(), entry.path.end());
+        candidates.push_back(Candidate{&swapped, entry.path, join_path(full)});
+      }
     }
-    return copy;
   }
-  if (value.is_list()) {
-    StateList copy;
-    for (const StateValue& element : value.list()) {
-      copy.push_back(resolve_stateful_copy(element));
+  if (candidates.empty()) {
+    return;
+  }
+  std::unordered_set<std::string> saved;
+  for (const auto& item : metadata.state_dict_metadata) {
+    saved.insert(item.first);
+  }
+  for (const Candidate& candidate : candidates) {
+    if (saved.count(candidate.key) > 0) {
+      continue;
     }
-    return copy;
+    StateDict& dict = candidate.swapped->slot->dict();
+    const ObjectPath parent(candidate.relative.begin(), candidate.relative.end() - 1);
+    StateValue* holder = parent.empty() ? nullptr : find_element(dict, parent);
+    StateDict* container = parent.empty() ? &dict
+                           : holder != nullptr && holder->is_dict() ? &holder->dict()
+                                                                    : nullptr;
+    if (container != nullptr) {
+      container->erase(std::get<std::string>(candidate.relative.back()));
+    }
   }
-  return value;
 }
 
-// While alive, every Stateful in a state dict is swapped for the dict its state_dict() returned,
-// so the loader fills that dict in place. `commit` hands each loaded dict to load_state_dict();
-// the Statefuls are put back in any case.
-class StatefulSwap {
- public:
-  explicit StatefulSwap(StateDict& root) {
-    ObjectPath path;
-    for (auto& item : root) {
-      path.emplace_back(item.key);
-      swap_in(item.value, path);
-      path.pop_back();
-    }
+// The message of the exception being handled: c10::Error's without its backtrace.
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const c10::Error& failure) {
+    return failure.what_without_backtrace();
+  } catch (const std::exception& failure) {
+    return failure.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
   }
+}
 
-  // Drops from the swapped-in dicts the keys `metadata` lacks that their Stateful says may be
-  // missing (Stateful::may_be_missing), so a strict load does not fail on them. Only keys that
-  // are dict entries can be dropped (a list would renumber). Costs a flatten of each Stateful's
-  // dict (the planner flattens the whole state dict once more) and, when some key may be
-  // missing, one pass over the metadata's keys.
-  void drop_optional_keys_missing_from(const Metadata& metadata) {
-    struct Candidate {
-      Swapped* swapped;
-      ObjectPath relative;
-      std::string key;
-    };
-    std::vector<Candidate> candidates;
-    for (Swapped& swapped : swapped_) {
-      for (const FlatEntry& entry : flatten_state_dict(swapped.slot->dict())) {
-        if (std::holds_alternative<std::string>(entry.path.back()) &&
-            swapped.stateful->may_be_missing(entry.key)) {
-          ObjectPath full = swapped.path;
-          full.insert(full.end(), entry.path.begin(), entry.path.end());
-          candidates.push_back(Candidate{&swapped, entry.path, join_path(full)});
-        }
-      }
-    }
-    if (candidates.empty()) {
-      return;
-    }
-    std::unordered_set<std::string> saved;
-    for (const auto& item : metadata.state_dict_metadata) {
-      saved.insert(item.first);
-    }
-    for (const Candidate& candidate : candidates) {
-      if (saved.count(candidate.key) > 0) {
-        continue;
-      }
-      StateDict& dict = candidate.swapped->slot->dict();
-      const ObjectPath parent(candidate.relative.begin(), candidate.relative.end() - 1);
-      StateValue* holder = parent.empty() ? nullptr : find_element(dict, parent);
-      StateDict* container = parent.empty() ? &dict
-                             : holder != nullptr && holder->is_dict() ? &holder->dict()
-                                                                      : nullptr;
-      if (container != nullptr) {
-        container->erase(std::get<std::string>(candidate.relative.back()));
-      }
-    }
-  }
-  ~StatefulSwap() {
-    for (auto it = swapped_.rbegin(); it != swapped_.rend(); ++it) {
-      *it->slot = StateValue(it->stateful);
-    }
-  }
-  void commit() {
-    // Innermost first: a Stateful's loaded dict holds its nested Statefuls' loaded state already.
-    for (auto it = swapped_.rbegin(); it != swapped_.rend(); ++it) {
-      const StateDict loaded = it->slot->dict();
-      *it->slot = StateValue(it->stateful);
-      it->stateful->load_state_dict(loaded);
-    }
-    swapped_.clear();
-  }
+// The error of a step that failed on `failures` ("rank 1: ...; rank 3: ..."), the same on any
+// number of ranks.
+CheckpointError step_failed(const char* operation, const char* step, const std::string& failures) {
+  return CheckpointError(std::string(operation) + " failed while " + step + " (" + failures + ")");
+}
 
- private:
-  struct Swapped {
-    StateValue* slot;
-    std::shared_ptr<Stateful> stateful;
-    ObjectPath path;  // of the slot in the root state dict
-  };
-
-  // `path`: where `value` lies in the root state dict (restored on return).
-  void swap_in(StateValue& value, ObjectPath& path) {
-    if (value.is_stateful()) {
-      std::shared_ptr<Stateful> stateful = value.stateful();
-      value = StateValue(stateful->state_dict());
-      swapped_.push_back(Swapped{&value, stateful, path});
-    }
-    if (value.is_dict()) {
-      for (auto& item : value.dict()) {
-        path.emplace_back(item.key);
-        swap_in(item.value, path);
-        path.pop_back();
-      }
-    } else if (value.is_list()) {
-      int64_t index = 0;
-      for (StateValue& element : value.list()) {
-        path.emplace_back(index++);
-        swap_in(element, path);
-        path.pop_back();
-      }
-    }
+// `local()` on this process alone: a CheckpointError passes as it is; anything else (a user's
+// Stateful or planner throwing std::runtime_error or c10::Error) becomes the CheckpointError that N
+// ranks would throw, keeping its message.
+template <typename Local>
+auto run_alone(int rank, const char* operation, const char* step, const Local& local) {
+  try {
+    return local();
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (...) {
+    throw step_failed(operation, step,
+                      "rank " + std::to_string(rank) + ": " + current_exception_message());
   }
+}
 
-  std::vector<Swapped> swapped_;
-};
+// The two strings every step message carries (error, payload), from `rank`'s bytes.
+std::vector<std::string> decode_step_message(const std::string& bytes, const char* operation,
+                                             const char* step, const std::string& sender) {
+  std::vector<std::string> message = detail::decode_strings(bytes);
+  if (message.size() != 2) {
+    throw CheckpointError(std::string(operation) + " failed while " + step + ": the message from " +
+                          sender + " is malformed (" + std::to_string(message.size()) +
+                          " fields, not 2); every rank must run the same dcpp build");
+  }
+  return message;
+}
 
 // One step of the SPMD protocol on every rank: runs `local` (which may throw), exchanges every
 // rank's outcome, and throws the same CheckpointError on every rank when any rank failed. Returns
@@ -164,27 +128,21 @@ class StatefulSwap {
 std::vector<std::string> exchange(detail::Collectives& ranks, const char* operation,
                                   const char* step, const std::function<std::string()>& local) {
   if (ranks.size() == 1) {
-    return {local()};  // alone: the error as it was thrown, with no rank list around it
+    return {run_alone(ranks.rank(), operation, step, local)};
   }
   std::string error;
   std::string payload;
   try {
     payload = local();
-  } catch (const c10::Error& failure) {
-    error = failure.what_without_backtrace();
-  } catch (const std::exception& failure) {
-    error = failure.what();
   } catch (...) {
-    error = "an exception that is not a std::exception";
+    error = current_exception_message();
   }
   std::vector<std::string> replies = ranks.all_gather(detail::encode_strings({error, payload}));
   std::vector<std::string> payloads;
   std::string failures;
   for (std::size_t rank = 0; rank < replies.size(); ++rank) {
-    std::vector<std::string> reply = detail::decode_strings(replies[rank]);
-    if (reply.size() != 2) {
-      throw CheckpointError("malformed message from rank " + std::to_string(rank));
-    }
+    std::vector<std::string> reply =
+        decode_step_message(replies[rank], operation, step, "rank " + std::to_string(rank));
     if (!reply[0].empty()) {
       failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) +
                   ": " + reply[0];
@@ -192,7 +150,7 @@ std::vector<std::string> exchange(detail::Collectives& ranks, const char* operat
     payloads.push_back(std::move(reply[1]));
   }
   if (!failures.empty()) {
-    throw CheckpointError(std::string(operation) + " failed while " + step + " (" + failures + ")");
+    throw step_failed(operation, step, failures);
   }
   return payloads;
 }
@@ -201,27 +159,21 @@ std::vector<std::string> exchange(detail::Collectives& ranks, const char* operat
 std::string from_coordinator(detail::Collectives& ranks, int coordinator, const char* operation,
                              const char* step, const std::function<std::string()>& local) {
   if (ranks.size() == 1) {
-    return local();
+    return run_alone(ranks.rank(), operation, step, local);
   }
   std::string message;
   if (ranks.rank() == coordinator) {
     try {
       message = detail::encode_strings({"", local()});
-    } catch (const c10::Error& failure) {
-      message = detail::encode_strings({failure.what_without_backtrace(), ""});
-    } catch (const std::exception& failure) {
-      message = detail::encode_strings({failure.what(), ""});
     } catch (...) {
-      message = detail::encode_strings({"an exception that is not a std::exception", ""});
+      message = detail::encode_strings({current_exception_message(), ""});
     }
   }
-  std::vector<std::string> reply = detail::decode_strings(ranks.broadcast(message, coordinator));
-  if (reply.size() != 2) {
-    throw CheckpointError("malformed message from the coordinator");
-  }
+  const std::string sender = "the coordinator (rank " + std::to_string(coordinator) + ")";
+  std::vector<std::string> reply = decode_step_message(ranks.broadcast(message, coordinator),
+                                                       operation, step, sender);
   if (!reply[0].empty()) {
-    throw CheckpointError(std::string(operation) + " failed while " + step + " (rank " +
-                          std::to_string(coordinator) + ": " + reply[0] + ")");
+    throw step_failed(operation, step, "rank " + std::to_string(coordinator) + ": " + reply[0]);
   }
   return reply[1];
 }
@@ -265,27 +217,29 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
         "a save without collectives (SaveOptions::use_collectives = false) needs this process's "
         "rank: set SaveOptions::rank, or give a process_group");
   }
-  std::shared_ptr<SavePlanner> planner =
-      options.planner ? options.planner : make_default_save_planner();
-  StateDict resolved = resolve_stateful_copy(StateValue(state_dict)).dict();
-  storage_writer.set_up_without_collectives(rank);
-  planner->set_up(resolved, rank == options.coordinator_rank);
-  std::vector<SavePlan> plans;
-  plans.push_back(planner->create_local_plan());
-  auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
-  global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
-  if (global_plans.size() != 1) {
-    throw CheckpointError("rank " + std::to_string(rank) +
-                          ": the global plan of a save without collectives must be one plan, not " +
-                          std::to_string(global_plans.size()));
-  }
-  const SavePlan final_plan = planner->finish_plan(std::move(global_plans.front()));
-  std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
-  storage_writer.finish(metadata, results);
-  for (const WriteResult& result : results.front()) {
-    metadata.storage_data.emplace_back(result.index, result.storage_data);
-  }
-  return metadata;
+  return run_alone(rank, "checkpoint save", "saving without collectives", [&] {
+    std::shared_ptr<SavePlanner> planner =
+        options.planner ? options.planner : make_default_save_planner();
+    StateDict resolved = resolve_statefuls(state_dict);
+    storage_writer.set_up_without_collectives(rank);
+    planner->set_up(resolved, rank == options.coordinator_rank);
+    std::vector<SavePlan> plans;
+    plans.push_back(planner->create_local_plan());
+    auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
+    global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
+    if (global_plans.size() != 1) {
+      throw CheckpointError("rank " + std::to_string(rank) +
+                            ": the global plan of a save without collectives must be one plan, not " +
+                            std::to_string(global_plans.size()));
+    }
+    const SavePlan final_plan = planner->finish_plan(std::move(global_plans.front()));
+    std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
+    storage_writer.finish(metadata, results);
+    for (const WriteResult& result : results.front()) {
+      metadata.storage_data.emplace_back(result.index, result.storage_data);
+    }
+    return metadata;
+  });
 }
 
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
@@ -303,7 +257,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 
   // 1. Every rank plans what it holds.
   std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
-    resolved = resolve_stateful_copy(StateValue(state_dict)).dict();
+    resolved = resolve_statefuls(state_dict);
     storage_writer.set_up(ranks->rank(), is_coordinator);
     planner->set_up(resolved, is_coordinator);
     return detail::encode_save_plan(planner->create_local_plan());
@@ -379,14 +333,18 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
       options.planner ? options.planner : make_default_load_planner(options.allow_partial_load);
   Metadata metadata;
   std::optional<StatefulSwap> statefuls;
+  std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
 
   // 1. Every rank reads the metadata and plans its reads.
   std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
     statefuls.emplace(state_dict);
     metadata = storage_reader.read_metadata();
-    statefuls->drop_optional_keys_missing_from(metadata);
+    drop_optional_keys_missing_from(*statefuls, metadata);
+    if (options.all_or_nothing) {
+      scratch = detail::make_load_scratch(state_dict);
+    }
     storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
-    planner->set_up(state_dict, metadata, is_coordinator);
+    planner->set_up(scratch ? *scratch : state_dict, metadata, is_coordinator);
     return detail::encode_load_plan(planner->create_local_plan());
   });
   // 2. The coordinator sees every plan and may adjust them.
@@ -402,15 +360,26 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
         }
         return detail::encode_strings(encoded);
       });
-  // 3. Every rank reads its items; all learn whether every rank succeeded.
+  // 3. Every rank reads its items (into the targets, or the scratch copy) and, reading into the
+  // targets, hands the Statefuls their state; all learn whether every rank succeeded.
   exchange(*ranks, operation, "reading", [&] {
     const std::vector<std::string> plans = detail::decode_strings(central);
     const LoadPlan final_plan = planner->finish_plan(
         detail::decode_load_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
     storage_reader.read_data(final_plan, *planner);
+    if (!scratch) {
+      statefuls->commit();
+    }
     return std::string();
   });
-  statefuls->commit();
+  // 4. All or nothing: every rank read and verified everything; now the targets change.
+  if (scratch) {
+    exchange(*ranks, operation, "applying the loaded state", [&] {
+      detail::apply_loaded_scratch(state_dict, *scratch);
+      statefuls->commit();
+      return std::string();
+    });
+  }
   return planner->report();
 }
 

@@ -232,7 +232,16 @@ class EmptyStateDictLoadPlanner final : public DefaultLoadPlanner {
   explicit EmptyStateDictLoadPlanner(std::vector<std::string> keys)
       : DefaultLoadPlanner(/*allow_partial_load=*/false), keys_(keys.begin(), keys.end()) {}
 
+  // Fills `state_dict`, which must be empty (as DCP asserts): entries inserted into a dict that
+  // holds others could move them, and other steps of the load hold pointers to those.
   void set_up(StateDict& state_dict, const Metadata& metadata, bool is_coordinator) override {
+    if (!state_dict.empty()) {
+      throw CheckpointError(
+          "the empty-state-dict load planner (load_from_keys) builds its state dict from the "
+          "checkpoint, but was given one with " + std::to_string(state_dict.size()) +
+          " keys (the first: '" + state_dict.begin()->key +
+          "'); pass an empty StateDict, or load into this one with the default planner");
+    }
     std::unordered_map<std::string, const ObjectPath*> paths;
     for (const auto& [key, path] : metadata.planner_data) {
       paths.emplace(key, &path);

@@ -212,6 +212,7 @@ class FileSystemWriter final : public StorageWriter {
     }
     if (options_.sync_files) {
       detail::sync_directory(directory_);
+      sync_parents();
     }
     if (replacing) {
       remove_unreferenced_data_files(referenced);
@@ -230,12 +231,39 @@ class FileSystemWriter final : public StorageWriter {
   }
   std::string checksum_temp_file() const { return checksum_file() + ".tmp"; }
 
-  void create_directory() const {
+  // Creates the checkpoint directory and any missing ancestor, remembering the outermost one this
+  // process found missing: finish() makes the new entries durable in their parents.
+  void create_directory() {
+    fs::path missing;
+    std::error_code probe;
+    for (fs::path p = directory_; !p.empty() && !fs::exists(p, probe); p = p.parent_path()) {
+      missing = p;
+      if (p == p.parent_path()) break;
+    }
+    outermost_created_ = missing;
     std::error_code error;
     fs::create_directories(directory_, error);
     if (error) {
       throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
                             error.message());
+    }
+  }
+
+  // After the commit: the checkpoint directory's entry in its parent, and the entries of the
+  // ancestors this process created, made durable (the directory itself may be new). Parents of
+  // directories another rank created first are synced by the parent of the checkpoint directory
+  // only; create the root beforehand where that matters.
+  void sync_parents() const {
+    const auto normal = [](const fs::path& path) {
+      fs::path n = fs::absolute(path).lexically_normal();
+      return n.has_filename() ? n : n.parent_path();  // "a/b/" is "a/b"
+    };
+    const fs::path absolute = normal(directory_);
+    const fs::path outermost = outermost_created_.empty() ? absolute : normal(outermost_created_);
+    for (fs::path child = absolute; child.has_parent_path() && child != child.parent_path();
+         child = child.parent_path()) {
+      detail::sync_directory(child.parent_path());
+      if (child == outermost) break;
     }
   }
 
@@ -406,6 +434,7 @@ class FileSystemWriter final : public StorageWriter {
   }
 
   fs::path directory_;
+  fs::path outermost_created_;  // the outermost directory create_directory() found missing
   FileSystemWriterOptions options_;
   std::optional<int> local_rank_;  // set while saving without collectives
 };

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -32,7 +33,11 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
   std::vector<std::thread> pool;
   pool.reserve(helpers);
   for (std::size_t t = 0; t < helpers; ++t) {
-    pool.emplace_back(run);
+    try {
+      pool.emplace_back(run);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had (limits, memory): the ones running share the work
+    }
   }
   run();
   for (std::thread& thread : pool) {

@@ -88,19 +88,23 @@ std::string encode_process_identity(const ProcessIdentity& process) {
          std::to_string(process.start_time);
 }
 
-ProcessIdentity decode_process_identity(std::string_view bytes) {
+ProcessIdentity decode_process_identity(std::string_view bytes, int rank) {
+  const auto malformed = [rank] {
+    return CheckpointError("the process identity rank " + std::to_string(rank) +
+                           " sent is malformed; every rank must run the same dcpp build");
+  };
   std::istringstream in{std::string(bytes)};
   ProcessIdentity process;
   std::string pid, start_time;
   if (!std::getline(in, process.host) || !std::getline(in, process.machine) ||
       !std::getline(in, pid) || !std::getline(in, start_time)) {
-    throw CheckpointError("malformed process identity from a rank");
+    throw malformed();
   }
   try {
     process.pid = std::stoll(pid);
     process.start_time = std::stoull(start_time);
   } catch (const std::exception&) {
-    throw CheckpointError("malformed process identity from a rank");
+    throw malformed();
   }
   return process;
 }

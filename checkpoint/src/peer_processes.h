@@ -20,8 +20,9 @@ struct ProcessIdentity {
 ProcessIdentity this_process();
 
 std::string encode_process_identity(const ProcessIdentity& process);
-/// Throws CheckpointError when `bytes` is not what encode_process_identity writes.
-ProcessIdentity decode_process_identity(std::string_view bytes);
+/// `bytes`, as `rank` sent it. Throws CheckpointError naming `rank` when they are not what
+/// encode_process_identity writes.
+ProcessIdentity decode_process_identity(std::string_view bytes, int rank);
 
 enum class ProcessState { kRunning, kExited, kOnAnotherMachine };
 ProcessState process_state(const ProcessIdentity& process);

@@ -133,11 +133,10 @@ class Decoder {
   }
   TensorProperties properties() {
     TensorProperties p;
-    p.dtype =
-        static_cast<at::ScalarType>(u64() % static_cast<uint64_t>(at::ScalarType::NumOptions));
-    p.layout = static_cast<at::Layout>(u64() % static_cast<uint64_t>(at::Layout::NumOptions));
+    p.dtype = enumerator<at::ScalarType>(static_cast<uint64_t>(at::ScalarType::NumOptions));
+    p.layout = enumerator<at::Layout>(static_cast<uint64_t>(at::Layout::NumOptions));
     p.requires_grad = u64() != 0;
-    p.memory_format = static_cast<MemoryFormatEncoding>(u64() % 3);
+    p.memory_format = enumerator<MemoryFormatEncoding>(3);
     p.pin_memory = u64() != 0;
     return p;
   }
@@ -158,6 +157,16 @@ class Decoder {
       s = str();
     }
     return v;
+  }
+  /// An enumerator of `Enum`, whose values are [0, `count`): anything else is a malformed message.
+  template <typename Enum>
+  Enum enumerator(uint64_t count) {
+    const uint64_t value = u64();
+    if (value >= count) {
+      pos_ -= 8;  // the error names the field's first byte
+      fail();
+    }
+    return static_cast<Enum>(value);
   }
   /// A count of elements of at least `min_size` bytes each, checked against the bytes left.
   uint64_t count(uint64_t min_size) {
@@ -220,7 +229,7 @@ SavePlan decode_save_plan(std::string_view bytes) {
   plan.items.resize(d.count(32));
   for (WriteItem& item : plan.items) {
     item.index = d.index();
-    item.type = static_cast<WriteItemType>(d.u64() % 3);
+    item.type = d.enumerator<WriteItemType>(3);
     if (d.u64() != 0) {
       TensorWriteData data;
       data.chunk.offsets = d.ints();
@@ -289,7 +298,7 @@ LoadPlan decode_load_plan(std::string_view bytes) {
   LoadPlan plan;
   plan.items.resize(d.count(64));
   for (ReadItem& item : plan.items) {
-    item.type = static_cast<LoadItemType>(d.u64() % 2);
+    item.type = d.enumerator<LoadItemType>(2);
     item.dest_index = d.index();
     item.dest_offsets = d.ints();
     item.storage_index = d.index();

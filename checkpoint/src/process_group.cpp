@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -30,6 +31,29 @@ std::string message_of(const std::exception& error) {
   }
   return error.what();
 }
+
+// The caller's store under the group's prefix, waiting up to the group's timeout in every blocking
+// call (get, wait), without changing the timeout of the caller's store, which others may share.
+class GroupStore final : public c10d::PrefixStore {
+ public:
+  GroupStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store,
+             std::chrono::milliseconds timeout)
+      : c10d::PrefixStore(prefix, std::move(store)), group_timeout_(timeout) {
+    setTimeout(timeout);  // this wrapper's own, reported by getTimeout()
+  }
+
+  std::vector<uint8_t> get(const std::string& key) override {
+    c10d::PrefixStore::wait({key}, group_timeout_);
+    return c10d::PrefixStore::get(key);
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    c10d::PrefixStore::wait(keys, group_timeout_);
+  }
+  using c10d::PrefixStore::wait;
+
+ private:
+  std::chrono::milliseconds group_timeout_;
+};
 
 std::string required_variable(const char* name) {
   const char* value = std::getenv(name);
@@ -134,8 +158,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     throw CheckpointError("make_gloo_process_group: the timeout must be positive");
   }
   try {
-    store->setTimeout(options.timeout);
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dcpp/" + options.group_name, store);
+    auto prefixed =
+        c10::make_intrusive<GroupStore>("dcpp/" + options.group_name, store, options.timeout);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->threads = options.threads > 0 ? options.threads : 2;
     gloo_options->devices.push_back(

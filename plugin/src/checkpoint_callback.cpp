@@ -41,7 +41,7 @@ SaveRequest request_of(const TrainingContext& context) {
 CheckpointCallback::CheckpointCallback(std::shared_ptr<CheckpointManager> manager,
                                        CheckpointCallbackOptions options)
     : manager_(std::move(manager)), options_(std::move(options)) {
-  if (!manager_) throw CheckpointError("dcpp: CheckpointCallback needs a CheckpointManager");
+  if (!manager_) throw CheckpointError("CheckpointCallback needs a CheckpointManager");
   if (options_.agree_every_steps < 1) options_.agree_every_steps = 1;
   if (!options_.preemption_signals.empty()) {
     install_preemption_handler(options_.preemption_signals);
@@ -64,7 +64,7 @@ void CheckpointCallback::on_train_begin(TrainingContext& context) {
       context.content.emplace(key, value);  // the loop's own values win
     }
     last_saved_step_ = context.step;
-    detail::logger().info("dcpp: resumed from '{}' at step {}", resumed_from_->path.string(),
+    detail::logger().info("resumed from '{}' at step {}", resumed_from_->path.string(),
                           context.step);
   }
 }
@@ -91,7 +91,7 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
   if (due || preempt) save(context);
   if (preempt) {
     preempted_ = true;
-    detail::logger().warn("dcpp: preempted: saved step {}, stopping the training loop",
+    detail::logger().warn("preempted: saved step {}, stopping the training loop",
                           context.step);
     context.request_stop();
   }
@@ -102,7 +102,7 @@ void CheckpointCallback::on_train_end(TrainingContext& context) {
   if (options_.export_at_end) {
     const StateValue* value = context.state.find(options_.export_key);
     if (value == nullptr) {
-      throw CheckpointError("dcpp: export_at_end: the training context has no '" +
+      throw CheckpointError("export_at_end: the training context has no '" +
                             options_.export_key + "'; set CheckpointCallbackOptions::export_key");
     }
     StateDict exported;
@@ -116,7 +116,7 @@ void CheckpointCallback::on_exception(TrainingContext& context, std::exception_p
   try {
     manager_->wait();
   } catch (const std::exception& e) {
-    detail::logger().error("dcpp: the save in flight failed too: {}", e.what());
+    detail::logger().error("the save in flight failed too: {}", e.what());
   }
 }
 

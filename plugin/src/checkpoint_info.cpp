@@ -48,7 +48,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
   const fs::path file = path / kCheckpointInfoFile;
   std::ifstream in(file);
   if (!in) {
-    throw CheckpointError("dcpp: no checkpoint manifest '" + file.string() +
+    throw CheckpointError("no checkpoint manifest '" + file.string() +
                           "': not a complete managed checkpoint (an incomplete one has no "
                           "manifest); give a directory written by CheckpointManager");
   }
@@ -71,7 +71,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     info.write_seconds = j.value("write_seconds", 0.0);
     return info;
   } catch (const json::exception& e) {
-    throw CheckpointError("dcpp: checkpoint manifest '" + file.string() +
+    throw CheckpointError("checkpoint manifest '" + file.string() +
                           "' is malformed: " + e.what());
   }
 }

@@ -17,6 +17,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/stateful_swap.h>
 
 #include <ATen/ATen.h>
 
@@ -75,7 +76,7 @@ class CheckpointManager::Impl {
   explicit Impl(CheckpointManagerOptions o) : options(std::move(o)) {
     if (options.root.empty()) {
       throw CheckpointError(
-          "dcpp: CheckpointManagerOptions::root is empty; give the directory "
+          "CheckpointManagerOptions::root is empty; give the directory "
           "that holds the step checkpoints");
     }
     group = options.process_group;
@@ -88,7 +89,7 @@ class CheckpointManager::Impl {
     }
     if (world > 1 && !group) {
       if (!options.store) {
-        throw CheckpointError("dcpp: CheckpointManager with world_size " + std::to_string(world) +
+        throw CheckpointError("CheckpointManager with world_size " + std::to_string(world) +
                               " needs options.process_group or options.store");
       }
       group = make_gloo_process_group(options.store, rank, world,
@@ -112,7 +113,7 @@ class CheckpointManager::Impl {
           a.group_options = ProcessGroupOptions().with_group_name("dcpp-manager-async");
         } else {
           throw CheckpointError(
-              "dcpp: an async CheckpointManager on several ranks needs "
+              "an async CheckpointManager on several ranks needs "
               "options.async_process_group or options.store (the uploads "
               "need a process group of their own)");
         }
@@ -137,7 +138,7 @@ class CheckpointManager::Impl {
       const bool temporary = name.size() > 11 && name.rfind(".incomplete") == name.size() - 11;
       const bool deleting = name.size() > 9 && name.rfind(".deleting") == name.size() - 9;
       if (temporary || deleting) {
-        detail::logger().info("dcpp: removing '{}' left by an earlier job", entry.path().string());
+        detail::logger().info("removing '{}' left by an earlier job", entry.path().string());
         fs::remove_all(entry.path());
       }
     }
@@ -165,9 +166,18 @@ class CheckpointManager::Impl {
         fs::remove_all(deleting);
         log->record("prune", "delete", doomed.step, 0, seconds_since(start), doomed.path.string());
       } catch (const std::exception& e) {
-        detail::logger().warn("dcpp: pruning '{}' failed: {}", doomed.path.string(), e.what());
+        detail::logger().warn("pruning '{}' failed: {}", doomed.path.string(), e.what());
       }
     }
+  }
+
+  bool is_saved(int64_t step) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return saved_steps.count(step) != 0;
+  }
+  void mark_saved(int64_t step) {
+    std::lock_guard<std::mutex> lock(mutex);
+    saved_steps.insert(step);
   }
 
   // `thrown`: the error was thrown to the caller already; wait() does not report it again.
@@ -224,7 +234,7 @@ class CheckpointManager::Impl {
       }
     }
     if (reduce(group, commit_error.empty() ? 1 : 0, c10d::ReduceOp::MIN) == 0) {
-      throw CheckpointError("dcpp: committing '" + final_path.string() + "' failed on rank " +
+      throw CheckpointError("committing '" + final_path.string() + "' failed on rank " +
                             std::to_string(options.coordinator_rank) +
                             (commit_error.empty() ? "" : ": " + commit_error));
     }
@@ -242,9 +252,12 @@ class CheckpointManager::Impl {
   std::unique_ptr<AsyncCheckpointer> checkpointer;
   std::unique_ptr<detail::PhaseLog> log;
   Clock::time_point last_save;
-  std::set<int64_t> saved_steps;  // identical on every rank: save() is collective
+  // Steps handed to an async save by save() (the calling thread's own): a second save of one
+  // waits for the first's outcome.
+  std::set<int64_t> async_steps;
 
-  std::mutex mutex;  // guards records and first_error (the worker writes them)
+  std::mutex mutex;  // guards saved_steps, records and first_error (the worker writes them)
+  std::set<int64_t> saved_steps;  // steps whose save committed on this rank
   std::vector<SaveRecord> records;
   std::exception_ptr first_error;
 
@@ -282,14 +295,16 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
   Impl& m = *impl_;
   ManagedSave result;
   result.path = m.options.root / step_directory_name(request.step);
-  if (m.saved_steps.count(request.step) != 0 || fs::exists(result.path / ".metadata")) {
+  if (m.async_steps.erase(request.step) != 0) {
+    m.worker.drain();  // an async save of this step is in flight: its outcome decides
+  }
+  if (m.is_saved(request.step) || fs::exists(result.path / ".metadata")) {
     Promise<void> done;
     done.set_value();
     result.staged = result.committed = done.get_future();
     result.skipped = true;
     return result;
   }
-  m.saved_steps.insert(request.step);
   m.last_save = m.now();
 
   SaveRecord record;
@@ -298,7 +313,7 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
   record.async = m.options.async;
   m.log->begin("save", "plan", request.step, result.path.string());
   auto start = Clock::now();
-  StateDict resolved = detail::resolve_stateful(state);
+  StateDict resolved = resolve_statefuls(state);
   record.bytes = detail::tensor_bytes(resolved);
   record.plan_seconds = seconds_since(start);
   m.log->record("save", "plan", request.step, record.bytes, record.plan_seconds,
@@ -313,6 +328,7 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
       throw;
     }
     m.add_record(record);
+    m.mark_saved(request.step);
     if (m.is_coordinator()) m.worker.post([&m] { m.prune(); });
     Promise<void> done;
     done.set_value();
@@ -321,6 +337,7 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
   }
 
   const fs::path temporary = result.path.string() + ".incomplete";
+  m.async_steps.insert(request.step);
   m.log->begin("save", "stage", request.step, temporary.string());
   start = Clock::now();
   AsyncSaveResponse response = m.checkpointer->async_save(resolved, temporary);
@@ -354,11 +371,12 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
                     final_path.string());
       record.ok = true;
       m.add_record(record);
+      m.mark_saved(request.step);
       committed->set_value();
       if (m.is_coordinator()) m.prune();
     } catch (...) {
       record.error = error_text(std::current_exception());
-      detail::logger().error("dcpp: checkpoint of step {} failed on rank {}: {}", request.step,
+      detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step,
                              m.rank, record.error);
       m.add_record(record);
       committed->set_exception(std::current_exception());
@@ -377,7 +395,7 @@ fs::path CheckpointManager::export_state(const StateDict& state, const SaveReque
   record.kind = "export";
   m.log->begin("export", "plan", request.step, final_path.string());
   const auto start = Clock::now();
-  StateDict cast = detail::cast_floating(detail::resolve_stateful(state), dtype);
+  StateDict cast = detail::cast_floating(resolve_statefuls(state), dtype);
   record.bytes = detail::tensor_bytes(cast);
   record.plan_seconds = seconds_since(start);
   m.log->record("export", "plan", request.step, record.bytes, record.plan_seconds,
@@ -404,7 +422,7 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
     path = m.options.root / step_directory_name(step);
   }
   if (!fs::exists(path / ".metadata")) {
-    throw CheckpointError("dcpp: cannot resume from '" + path.string() + "' on rank " +
+    throw CheckpointError("cannot resume from '" + path.string() + "' on rank " +
                           std::to_string(m.rank) +
                           ": it is not a complete checkpoint (no .metadata); list the complete "
                           "ones with CheckpointManager::list()");
@@ -421,12 +439,13 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
   }
   m.log->begin("load", "plan", info.step, path.string());
   auto start = Clock::now();
-  const int64_t bytes = detail::tensor_bytes(detail::resolve_stateful(target));
+  const int64_t bytes = detail::tensor_bytes(resolve_statefuls(target));
   m.log->record("load", "plan", info.step, bytes, seconds_since(start), path.string());
   LoadOptions load_options;
   load_options.process_group = m.group;
   load_options.coordinator_rank = m.options.coordinator_rank;
   load_options.allow_partial_load = request.allow_partial_load;
+  load_options.all_or_nothing = request.all_or_nothing;
   m.log->begin("load", "read", info.step, path.string());
   start = Clock::now();
   dcpp::load(target, path, load_options);

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const fs::path& path, int error) {
-  throw CheckpointError("dcpp plugin: " + what + " '" + path.string() +
+  throw CheckpointError(what + " '" + path.string() +
                         "' failed: " + std::strerror(error) +
                         "; check that the checkpoint root is writable and has space");
 }
@@ -58,7 +58,7 @@ void write_file_durably(const fs::path& path, const std::string& bytes, bool syn
 void rename_durably(const fs::path& from, const fs::path& to, bool sync) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     const int error = errno;
-    throw CheckpointError("dcpp plugin: renaming '" + from.string() + "' to '" + to.string() +
+    throw CheckpointError("renaming '" + from.string() + "' to '" + to.string() +
                           "' failed: " + std::strerror(error));
   }
   if (sync) sync_directory(to.parent_path().empty() ? fs::path(".") : to.parent_path());

@@ -7,27 +7,6 @@
 namespace dcpp::detail {
 namespace {
 
-StateValue resolve_value(const StateValue& value);
-
-StateList resolve_list(const StateList& list) {
-  StateList out;
-  for (const auto& v : list) out.push_back(resolve_value(v));
-  return out;
-}
-
-StateValue resolve_value(const StateValue& value) {
-  switch (value.kind()) {
-    case StateValue::Kind::kStateful:
-      return resolve_stateful(value.stateful()->state_dict());
-    case StateValue::Kind::kDict:
-      return resolve_stateful(value.dict());
-    case StateValue::Kind::kList:
-      return resolve_list(value.list());
-    default:
-      return value;
-  }
-}
-
 int64_t value_bytes(const StateValue& value) {
   switch (value.kind()) {
     case StateValue::Kind::kTensor:
@@ -75,12 +54,6 @@ StateValue cast_value(const StateValue& value, at::ScalarType dtype) {
 }
 
 }  // namespace
-
-StateDict resolve_stateful(const StateDict& state) {
-  StateDict out;
-  for (const auto& item : state) out.insert(item.key, resolve_value(item.value));
-  return out;
-}
 
 int64_t tensor_bytes(const StateDict& state) {
   int64_t n = 0;

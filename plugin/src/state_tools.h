@@ -1,6 +1,6 @@
 #pragma once
-// State-dict walks the manager needs: resolving Stateful values, counting bytes, casting for
-// export, leaving keys out of a load.
+// State-dict walks the manager needs: counting bytes, casting for export, leaving keys out of a
+// load (Stateful values are resolved by dcpp::resolve_statefuls).
 
 #include <dcpp/state_dict/state_dict.h>
 
@@ -12,10 +12,6 @@
 #include <string>
 
 namespace dcpp::detail {
-
-/// A copy of `state` with every Stateful value replaced by its state_dict() (recursively).
-/// Tensors keep sharing storage. Calls user code: runs on the calling thread; rethrows its errors.
-StateDict resolve_stateful(const StateDict& state);
 
 /// Bytes of the tensors (and locally held shards) in `state`; Stateful values count as 0.
 int64_t tensor_bytes(const StateDict& state);

@@ -39,7 +39,18 @@ StateValue& StateDict::at(const std::string& key) {
 const StateValue& StateDict::at(const std::string& key) const {
   const StateValue* value = find(key);
   if (value == nullptr) {
-    throw CheckpointError("state dict has no key '" + key + "'");
+    std::string keys;
+    std::size_t listed = 0;
+    for (const Item& item : items_) {
+      if (listed++ == 8) {
+        keys += ", ...";
+        break;
+      }
+      keys += (keys.empty() ? "'" : ", '") + item.key + "'";
+    }
+    throw CheckpointError("state dict has no key '" + key + "' (" +
+                          (keys.empty() ? std::string("it is empty") : "its keys: " + keys) +
+                          "); check the key, or look it up with find() or contains()");
   }
   return *value;
 }
@@ -134,7 +145,8 @@ StateValue::StateValue(StateDict dict) : node_(std::move(dict)) {}
 StateValue::StateValue(StateList list) : node_(std::move(list)) {}
 StateValue::StateValue(std::shared_ptr<Stateful> stateful) : node_(std::move(stateful)) {
   if (!std::get<std::shared_ptr<Stateful>>(node_)) {
-    throw CheckpointError("a Stateful value must not be null");
+    throw CheckpointError(
+        "a Stateful value must not be null: give a std::shared_ptr that holds the object");
   }
 }
 
@@ -144,7 +156,8 @@ template <typename T, typename Variant>
 auto& get_or_throw(Variant& node, const char* wanted, const char* actual) {
   auto* value = std::get_if<T>(&node);
   if (value == nullptr) {
-    throw CheckpointError(std::string("state dict value is a ") + actual + ", not a " + wanted);
+    throw CheckpointError(std::string("state dict value is a ") + actual + ", not a " + wanted +
+                          "; check its kind() before reading it as one");
   }
   return *value;
 }

@@ -76,7 +76,14 @@ TEST_CASE("a checkpoint holds the values at save time though every tensor change
 
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state.state, writer);
       response.staging_completion.wait();
-      state.mutate_everything();  // while the upload waits at the gate, before it reads a byte
+      writer->entered.wait();  // the upload is held at the gate, about to read the staged bytes
+      state.mutate_everything();
+      const std::map<std::string, at::Tensor> mutated = state.expected_tensors();
+      for (const auto& [key, tensor] : expected) {  // every tensor really changed under the upload
+        INFO("key " << key);
+        REQUIRE_FALSE(dcpp::test::bitwise_equal(mutated.at(key), tensor));
+      }
+      REQUIRE(state.counter->count != count);
       release->open();
       response.upload_completion.wait();
 

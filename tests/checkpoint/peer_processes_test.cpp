@@ -77,13 +77,14 @@ TEST_CASE("a process identity survives its encoding") {
   CHECK(self.pid == getpid());
   CHECK(!self.machine.empty());
   const ProcessIdentity back =
-      dcpp::detail::decode_process_identity(dcpp::detail::encode_process_identity(self));
+      dcpp::detail::decode_process_identity(dcpp::detail::encode_process_identity(self), 0);
   CHECK(back.host == self.host);
   CHECK(back.machine == self.machine);
   CHECK(back.pid == self.pid);
   CHECK(back.start_time == self.start_time);
-  CHECK_THROWS_WITH(dcpp::detail::decode_process_identity("host\nmachine\nnot a pid\n1"),
-                    Catch::Contains("malformed process identity"));
+  CHECK_THROWS_WITH(dcpp::detail::decode_process_identity("host\nmachine\nnot a pid\n1", 3),
+                    Catch::Contains("process identity rank 3 sent is malformed") &&
+                        Catch::Contains("same dcpp build"));
 }
 
 TEST_CASE("process_state tells running, exited, zombie, reused and other-machine processes apart") {

@@ -7,6 +7,8 @@
 #include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -140,6 +142,17 @@ TEST_CASE("A one-rank Gloo group from the environment runs collectives in-proces
   std::vector<at::Tensor> tensors{at::arange(5, at::kFloat)};
   group->allreduce(tensors)->wait();
   REQUIRE(tensors[0].equal(at::arange(5, at::kFloat)));
+}
+
+TEST_CASE("make_gloo_process_group leaves the caller's store timeout as it was") {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::milliseconds(123456));
+  const auto group = dcpp::make_gloo_process_group(
+      store, 0, 1, dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(7)));
+  REQUIRE(store->getTimeout() == std::chrono::milliseconds(123456));
+  std::vector<at::Tensor> tensors{at::arange(3, at::kFloat)};
+  group->allreduce(tensors)->wait();  // the group works through its own view of the store
+  REQUIRE(tensors[0].equal(at::arange(3, at::kFloat)));
 }
 
 TEST_CASE("make_gloo_process_group rejects bad arguments") {

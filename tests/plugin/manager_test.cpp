@@ -256,6 +256,28 @@ TEST_CASE("a preemption request saves at the step boundary and stops the loop") 
   CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{4});
 }
 
+namespace {
+void users_own_handler(int) {}
+}  // namespace
+
+TEST_CASE("uninstalling the preemption handler puts back the handler that was there before") {
+  struct sigaction users {};
+  users.sa_handler = users_own_handler;
+  sigemptyset(&users.sa_mask);
+  struct sigaction saved {};
+  REQUIRE(::sigaction(SIGUSR2, &users, &saved) == 0);
+  dcpp::install_preemption_handler({SIGUSR2});
+  dcpp::install_preemption_handler({SIGUSR2});  // twice: the user's handler is still the one kept
+  struct sigaction now {};
+  REQUIRE(::sigaction(SIGUSR2, nullptr, &now) == 0);
+  CHECK(now.sa_handler != users_own_handler);
+  dcpp::uninstall_preemption_handler({SIGUSR2});
+  REQUIRE(::sigaction(SIGUSR2, nullptr, &now) == 0);
+  CHECK(now.sa_handler == users_own_handler);
+  REQUIRE_THROWS_WITH(dcpp::install_preemption_handler({0}), Catch::Contains("not a signal"));
+  ::sigaction(SIGUSR2, &saved, nullptr);
+}
+
 TEST_CASE("each save logs its phases to the metrics file and the export is cast") {
   TempDir dir;
   dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions()
@@ -319,5 +341,35 @@ TEST_CASE("time-based saving follows the manager's clock, counted from the last 
     }
     manager->wait();
     CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{3, 6, 9});
+  }
+}
+
+TEST_CASE("a failed save is not remembered: saving the step again writes it") {
+  struct Flaky : dcpp::Stateful {
+    int failures = 1;
+    dcpp::StateDict state_dict() override {
+      if (failures > 0) {
+        --failures;
+        throw std::runtime_error("not ready yet");
+      }
+      return small_state(7);
+    }
+    void load_state_dict(const dcpp::StateDict&) override {}
+  };
+  for (bool async : {false, true}) {
+    TempDir dir;
+    dcpp::CheckpointManager manager(
+        dcpp::CheckpointManagerOptions().with_root(dir.path()).with_async(async));
+    dcpp::StateDict state;
+    state.insert("flaky", std::make_shared<Flaky>());
+    REQUIRE_THROWS_WITH(manager.save(state, request(7)), Catch::Contains("not ready yet"));
+    const dcpp::ManagedSave second = manager.save(state, request(7));
+    CHECK_FALSE(second.skipped);
+    second.committed.wait();
+    REQUIRE(steps_of(manager.list()) == std::vector<int64_t>{7});
+    CHECK(dcpp::test::bitwise_equal(
+        dcpp::load_from_keys(manager.latest()->path, {"flaky"}).at("flaky").dict().at("weight").tensor(),
+        small_state(7).at("weight").tensor()));
+    CHECK(manager.save(state, request(7)).skipped);  // committed now: skipped, as promised
   }
 }

@@ -83,6 +83,26 @@ TEST_CASE("a rank failing while reading fails the load on every rank, naming the
   }
 }
 
+TEST_CASE("a Stateful's load_state_dict() throwing on one rank fails the load on every rank") {
+  dcpp::test::TempDir dir;
+  REQUIRE(launch(3, "save " + (dir / "ckpt").string() + " row") == 0);
+  std::string output;
+  REQUIRE(launch(3, "fail-apply " + (dir / "ckpt").string() + " 1", &output) == 0);
+  for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+  }
+}
+
+TEST_CASE("an all-or-nothing load that fails on one rank changes no rank's state") {
+  dcpp::test::TempDir dir;
+  REQUIRE(launch(3, "save " + (dir / "ckpt").string() + " row") == 0);
+  std::string output;
+  REQUIRE(launch(3, "atomic-read " + (dir / "ckpt").string() + " 2", &output) == 0);
+  for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+    CHECK(output.find(std::string(rank) + " targets unchanged") != std::string::npos);
+  }
+}
+
 TEST_CASE(
     "a rank killed while saving makes the others fail within the timeout naming it, committing "
     "nothing") {

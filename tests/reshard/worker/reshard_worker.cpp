@@ -12,6 +12,13 @@
 //   reshard_worker fail-read DIR RANK   loads DIR (saved "row"), but rank RANK's storage fails
 //                                       while reading: every rank must get a CheckpointError
 //                                       naming RANK and the cause
+//   reshard_worker fail-apply DIR RANK  loads DIR (saved "row") into a Stateful whose
+//                                       load_state_dict() throws on rank RANK only: every rank
+//                                       must get a CheckpointError naming RANK (none may hang)
+//   reshard_worker atomic-read DIR RANK an all-or-nothing load of DIR (saved "row") whose storage
+//                                       fails on rank RANK while reading: every rank must get a
+//                                       CheckpointError naming RANK, its tensors unchanged bit for
+//                                       bit and its Stateful not loaded
 //   reshard_worker die-save DIR RANK    saves, but rank RANK kills itself (SIGKILL) while writing;
 //                                       the others ignore SIGTERM and must fail on their own within
 //                                       the group's 3 s timeout, committing nothing
@@ -41,6 +48,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -243,6 +251,31 @@ class FailingReader final : public dcpp::StorageReader {
   bool fail_;
 };
 
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+// The model part of the test state behind the Stateful protocol; load_state_dict() throws when
+// told to, as a user's object rejecting its state would.
+class ModelHolder final : public dcpp::Stateful {
+ public:
+  ModelHolder(dcpp::StateDict model, bool reject) : model_(std::move(model)), reject_(reject) {}
+  dcpp::StateDict state_dict() override { return model_; }
+  void load_state_dict(const dcpp::StateDict&) override {
+    if (reject_) {
+      throw std::runtime_error("the model rejected its state");
+    }
+    ++loads;
+  }
+  int loads = 0;
+
+ private:
+  dcpp::StateDict model_;
+  bool reject_;
+};
+
 // The file system writer, but one rank dies outright (SIGKILL: no destructor, no message) as
 // soon as it starts writing.
 class DyingWriter final : public dcpp::StorageWriter {
@@ -404,6 +437,52 @@ int main(int argc, char** argv) {
                        message.find("input/output error") != std::string::npos
                    ? 0
                    : 1;
+      }
+      std::fprintf(stderr, "rank %d: load succeeded although rank %s failed\n", rank.index,
+                   arg.c_str());
+      return 1;
+    }
+    if (mode == "fail-apply" || mode == "atomic-read") {
+      const bool this_rank = rank.index == std::stoi(arg);
+      dcpp::LoadOptions options;
+      options.process_group = group;
+      options.all_or_nothing = mode == "atomic-read";
+      dcpp::StateDict target = state("row", rank, false);  // the saved values: a load changes them
+      for (auto& item : target.at("model").dict()) {  // sentinels, then compared bit for bit
+        for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
+          piece.tensor.fill_(7);
+        }
+      }
+      std::vector<at::Tensor> sentinels;
+      for (const auto& item : target.at("model").dict()) {
+        for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
+          sentinels.push_back(piece.tensor.clone());
+        }
+      }
+      auto holder = std::make_shared<ModelHolder>(target.at("model").dict(),
+                                                  mode == "fail-apply" && this_rank);
+      target["model"] = dcpp::StateValue(std::static_pointer_cast<dcpp::Stateful>(holder));
+      FailingReader reader(dir, mode == "atomic-read" && this_rank);
+      try {
+        dcpp::load(target, reader, options);
+      } catch (const dcpp::CheckpointError& error) {
+        const std::string message = error.what_without_backtrace();
+        std::printf("failed as expected: %s\n", message.c_str());
+        const std::string cause = mode == "fail-apply" ? "the model rejected its state"
+                                                       : "input/output error";
+        bool ok = message.find("rank " + arg + ": ") != std::string::npos &&
+                  message.find(cause) != std::string::npos;
+        if (mode == "atomic-read") {
+          std::size_t next = 0;
+          for (const auto& item : holder->state_dict()) {
+            for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
+              ok = ok && same_bits(piece.tensor, sentinels[next++]);
+            }
+          }
+          ok = ok && holder->loads == 0;
+          std::printf("targets %s\n", ok ? "unchanged" : "CHANGED");
+        }
+        return ok ? 0 : 1;
       }
       std::fprintf(stderr, "rank %d: load succeeded although rank %s failed\n", rank.index,
                    arg.c_str());

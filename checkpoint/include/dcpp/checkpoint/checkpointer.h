@@ -62,6 +62,16 @@ struct LoadOptions {
   c10::intrusive_ptr<c10d::ProcessGroup> process_group;
   /// The rank that builds the global plan and writes `.metadata`.
   int coordinator_rank = 0;
+  /// Read and verify everything into scratch copies first, and copy into the state dict's tensors
+  /// (and hand Statefuls their state) only once every rank has succeeded: a failed load, on any
+  /// rank, leaves every rank's state dict exactly as it was. Costs one extra copy, on its device, of
+  /// every tensor in the state dict being loaded while the load runs, and a copy back at the end.
+  /// (Only a throwing load_state_dict() or copy in that last step can still fail on one rank after
+  /// others applied theirs; every rank then throws.) Off (the default), the reader writes straight
+  /// into the tensors: a failure found while reading (a corrupt chunk, another rank failing) leaves
+  /// some tensors loaded and others not, and each rank whose own reads succeeded has already handed
+  /// its Statefuls their state.
+  bool all_or_nothing = false;
 };
 
 /// Saves `state_dict` as a DCP checkpoint in `directory`. Stateful values are saved as their
@@ -83,7 +93,9 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 /// the Stateful says may be missing: `Stateful::may_be_missing`). Dtypes and global shapes must
 /// match. Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the
 /// key and file on any mismatch or corruption; with a process group, every rank throws, listing each
-/// failed rank. Returns the keys found on one side only. The path overload reads DCP's layout, or,
+/// failed rank, including a Stateful's load_state_dict() that threw on one rank. What a failed load
+/// leaves in `state_dict`: LoadOptions::all_or_nothing. Returns the keys found on one side only.
+/// The path overload reads DCP's layout, or,
 /// when `directory` has no `.metadata` but `model.safetensors.index.json` or `*.safetensors` files,
 /// a Hugging Face directory (make_huggingface_reader, with `options.file_system.thread_count`).
 LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,

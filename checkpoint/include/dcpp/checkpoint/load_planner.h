@@ -52,7 +52,8 @@ std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load =
 /// DCP's `_EmptyStateDictLoadPlanner`: fills an empty state dict with everything the checkpoint
 /// holds (tensors allocated on the CPU at their full global shape), nested back along
 /// `planner_data`. With `keys`, only the flat keys that equal one of them or lie under one
-/// ("model" selects "model.linear.weight").
+/// ("model" selects "model.linear.weight"). Given a state dict that is not empty, its set_up
+/// throws CheckpointError.
 std::shared_ptr<LoadPlanner> make_empty_state_dict_load_planner(std::vector<std::string> keys = {});
 
 }  // namespace dcpp

@@ -128,7 +128,9 @@ struct ManagedSave {
   /// ranks once their upload completed (the coordinator's rename may still follow). Fails with
   /// the save's CheckpointError; nothing is committed then.
   Future<void> committed;
-  /// True when a complete checkpoint of this step already existed, so nothing was saved.
+  /// True when a complete checkpoint of this step already existed (committed by this manager, or
+  /// found on disk), so nothing was saved. A save that failed leaves none: saving that step again
+  /// writes it.
   bool skipped = false;
 };
 
@@ -153,6 +155,9 @@ struct RestoreRequest {
   std::vector<std::string> exclude_from_loading;
   /// Also load what is present and leave keys the checkpoint lacks untouched.
   bool allow_partial_load = false;
+  /// A restore that fails leaves the state as it was (LoadOptions::all_or_nothing), for one more
+  /// copy of it in memory while it runs.
+  bool all_or_nothing = false;
 };
 
 /// Owns the step checkpoints under one root. Every member function that saves, loads or decides
@@ -184,7 +189,8 @@ class CheckpointManager {
   /// Collective: saves `state` (Stateful values resolved here, on the calling thread) as step
   /// `request.step`. Async: returns after staging started (blocking stager: done) and the upload
   /// is queued, waiting first for a previous save still in flight; sync: returns after the commit.
-  /// A complete checkpoint of this step already present: skipped. Throws CheckpointError only for
+  /// A complete checkpoint of this step already present: skipped (a save of this step still in
+  /// flight is waited for first, and decides). Throws CheckpointError only for
   /// a sync save that failed; async errors travel in `committed` (and are logged).
   ManagedSave save(const StateDict& state, const SaveRequest& request);
 

@@ -6,11 +6,13 @@
 namespace dcpp {
 
 /// Installs (sigaction) a handler for each of `signals` (e.g. SIGTERM, SIGUSR1) that only sets a
-/// process-wide atomic flag; the previous handlers are replaced. Call from the main thread before
-/// training. Throws CheckpointError naming the signal when sigaction fails.
+/// process-wide atomic flag; the previous handlers are kept, for uninstall_preemption_handler to
+/// put back (installing again over dcpp's own handler keeps the first previous one). Call from the
+/// main thread before training. Throws CheckpointError naming the signal when sigaction fails.
 void install_preemption_handler(const std::vector<int>& signals);
 
-/// Restores the default action of `signals`.
+/// Puts back, for each of `signals`, the handler that was there before install_preemption_handler
+/// (a signal dcpp never handled is left as it is). Call from the main thread.
 void uninstall_preemption_handler(const std::vector<int>& signals);
 
 /// Whether a preemption signal arrived (or request_preemption() was called). Lock-free,
