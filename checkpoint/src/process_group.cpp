@@ -39,7 +39,13 @@ class GroupStore final : public c10d::PrefixStore {
   GroupStore(const std::string& prefix, c10::intrusive_ptr<c10d::Store> store,
              std::chrono::milliseconds timeout)
       : c10d::PrefixStore(prefix, std::move(store)), group_timeout_(timeout) {
-    setTimeout(timeout);  // this wrapper's own, reported by getTimeout()
+    c10d::Store::setTimeout(timeout);  // this wrapper's own, reported by getTimeout()
+  }
+
+  // PrefixStore's would set the wrapped store's timeout.
+  void setTimeout(const std::chrono::milliseconds& timeout) override {
+    group_timeout_ = timeout;
+    c10d::Store::setTimeout(timeout);
   }
 
   std::vector<uint8_t> get(const std::string& key) override {
