@@ -1,6 +1,8 @@
 #pragma once
 // Preemption signals: a handler that only sets a flag, read at step boundaries.
 
+#include <dcpp/core/export.h>
+
 #include <vector>
 
 namespace dcpp {
@@ -8,19 +10,19 @@ namespace dcpp {
 /// Installs (sigaction) a handler for each of `signals` (e.g. SIGTERM, SIGUSR1) that only sets a
 /// process-wide atomic flag; the previous handlers are replaced. Call from the main thread before
 /// training. Throws CheckpointError naming the signal when sigaction fails.
-void install_preemption_handler(const std::vector<int>& signals);
+DCPP_API void install_preemption_handler(const std::vector<int>& signals);
 
 /// Restores the default action of `signals`.
-void uninstall_preemption_handler(const std::vector<int>& signals);
+DCPP_API void uninstall_preemption_handler(const std::vector<int>& signals);
 
 /// Whether a preemption signal arrived (or request_preemption() was called). Lock-free,
 /// thread-safe.
-bool preemption_requested();
+DCPP_API bool preemption_requested();
 
 /// Sets the flag as a signal would (tests, or a scheduler's own notice). Thread-safe.
-void request_preemption();
+DCPP_API void request_preemption();
 
 /// Clears the flag. Thread-safe.
-void clear_preemption_request();
+DCPP_API void clear_preemption_request();
 
 }  // namespace dcpp
