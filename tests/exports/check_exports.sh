@@ -40,6 +40,20 @@ for library in "$@"; do
       }
       return s
     }
+    # A name nm could not demangle (an older nm, newer C++: C++20 constraints), by its mangled
+    # prefix: dcpp, a dependency, or neither.
+    /^_Z/ {
+      if ($0 ~ /4dcpp6detail|12_GLOBAL__N_1/) {
+        print "internal:     " $0
+      } else if ($0 ~ /^_Z(T[VISTH]|GV|Th|Tv|Tc)?N?[KVRO]*4dcpp/) {
+        dcpp++
+      } else if ($0 ~ /^_Z(T[VISTH]|GV|Th|Tv|Tc)?N?[KVRO]*(St|S[absiod]|9__gnu_cxx|10__cxxabiv1|3c10|4c10d|2at|5torch|6caffe2|3ska|11ska_ordered|3fmt|6spdlog|3tbb|6oneapi|8nlohmann|4gloo|6google|8pybind11|6nonstd)/) {
+        others++
+      } else {
+        print "outside dcpp: " $0
+      }
+      next
+    }
     {
       whole = $0
       name = whole
