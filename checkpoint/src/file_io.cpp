@@ -134,11 +134,6 @@ void File::close() {
   }
 }
 
-void sync_directory(const std::filesystem::path& directory) {
-  File dir(directory, File::Mode::kRead);
-  dir.sync();
-}
-
 FileSink::FileSink(File& file, std::size_t buffer_size) : file_(file), buffer_(buffer_size) {}
 
 void FileSink::write(const void* data, std::size_t size) {

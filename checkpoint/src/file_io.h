@@ -2,6 +2,8 @@
 // POSIX files for the file system storage: an owned descriptor, a buffered sink, a range source.
 
 #include "byte_io.h"
+// sync_directory (fsync of a directory), shared with the plugin: dcpp_core_internals.
+#include "durable_file.h"
 
 #include <filesystem>
 #include <string>
@@ -40,9 +42,6 @@ class File {
   std::filesystem::path path_;
   int fd_ = -1;
 };
-
-/// fsyncs a directory, so that renames and creations in it are durable.
-void sync_directory(const std::filesystem::path& directory);
 
 /// A ByteSink into a File: small writes are gathered in a buffer, large ones go straight to the
 /// file. `flush` must be called before the file is synced or closed.

@@ -8,6 +8,7 @@
 #include <dcpp/checkpoint/process_group.h>
 #include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/checkpoint/storage_writer.h>
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -19,7 +20,7 @@
 namespace dcpp {
 
 /// DCP's `AsyncSaveResponse`: the two moments of an asynchronous save.
-struct AsyncSaveResponse {
+struct DCPP_API AsyncSaveResponse {
   /// Completes when the state dict has been copied into staging buffers: from then on the training
   /// loop may change its tensors. Fails (rethrowing on wait()) when staging failed; the upload
   /// then fails with the same error and nothing is written.
@@ -43,7 +44,7 @@ enum class InFlightPolicy {
   kFail,
 };
 
-struct AsyncCheckpointerOptions {
+struct DCPP_API AsyncCheckpointerOptions {
   /// The stager; default make_blocking_stager(). Owned by the checkpointer from then on.
   std::shared_ptr<AsyncStager> stager;
   /// At most one save is in flight; this says what a second async_save does meanwhile. With
@@ -81,7 +82,7 @@ struct AsyncCheckpointerOptions {
 /// Thread-safety: async_save, wait and in_flight may be called from any thread; calls are
 /// serialised. Destruction waits for the save in flight to finish (commit or fail), then stops
 /// the background thread; it never throws.
-class AsyncCheckpointer {
+class DCPP_API AsyncCheckpointer {
  public:
   /// With `options.store` and world_size > 1: collective, blocking until every rank has made the
   /// group; throws CheckpointError when that fails, or when kSkip is asked with several ranks.

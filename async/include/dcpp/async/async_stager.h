@@ -3,6 +3,7 @@
 // uploaded. DCP's `AsyncStager`.
 
 #include <dcpp/async/future.h>
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <cstdint>
@@ -21,7 +22,7 @@ namespace dcpp {
 ///
 /// Implementations: make_blocking_stager() (copies on the calling thread) and make_tbb_stager()
 /// (copies on a TBB task arena; returns at once). The copy logic is the same.
-class AsyncStager {
+class DCPP_API AsyncStager {
  public:
   virtual ~AsyncStager() = default;
 

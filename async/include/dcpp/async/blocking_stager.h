@@ -2,6 +2,7 @@
 // The blocking stager: copies on the calling thread (DCP's `BlockingAsyncStager`).
 
 #include <dcpp/async/async_stager.h>
+#include <dcpp/core/export.h>
 
 #include <cstdint>
 #include <memory>
@@ -9,7 +10,7 @@
 namespace dcpp {
 
 /// Options of make_blocking_stager().
-struct BlockingStagerOptions {
+struct DCPP_API BlockingStagerOptions {
   /// Largest piece of a tensor copied at once (bytes).
   int64_t piece_bytes = int64_t{4} << 20;
 };
@@ -17,6 +18,6 @@ struct BlockingStagerOptions {
 /// Copies on the thread that calls stage(), which returns when the copy is done (its future is
 /// ready): training stops for one memcpy of the state. The simplest choice and the fastest copy
 /// when the training loop has nothing else to do meanwhile.
-std::unique_ptr<AsyncStager> make_blocking_stager(BlockingStagerOptions options = {});
+DCPP_API std::unique_ptr<AsyncStager> make_blocking_stager(BlockingStagerOptions options = {});
 
 }  // namespace dcpp

@@ -3,6 +3,7 @@
 // once with a future.
 
 #include <dcpp/async/async_stager.h>
+#include <dcpp/core/export.h>
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +11,7 @@
 namespace dcpp {
 
 /// Options of make_tbb_stager().
-struct TbbStagerOptions {
+struct DCPP_API TbbStagerOptions {
   /// Threads copying at once (the TBB arena's concurrency, its own driver thread included);
   /// at least 1. Keep it below the core count so the training loop keeps its cores.
   int concurrency = 1;
@@ -30,6 +31,6 @@ struct TbbStagerOptions {
 /// Copies on a TBB task arena of `options.concurrency` threads. stage() resolves Stateful
 /// objects and (re)allocates buffers on the calling thread, then returns at once; the copy runs in
 /// the background and completes the future. The destructor waits for stages in progress.
-std::unique_ptr<AsyncStager> make_tbb_stager(TbbStagerOptions options = {});
+DCPP_API std::unique_ptr<AsyncStager> make_tbb_stager(TbbStagerOptions options = {});
 
 }  // namespace dcpp

@@ -7,6 +7,7 @@
 #include <dcpp/checkpoint/load_planner.h>
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/save_planner.h>
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -18,7 +19,7 @@
 
 namespace dcpp {
 
-struct SaveOptions {
+struct DCPP_API SaveOptions {
   /// Used when no storage writer is given.
   FileSystemWriterOptions file_system;
   /// Default: make_default_save_planner().
@@ -46,7 +47,7 @@ struct SaveOptions {
   int rank = -1;
 };
 
-struct LoadOptions {
+struct DCPP_API LoadOptions {
   /// Used when no storage reader is given.
   FileSystemReaderOptions file_system;
   /// Default: make_default_load_planner(allow_partial_load).
@@ -82,9 +83,9 @@ struct LoadOptions {
 /// its message, and nothing is committed. A failed save never damages a checkpoint already there.
 /// Without collectives (SaveOptions::use_collectives = false) each rank saves alone and a failure
 /// throws on that rank only.
-Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
+DCPP_API Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options = {});
-Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
+DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
               const SaveOptions& options = {});
 
 /// Loads a checkpoint into `state_dict` in place: tensors (plain or sharded, any sharding) are
@@ -98,21 +99,21 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 /// The path overload reads DCP's layout, or,
 /// when `directory` has no `.metadata` but `model.safetensors.index.json` or `*.safetensors` files,
 /// a Hugging Face directory (make_huggingface_reader, with `options.file_system.thread_count`).
-LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
+DCPP_API LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
                 const LoadOptions& options = {});
-LoadReport load(StateDict& state_dict, StorageReader& storage_reader,
+DCPP_API LoadReport load(StateDict& state_dict, StorageReader& storage_reader,
                 const LoadOptions& options = {});
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
 /// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face
 /// directories too (its keys stay flat: "model.embed.weight").
-StateDict load_from_keys(const std::filesystem::path& directory,
+DCPP_API StateDict load_from_keys(const std::filesystem::path& directory,
                          const std::vector<std::string>& keys = {},
                          const FileSystemReaderOptions& options = {});
 
 /// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
 /// For a checkpoint saved without collectives (`__<rank>.metadata` files, no `.metadata`), the
 /// merge of every rank's metadata, as load() sees it (docs/format.md).
-Metadata read_metadata(const std::filesystem::path& directory);
+DCPP_API Metadata read_metadata(const std::filesystem::path& directory);
 
 }  // namespace dcpp

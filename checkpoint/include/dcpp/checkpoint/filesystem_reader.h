@@ -2,6 +2,7 @@
 // Reading a checkpoint directory: DCP's `FileSystemReader`.
 
 #include <dcpp/checkpoint/storage_reader.h>
+#include <dcpp/core/export.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -9,7 +10,7 @@
 
 namespace dcpp {
 
-struct FileSystemReaderOptions {
+struct DCPP_API FileSystemReaderOptions {
   /// Threads reading; each takes whole data files.
   int thread_count = 1;
   /// Check what was read. When the checkpoint has dcpp's checksum file (`.checksums`, written by
@@ -52,7 +53,7 @@ struct FileSystemReaderOptions {
 /// SAFETENSORS serialization format's blobs (docs/format.md).
 /// A directory without `.metadata` but with `__<rank>.metadata` files (saved without collectives)
 /// reads as the merge of those files, checked against their `__<rank>.checksums` (docs/format.md).
-std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
-                                                      FileSystemReaderOptions options = {});
+DCPP_API std::unique_ptr<StorageReader> make_filesystem_reader(
+    std::filesystem::path directory, FileSystemReaderOptions options = {});
 
 }  // namespace dcpp

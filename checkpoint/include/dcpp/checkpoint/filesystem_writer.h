@@ -2,6 +2,7 @@
 // Writing a checkpoint directory: DCP's `FileSystemWriter`.
 
 #include <dcpp/checkpoint/storage_writer.h>
+#include <dcpp/core/export.h>
 
 #include <filesystem>
 #include <memory>
@@ -14,7 +15,7 @@ namespace dcpp {
 /// older PyTorch cannot read such checkpoints.
 enum class Compression { kNone, kZstd };
 
-struct FileSystemWriterOptions {
+struct DCPP_API FileSystemWriterOptions {
   /// Threads writing this rank's files; each writes its own file `__<rank>_<n>.distcp`.
   int thread_count = 1;
   /// One file per rank (per writer thread), or one file per item.
@@ -66,7 +67,7 @@ struct FileSystemWriterOptions {
 /// (`.checksums.tmp`, fsync, rename to `.checksums`, fsync of the directory), then `.metadata.tmp`,
 /// fsync, rename to
 /// `.metadata`, fsync of the directory. Creates the directory if needed.
-std::unique_ptr<StorageWriter> make_filesystem_writer(std::filesystem::path directory,
-                                                      FileSystemWriterOptions options = {});
+DCPP_API std::unique_ptr<StorageWriter> make_filesystem_writer(
+    std::filesystem::path directory, FileSystemWriterOptions options = {});
 
 }  // namespace dcpp

@@ -5,6 +5,7 @@
 
 #include <dcpp/checkpoint/storage_reader.h>
 #include <dcpp/checkpoint/storage_writer.h>
+#include <dcpp/core/export.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -20,9 +21,9 @@ inline constexpr const char* kHuggingFaceIndexFile = "model.safetensors.index.js
 /// True when `directory` is a Hugging Face checkpoint directory rather than a DCP one: it has no
 /// `.metadata`, and it has `model.safetensors.index.json` or at least one `*.safetensors` file.
 /// Does not throw (false for anything unreadable).
-bool is_huggingface_directory(const std::filesystem::path& directory);
+DCPP_API bool is_huggingface_directory(const std::filesystem::path& directory);
 
-struct HuggingFaceReaderOptions {
+struct DCPP_API HuggingFaceReaderOptions {
   /// Threads reading; each takes whole files.
   int thread_count = 1;
 
@@ -43,10 +44,10 @@ struct HuggingFaceReaderOptions {
 /// CheckpointError naming the file and key. `read_data` reads only the bytes of the boxes asked
 /// for: one contiguous range for rows of a row-major tensor, one range per run otherwise. Tensors
 /// only: a Hugging Face directory holds no other values.
-std::unique_ptr<StorageReader> make_huggingface_reader(std::filesystem::path directory,
-                                                       HuggingFaceReaderOptions options = {});
+DCPP_API std::unique_ptr<StorageReader> make_huggingface_reader(
+    std::filesystem::path directory, HuggingFaceReaderOptions options = {});
 
-struct HuggingFaceWriterOptions {
+struct DCPP_API HuggingFaceWriterOptions {
   /// Which file each tensor goes to, as DCP's `fqn_to_index_mapping`: FQN -> file index 1..N,
   /// giving files `model-0000i-of-0000N.safetensors` (every index up to the largest gets a file,
   /// empty if no tensor maps to it). When set, every tensor saved must be in it. When empty,
@@ -89,7 +90,7 @@ struct HuggingFaceWriterOptions {
 /// holds `*.safetensors` files or an index is refused. Only tensors: a non-tensor value in the
 /// state dict is a CheckpointError naming its key (save it elsewhere, e.g. with a DCP checkpoint).
 /// A failed save may leave staging files, which no reader looks at.
-std::unique_ptr<StorageWriter> make_huggingface_writer(std::filesystem::path directory,
-                                                       HuggingFaceWriterOptions options = {});
+DCPP_API std::unique_ptr<StorageWriter> make_huggingface_writer(
+    std::filesystem::path directory, HuggingFaceWriterOptions options = {});
 
 }  // namespace dcpp

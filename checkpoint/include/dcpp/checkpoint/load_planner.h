@@ -3,6 +3,7 @@
 
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <ATen/core/Tensor.h>
@@ -15,7 +16,7 @@
 namespace dcpp {
 
 /// Keys a load found on one side only.
-struct LoadReport {
+struct DCPP_API LoadReport {
   /// In the state dict being loaded, absent from the checkpoint: an error unless partial loads
   /// are allowed.
   std::vector<std::string> missing_keys;
@@ -27,7 +28,7 @@ struct LoadReport {
 /// [create_global_plan on the coordinator], finish_plan, then, while the storage reader reads,
 /// resolve_tensor / commit_tensor per tensor read and load_bytes per bytes item. The read callbacks
 /// may be called from several threads at once, for different items.
-class LoadPlanner {
+class DCPP_API LoadPlanner {
  public:
   virtual ~LoadPlanner() = default;
   virtual void set_up(StateDict& state_dict, const Metadata& metadata, bool is_coordinator) = 0;
@@ -47,13 +48,14 @@ class LoadPlanner {
 /// non-tensor values. A key missing from the checkpoint is a CheckpointError listing every missing
 /// key, unless `allow_partial_load`. Tensor dtype and global shape must match the checkpoint's
 /// exactly.
-std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load = false);
+DCPP_API std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load = false);
 
 /// DCP's `_EmptyStateDictLoadPlanner`: fills an empty state dict with everything the checkpoint
 /// holds (tensors allocated on the CPU at their full global shape), nested back along
 /// `planner_data`. With `keys`, only the flat keys that equal one of them or lie under one
 /// ("model" selects "model.linear.weight"). Given a state dict that is not empty, its set_up
 /// throws CheckpointError.
-std::shared_ptr<LoadPlanner> make_empty_state_dict_load_planner(std::vector<std::string> keys = {});
+DCPP_API std::shared_ptr<LoadPlanner> make_empty_state_dict_load_planner(
+    std::vector<std::string> keys = {});
 
 }  // namespace dcpp

@@ -2,6 +2,7 @@
 // The checkpoint's table of contents: DCP's `torch.distributed.checkpoint.metadata` classes.
 // The `.metadata` file is a pickle of `Metadata`; see docs/format.md.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/flatten.h>
 
 #include <c10/core/Layout.h>
@@ -19,7 +20,7 @@
 namespace dcpp {
 
 /// One saved box of a tensor, in global coordinates.
-struct ChunkStorageMetadata {
+struct DCPP_API ChunkStorageMetadata {
   std::vector<int64_t> offsets;
   std::vector<int64_t> sizes;
   bool operator==(const ChunkStorageMetadata& o) const {
@@ -30,7 +31,7 @@ struct ChunkStorageMetadata {
 /// DCP's `_MEM_FORMAT_ENCODING`.
 enum class MemoryFormatEncoding : int64_t { kContiguous = 0, kChannelsLast = 1, kPreserve = 2 };
 
-struct TensorProperties {
+struct DCPP_API TensorProperties {
   at::ScalarType dtype = at::kFloat;
   at::Layout layout = at::kStrided;
   bool requires_grad = false;
@@ -38,20 +39,20 @@ struct TensorProperties {
   bool pin_memory = false;
 };
 
-struct TensorStorageMetadata {
+struct DCPP_API TensorStorageMetadata {
   TensorProperties properties;
   std::vector<int64_t> size;  // global shape
   std::vector<ChunkStorageMetadata> chunks;
 };
 
 /// A non-tensor value, saved as `torch.save` of the object.
-struct BytesStorageMetadata {};
+struct DCPP_API BytesStorageMetadata {};
 
 using StorageMetadata = std::variant<TensorStorageMetadata, BytesStorageMetadata>;
 
 /// Names one saved item: a tensor chunk (`offset` set) or a bytes value. `index` is only a hint
 /// (the position of the chunk in `TensorStorageMetadata::chunks`) and takes no part in equality.
-struct MetadataIndex {
+struct DCPP_API MetadataIndex {
   std::string fqn;
   std::optional<std::vector<int64_t>> offset;
   std::optional<int64_t> index;
@@ -63,7 +64,7 @@ struct MetadataIndex {
 };
 
 /// Where an item's bytes lie: `[offset, offset + length)` of `relative_path` in the checkpoint.
-struct StorageInfo {
+struct DCPP_API StorageInfo {
   std::string relative_path;
   int64_t offset = 0;
   int64_t length = 0;
@@ -73,7 +74,7 @@ struct StorageInfo {
 };
 
 /// DCP's `StorageMeta`: who wrote the checkpoint.
-struct StorageMeta {
+struct DCPP_API StorageMeta {
   std::optional<std::string> checkpoint_id;
   std::string save_id;
   std::string load_id;
@@ -84,7 +85,7 @@ struct StorageMeta {
 template <typename Value>
 using OrderedEntries = std::vector<std::pair<std::string, Value>>;
 
-struct Metadata {
+struct DCPP_API Metadata {
   OrderedEntries<StorageMetadata> state_dict_metadata;
   /// flat key -> object path, for keys that must be un-flattened (FQNs hold dots).
   OrderedEntries<ObjectPath> planner_data;
@@ -96,6 +97,6 @@ struct Metadata {
 
 /// The name PyTorch gives a dtype, as `.metadata` spells it: "float32", "bfloat16", "complex64".
 /// Throws CheckpointError for dtypes Python cannot name (quantized types).
-std::string dtype_name(at::ScalarType dtype);
+DCPP_API std::string dtype_name(at::ScalarType dtype);
 
 }  // namespace dcpp

@@ -2,6 +2,7 @@
 // What a rank will write or read: DCP's plan records (`planner.py`). Plain aggregates.
 
 #include <dcpp/checkpoint/metadata.h>
+#include <dcpp/core/export.h>
 
 #include <cstdint>
 #include <optional>
@@ -13,14 +14,14 @@ namespace dcpp {
 /// DCP's `WriteItemType`: a whole tensor, one shard of a sharded tensor, or a non-tensor value.
 enum class WriteItemType { kTensor, kShard, kBytes };
 
-struct TensorWriteData {
+struct DCPP_API TensorWriteData {
   ChunkStorageMetadata chunk;  // the box this item holds, in global coordinates
   TensorProperties properties;
   std::vector<int64_t> size;  // the global shape
 };
 
 /// One item to write: a tensor chunk (`tensor_data` set) or a bytes value.
-struct WriteItem {
+struct DCPP_API WriteItem {
   MetadataIndex index;
   WriteItemType type = WriteItemType::kBytes;
   std::optional<TensorWriteData> tensor_data;
@@ -31,7 +32,7 @@ struct WriteItem {
   int64_t tensor_storage_size() const;
 };
 
-struct SavePlan {
+struct DCPP_API SavePlan {
   std::vector<WriteItem> items;
   /// flat key -> object path of every key this rank flattened; merged into Metadata::planner_data.
   OrderedEntries<ObjectPath> planner_data;
@@ -41,7 +42,7 @@ struct SavePlan {
 };
 
 /// Where a written item landed.
-struct WriteResult {
+struct DCPP_API WriteResult {
   MetadataIndex index;
   int64_t size_in_bytes = 0;
   StorageInfo storage_data;
@@ -55,7 +56,7 @@ enum class LoadItemType { kTensor, kBytes };
 /// Copy the box `[storage_offsets, storage_offsets + lengths)` of saved chunk `storage_index`
 /// into the box `[dest_offsets, dest_offsets + lengths)` of destination `dest_index`. Offsets are
 /// relative to each chunk's own origin. Bytes items carry no offsets.
-struct ReadItem {
+struct DCPP_API ReadItem {
   LoadItemType type = LoadItemType::kBytes;
   MetadataIndex dest_index;
   std::vector<int64_t> dest_offsets;
@@ -64,7 +65,7 @@ struct ReadItem {
   std::vector<int64_t> lengths;
 };
 
-struct LoadPlan {
+struct DCPP_API LoadPlan {
   std::vector<ReadItem> items;
 };
 

@@ -2,6 +2,8 @@
 // Gloo process groups from the torchrun variables: the rendezvous a job of ranks started by
 // `dcpp-launch` (or torchrun) needs before it can save or load a checkpoint together.
 
+#include <dcpp/core/export.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -11,7 +13,7 @@
 namespace dcpp {
 
 /// How a process group is made and how long its operations may take.
-struct ProcessGroupOptions {
+struct DCPP_API ProcessGroupOptions {
   /// How long any collective of the group may take before it fails on this rank, and how long the
   /// rendezvous (connecting to the store, waiting for every rank to arrive) may take. A rank that
   /// dies or stops answering makes the others' collectives fail within this time.
@@ -45,7 +47,7 @@ struct ProcessGroupOptions {
 };
 
 /// The torchrun variables of one rank: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
-struct LaunchEnvironment {
+struct DCPP_API LaunchEnvironment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
@@ -72,26 +74,26 @@ struct LaunchEnvironment {
 /// store serves the others: rank 0 should not exit while other ranks still make groups from it).
 /// The group is CPU-capable (Gloo); its collectives honour options.timeout and, like every c10d
 /// group, must be called in the same order on every rank and are not thread-safe.
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
+DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     const LaunchEnvironment& env, const ProcessGroupOptions& options = {});
 
 /// LaunchEnvironment::from_env() then make_gloo_process_group(): the one line a rank started by
 /// `dcpp-launch` or torchrun needs.
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group_from_env(
+DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group_from_env(
     const ProcessGroupOptions& options = {});
 
 /// The store of the job, as make_gloo_process_group(env, ...) makes it: rank 0 starts the
 /// TCPStore server, the others connect to it (retrying until options.timeout). Keep it to make
 /// more than one group from it (different options.group_name each). Blocking; throws
 /// CheckpointError.
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
-                                               const ProcessGroupOptions& options = {});
+DCPP_API c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
+                                                        const ProcessGroupOptions& options = {});
 
 /// A Gloo group of `size` ranks over an existing store, its keys under
 /// "dcpp/<options.group_name>/" (so a job can make a second group, e.g. for checkpoint
 /// collectives, that never interleaves with the training loop's). Collective and blocking as
 /// above; throws CheckpointError.
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
+DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     const ProcessGroupOptions& options = {});
 

@@ -3,6 +3,7 @@
 
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <ATen/core/Tensor.h>
@@ -22,7 +23,7 @@ using WriteItemData = std::variant<at::Tensor, c10::IValue>;
 /// coordinator): set_up, create_local_plan, [create_global_plan], finish_plan, then resolve_data
 /// for each item while the storage writer writes. Not thread-safe, except `resolve_data`, which
 /// storage writers may call from several threads at once.
-class SavePlanner {
+class DCPP_API SavePlanner {
  public:
   virtual ~SavePlanner() = default;
   /// `state_dict` has its Stateful objects resolved already; it outlives the save.
@@ -40,6 +41,6 @@ class SavePlanner {
 /// DCP's `DefaultSavePlanner`: flattens nested dicts and lists (keeping `planner_data` so keys with
 /// dots survive); a chunk present on several ranks is written once, by the rank with the fewest
 /// planned bytes (DCP's `dedup_save_plans`).
-std::shared_ptr<SavePlanner> make_default_save_planner();
+DCPP_API std::shared_ptr<SavePlanner> make_default_save_planner();
 
 }  // namespace dcpp

@@ -4,12 +4,13 @@
 #include <dcpp/checkpoint/load_planner.h>
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>
+#include <dcpp/core/export.h>
 
 namespace dcpp {
 
 /// One load, on every rank: read_metadata, set_up, read_data. Implementations throw
 /// CheckpointError naming the file and key.
-class StorageReader {
+class DCPP_API StorageReader {
  public:
   virtual ~StorageReader() = default;
   /// Throws CheckpointError when there is no complete checkpoint (no `.metadata`).

@@ -4,6 +4,7 @@
 #include <dcpp/checkpoint/metadata.h>
 #include <dcpp/checkpoint/plan.h>
 #include <dcpp/checkpoint/save_planner.h>
+#include <dcpp/core/export.h>
 
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace dcpp {
 /// rank calls all of them itself: set_up_without_collectives, prepare_global_plan, write_data,
 /// finish. A writer is reused for
 /// later saves only after `finish` or a failure. Implementations throw CheckpointError.
-class StorageWriter {
+class DCPP_API StorageWriter {
  public:
   virtual ~StorageWriter() = default;
   virtual void set_up(int rank, bool is_coordinator) = 0;

@@ -2,6 +2,7 @@
 // Data parallel training (DDP): every rank holds the whole model, trains on its part of the
 // global batch, and the gradients are averaged over the ranks before the optimizer steps.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/model_layout.h>
 
 #include <torch/nn/module.h>
@@ -24,7 +25,7 @@ namespace dcpp {
 /// As a ModelLayout: every parameter and buffer whole, under the module's own names (replicated,
 /// so a checkpoint holds each once). Not thread-safe; collectives must be called in the same order
 /// on every rank.
-class DataParallel : public ModelLayout {
+class DCPP_API DataParallel : public ModelLayout {
  public:
   /// Collective and blocking: broadcasts every parameter and buffer of `module` from rank 0 so
   /// that all replicas start equal. Throws CheckpointError (naming the rank) when the group fails

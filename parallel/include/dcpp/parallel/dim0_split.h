@@ -1,12 +1,14 @@
 #pragma once
 // The dim-0 split of a fully sharded parameter: ShardedTensor::from_chunk_of's split.
 
+#include <dcpp/core/export.h>
+
 #include <cstdint>
 
 namespace dcpp {
 
 /// Rows [begin, begin + size) of a dimension.
-struct RowRange {
+struct DCPP_API RowRange {
   int64_t begin = 0;
   int64_t size = 0;
   int64_t end() const { return begin + size; }
@@ -16,6 +18,6 @@ struct RowRange {
 /// the first `length % num_parts` parts one row longer (ShardedTensor::from_chunk_of's split; a
 /// part may be empty when `length < num_parts`). Throws CheckpointError when `part` is outside
 /// [0, num_parts) or `length` is negative. Pure function: thread-safe.
-RowRange dim0_split(int64_t length, int64_t part, int64_t num_parts);
+DCPP_API RowRange dim0_split(int64_t length, int64_t part, int64_t num_parts);
 
 }  // namespace dcpp

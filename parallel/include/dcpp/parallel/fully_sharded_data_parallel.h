@@ -3,6 +3,7 @@
 // parameter; the full parameters are gathered for forward and backward, the gradients reduced to
 // the shards, and the optimizer steps the shards.
 
+#include <dcpp/core/export.h>
 #include <dcpp/parallel/dim0_split.h>
 #include <dcpp/state_dict/model_layout.h>
 
@@ -34,7 +35,7 @@ namespace dcpp {
 /// As a ModelLayout: sharded parameters as their shard (local) with global_shape and offsets
 /// {first row, 0, ...}; replicated ones and buffers whole. Not thread-safe; collectives must be
 /// called in the same order on every rank.
-class FullyShardedDataParallel : public ModelLayout {
+class DCPP_API FullyShardedDataParallel : public ModelLayout {
  public:
   /// Collective and blocking: broadcasts the parameters and buffers of `module` from rank 0, keeps
   /// this rank's rows of each parameter as a new leaf tensor (its shard, requiring grad as the

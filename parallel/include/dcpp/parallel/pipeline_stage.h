@@ -2,6 +2,7 @@
 // Pipeline parallel training: each rank owns a contiguous slice of a Sequential model; activations
 // flow forward from rank to rank, their gradients flow back.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/model_layout.h>
 
 #include <ATen/core/Tensor.h>
@@ -34,7 +35,7 @@ namespace dcpp {
 /// As a ModelLayout: only this stage's parameters and buffers, whole, under their global FQNs; the
 /// stages together list every tensor of the model once. Not thread-safe; stage-to-stage messages
 /// use tags 0-3 of the process group.
-class PipelineStage : public ModelLayout {
+class DCPP_API PipelineStage : public ModelLayout {
  public:
   /// Local (no communication): `stage_modules` becomes stage `process_group->getRank()`. Throws
   /// CheckpointError when the module or group is null or `first_index` is negative.

@@ -2,6 +2,7 @@
 // CheckpointCallback: the TrainingCallback that drives a CheckpointManager — resume at train
 // begin, periodic and preemption saves at step ends, a final save (and export) at train end.
 
+#include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_manager.h>
 #include <dcpp/plugin/training_callback.h>
 
@@ -15,7 +16,7 @@
 
 namespace dcpp {
 
-struct CheckpointCallbackOptions {
+struct DCPP_API CheckpointCallbackOptions {
   /// On train begin, restore from `resume` (default: the latest complete checkpoint; nothing
   /// there: start fresh). Off: never resume.
   bool resume_enabled = true;
@@ -39,7 +40,7 @@ struct CheckpointCallbackOptions {
 /// Not thread-safe: the training thread calls its hooks. Hooks that save or load are collective
 /// over the manager's group (every rank calls them at the same steps, which the loop ensures by
 /// running the same steps everywhere). Throws CheckpointError when a save or load fails.
-class CheckpointCallback : public TrainingCallback {
+class DCPP_API CheckpointCallback : public TrainingCallback {
  public:
   /// Installs the preemption handler for options.preemption_signals.
   explicit CheckpointCallback(std::shared_ptr<CheckpointManager> manager,

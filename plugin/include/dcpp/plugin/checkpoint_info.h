@@ -8,6 +8,8 @@
 // is exactly `step-<8 digits>` (or `export-step-<8 digits>`) and both files are present: temporary
 // directories (`*.incomplete`) and directories being deleted (`*.deleting`) never are.
 
+#include <dcpp/core/export.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -22,7 +24,7 @@ namespace dcpp {
 using ContentMetadata = std::map<std::string, std::string>;
 
 /// The manifest of one managed checkpoint.
-struct CheckpointInfo {
+struct DCPP_API CheckpointInfo {
   std::filesystem::path path;
   int64_t step = 0;
   int64_t epoch = 0;
@@ -40,17 +42,17 @@ struct CheckpointInfo {
 };
 
 /// `step-00001200` for step 1200 (8 digits, more when the step needs them).
-std::string step_directory_name(int64_t step);
+DCPP_API std::string step_directory_name(int64_t step);
 
 /// Reads `path/dcpp_checkpoint.json`. Blocking file I/O; thread-safe. Throws CheckpointError naming
 /// the file when it is missing or malformed.
-CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
+DCPP_API CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
 
 /// The complete checkpoints of kind "full" under `root`, ascending by step (an empty list when
 /// `root` does not exist). Never returns a temporary or half-deleted directory. Thread-safe.
-std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
+DCPP_API std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
 
 /// The complete "full" checkpoint with the highest step under `root`, if any.
-std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
+DCPP_API std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
 
 }  // namespace dcpp

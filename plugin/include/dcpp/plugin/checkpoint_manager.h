@@ -17,6 +17,7 @@
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/checkpoint/filesystem_writer.h>
+#include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
@@ -37,7 +38,7 @@
 
 namespace dcpp {
 
-struct CheckpointManagerOptions {
+struct DCPP_API CheckpointManagerOptions {
   /// The directory holding the step checkpoints (created when missing).
   std::filesystem::path root;
   /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
@@ -111,7 +112,7 @@ struct CheckpointManagerOptions {
 };
 
 /// What one save records along with the state.
-struct SaveRequest {
+struct DCPP_API SaveRequest {
   int64_t step = 0;
   int64_t epoch = 0;
   std::map<std::string, double> metrics;
@@ -119,7 +120,7 @@ struct SaveRequest {
 };
 
 /// The two moments of a managed save.
-struct ManagedSave {
+struct DCPP_API ManagedSave {
   /// The directory the checkpoint has once committed.
   std::filesystem::path path;
   /// Completes when the training loop may change its tensors again.
@@ -135,7 +136,7 @@ struct ManagedSave {
 };
 
 /// Timings of one save as this rank saw them (the report of the demo, the metrics file).
-struct SaveRecord {
+struct DCPP_API SaveRecord {
   int64_t step = 0;
   std::string kind;
   bool async = false;
@@ -146,7 +147,7 @@ struct SaveRecord {
 };
 
 /// Which checkpoint restore() loads.
-struct RestoreRequest {
+struct DCPP_API RestoreRequest {
   /// A given checkpoint directory; else the given `step`; else the latest complete one.
   std::filesystem::path path;
   std::optional<int64_t> step;
@@ -164,7 +165,7 @@ struct RestoreRequest {
 /// for several ranks is collective over the manager's process group: call it on every rank, in the
 /// same order, from the training thread. Not thread-safe (one training thread); its background
 /// thread (finishing async saves, pruning) is internal.
-class CheckpointManager {
+class DCPP_API CheckpointManager {
  public:
   /// Collective (makes the groups from `store`, then a barrier): the coordinator first removes the
   /// `.incomplete` and `.deleting` directories an earlier killed job left under the root. Throws

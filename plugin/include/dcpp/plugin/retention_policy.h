@@ -1,6 +1,7 @@
 #pragma once
 // Which managed checkpoints to keep: the latest K, every P-th step forever, the best K by a metric.
 
+#include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_info.h>
 
 #include <cstdint>
@@ -11,7 +12,7 @@ namespace dcpp {
 
 /// A checkpoint is kept when any rule keeps it; the latest complete checkpoint is always kept.
 /// With every rule off (the default) nothing is ever deleted.
-struct RetentionPolicy {
+struct DCPP_API RetentionPolicy {
   /// Keep the `keep_latest` checkpoints with the highest steps; 0: this rule is off.
   int keep_latest = 0;
   /// Keep forever every checkpoint whose step is a multiple of `keep_every_steps`; 0: off.
@@ -43,7 +44,7 @@ struct RetentionPolicy {
 
 /// The checkpoints of `checkpoints` (complete, any order) that `policy` does not keep, ascending
 /// by step. Pure function; never throws.
-std::vector<CheckpointInfo> checkpoints_to_delete(std::vector<CheckpointInfo> checkpoints,
-                                                  const RetentionPolicy& policy);
+DCPP_API std::vector<CheckpointInfo> checkpoints_to_delete(std::vector<CheckpointInfo> checkpoints,
+                                                           const RetentionPolicy& policy);
 
 }  // namespace dcpp

@@ -1,6 +1,7 @@
 #pragma once
 // TrainingCallback: the hooks a C++ training loop calls, and CallbackList to call several.
 
+#include <dcpp/core/export.h>
 #include <dcpp/plugin/training_context.h>
 
 #include <exception>
@@ -12,7 +13,7 @@ namespace dcpp {
 /// Hooks of a training loop, all called on the training thread with the loop's context. Every
 /// hook does nothing by default. A hook may throw (the loop decides what to do; on_exception is
 /// for cleaning up, and should not throw).
-class TrainingCallback {
+class DCPP_API TrainingCallback {
  public:
   virtual ~TrainingCallback() = default;
   /// Before the first step (a checkpoint callback resumes here: context.step may change).
@@ -27,7 +28,7 @@ class TrainingCallback {
 };
 
 /// Calls each callback's hook in order (on_exception: all of them, swallowing their errors).
-class CallbackList : public TrainingCallback {
+class DCPP_API CallbackList : public TrainingCallback {
  public:
   CallbackList() = default;
   explicit CallbackList(std::vector<std::shared_ptr<TrainingCallback>> callbacks)

@@ -2,6 +2,7 @@
 // TrainingContext: what a training loop shares with its callbacks — where it is (step, epoch),
 // how it goes (metrics) and what makes up its state (the Stateful things to checkpoint).
 
+#include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/stateful.h>
@@ -15,7 +16,7 @@ namespace dcpp {
 
 /// Owned by the training loop; callbacks read and change it from the training thread only
 /// (not thread-safe, except request_stop() and should_stop()).
-class TrainingContext {
+class DCPP_API TrainingContext {
  public:
   /// Optimizer steps completed so far (the loop increments it before on_step_end). A callback that
   /// resumes sets it to the restored step.

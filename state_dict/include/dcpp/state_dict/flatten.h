@@ -1,6 +1,7 @@
 #pragma once
 // Flattening a nested state dict to dotted keys and back, with DCP 2.4+'s rules.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <cstdint>
@@ -15,11 +16,11 @@ using PathElement = std::variant<std::string, int64_t>;
 using ObjectPath = std::vector<PathElement>;
 
 /// "a.0.b" for ("a", 0, "b"): DCP's `".".join(map(str, path))`.
-std::string join_path(const ObjectPath& path);
+DCPP_API std::string join_path(const ObjectPath& path);
 
 /// A leaf of a flattened state dict. `value` points into the tree that was flattened and stays
 /// valid while that tree is neither destroyed nor restructured.
-struct FlatEntry {
+struct DCPP_API FlatEntry {
   std::string key;
   ObjectPath path;
   StateValue* value;
@@ -30,14 +31,14 @@ struct FlatEntry {
 /// lists, a dict; other lists and every tuple are single leaves. Stateful objects must have been
 /// resolved to their state dicts before. Throws CheckpointError naming the key when two paths join
 /// to the same dotted key (e.g. {"a.b": x, "a": {"b": y}}) or a Stateful is met.
-std::vector<FlatEntry> flatten_state_dict(StateDict& state_dict);
+DCPP_API std::vector<FlatEntry> flatten_state_dict(StateDict& state_dict);
 
 /// Stores `value` at `path` in `root`, creating dicts (for string steps) and lists (for integer
 /// steps, padded with None) on the way: DCP's `set_element`. Throws CheckpointError when the path
 /// runs into a value of another kind.
-void set_element(StateDict& root, const ObjectPath& path, StateValue value);
+DCPP_API void set_element(StateDict& root, const ObjectPath& path, StateValue value);
 
 /// The value at `path`, or nullptr.
-StateValue* find_element(StateDict& root, const ObjectPath& path);
+DCPP_API StateValue* find_element(StateDict& root, const ObjectPath& path);
 
 }  // namespace dcpp

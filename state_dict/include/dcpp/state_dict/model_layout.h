@@ -4,6 +4,8 @@
 // wrappers (parallel/: data parallel, fully sharded, pipeline stage) describe themselves through it,
 // and so can any other layout.
 
+#include <dcpp/core/export.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -14,7 +16,7 @@
 namespace dcpp {
 
 /// One parameter or buffer of the unparallelized model, as this process holds it.
-struct ParameterPlacement {
+struct DCPP_API ParameterPlacement {
   /// The fully qualified name in the unparallelized model, e.g. "layers.0.attn.in_proj.weight".
   std::string fqn;
   /// The tensor this process trains with and its optimizer steps: the whole tensor when it is
@@ -38,7 +40,7 @@ struct ParameterPlacement {
 /// processes of `process_group()` are disjoint and together cover the whole tensor; a whole tensor
 /// listed by several processes holds equal values on each (replication). A pipeline stage lists
 /// only the tensors it owns.
-class ModelLayout {
+class DCPP_API ModelLayout {
  public:
   virtual ~ModelLayout() = default;
 

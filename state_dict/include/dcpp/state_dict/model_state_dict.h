@@ -2,6 +2,7 @@
 // The model's state dict keyed by the FQNs of the unparallelized model: DCP's
 // `get_model_state_dict` / `set_model_state_dict`.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/state_dict_options.h>
@@ -16,7 +17,7 @@ class Module;
 namespace dcpp {
 
 /// What set_model_state_dict found on one side only (PyTorch's `_IncompatibleKeys`).
-struct IncompatibleKeys {
+struct DCPP_API IncompatibleKeys {
   /// Keys of the model (this process's placements) that the state dict lacks.
   std::vector<std::string> missing_keys;
   /// Keys of the state dict that the model (this process's placements) lacks.
@@ -35,9 +36,11 @@ struct IncompatibleKeys {
 /// the result, the others an empty dict); ignore_frozen_params leaves out parameters that do not
 /// require grad. Throws CheckpointError when a collective fails or the ranks' sharded tensors do
 /// not agree.
-StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions& options = {});
+DCPP_API StateDict get_model_state_dict(const ModelLayout& layout,
+                                        const StateDictOptions& options = {});
 /// The same with plain_layout(module).
-StateDict get_model_state_dict(torch::nn::Module& module, const StateDictOptions& options = {});
+DCPP_API StateDict get_model_state_dict(torch::nn::Module& module,
+                                        const StateDictOptions& options = {});
 
 /// Copies `state_dict` into the model's tensors in place (no autograd). A whole tensor's value is
 /// a tensor of its shape; a sharded tensor's value is a ShardedTensor of its global shape holding
@@ -51,10 +54,12 @@ StateDict get_model_state_dict(torch::nn::Module& module, const StateDictOptions
 /// over the process group and every rank applies it (collective). Throws CheckpointError naming
 /// the key on a shape mismatch or a value that is not a tensor. Blocking; not thread-safe against
 /// training on the same model.
-IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict& state_dict,
-                                      const StateDictOptions& options = {});
+DCPP_API IncompatibleKeys set_model_state_dict(const ModelLayout& layout,
+                                               const StateDict& state_dict,
+                                               const StateDictOptions& options = {});
 /// The same with plain_layout(module).
-IncompatibleKeys set_model_state_dict(torch::nn::Module& module, const StateDict& state_dict,
-                                      const StateDictOptions& options = {});
+DCPP_API IncompatibleKeys set_model_state_dict(torch::nn::Module& module,
+                                               const StateDict& state_dict,
+                                               const StateDictOptions& options = {});
 
 }  // namespace dcpp

@@ -4,6 +4,7 @@
 // back. dcpp registers codecs for SGD, Adam, AdamW, Adagrad, RMSprop and LBFGS; register one for
 // your own optimizer type to make get/set_optimizer_state_dict work with it.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <torch/optim/optimizer.h>
@@ -17,7 +18,7 @@ namespace dcpp {
 
 /// Converts one optimizer type's state. Implementations must be stateless (or immutable): one
 /// instance serves every optimizer of its type, from any thread.
-class OptimizerStateCodec {
+class DCPP_API OptimizerStateCodec {
  public:
   virtual ~OptimizerStateCodec() = default;
 
@@ -70,7 +71,7 @@ class OptimizerStateCodec {
 
 /// Registers `codec` for optimizers whose dynamic type is exactly `optimizer_type`, replacing any
 /// codec registered for it. Thread-safe.
-void register_optimizer_state_codec(std::type_index optimizer_type,
+DCPP_API void register_optimizer_state_codec(std::type_index optimizer_type,
                                     std::shared_ptr<const OptimizerStateCodec> codec);
 
 /// register_optimizer_state_codec(typeid(OptimizerType), codec).
@@ -82,21 +83,21 @@ void register_optimizer_state_codec(std::shared_ptr<const OptimizerStateCodec> c
 /// The codec for `optimizer`: the one registered for its dynamic type, else the built-in one of
 /// the libtorch optimizer it derives from. Throws CheckpointError naming the type when there is
 /// none. Thread-safe.
-std::shared_ptr<const OptimizerStateCodec> find_optimizer_state_codec(
+DCPP_API std::shared_ptr<const OptimizerStateCodec> find_optimizer_state_codec(
     const torch::optim::Optimizer& optimizer);
 
 // ---- Helpers for codecs: read a saved value whatever type Python gave it ----------------------
 
 /// A number from an int, float or bool value, or a one-element tensor. Throws CheckpointError
 /// naming `key` otherwise.
-double state_number(const StateValue& value, const std::string& key);
+DCPP_API double state_number(const StateValue& value, const std::string& key);
 /// state_number rounded to an integer.
-int64_t state_int(const StateValue& value, const std::string& key);
+DCPP_API int64_t state_int(const StateValue& value, const std::string& key);
 /// A bool from a bool (or number) value.
-bool state_bool(const StateValue& value, const std::string& key);
+DCPP_API bool state_bool(const StateValue& value, const std::string& key);
 /// The tensor of a tensor value (or a 0-d double tensor from a number). Throws otherwise.
-at::Tensor state_tensor(const StateValue& value, const std::string& key);
+DCPP_API at::Tensor state_tensor(const StateValue& value, const std::string& key);
 /// `state.at(key)`, throwing CheckpointError "optimizer state has no '<key>'" when absent.
-const StateValue& required(const StateDict& state, const std::string& key);
+DCPP_API const StateValue& required(const StateDict& state, const std::string& key);
 
 }  // namespace dcpp

@@ -4,6 +4,7 @@
 // TensorImpl address; these key it by parameter name, in DCP's layout, so it survives a change of
 // process or parallel layout and is read by Python's `set_optimizer_state_dict`.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/state_dict_options.h>
@@ -29,8 +30,9 @@ namespace dcpp {
 /// parameter has a gradient, one step is taken with zero gradients and a learning rate of 0 (then
 /// the gradients are reset to undefined). This mutates the optimizer, hence the non-const
 /// reference. Throws CheckpointError when no codec handles the optimizer's type.
-StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer& optimizer,
-                                   const StateDictOptions& options = {});
+DCPP_API StateDict get_optimizer_state_dict(const ModelLayout& layout,
+                                            torch::optim::Optimizer& optimizer,
+                                            const StateDictOptions& options = {});
 
 /// Replaces the optimizer's state and param-group options by `state_dict` (either layout; from
 /// dcpp or from Python's `get_optimizer_state_dict`). State tensors may be ShardedTensors holding
@@ -41,12 +43,14 @@ StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Opti
 /// saved options throw a CheckpointError listing them before anything changes; without strict,
 /// such parameters are left without state (as Python's load_state_dict does) and the rest is
 /// applied. broadcast_from_rank0: rank 0's state dict is broadcast (collective). Blocking.
-void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer& optimizer,
-                              const StateDict& state_dict, const StateDictOptions& options = {});
+DCPP_API void set_optimizer_state_dict(const ModelLayout& layout,
+                                       torch::optim::Optimizer& optimizer,
+                                       const StateDict& state_dict,
+                                       const StateDictOptions& options = {});
 
 /// DCP's `_init_optim_state`: the lazy initialization described above, exposed for callers that
 /// want in-place loading targets before the first step. Does nothing when the optimizer has state
 /// or any parameter has a gradient.
-void init_optimizer_state(torch::optim::Optimizer& optimizer);
+DCPP_API void init_optimizer_state(torch::optim::Optimizer& optimizer);
 
 }  // namespace dcpp

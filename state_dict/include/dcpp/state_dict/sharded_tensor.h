@@ -1,6 +1,8 @@
 #pragma once
 // A tensor of which this process holds only some pieces, in the global tensor's coordinates.
 
+#include <dcpp/core/export.h>
+
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -11,7 +13,7 @@ namespace dcpp {
 
 /// One locally held piece of a sharded tensor: `tensor` covers the global box that starts at
 /// `offsets` and has `tensor.sizes()`.
-struct Shard {
+struct DCPP_API Shard {
   at::Tensor tensor;
   std::vector<int64_t> offsets;
 };
@@ -20,7 +22,7 @@ struct Shard {
 /// several). Shards of all processes together cover the tensor; the same box may be held by several
 /// processes (replication) and is then saved once. Shard tensors share storage with the caller's
 /// tensors: loading writes into them in place.
-class ShardedTensor {
+class DCPP_API ShardedTensor {
  public:
   ShardedTensor() = default;
   /// Throws CheckpointError if a shard's rank, dtype or bounds do not fit `global_shape`. `dtype`

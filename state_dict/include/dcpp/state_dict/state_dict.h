@@ -1,6 +1,7 @@
 #pragma once
 // The state dict: a nested, insertion-ordered tree of named values, as DCP's `STATE_DICT_TYPE`.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/sharded_tensor.h>
 
 #include <ATen/core/Tensor.h>
@@ -21,7 +22,7 @@ class StateValue;
 
 /// An insertion-ordered map from string keys to values; keys are unique. Value semantics: copying
 /// a StateDict copies the tree, while tensors in it keep sharing storage (as tensors do).
-class StateDict {
+class DCPP_API StateDict {
  public:
   struct Item;
   using iterator = std::vector<Item>::iterator;
@@ -61,7 +62,7 @@ class StateDict {
 
 /// A list of values. DCP flattens a list into its elements when it holds a tensor or (through
 /// nested lists) a dict; otherwise the whole list is one value, saved as bytes.
-class StateList {
+class DCPP_API StateList {
  public:
   StateList();
   StateList(std::initializer_list<StateValue> values);
@@ -89,7 +90,7 @@ class StateList {
 /// string, or a tuple (tuples are always leaves, as in DCP) or list of those. Constructing from an
 /// IValue sorts it into the right kind: a tensor becomes a tensor, a dict with string keys a
 /// StateDict, a list a StateList; anything else stays a leaf.
-class StateValue {
+class DCPP_API StateValue {
  public:
   enum class Kind { kValue, kTensor, kShardedTensor, kDict, kList, kStateful };
 
@@ -148,7 +149,7 @@ class StateValue {
       node_;
 };
 
-struct StateDict::Item {
+struct DCPP_API StateDict::Item {
   std::string key;
   StateValue value;
 };

@@ -6,7 +6,7 @@ namespace dcpp {
 
 /// How get_*_state_dict build a state dict and set_*_state_dict apply one. A plain aggregate with
 /// fluent setters: `StateDictOptions().with_full_state_dict(true).with_cpu_offload(true)`.
-struct StateDictOptions {
+struct DCPP_API StateDictOptions {
   /// get: sharded tensors (and the optimizer state of sharded parameters) are gathered over the
   /// layout's process group into whole tensors on every rank (collective: every rank of the group
   /// must call). set: the given state dict holds whole tensors; each rank takes its piece.

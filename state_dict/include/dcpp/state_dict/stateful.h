@@ -1,6 +1,7 @@
 #pragma once
 // Objects that checkpoint themselves: DCP's `Stateful` protocol.
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <string>
@@ -11,7 +12,7 @@ namespace dcpp {
 /// loader position, a user object. `save` calls `state_dict()` and saves what it returns; `load`
 /// calls `state_dict()` to learn what to load, loads into that dict in place (tensors are copied
 /// into the tensors it holds, other values replaced), then passes it to `load_state_dict()`.
-class Stateful {
+class DCPP_API Stateful {
  public:
   virtual ~Stateful() = default;
   virtual StateDict state_dict() = 0;

@@ -2,6 +2,7 @@
 // The one place dcpp asks Stateful objects for their state: swapped in place (load) or resolved into
 // a copy (save, staging, the manager).
 
+#include <dcpp/core/export.h>
 #include <dcpp/state_dict/flatten.h>
 #include <dcpp/state_dict/state_dict.h>
 
@@ -17,7 +18,7 @@ namespace dcpp {
 /// Exception safety: when a state_dict() throws, the constructor puts back every Stateful it had
 /// swapped and throws a CheckpointError naming the key; the caller's dict is as it was, so a retry
 /// sees its Statefuls again.
-class StatefulSwap {
+class DCPP_API StatefulSwap {
  public:
   struct Swapped {
     StateValue* slot;                   // holds the Stateful's dict while swapped
@@ -52,6 +53,6 @@ class StatefulSwap {
 /// A copy of `state_dict` with every Stateful (at any depth) replaced by the dict its state_dict()
 /// returned. Tensors are shared with the originals, not copied. Throws CheckpointError naming the
 /// key when a state_dict() throws.
-StateDict resolve_statefuls(const StateDict& state_dict);
+DCPP_API StateDict resolve_statefuls(const StateDict& state_dict);
 
 }  // namespace dcpp
