@@ -228,9 +228,10 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
     auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
     global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
     if (global_plans.size() != 1) {
-      throw CheckpointError("rank " + std::to_string(rank) +
-                            ": the global plan of a save without collectives must be one plan, not " +
-                            std::to_string(global_plans.size()));
+      throw CheckpointError(
+          "rank " + std::to_string(rank) +
+          ": the global plan of a save without collectives must be one plan, not " +
+          std::to_string(global_plans.size()) + "; the save planner must return one plan");
     }
     const SavePlan final_plan = planner->finish_plan(std::move(global_plans.front()));
     std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
