@@ -1,7 +1,7 @@
 // Staging one state dict: resolve Stateful objects (on the calling thread), match each tensor (and
 // shard) to a reusable buffer, and copy in pieces. Contiguous CPU tensors are copied with memcpy in
-// byte ranges, so several threads can share one large tensor; anything else (non-contiguous, on CUDA) is one piece
-// copied by libtorch (synchronously, so the copy is complete when the piece returns).
+// byte ranges, so several threads can share one large tensor; anything else (non-contiguous, on
+// CUDA) is one piece copied by libtorch (synchronously, so the copy is complete when it returns).
 
 #include "staging_job.h"
 
