@@ -15,6 +15,8 @@ std::string describe(const std::exception& error) {
 StateDict state_of(Stateful& stateful, const ObjectPath& path) {
   try {
     return stateful.state_dict();
+  } catch (const CheckpointError&) {
+    throw;  // dcpp's own error type (a user's subclass too) passes as it is
   } catch (const std::exception& error) {
     throw CheckpointError("key '" + join_path(path) + "': its Stateful's state_dict() threw: " +
                           describe(error));

@@ -16,8 +16,9 @@ namespace dcpp {
 /// place. The destructor puts every Stateful back, whatever happened in between.
 ///
 /// Exception safety: when a state_dict() throws, the constructor puts back every Stateful it had
-/// swapped and throws a CheckpointError naming the key; the caller's dict is as it was, so a retry
-/// sees its Statefuls again.
+/// swapped and throws: a CheckpointError (or subclass) as it is, anything else as a CheckpointError
+/// naming the key and keeping the message. The caller's dict is as it was, so a retry sees its
+/// Statefuls again.
 class DCPP_API StatefulSwap {
  public:
   struct Swapped {
@@ -51,8 +52,8 @@ class DCPP_API StatefulSwap {
 };
 
 /// A copy of `state_dict` with every Stateful (at any depth) replaced by the dict its state_dict()
-/// returned. Tensors are shared with the originals, not copied. Throws CheckpointError naming the
-/// key when a state_dict() throws.
+/// returned. Tensors are shared with the originals, not copied. Throws as StatefulSwap does when a
+/// state_dict() throws.
 DCPP_API StateDict resolve_statefuls(const StateDict& state_dict);
 
 }  // namespace dcpp
