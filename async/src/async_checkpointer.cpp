@@ -14,6 +14,7 @@
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
 
+#include "exception_message.h"
 #include "logging.h"
 #include "thread_priority.h"
 
@@ -28,18 +29,6 @@
 namespace dcpp {
 
 namespace {
-
-std::string message_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const c10::Error& failure) {
-    return failure.what_without_backtrace();
-  } catch (const std::exception& failure) {
-    return failure.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
 
 // Fails the save while planning with the staging error, so that every rank learns of it.
 class StagingFailedPlanner final : public SavePlanner {
@@ -206,7 +195,8 @@ class AsyncCheckpointer::Impl {
       if (staging_error) {
         if (group_ && group_->getSize() > 1) {
           // Let every rank fail now rather than wait for this one until the timeout.
-          save_options.planner = std::make_shared<StagingFailedPlanner>(message_of(staging_error));
+          save_options.planner =
+              std::make_shared<StagingFailedPlanner>(detail::exception_message(staging_error));
           save(StateDict(), *writer, save_options);
         }
         std::rethrow_exception(staging_error);
@@ -217,8 +207,8 @@ class AsyncCheckpointer::Impl {
       return std::current_exception();
     } catch (...) {
       return std::make_exception_ptr(CheckpointError(
-          "async save to " + job.where + " failed: " + message_of(std::current_exception()) +
-          "; nothing was committed"));
+          "async save to " + job.where + " failed: " +
+          detail::exception_message(std::current_exception()) + "; nothing was committed"));
     }
   }
 

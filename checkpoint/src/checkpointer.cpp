@@ -14,6 +14,7 @@
 #include <dcpp/checkpoint/huggingface_storage.h>
 
 #include "collectives.h"
+#include "exception_message.h"
 #include "load_scratch.h"
 #include "metadata_pickle.h"
 #include "plan_codec.h"
@@ -67,25 +68,12 @@ void drop_optional_keys_missing_from(const StatefulSwap& statefuls, const Metada
     StateDict& dict = candidate.swapped->slot->dict();
     const ObjectPath parent(candidate.relative.begin(), candidate.relative.end() - 1);
     StateValue* holder = parent.empty() ? nullptr : find_element(dict, parent);
-    StateDict* container = parent.empty() ? &dict
+    StateDict* container = parent.empty()                           ? &dict
                            : holder != nullptr && holder->is_dict() ? &holder->dict()
                                                                     : nullptr;
     if (container != nullptr) {
       container->erase(std::get<std::string>(candidate.relative.back()));
     }
-  }
-}
-
-// The message of the exception being handled: c10::Error's without its backtrace.
-std::string current_exception_message() {
-  try {
-    throw;
-  } catch (const c10::Error& failure) {
-    return failure.what_without_backtrace();
-  } catch (const std::exception& failure) {
-    return failure.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
   }
 }
 
@@ -106,7 +94,8 @@ auto run_alone(int rank, const char* operation, const char* step, const Local& l
     throw;
   } catch (...) {
     throw step_failed(operation, step,
-                      "rank " + std::to_string(rank) + ": " + current_exception_message());
+                      "rank " + std::to_string(rank) + ": " +
+                          detail::exception_message(std::current_exception()));
   }
 }
 
@@ -135,7 +124,7 @@ std::vector<std::string> exchange(detail::Collectives& ranks, const char* operat
   try {
     payload = local();
   } catch (...) {
-    error = current_exception_message();
+    error = detail::exception_message(std::current_exception());
   }
   std::vector<std::string> replies = ranks.all_gather(detail::encode_strings({error, payload}));
   std::vector<std::string> payloads;
@@ -166,12 +155,12 @@ std::string from_coordinator(detail::Collectives& ranks, int coordinator, const 
     try {
       message = detail::encode_strings({"", local()});
     } catch (...) {
-      message = detail::encode_strings({current_exception_message(), ""});
+      message = detail::encode_strings({detail::exception_message(std::current_exception()), ""});
     }
   }
   const std::string sender = "the coordinator (rank " + std::to_string(coordinator) + ")";
-  std::vector<std::string> reply = decode_step_message(ranks.broadcast(message, coordinator),
-                                                       operation, step, sender);
+  std::vector<std::string> reply =
+      decode_step_message(ranks.broadcast(message, coordinator), operation, step, sender);
   if (!reply[0].empty()) {
     throw step_failed(operation, step, "rank " + std::to_string(coordinator) + ": " + reply[0]);
   }
@@ -301,8 +290,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
     }
     return detail::encode_metadata_message(metadata);
   });
-  return is_coordinator ? metadata
-                        : detail::decode_metadata_message(committed);
+  return is_coordinator ? metadata : detail::decode_metadata_message(committed);
 }
 
 namespace {

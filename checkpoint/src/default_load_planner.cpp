@@ -156,15 +156,13 @@ class DefaultLoadPlanner : public LoadPlanner {
   [[noreturn]] static void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
                                            const TensorStorageMetadata& saved, int64_t covered) {
     const std::vector<int64_t> sizes = chunk.tensor.sizes().vec();
-    const std::string local = "the local chunk at offsets " +
-                              detail::shape_string(chunk.offsets) + " of sizes " +
-                              detail::shape_string(sizes);
+    const std::string local = "the local chunk at offsets " + detail::shape_string(chunk.offsets) +
+                              " of sizes " + detail::shape_string(sizes);
     const auto region = detail::uncovered_region(chunk.offsets, sizes, saved.chunks);
     if (!region) {
-      throw CheckpointError("key '" + key + "': the saved chunks cover " +
-                            std::to_string(covered) + " of the " +
-                            std::to_string(chunk.tensor.numel()) + " elements of " + local +
-                            "; the checkpoint is incomplete or its chunks overlap");
+      throw CheckpointError("key '" + key + "': the saved chunks cover " + std::to_string(covered) +
+                            " of the " + std::to_string(chunk.tensor.numel()) + " elements of " +
+                            local + "; the checkpoint is incomplete or its chunks overlap");
     }
     throw CheckpointError(
         "key '" + key + "': no saved chunk holds elements " +
@@ -238,8 +236,8 @@ class EmptyStateDictLoadPlanner final : public DefaultLoadPlanner {
     if (!state_dict.empty()) {
       throw CheckpointError(
           "the empty-state-dict load planner (load_from_keys) builds its state dict from the "
-          "checkpoint, but was given one with " + std::to_string(state_dict.size()) +
-          " keys (the first: '" + state_dict.begin()->key +
+          "checkpoint, but was given one with " +
+          std::to_string(state_dict.size()) + " keys (the first: '" + state_dict.begin()->key +
           "'); pass an empty StateDict, or load into this one with the default planner");
     }
     std::unordered_map<std::string, const ObjectPath*> paths;

@@ -100,9 +100,10 @@ class FileSystemWriter final : public StorageWriter {
     }
     if (options_.compression == Compression::kZstd &&
         (options_.compression_level < 1 || options_.compression_level > 19)) {
-      throw CheckpointError("FileSystemWriterOptions::compression_level must be 1 to 19 for "
-                            "zstd, not " +
-                            std::to_string(options_.compression_level));
+      throw CheckpointError(
+          "FileSystemWriterOptions::compression_level must be 1 to 19 for "
+          "zstd, not " +
+          std::to_string(options_.compression_level));
     }
   }
 
@@ -140,8 +141,7 @@ class FileSystemWriter final : public StorageWriter {
 
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
     if (local_rank_) {
-      const std::string tag =
-          fs::exists(directory_ / metadata_file()) ? random_tag() + "_" : "";
+      const std::string tag = fs::exists(directory_ / metadata_file()) ? random_tag() + "_" : "";
       for (SavePlan& plan : plans) {
         plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
       }
@@ -226,8 +226,7 @@ class FileSystemWriter final : public StorageWriter {
   }
   std::string metadata_temp_file() const { return metadata_file() + ".tmp"; }
   std::string checksum_file() const {
-    return local_rank_ ? detail::rank_checksum_file_name(*local_rank_)
-                       : detail::kChecksumFileName;
+    return local_rank_ ? detail::rank_checksum_file_name(*local_rank_) : detail::kChecksumFileName;
   }
   std::string checksum_temp_file() const { return checksum_file() + ".tmp"; }
 
@@ -307,9 +306,9 @@ class FileSystemWriter final : public StorageWriter {
         WriteResult result;
         result.index = item->index;
         result.size_in_bytes = static_cast<int64_t>(written.length);
-        result.storage_data = StorageInfo{name, static_cast<int64_t>(offset),
-                                          static_cast<int64_t>(written.length),
-                                          std::move(descriptors)};
+        result.storage_data =
+            StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length),
+                        std::move(descriptors)};
         result.crc32 = written.crc32;
         results.push_back(std::move(result));
       }

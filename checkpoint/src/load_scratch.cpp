@@ -40,8 +40,7 @@ bool same_layout(const at::Tensor& target, const at::Tensor& loaded) {
 }
 
 void apply_value(StateValue& target, const StateValue& loaded) {
-  if (target.is_tensor() && loaded.is_tensor() &&
-      same_layout(target.tensor(), loaded.tensor())) {
+  if (target.is_tensor() && loaded.is_tensor() && same_layout(target.tensor(), loaded.tensor())) {
     if (!target.tensor().is_same(loaded.tensor())) {
       target.tensor().copy_(loaded.tensor());
     }

@@ -65,13 +65,13 @@ struct DCPP_API LoadOptions {
   int coordinator_rank = 0;
   /// Read and verify everything into scratch copies first, and copy into the state dict's tensors
   /// (and hand Statefuls their state) only once every rank has succeeded: a failed load, on any
-  /// rank, leaves every rank's state dict exactly as it was. Costs one extra copy, on its device, of
-  /// every tensor in the state dict being loaded while the load runs, and a copy back at the end.
-  /// (Only a throwing load_state_dict() or copy in that last step can still fail on one rank after
-  /// others applied theirs; every rank then throws.) Off (the default), the reader writes straight
-  /// into the tensors: a failure found while reading (a corrupt chunk, another rank failing) leaves
-  /// some tensors loaded and others not, and each rank whose own reads succeeded has already handed
-  /// its Statefuls their state.
+  /// rank, leaves every rank's state dict exactly as it was. Costs one extra copy, on its device,
+  /// of every tensor in the state dict being loaded while the load runs, and a copy back at the
+  /// end. (Only a throwing load_state_dict() or copy in that last step can still fail on one rank
+  /// after others applied theirs; every rank then throws.) Off (the default), the reader writes
+  /// straight into the tensors: a failure found while reading (a corrupt chunk, another rank
+  /// failing) leaves some tensors loaded and others not, and each rank whose own reads succeeded
+  /// has already handed its Statefuls their state.
   bool all_or_nothing = false;
 };
 
@@ -84,32 +84,32 @@ struct DCPP_API LoadOptions {
 /// Without collectives (SaveOptions::use_collectives = false) each rank saves alone and a failure
 /// throws on that rank only.
 DCPP_API Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
-              const SaveOptions& options = {});
+                       const SaveOptions& options = {});
 DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
-              const SaveOptions& options = {});
+                       const SaveOptions& options = {});
 
 /// Loads a checkpoint into `state_dict` in place: tensors (plain or sharded, any sharding) are
 /// filled from the saved chunks, whatever sharding saved them; other values are replaced; Stateful
 /// values get `load_state_dict()` with their loaded state (less the keys the checkpoint lacks that
 /// the Stateful says may be missing: `Stateful::may_be_missing`). Dtypes and global shapes must
 /// match. Throws CheckpointError listing missing keys (unless `allow_partial_load`) and naming the
-/// key and file on any mismatch or corruption; with a process group, every rank throws, listing each
-/// failed rank, including a Stateful's load_state_dict() that threw on one rank. What a failed load
-/// leaves in `state_dict`: LoadOptions::all_or_nothing. Returns the keys found on one side only.
-/// The path overload reads DCP's layout, or,
-/// when `directory` has no `.metadata` but `model.safetensors.index.json` or `*.safetensors` files,
-/// a Hugging Face directory (make_huggingface_reader, with `options.file_system.thread_count`).
+/// key and file on any mismatch or corruption; with a process group, every rank throws, listing
+/// each failed rank, including a Stateful's load_state_dict() that threw on one rank. What a failed
+/// load leaves in `state_dict`: LoadOptions::all_or_nothing. Returns the keys found on one side
+/// only. The path overload reads DCP's layout, or, when `directory` has no `.metadata` but
+/// `model.safetensors.index.json` or `*.safetensors` files, a Hugging Face directory
+/// (make_huggingface_reader, with `options.file_system.thread_count`).
 DCPP_API LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
-                const LoadOptions& options = {});
+                         const LoadOptions& options = {});
 DCPP_API LoadReport load(StateDict& state_dict, StorageReader& storage_reader,
-                const LoadOptions& options = {});
+                         const LoadOptions& options = {});
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
 /// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face
 /// directories too (its keys stay flat: "model.embed.weight").
 DCPP_API StateDict load_from_keys(const std::filesystem::path& directory,
-                         const std::vector<std::string>& keys = {},
-                         const FileSystemReaderOptions& options = {});
+                                  const std::vector<std::string>& keys = {},
+                                  const FileSystemReaderOptions& options = {});
 
 /// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
 /// For a checkpoint saved without collectives (`__<rank>.metadata` files, no `.metadata`), the
