@@ -89,5 +89,6 @@ int main(int argc, char** argv) {
                   c.metrics.count("loss") ? c.metrics.at("loss") : 0.0);
     }
   }
-  return 0;
+  // Preempted (SIGTERM or SIGUSR1: saved, then stopped): not finished, so not exit status 0.
+  return checkpoints.preempted() ? dcpp::CheckpointCallback::kPreemptedExitCode : 0;
 }

@@ -6,7 +6,9 @@
 //
 // At step SIGNAL_STEP, rank SIGNAL_RANK (default 0) sends itself SIGTERM. Every rank prints
 // "rank R resumed at step S" (when it resumed), then "rank R preempted at step S" or
-// "rank R finished at step S", and at the end the parameters' checksum.
+// "rank R finished at step S", and at the end the parameters' checksum. A preempted run exits
+// with CheckpointCallback::kPreemptedExitCode (75), so that a scheduler requeues it rather than
+// take it for finished; Ctrl-C (SIGINT) preempts too.
 
 #include <dcpp/dcpp.h>
 
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   if (distributed) options.with_store(store, env.rank, env.world_size);
   auto manager = std::make_shared<dcpp::CheckpointManager>(options);
   dcpp::CheckpointCallbackOptions callback_options;
-  callback_options.preemption_signals = {SIGTERM, SIGUSR1};
+  callback_options.preemption_signals = {SIGTERM, SIGUSR1, SIGINT};
   callback_options.save_at_end = true;
   dcpp::CheckpointCallback checkpoints(manager, callback_options);
 
@@ -74,5 +76,5 @@ int main(int argc, char** argv) {
               static_cast<long long>(context.step), static_cast<long long>(samples_seen));
   std::printf("rank %d checksum %.9f\n", env.rank,
               (model->weight.sum() + model->bias.sum()).item<double>());
-  return 0;
+  return checkpoints.preempted() ? dcpp::CheckpointCallback::kPreemptedExitCode : 0;
 }

@@ -45,15 +45,16 @@ int main(int argc, char** argv) {
       "them all when one fails (exit code: the first failure's, 0 when all succeed)",
       "dcpp-launch");
   dcpp::tools::LaunchOptions options;
-  double timeout_s = 5.0;
+  double timeout_s = 60.0;
   app.add_option("-n,--nproc", options.nproc, "number of ranks")
       ->required()
       ->check(CLI::PositiveNumber);
   app.add_option("--master-port", options.master_port, "MASTER_PORT (default: a free port)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--timeout", timeout_s,
-                 "seconds the other ranks get to exit after SIGTERM, once one has failed, before "
-                 "SIGKILL")
+                 "seconds the other ranks get to exit after SIGTERM, once one has failed or the "
+                 "launcher is interrupted, before SIGKILL: long enough for a step and a "
+                 "preemption save")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   // Everything from the command on (or after "--") is the command, its options included.

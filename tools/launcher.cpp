@@ -1,7 +1,7 @@
 // `dcpp-launch`'s logic.
 //
-// Each rank is spawned (posix_spawnp) into its own process group with its stdout and stderr on
-// pipes, and watched through a pidfd. One poll() loop forwards output, reaps ranks as their
+// Each rank is spawned (posix_spawnp) into its own process group with its stdout on a
+// pseudo-terminal (or a pipe) and its stderr on a pipe, and watched through a pidfd. One poll() loop forwards output, reaps ranks as their
 // pidfds become readable and watches the interrupt descriptor; its only timeout is the grace
 // deadline while ranks are being stopped. Stopping signals whole process groups, so helpers a
 // rank started stop with it.
@@ -17,9 +17,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -75,7 +77,9 @@ std::string describe(int status) {
 struct Rank {
   pid_t pid = -1;
   int pidfd = -1;
-  int out = -1;  // read ends of the rank's stdout and stderr pipes, -1 once at EOF
+  // Read ends of the rank's stdout (a pseudo-terminal's master: EIO once the rank's side is
+  // closed, which drain() takes as the end) and stderr, -1 once at the end.
+  int out = -1;
   int err = -1;
   std::optional<LinePrefixer> out_lines;
   std::optional<LinePrefixer> err_lines;
@@ -100,6 +104,32 @@ void drain(int& fd, std::optional<LinePrefixer>& lines) {
     lines->finish();
     close_fd(fd);
   }
+}
+
+// A pseudo-terminal in raw mode (no "\r" added, no echo): {master, slave}, both close-on-exec.
+// False when none can be opened (no /dev/pts in a container or chroot).
+bool open_pseudo_terminal(int (&ends)[2]) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return false;
+  char name[128];
+  if (::grantpt(master) != 0 || ::unlockpt(master) != 0 ||
+      ::ptsname_r(master, name, sizeof name) != 0) {
+    ::close(master);
+    return false;
+  }
+  const int slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) {
+    ::close(master);
+    return false;
+  }
+  termios mode{};
+  if (::tcgetattr(slave, &mode) == 0) {
+    ::cfmakeraw(&mode);
+    ::tcsetattr(slave, TCSANOW, &mode);
+  }
+  ends[0] = master;
+  ends[1] = slave;
+  return true;
 }
 
 // Starts one rank; returns its pid, or -1 with errno set when the program cannot be run.
@@ -271,7 +301,8 @@ int launch(const LaunchOptions& options) {
     rank.err_lines.emplace(prefix, options.stderr_fd);
     int out_pipe[2];
     int err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    if (!(options.stdout_terminal && open_pseudo_terminal(out_pipe)) &&
+        ::pipe2(out_pipe, O_CLOEXEC) != 0) {
       const auto error = os_error("pipe");
       abandon();
       throw error;

@@ -16,9 +16,17 @@ struct LaunchOptions {
   int master_port = 0;
   /// MASTER_ADDR.
   std::string master_addr = "127.0.0.1";
-  /// After the first failure, the other ranks get SIGTERM; those still running this long after
-  /// get SIGKILL.
-  std::chrono::milliseconds stop_grace{std::chrono::seconds(5)};
+  /// After the first failure (or when the launcher is interrupted), the other ranks get SIGTERM;
+  /// those still running this long after get SIGKILL. SIGTERM is a preemption signal for a
+  /// CheckpointCallback, which saves at the next step end: the grace must cover a step and a
+  /// save. Keep it below the scheduler's own grace (Slurm's KillWait, Kubernetes'
+  /// terminationGracePeriodSeconds, both 30 s by default, often raised for training jobs).
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(60)};
+  /// Each rank's stdout on a pseudo-terminal (when one can be opened; else a pipe), so that the C
+  /// library line-buffers it as on a terminal: a rank that crashes has handed over every line it
+  /// printed. Its stderr is a pipe (unbuffered anyway). False: a pipe, block-buffered; a rank
+  /// must then flush what it prints.
+  bool stdout_terminal = true;
   /// The program and its arguments, looked up in PATH when the program has no '/'.
   std::vector<std::string> command;
   /// Where the ranks' prefixed stdout and stderr lines go.
@@ -57,8 +65,8 @@ int pick_free_port(const std::string& address = "127.0.0.1");
 
 /// Starts the ranks and waits for all of them. Each rank r runs `options.command` with RANK=r,
 /// LOCAL_RANK=r, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and the launcher's environment) in its own
-/// process group, its stdout and stderr forwarded line by line as "[rank r] ..." to
-/// options.stdout_fd / stderr_fd.
+/// process group, its stdout (see stdout_terminal) and stderr forwarded line by line as
+/// "[rank r] ..." to options.stdout_fd / stderr_fd.
 ///
 /// Returns 0 when every rank exits with 0. When a rank fails (non-zero exit, or killed by a signal:
 /// 128 + signal), the others' process groups get SIGTERM, then SIGKILL after options.stop_grace;

@@ -46,6 +46,13 @@ class StagingFailedPlanner final : public SavePlanner {
   std::string message_;
 };
 
+template <typename T>
+Future<T> completed(T value) {
+  Promise<T> promise;
+  promise.set_value(std::move(value));
+  return promise.get_future();
+}
+
 Future<void> completed() {
   Promise<void> promise;
   promise.set_value();
@@ -99,7 +106,7 @@ class AsyncCheckpointer::Impl {
           case InFlightPolicy::kSkip: {
             detail::logger().info("async save to {} skipped: the save to {} is still in flight",
                                   where, in_flight_where_);
-            AsyncSaveResponse skipped{completed(), completed(), true};
+            AsyncSaveResponse skipped{completed(), completed(Metadata()), true};
             return skipped;
           }
           case InFlightPolicy::kFail:
@@ -111,7 +118,7 @@ class AsyncCheckpointer::Impl {
       }
     }
     Future<StateDict> staged = options_.stager->stage(state_dict);
-    Promise<void> upload;
+    Promise<Metadata> upload;
     AsyncSaveResponse response{Future<void>(staged), upload.get_future(), false};
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -143,7 +150,7 @@ class AsyncCheckpointer::Impl {
     Future<StateDict> staged;
     std::function<std::shared_ptr<StorageWriter>()> make_writer;
     std::string where;
-    Promise<void> upload;
+    Promise<Metadata> upload;
   };
 
   void upload_loop() {
@@ -159,8 +166,9 @@ class AsyncCheckpointer::Impl {
         job_taken_ = true;
         job.emplace(std::move(*job_));
       }
-      std::exception_ptr outcome = upload(*job);
-      Promise<void> promise = std::move(job->upload);
+      Metadata committed;
+      std::exception_ptr outcome = upload(*job, committed);
+      Promise<Metadata> promise = std::move(job->upload);
       job.reset();  // drops the staged copy before the next save may stage into the buffers
       {
         // Idle and complete in one step: whoever sees the upload complete can start the next
@@ -171,15 +179,16 @@ class AsyncCheckpointer::Impl {
         if (outcome) {
           promise.set_exception(outcome);
         } else {
-          promise.set_value();
+          promise.set_value(std::move(committed));
         }
       }
       changed_.notify_all();
     }
   }
 
-  // Runs one save; returns its error (null when committed). Never throws.
-  std::exception_ptr upload(Job& job) {
+  // Runs one save; returns its error (null when committed, its Metadata then in `committed`).
+  // Never throws.
+  std::exception_ptr upload(Job& job, Metadata& committed) {
     SaveOptions save_options;
     save_options.process_group = group_;
     save_options.coordinator_rank = options_.coordinator_rank;
@@ -201,7 +210,7 @@ class AsyncCheckpointer::Impl {
         }
         std::rethrow_exception(staging_error);
       }
-      save(job.staged.get(), *writer, save_options);
+      committed = save(job.staged.get(), *writer, save_options);
       return nullptr;
     } catch (const CheckpointError&) {
       return std::current_exception();

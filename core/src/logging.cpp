@@ -22,7 +22,7 @@ std::shared_ptr<spdlog::logger> find_or_create_logger() {
   try {
     std::shared_ptr<spdlog::logger> created = spdlog::stderr_color_mt(kLoggerName);
     const char* level = std::getenv("DCPP_LOG_LEVEL");
-    created->set_level(spdlog::level::from_str(level != nullptr ? level : "warn"));
+    created->set_level(spdlog::level::from_str(level != nullptr ? level : "info"));
     return created;
   } catch (const spdlog::spdlog_ex&) {
     if (std::shared_ptr<spdlog::logger> existing = spdlog::get(kLoggerName)) {

@@ -27,6 +27,38 @@ std::vector<int64_t> agree(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
   return flags;
 }
 
+// The failed saves at the end of a manager's history, the latest last.
+struct FailedSaves {
+  int count = 0;
+  std::vector<int64_t> steps;
+  std::string last_error;
+};
+
+FailedSaves failed_saves_in_a_row(const std::vector<SaveRecord>& history) {
+  FailedSaves failed;
+  for (auto it = history.rbegin(); it != history.rend() && !it->ok; ++it) {
+    if (failed.count == 0) failed.last_error = it->error;
+    ++failed.count;
+    failed.steps.insert(failed.steps.begin(), it->step);
+  }
+  return failed;
+}
+
+// On every rank, once the ranks agreed that one of them saw too many failures.
+[[noreturn]] void throw_too_many_failed_saves(const FailedSaves& failed) {
+  std::string steps;
+  for (int64_t step : failed.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+  throw CheckpointError(
+      failed.count == 0
+          ? "another rank's checkpoint saves failed too often in a row (see its error); "
+            "stopping the training loop rather than going on without checkpoints"
+          : std::to_string(failed.count) + " checkpoint saves in a row failed (steps " + steps +
+                "), the last with: " + failed.last_error +
+                "; stopping the training loop rather than going on without checkpoints. Fix the "
+                "cause and resume, or raise CheckpointCallbackOptions::max_consecutive_failed_saves "
+                "(0: only log failures)");
+}
+
 SaveRequest request_of(const TrainingContext& context) {
   SaveRequest request;
   request.step = context.step;
@@ -56,15 +88,27 @@ CheckpointCallback::~CheckpointCallback() {
 
 void CheckpointCallback::on_train_begin(TrainingContext& context) {
   if (!options_.resume_enabled) return;
+  const bool coordinator = manager_->rank() == manager_->options().coordinator_rank;
+  const std::string root = manager_->options().root.string();
   resumed_from_ = manager_->restore(context.state, options_.resume);
-  if (resumed_from_) {
-    context.step = resumed_from_->step;
-    context.epoch = resumed_from_->epoch;
-    for (const auto& [key, value] : resumed_from_->content) {
-      context.content.emplace(key, value);  // the loop's own values win
+  if (!resumed_from_) {
+    if (options_.require_resume) {
+      throw CheckpointError("no complete checkpoint under '" + root +
+                            "' to resume from, and CheckpointCallbackOptions::require_resume is "
+                            "set; check the root (a typo trains from step 0), or unset "
+                            "require_resume for the first run");
     }
-    last_saved_step_ = context.step;
-    detail::logger().info("resumed from '{}' at step {}", resumed_from_->path.string(),
+    if (coordinator) detail::logger().info("no checkpoint under '{}', starting fresh", root);
+    return;
+  }
+  context.step = resumed_from_->step;
+  context.epoch = resumed_from_->epoch;
+  for (const auto& [key, value] : resumed_from_->content) {
+    context.content.emplace(key, value);  // the loop's own values win
+  }
+  last_saved_step_ = context.step;
+  if (coordinator) {
+    detail::logger().info("resumed from '{}' (step {})", resumed_from_->path.string(),
                           context.step);
   }
 }
@@ -80,11 +124,17 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
                                 context.step % manager_->options().save_every_steps == 0;
   bool preempt = false, due = periodic_by_step;
   if (context.step % options_.agree_every_steps == 0) {
-    // Time-based saves follow the coordinator's clock; a signal on any rank counts for all.
+    // Time-based saves follow the coordinator's clock; a signal on any rank counts for all, and
+    // so do too many failed saves (a commit fails on the coordinator only).
     const bool time_due = manager_->rank() == manager_->options().coordinator_rank &&
                           manager_->is_save_due(context.step);
+    const FailedSaves failed = failed_saves_in_a_row(manager_->history());
+    const bool too_many = options_.max_consecutive_failed_saves > 0 &&
+                          failed.count >= options_.max_consecutive_failed_saves;
     const std::vector<int64_t> flags =
-        agree(manager_->process_group(), {preemption_requested() ? 1 : 0, time_due ? 1 : 0});
+        agree(manager_->process_group(),
+              {preemption_requested() ? 1 : 0, time_due ? 1 : 0, too_many ? 1 : 0});
+    if (flags[2] != 0) throw_too_many_failed_saves(failed);
     preempt = flags[0] != 0;
     due = due || flags[1] != 0;
   }

@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <cstring>
 #include <set>
 
 namespace dcpp {
@@ -67,6 +68,38 @@ int64_t broadcast(const c10::intrusive_ptr<c10d::ProcessGroup>& group, int64_t v
   options.rootRank = root;
   group->broadcast(tensors, options)->wait();
   return tensors[0].item<int64_t>();
+}
+
+// Bytes of the items `rank` wrote: the file system writer names each rank's files `__<rank>_*`.
+int64_t bytes_written_by(const Metadata& metadata, int rank) {
+  const std::string prefix = "__" + std::to_string(rank) + "_";
+  int64_t bytes = 0;
+  for (const auto& [index, info] : metadata.storage_data) {
+    if (info.relative_path.rfind(prefix, 0) == 0) bytes += info.length;
+  }
+  return bytes;
+}
+
+// Bytes of every item the checkpoint stores, as stored.
+int64_t stored_bytes(const Metadata& metadata) {
+  int64_t bytes = 0;
+  for (const auto& [index, info] : metadata.storage_data) bytes += info.length;
+  return bytes;
+}
+
+// Collective on `group`: `root`'s `text` on every rank.
+std::string broadcast_text(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                           const std::string& text, int root) {
+  if (!group) return text;
+  const int64_t size = broadcast(group, static_cast<int64_t>(text.size()), root);
+  if (size == 0) return {};
+  at::Tensor bytes = at::empty({size}, at::kByte);
+  if (group->getRank() == root) std::memcpy(bytes.data_ptr(), text.data(), text.size());
+  std::vector<at::Tensor> tensors{bytes};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  group->broadcast(tensors, options)->wait();
+  return std::string(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(size));
 }
 
 }  // namespace
@@ -120,8 +153,7 @@ class CheckpointManager::Impl {
       }
       checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
     }
-    if (is_coordinator()) clean_root();
-    if (group) group->barrier()->wait();
+    prepare_root();
     last_save = now();
   }
 
@@ -130,9 +162,34 @@ class CheckpointManager::Impl {
 
   bool is_coordinator() const { return rank == options.coordinator_rank; }
 
-  // Coordinator, before any save: what a killed job left behind is removed.
+  // Collective: the coordinator creates the root and cleans it (clean_root); every rank throws
+  // the same CheckpointError when that failed, so none is left waiting for the coordinator.
+  void prepare_root() {
+    std::string error;
+    if (is_coordinator()) {
+      try {
+        clean_root();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    error = broadcast_text(group, error, options.coordinator_rank);
+    if (!error.empty()) {
+      throw CheckpointError("checkpoint root '" + options.root.string() + "' cannot be used (rank " +
+                            std::to_string(options.coordinator_rank) + ": " + error +
+                            "); give CheckpointManagerOptions::root a directory the coordinator "
+                            "can create and every rank can write");
+    }
+  }
+
+  // Coordinator, before any save: creates the root; what a killed job left behind is removed.
   void clean_root() {
-    fs::create_directories(options.root);
+    std::error_code error;
+    if (fs::exists(options.root, error) && !fs::is_directory(options.root, error)) {
+      throw std::runtime_error("it exists and is not a directory");
+    }
+    fs::create_directories(options.root, error);
+    if (error) throw std::runtime_error("cannot create it: " + error.message());
     for (const auto& entry : fs::directory_iterator(options.root)) {
       const std::string name = entry.path().filename().string();
       const bool temporary = name.size() > 11 && name.rfind(".incomplete") == name.size() - 11;
@@ -151,6 +208,8 @@ class CheckpointManager::Impl {
                                detail::checkpoint_info_to_json(info), sync);
     if (fs::exists(final_path)) fs::remove_all(final_path);
     detail::rename_durably(temporary, final_path, sync);
+    detail::logger().info("saved step {} to '{}' ({} bytes)", info.step, final_path.string(),
+                          info.bytes);
   }
 
   // Coordinator, on the worker: deletes what the retention policy does not keep.
@@ -189,6 +248,7 @@ class CheckpointManager::Impl {
     }
   }
 
+  // `bytes`: what the checkpoint stores (stored_bytes).
   CheckpointInfo make_info(const SaveRequest& request, const std::string& kind, int64_t bytes,
                            const SaveRecord& record) const {
     CheckpointInfo info;
@@ -218,9 +278,11 @@ class CheckpointManager::Impl {
     save_options.coordinator_rank = options.coordinator_rank;
     log->begin(kind, "write", request.step, temporary.string());
     auto start = Clock::now();
-    dcpp::save(resolved, temporary, save_options);  // throws on every rank when any rank failed
+    // Throws on every rank when any rank failed.
+    const Metadata metadata = dcpp::save(resolved, temporary, save_options);
     record.write_seconds = seconds_since(start);
-    log->record(kind, "write", request.step, record.bytes, record.write_seconds,
+    record.written_bytes = bytes_written_by(metadata, rank);
+    log->record(kind, "write", request.step, record.written_bytes, record.write_seconds,
                 temporary.string());
     log->begin(kind, "commit", request.step, final_path.string());
     start = Clock::now();
@@ -228,7 +290,8 @@ class CheckpointManager::Impl {
     if (is_coordinator()) {
       try {
         commit(temporary, final_path,
-               make_info(request, kind == "export" ? "export" : "full", record.bytes, record));
+               make_info(request, kind == "export" ? "export" : "full", stored_bytes(metadata),
+                         record));
       } catch (const std::exception& e) {
         commit_error = e.what();
       }
@@ -239,8 +302,7 @@ class CheckpointManager::Impl {
                             (commit_error.empty() ? "" : ": " + commit_error));
     }
     record.commit_seconds = seconds_since(start);
-    log->record(kind, "commit", request.step, record.bytes, record.commit_seconds,
-                final_path.string());
+    log->record(kind, "commit", request.step, 0, record.commit_seconds, final_path.string());
     record.ok = true;
     return record;
   }
@@ -357,18 +419,19 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
       m.log->record("save", "stage", request.step, record.bytes, record.stage_seconds,
                     temporary.string());
       m.log->begin("save", "write", request.step, temporary.string());
-      response.upload_completion.wait();
+      const Metadata& metadata = response.upload_completion.get();
       record.write_seconds = seconds_since(start) - record.stage_seconds;
-      m.log->record("save", "write", request.step, record.bytes, record.write_seconds,
+      record.written_bytes = bytes_written_by(metadata, m.rank);
+      m.log->record("save", "write", request.step, record.written_bytes, record.write_seconds,
                     temporary.string());
       m.log->begin("save", "commit", request.step, final_path.string());
       const auto commit_start = Clock::now();
       if (m.is_coordinator()) {
-        m.commit(temporary, final_path, m.make_info(request, "full", record.bytes, record));
+        m.commit(temporary, final_path,
+                 m.make_info(request, "full", stored_bytes(metadata), record));
       }
       record.commit_seconds = seconds_since(commit_start);
-      m.log->record("save", "commit", request.step, record.bytes, record.commit_seconds,
-                    final_path.string());
+      m.log->record("save", "commit", request.step, 0, record.commit_seconds, final_path.string());
       record.ok = true;
       m.add_record(record);
       m.mark_saved(request.step);
@@ -422,10 +485,16 @@ std::optional<CheckpointInfo> CheckpointManager::restore(StateDict& state,
     path = m.options.root / step_directory_name(step);
   }
   if (!fs::exists(path / ".metadata")) {
-    throw CheckpointError("cannot resume from '" + path.string() + "' on rank " +
-                          std::to_string(m.rank) +
-                          ": it is not a complete checkpoint (no .metadata); list the complete "
-                          "ones with CheckpointManager::list()");
+    std::string steps;
+    for (const CheckpointInfo& info : list_checkpoints(m.options.root)) {
+      steps += (steps.empty() ? "" : ", ") + std::to_string(info.step);
+    }
+    throw CheckpointError(
+        "cannot resume from '" + path.string() + "' on rank " + std::to_string(m.rank) +
+        ": it is not a complete checkpoint (no .metadata); " +
+        (steps.empty() ? "there is no complete checkpoint under '" + m.options.root.string() + "'"
+                       : "the complete checkpoints under '" + m.options.root.string() +
+                             "' are of steps " + steps));
   }
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   const std::set<std::string> excluded(request.exclude_from_loading.begin(),

@@ -39,7 +39,7 @@ void PhaseLog::begin(const std::string& operation, const std::string& phase, int
     line["path"] = path;
     append(line.dump(), operation + " " + phase);
   } catch (const std::exception& e) {
-    logger().warn("dcpp plugin: could not record the start of {} {}: {}", operation, phase,
+    logger().warn("could not record the start of {} {}: {}", operation, phase,
                   e.what());
   }
 }
@@ -48,8 +48,13 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
                       int64_t bytes, double seconds, const std::string& path) {
   const double gbps = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
   try {
-    logger().info("{} step {} {}: {} bytes in {:.3f} s ({:.3f} GB/s) rank {} {}", operation, step,
-                  phase, bytes, seconds, gbps, rank_, path);
+    if (bytes > 0) {
+      logger().debug("{} step {} {}: {} bytes in {:.3f} s ({:.3f} GB/s) rank {} {}", operation,
+                    step, phase, bytes, seconds, gbps, rank_, path);
+    } else {
+      logger().debug("{} step {} {}: {:.3f} s rank {} {}", operation, step, phase, seconds, rank_,
+                    path);
+    }
     if (metrics_file_.empty()) return;
     nlohmann::json line;
     line["event"] = "end";
@@ -64,7 +69,7 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
     line["path"] = path;
     append(line.dump(), operation + " " + phase);
   } catch (const std::exception& e) {
-    logger().warn("dcpp plugin: could not record the {} {} metrics: {}", operation, phase,
+    logger().warn("could not record the {} {} metrics: {}", operation, phase,
                   e.what());
   }
 }
@@ -73,7 +78,7 @@ void PhaseLog::append(const std::string& line, const std::string& what) {
   const std::string bytes = line + '\n';
   const int fd = ::open(metrics_file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    logger().warn("dcpp plugin: could not open the metrics file '{}' for the {} record: {}",
+    logger().warn("could not open the metrics file '{}' for the {} record: {}",
                   metrics_file_.string(), what, std::strerror(errno));
     return;
   }
@@ -82,7 +87,7 @@ void PhaseLog::append(const std::string& line, const std::string& what) {
     written = ::write(fd, bytes.data(), bytes.size());
   } while (written < 0 && errno == EINTR);
   if (written != static_cast<ssize_t>(bytes.size())) {
-    logger().warn("dcpp plugin: could not append the {} record to the metrics file '{}': {}", what,
+    logger().warn("could not append the {} record to the metrics file '{}': {}", what,
                   metrics_file_.string(), written < 0 ? std::strerror(errno) : "short write");
   }
   ::close(fd);

@@ -25,6 +25,7 @@
 #include <torch/optim/sgd.h>
 
 #include <functional>
+#include <sstream>
 
 namespace dcpp::detail {
 
@@ -46,6 +47,13 @@ void with(const StateDict& saved, const std::string& key,
 }
 
 bool is_none(const StateValue& v) { return v.is_value() && v.value().isNone(); }
+
+// A number as a message shows it: 0.9, not 0.900000.
+std::string number_text(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
 
 // A Python-only flag libtorch always behaves as false: true cannot be honoured.
 void require_false(const StateDict& saved, const std::string& key, const std::string& optimizer) {
@@ -180,6 +188,11 @@ class AdamFamilyCodec final : public OptimizerStateCodec {
     return {"decoupled_weight_decay"};
   }
 
+  std::vector<KeptState> state_kept_with(const OptimizerOptions& base) const override {
+    if (!static_cast<const Options&>(base).amsgrad()) return {};
+    return {{"max_exp_avg_sq", "amsgrad true"}};
+  }
+
  private:
   std::string name_;
   bool decoupled_weight_decay_;
@@ -231,6 +244,12 @@ class SGDCodec final : public OptimizerStateCodec {
     with(saved, "nesterov",
          [&](const StateValue& v) { options.nesterov(state_bool(v, "nesterov")); });
     require_false(saved, "maximize", name());
+  }
+
+  std::vector<KeptState> state_kept_with(const OptimizerOptions& base) const override {
+    const double momentum = static_cast<const torch::optim::SGDOptions&>(base).momentum();
+    if (momentum == 0) return {};
+    return {{"momentum_buffer", "momentum " + number_text(momentum)}};
   }
 };
 
@@ -339,6 +358,16 @@ class RMSpropCodec final : public OptimizerStateCodec {
          [&](const StateValue& v) { options.centered(state_bool(v, "centered")); });
     options.weight_decay(number(saved, "weight_decay", options.weight_decay()));
     require_false(saved, "maximize", name());
+  }
+
+  std::vector<KeptState> state_kept_with(const OptimizerOptions& base) const override {
+    const auto& options = static_cast<const torch::optim::RMSpropOptions&>(base);
+    std::vector<KeptState> kept;
+    if (options.momentum() > 0) {
+      kept.push_back({"momentum_buffer", "momentum " + number_text(options.momentum())});
+    }
+    if (options.centered()) kept.push_back({"grad_avg", "centered true"});
+    return kept;
   }
 };
 

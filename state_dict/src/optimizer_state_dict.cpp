@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -315,6 +316,43 @@ StateValue localize(const StateValue& value, const ParameterPlacement& placement
   }
 }
 
+// Restored options that keep per-parameter state the present ones do not
+// (OptimizerStateCodec::state_kept_with) must come with that state for at least one parameter of
+// the group: else they would be restored without it. Throws CheckpointError naming the entries.
+void require_state_of_restored_options(const OptimizerStateCodec& codec,
+                                       const torch::optim::OptimizerOptions& present,
+                                       const torch::optim::OptimizerOptions& restored,
+                                       const std::vector<const ParameterPlacement*>& members,
+                                       const SavedOptimizer& saved, int rank) {
+  std::vector<std::string> kept_now;
+  for (const KeptState& kept : codec.state_kept_with(present)) kept_now.push_back(kept.entry);
+  std::vector<std::string> lacking, because;
+  for (const KeptState& kept : codec.state_kept_with(restored)) {
+    if (std::find(kept_now.begin(), kept_now.end(), kept.entry) != kept_now.end()) continue;
+    bool given = false;
+    for (const ParameterPlacement* member : members) {
+      const auto found = saved.state.find(member->fqn);
+      const StateValue* value =
+          found == saved.state.end() ? nullptr : found->second.find(kept.entry);
+      given = given || (value != nullptr && (value->is_tensor() || value->is_sharded_tensor()));
+    }
+    if (!given) {
+      lacking.push_back(kept.entry);
+      because.push_back(kept.because);
+    }
+  }
+  if (lacking.empty()) return;
+  std::string options;
+  for (const std::string& option : because) options += (options.empty() ? "" : ", ") + option;
+  throw CheckpointError(
+      "set_optimizer_state_dict on rank " + std::to_string(rank) + ", the param group of '" +
+      members.front()->fqn + "': the saved " + codec.name() + " options (" + options +
+      ") keep per-parameter state (" + detail::quoted_list(lacking) +
+      ") that this optimizer's options do not, and none was given: a load target made from this "
+      "optimizer has no place for it. Nothing was loaded; make the optimizer with the saved "
+      "options before loading, so that their state is loaded with them");
+}
+
 [[noreturn]] void throw_incompatible(const std::vector<std::string>& missing,
                                      const std::vector<std::string>& unexpected, int rank) {
   std::string message = "set_optimizer_state_dict (strict) on rank " + std::to_string(rank) +
@@ -481,6 +519,10 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
                               codec->name() + " state of '" + placement.fqn + "': " +
                               error.what());
       }
+    }
+    if (new_options[g]) {
+      require_state_of_restored_options(*codec, group_.options(), *new_options[g], members,
+                                        saved, rank);
     }
   }
   for (const auto& item : saved.state) {

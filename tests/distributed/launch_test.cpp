@@ -285,6 +285,25 @@ TEST_CASE("dcpp-launch with a given port, the group made by make_gloo_process_gr
   REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: default allreduce ok 3\n"));
 }
 
+TEST_CASE("A line a rank printed before it crashed is forwarded") {
+  // Its stdout is a pseudo-terminal, which the C library line-buffers; a pipe would be
+  // block-buffered and the line lost with the process.
+  const int probe = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (probe < 0) {
+#ifdef DCPP_CATCH2_V3
+    SKIP("no pseudo-terminal here (no /dev/pts): dcpp-launch falls back to pipes");
+#else
+    WARN("skipped: no pseudo-terminal here (no /dev/pts): dcpp-launch falls back to pipes");
+    return;
+#endif
+  }
+  ::close(probe);
+  const auto result = run("-n 2 " + worker + " --print-and-abort");
+  REQUIRE(result.exit_code == 128 + SIGABRT);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] rank 0: printed before a crash\n"));
+  REQUIRE_THAT(result.output, !Catch::Contains("\r"));  // raw mode: lines end as printed
+}
+
 TEST_CASE("A rank that exits 3 makes dcpp-launch exit 3 and stops the blocked ranks") {
   // Ranks 0 and 2 would wait a minute in their allreduce: the launcher's SIGTERM stops them.
   const auto result =

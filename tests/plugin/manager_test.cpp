@@ -16,6 +16,7 @@
 #include <torch/optim/adam.h>
 
 #include <csignal>
+#include <fstream>
 #include <set>
 
 namespace fs = std::filesystem;
@@ -234,7 +235,13 @@ TEST_CASE("content metadata is readable without loading any tensor") {
   CHECK(info.metrics.at("loss") == 0.25);
   CHECK(info.content == r.content);
   CHECK(info.kind == "full");
-  CHECK(info.bytes == 6 * 4);
+  // What the checkpoint stores: the tensor's bytes and the pickled non-tensor values.
+  int64_t stored = 0;
+  for (const auto& [index, storage] : dcpp::read_metadata(saving.path).storage_data) {
+    stored += storage.length;
+  }
+  CHECK(stored > 6 * 4);
+  CHECK(info.bytes == stored);
 }
 
 TEST_CASE("a preemption request saves at the step boundary and stops the loop") {
@@ -296,7 +303,18 @@ TEST_CASE("each save logs its phases to the metrics file and the export is cast"
   const auto history = manager.history();
   REQUIRE(history.size() == 2);
   CHECK(history[0].ok);
-  CHECK(history[0].bytes == 24);
+  CHECK(history[0].bytes == 24);  // the state's tensors
+  // What the only rank wrote: every stored item.
+  int64_t stored = 0;
+  for (const auto& [index, storage] : dcpp::read_metadata(dir / "ckpt" / "step-00000001").storage_data) {
+    stored += storage.length;
+  }
+  CHECK(history[0].written_bytes == stored);
+  CHECK(dcpp::read_checkpoint_info(dir / "ckpt" / "step-00000001").bytes == stored);
+  // A commit moves no data: its record says 0 bytes, not the state's size over its few seconds.
+  CHECK(log.find("\"bytes\":0,\"event\":\"end\",\"gb_per_s\":0.0,\"operation\":\"save\","
+                 "\"path\":\"" + (dir / "ckpt" / "step-00000001").string() +
+                 "\",\"phase\":\"commit\"") != std::string::npos);
   CHECK(dcpp::read_checkpoint_info(exported).kind == "export");
   dcpp::StateDict loaded = dcpp::load_from_keys(exported);
   CHECK(loaded.at("model").dict().at("weight").tensor().scalar_type() == at::kBFloat16);
@@ -372,4 +390,84 @@ TEST_CASE("a failed save is not remembered: saving the step again writes it") {
                                     small_state(7).at("weight").tensor()));
     CHECK(manager.save(state, request(7)).skipped);  // committed now: skipped, as promised
   }
+}
+
+TEST_CASE("async saves failing in a row stop the training loop on the next step end") {
+  TempDir dir;
+  auto manager = std::make_shared<dcpp::CheckpointManager>(dcpp::CheckpointManagerOptions()
+                                                               .with_root(dir.path())
+                                                               .with_save_every_steps(1)
+                                                               .with_async(true));
+  // A file where a step's temporary directory goes: that step's upload fails in the background.
+  const auto block = [&](int64_t step) {
+    std::ofstream(dir / (dcpp::step_directory_name(step) + ".incomplete")) << "in the way";
+  };
+  // The upload's outcome recorded before the next step end, as time passing would.
+  const auto let_uploads_finish = [&] {
+    try {
+      manager->wait();
+    } catch (const dcpp::CheckpointError&) {
+    }
+  };
+  Trainer run(1);
+  dcpp::CheckpointCallbackOptions options;
+  options.max_consecutive_failed_saves = 2;
+  dcpp::CheckpointCallback checkpoints(manager, options);
+  checkpoints.on_train_begin(run.context);
+  block(1);
+  block(3);
+  block(4);
+  for (int64_t step = 1; step <= 4; ++step) {  // 1 fails, 2 commits (the count restarts), 3, 4 fail
+    run.step();
+    checkpoints.on_step_end(run.context);
+    let_uploads_finish();
+  }
+  CHECK(steps_of(manager->list()) == std::vector<int64_t>{2});
+  run.step();
+  REQUIRE_THROWS_WITH(
+      checkpoints.on_step_end(run.context),
+      Catch::Contains("2 checkpoint saves in a row failed (steps 3, 4), the last with: ") &&
+          Catch::Contains(dcpp::step_directory_name(4) + ".incomplete") &&
+          Catch::Contains("max_consecutive_failed_saves"));
+  CHECK(steps_of(manager->list()) == std::vector<int64_t>{2});  // step 5 was not saved
+
+  // 0: failures are only logged.
+  options.max_consecutive_failed_saves = 0;
+  dcpp::CheckpointCallback tolerant(manager, options);
+  tolerant.on_step_end(run.context);
+  let_uploads_finish();
+  CHECK(steps_of(manager->list()) == std::vector<int64_t>{2, 5});
+}
+
+TEST_CASE("require_resume refuses to start fresh on a root without a checkpoint") {
+  TempDir dir;
+  Trainer run(1);
+  dcpp::CheckpointCallbackOptions options;
+  options.require_resume = true;
+  dcpp::CheckpointCallback checkpoints(
+      std::make_shared<dcpp::CheckpointManager>(
+          dcpp::CheckpointManagerOptions().with_root(dir / "typo")),
+      options);
+  REQUIRE_THROWS_WITH(checkpoints.on_train_begin(run.context),
+                      Catch::Contains("no complete checkpoint under '" + (dir / "typo").string() +
+                                      "' to resume from") &&
+                          Catch::Contains("require_resume"));
+  CHECK(run.context.step == 0);
+}
+
+TEST_CASE("resuming from a step that is not there lists the steps that are") {
+  TempDir dir;
+  dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions().with_root(dir.path()));
+  dcpp::StateDict state = small_state(0);
+  dcpp::RestoreRequest missing;
+  missing.step = 4;
+  REQUIRE_THROWS_WITH(manager.restore(state, missing),
+                      Catch::Contains("there is no complete checkpoint under '" +
+                                      dir.path().string() + "'"));
+  manager.save(small_state(3), request(3)).committed.wait();
+  manager.save(small_state(6), request(6)).committed.wait();
+  REQUIRE_THROWS_WITH(manager.restore(state, missing),
+                      Catch::Contains(dcpp::step_directory_name(4) +
+                                      "' on rank 0: it is not a complete checkpoint") &&
+                          Catch::Contains("are of steps 3, 6"));
 }

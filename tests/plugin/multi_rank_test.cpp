@@ -4,6 +4,7 @@
 
 #include "dcpp_test.h"
 
+#include <dcpp/plugin/checkpoint_callback.h>
 #include <dcpp/plugin/checkpoint_info.h>
 
 #include <regex>
@@ -37,8 +38,11 @@ TEST_CASE("preemption on one rank saves the same step on every rank and the job 
   // Rank 1 gets SIGTERM at step 3.
   auto first = run_command(launch(2, DCPP_PREEMPTION_DEMO, root + " 6 3 1"));
   INFO(first.output);
-  REQUIRE(first.exit_code == 0);
+  REQUIRE(first.exit_code == dcpp::CheckpointCallback::kPreemptedExitCode);
   CHECK(matches(first.output, "rank [01] preempted at step 3 samples 6").size() == 2);
+  // The coordinator says where it started: there was nothing to resume from.
+  CHECK(first.output.find("no checkpoint under '" + root + "', starting fresh") !=
+        std::string::npos);
   REQUIRE(dcpp::latest_checkpoint(root));
   CHECK(dcpp::latest_checkpoint(root)->step == 3);
   CHECK(dcpp::latest_checkpoint(root)->world_size == 2);
@@ -47,6 +51,8 @@ TEST_CASE("preemption on one rank saves the same step on every rank and the job 
   INFO(second.output);
   REQUIRE(second.exit_code == 0);
   CHECK(matches(second.output, "rank [01] resumed at step 3").size() == 2);
+  CHECK(second.output.find("resumed from '" + root + "/step-00000003' (step 3)") !=
+        std::string::npos);
   CHECK(matches(second.output, "rank [01] finished at step 6 samples 12").size() == 2);
 
   // The same job never interrupted ends with the same parameters.

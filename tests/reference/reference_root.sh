@@ -89,6 +89,9 @@ run() {  # SUITE [-n RANKS] -- CMD...
     mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mkdir -p "$root/dev/shm" && mount -t tmpfs tmpfs "$root/dev/shm"
+    # Pseudo-terminals (dcpp-launch gives each rank'"'"'s stdout one), from a devpts of its own.
+    mkdir -p "$root/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" &&
+      touch "$root/dev/ptmx" && mount --bind "$root/dev/pts/ptmx" "$root/dev/ptmx" || true
     for d in /tmp "$cwd"; do mkdir -p "$root$d" && mount --bind "$d" "$root$d"; done
     exec chroot "$root" env PYTHONWARNINGS=ignore USE_LIBUV=0 bash -c "
       cd \"\$0\"; ranks=\$1 init=\$2; shift 2

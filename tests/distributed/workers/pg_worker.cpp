@@ -2,7 +2,7 @@
 // torchrun variables, runs an allreduce and an allgather on each and checks the results.
 //
 //   pg_worker [--timeout-ms T] [--exit-rank R --exit-code C] [--die-rank R] [--absent-rank R]
-//             [--hang-rank R] [--ignore-sigterm] [--from-env]
+//             [--hang-rank R] [--ignore-sigterm] [--from-env] [--print-and-abort]
 //
 // By default each rank makes two groups ("default" and "checkpoint") from one store; --from-env
 // makes one with make_gloo_process_group_from_env().
@@ -11,6 +11,8 @@
 // --absent-rank: rank R exits 0 without joining (the others' rendezvous times out).
 // --hang-rank: rank R sleeps instead of joining the collectives (the others' time out).
 // --ignore-sigterm: the launcher's SIGTERM does not stop this rank (so its own error shows).
+// --print-and-abort: prints one line through stdio without flushing, then aborts (what a crash
+// leaves of a rank's output).
 // Prints "rank R: ..." lines; exits 0 when every check passes, 1 on a wrong result, 4 when a
 // collective or the group creation throws (its message on stderr).
 
@@ -20,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -38,6 +41,7 @@ struct Arguments {
   int hang_rank = -1;
   bool ignore_sigterm = false;
   bool from_env = false;
+  bool print_and_abort = false;
 };
 
 Arguments parse(int argc, char** argv) {
@@ -65,6 +69,8 @@ Arguments parse(int argc, char** argv) {
       arguments.absent_rank = static_cast<int>(value());
     } else if (name == "--from-env") {
       arguments.from_env = true;
+    } else if (name == "--print-and-abort") {
+      arguments.print_and_abort = true;
     } else if (name == "--ignore-sigterm") {
       arguments.ignore_sigterm = true;
     } else {
@@ -120,6 +126,10 @@ std::string message_of(const std::exception& error) {
 int main(int argc, char** argv) {
   const Arguments arguments = parse(argc, argv);
   if (arguments.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
+  if (arguments.print_and_abort) {
+    std::printf("rank %s: printed before a crash\n", std::getenv("RANK"));
+    std::abort();  // stdio's buffer is not flushed
+  }
   int rank = -1;
   try {
     const auto env = dcpp::LaunchEnvironment::from_env();

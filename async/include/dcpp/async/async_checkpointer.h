@@ -26,9 +26,11 @@ struct DCPP_API AsyncSaveResponse {
   /// then fails with the same error and nothing is written.
   Future<void> staging_completion;
   /// Completes when the checkpoint is committed (its `.metadata` is in place and durable, as
-  /// dcpp::save returns). Fails with the save's CheckpointError otherwise; nothing is committed
-  /// then, and a checkpoint already in the directory is not damaged.
-  Future<void> upload_completion;
+  /// dcpp::save returns), with the checkpoint's Metadata (what dcpp::save returns; DCP's
+  /// async_save future holds it too; empty when skipped). Fails with the save's CheckpointError
+  /// otherwise; nothing is committed then, and a checkpoint already in the directory is not
+  /// damaged.
+  Future<Metadata> upload_completion;
   /// True when the save was not started because another was in flight (InFlightPolicy::kSkip);
   /// both futures are then complete without error and nothing was written.
   bool skipped = false;

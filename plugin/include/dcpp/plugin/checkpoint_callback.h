@@ -18,12 +18,25 @@ namespace dcpp {
 
 struct DCPP_API CheckpointCallbackOptions {
   /// On train begin, restore from `resume` (default: the latest complete checkpoint; nothing
-  /// there: start fresh). Off: never resume.
+  /// there: start fresh). Off: never resume. Either way the coordinator logs, at info level, which
+  /// checkpoint it resumed from, or that there was none.
   bool resume_enabled = true;
   RestoreRequest resume;
+  /// With resume_enabled: no complete checkpoint to resume from is an error (CheckpointError on
+  /// every rank naming the root) instead of a fresh start: for a job that must continue, where a
+  /// wrong or empty root would silently train from step 0.
+  bool require_resume = false;
 
-  /// Signals that mean "save and stop" (the handler only sets a flag). Empty: no handler.
+  /// Signals that mean "save and stop" (the handler only sets a flag). Empty: no handler. Add
+  /// SIGINT to save on Ctrl-C too.
   std::vector<int> preemption_signals{SIGTERM, SIGUSR1};
+
+  /// Async saves fail in the background: after this many failed in a row, the next on_step_end
+  /// (one where the ranks agree, see agree_every_steps) throws a CheckpointError on every rank
+  /// with the last failure, so training does not go on for hours without a checkpoint. A save
+  /// that commits resets the count. 0: never (failures are only logged). A sync save that fails
+  /// throws at once, whatever this says.
+  int max_consecutive_failed_saves = 2;
   /// Agree on saving every this many steps (an all-reduce of {preempted, time-due} flags over the
   /// manager's group; one process: no collective). 1: a signal is honoured at the next step end.
   int64_t agree_every_steps = 1;
@@ -59,8 +72,13 @@ class DCPP_API CheckpointCallback : public TrainingCallback {
 
   /// The checkpoint resumed from at train begin, if any.
   const std::optional<CheckpointInfo>& resumed_from() const { return resumed_from_; }
-  /// Whether the last step end saved because of preemption.
+  /// Whether the last step end saved because of preemption. A preempted job should exit with
+  /// kPreemptedExitCode, so that a scheduler does not take it for one that finished.
   bool preempted() const { return preempted_; }
+  /// The exit status the examples give a preempted run: non-zero, and apart from the usual
+  /// failure codes (1) and from 128 + a signal. Torchelastic and Slurm treat any non-zero exit as
+  /// "requeue or restart".
+  static constexpr int kPreemptedExitCode = 75;  // EX_TEMPFAIL: "try again later"
   CheckpointManager& manager() { return *manager_; }
 
  private:

@@ -35,7 +35,7 @@ struct DCPP_API CheckpointInfo {
   int world_size = 1;
   /// Seconds since the Unix epoch when the checkpoint was committed.
   double committed_at = 0;
-  /// Bytes of tensors the coordinator rank saved (its part of the state), and the seconds each
+  /// Bytes of every item the checkpoint stores (all ranks' files, as stored), and the seconds each
   /// phase of the save took on the coordinator.
   int64_t bytes = 0;
   double plan_seconds = 0, stage_seconds = 0, write_seconds = 0;

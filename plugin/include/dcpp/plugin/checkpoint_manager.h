@@ -140,7 +140,10 @@ struct DCPP_API SaveRecord {
   int64_t step = 0;
   std::string kind;
   bool async = false;
+  /// Bytes of the tensors in this rank's state (what it staged), and bytes of the items this rank
+  /// wrote (a chunk several ranks hold is written by one of them only).
   int64_t bytes = 0;
+  int64_t written_bytes = 0;
   double plan_seconds = 0, stage_seconds = 0, write_seconds = 0, commit_seconds = 0;
   bool ok = false;
   std::string error;
@@ -167,9 +170,10 @@ struct DCPP_API RestoreRequest {
 /// thread (finishing async saves, pruning) is internal.
 class DCPP_API CheckpointManager {
  public:
-  /// Collective (makes the groups from `store`, then a barrier): the coordinator first removes the
-  /// `.incomplete` and `.deleting` directories an earlier killed job left under the root. Throws
-  /// CheckpointError when the root cannot be created or a group cannot be made.
+  /// Collective (makes the groups from `store`, then the coordinator's outcome broadcast): the
+  /// coordinator creates the root and removes the `.incomplete` and `.deleting` directories an
+  /// earlier killed job left there. Throws CheckpointError when a group cannot be made, and, on
+  /// every rank, naming the root and the cause, when the root cannot be created or cleaned.
   explicit CheckpointManager(CheckpointManagerOptions options);
   /// Waits for the save in flight and pending pruning; never throws (errors are logged).
   ~CheckpointManager();

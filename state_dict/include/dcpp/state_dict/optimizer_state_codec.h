@@ -16,6 +16,13 @@
 
 namespace dcpp {
 
+/// A per-parameter state entry that some options keep, and the option that keeps it
+/// ({"momentum_buffer", "momentum 0.9"}).
+struct DCPP_API KeptState {
+  std::string entry;
+  std::string because;
+};
+
 /// Converts one optimizer type's state. Implementations must be stateless (or immutable): one
 /// instance serves every optimizer of its type, from any thread.
 class DCPP_API OptimizerStateCodec {
@@ -61,6 +68,17 @@ class DCPP_API OptimizerStateCodec {
   /// make_optimizer_stateful and make_app_state let a load proceed without them
   /// (Stateful::may_be_missing); decode_options then sees them absent. Default: none.
   virtual std::vector<std::string> optional_options() const { return {}; }
+
+  /// Per-parameter state entries a step with `options` keeps that other options of this optimizer
+  /// do not (SGD with momentum: "momentum_buffer"; Adam with amsgrad: "max_exp_avg_sq").
+  /// set_optimizer_state_dict refuses to restore options that keep an entry the optimizer's
+  /// present options do not into a param group none of whose parameters is given that entry: the
+  /// options would come back without their state (a load target made from an optimizer with other
+  /// options has no place for it). Default: none.
+  virtual std::vector<KeptState> state_kept_with(const torch::optim::OptimizerOptions& options) const {
+    (void)options;
+    return {};
+  }
 
   /// One step that creates the optimizer's lazily created state, called by DCP's lazy
   /// initialization with zero gradients and a learning rate of 0. Default: optimizer.step().

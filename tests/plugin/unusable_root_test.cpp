@@ -1,0 +1,103 @@
+// A checkpoint root that cannot be created, on two ranks in one process (threads, a Gloo group
+// each, one HashStore): every rank gets one CheckpointError naming the root and the cause, none
+// is left waiting in a collective.
+
+#include "dcpp_test.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <fstream>
+#include <functional>
+#include <thread>
+
+namespace fs = std::filesystem;
+using dcpp::test::TempDir;
+
+namespace {
+
+// What each of `world` ranks threw (empty: nothing, "other: ..." for a non-CheckpointError).
+std::vector<std::string> run_ranks(int world,
+                                   const std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        // A short timeout: a rank left waiting for a peer fails the test in seconds.
+        auto group = dcpp::make_gloo_process_group(
+            store, rank, world, dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(10)));
+        body(group);
+      } catch (const dcpp::CheckpointError& e) {
+        errors[rank] = e.what();
+      } catch (const std::exception& e) {
+        errors[rank] = std::string("other: ") + e.what();
+      }
+    });
+  }
+  for (auto& r : ranks) r.join();
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("a manager root that is a file fails on every rank with a CheckpointError naming it") {
+  TempDir dir;
+  const fs::path root = dir / "taken";
+  std::ofstream(root) << "user data";
+  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    dcpp::CheckpointManagerOptions options;
+    options.root = root;
+    options.process_group = std::move(group);
+    dcpp::CheckpointManager manager(options);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK(errors[rank].find("checkpoint root '" + root.string() + "'") != std::string::npos);
+    CHECK(errors[rank].find("rank 0") != std::string::npos);
+    CHECK(errors[rank].find("exists and is not a directory") != std::string::npos);
+  }
+  // Nothing of the file was touched.
+  std::ifstream in(root);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "user data");
+}
+
+TEST_CASE("a manager root below a file fails on every rank with a CheckpointError naming it") {
+  TempDir dir;
+  std::ofstream(dir / "file") << "x";
+  const fs::path root = dir / "file" / "checkpoints";
+  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    dcpp::CheckpointManagerOptions options;
+    options.root = root;
+    options.process_group = std::move(group);
+    dcpp::CheckpointManager manager(options);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK(errors[rank].find("checkpoint root '" + root.string() + "'") != std::string::npos);
+    CHECK(errors[rank].find("Not a directory") != std::string::npos);
+  }
+}
+
+TEST_CASE("a save into a directory below a file fails on every rank with a CheckpointError") {
+  TempDir dir;
+  std::ofstream(dir / "file") << "x";
+  const fs::path path = dir / "file" / "step-1";
+  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    dcpp::StateDict state;
+    state.insert("w", at::arange(4, at::kFloat));
+    dcpp::SaveOptions options;
+    options.process_group = std::move(group);
+    dcpp::save(state, path, options);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK(errors[rank].find(path.string()) != std::string::npos);
+    CHECK(errors[rank].find("Not a directory") != std::string::npos);
+    CHECK(errors[rank].rfind("other: ", 0) == std::string::npos);
+  }
+}
