@@ -21,6 +21,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -120,13 +121,20 @@ class CheckpointManager::Impl {
       rank = options.rank;
       world = options.world_size;
     }
+    // The store keys of this manager's groups: its own, as every rank numbers its managers alike.
+    static std::atomic<int> managers_from_a_store{0};
+    std::string group_name = "dcpp-manager";
+    if (world > 1 && options.store) {
+      const int n = ++managers_from_a_store;
+      if (n > 1) group_name += "-" + std::to_string(n);
+    }
     if (world > 1 && !group) {
       if (!options.store) {
         throw CheckpointError("CheckpointManager with world_size " + std::to_string(world) +
                               " needs options.process_group or options.store");
       }
       group = make_gloo_process_group(options.store, rank, world,
-                                      ProcessGroupOptions().with_group_name("dcpp-manager"));
+                                      ProcessGroupOptions().with_group_name(group_name));
     }
     log = std::make_unique<detail::PhaseLog>(
         rank == options.coordinator_rank ? options.metrics_file : fs::path(), rank);
@@ -143,7 +151,7 @@ class CheckpointManager::Impl {
           a.store = options.store;
           a.rank = rank;
           a.world_size = world;
-          a.group_options = ProcessGroupOptions().with_group_name("dcpp-manager-async");
+          a.group_options = ProcessGroupOptions().with_group_name(group_name + "-async");
         } else {
           throw CheckpointError(
               "an async CheckpointManager on several ranks needs "

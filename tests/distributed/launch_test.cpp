@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

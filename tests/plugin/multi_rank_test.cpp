@@ -83,3 +83,17 @@ TEST_CASE("data-parallel training with async checkpoints keeps the latest two") 
   CHECK(more.output.find("resumed from " + root + "/step-00000008 at step 8") != std::string::npos);
   CHECK(dcpp::latest_checkpoint(root)->step == 10);
 }
+
+TEST_CASE("the plugin recipes of docs/plugin.md hold on one rank and on two") {
+  for (int ranks : {1, 2}) {
+    TempDir dir;
+    auto run = run_command(launch(ranks, DCPP_PLUGIN_RECIPES, dir.path().string()));
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    for (const char* recipe :
+         {"retention", "resume_from_step", "restore_request", "missing_step", "require_resume"}) {
+      CHECK(matches(run.output, std::string("recipe ") + recipe + ": ok").size() ==
+            static_cast<size_t>(ranks));
+    }
+  }
+}

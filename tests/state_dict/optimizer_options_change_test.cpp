@@ -85,7 +85,7 @@ TEST_CASE("the whole SGD state dict with momentum restores the buffers into an S
   const dcpp::StateDict everything = dcpp::load_from_keys(dir.path(), {"optim"});
   auto model = small_model(1);
   torch::optim::SGD plain(model->parameters(), torch::optim::SGDOptions(0.5));
-  dcpp::set_optimizer_state_dict(dcpp::plain_layout(*model), plain,
+  dcpp::set_optimizer_state_dict(*dcpp::plain_layout(*model), plain,
                                  everything.at("optim").dict());
   CHECK(static_cast<const torch::optim::SGDOptions&>(plain.param_groups()[0].options())
             .momentum() == 0.9);
