@@ -60,10 +60,14 @@ class DCPP_API CheckpointCallback : public TrainingCallback {
                               CheckpointCallbackOptions options = {});
   ~CheckpointCallback() override;
 
-  /// Restores the context's state, step, epoch and content from the checkpoint to resume from.
+  /// Restores the context's state, step, epoch and content from the checkpoint to resume from;
+  /// the coordinator logs which (or that there was none). Throws CheckpointError when the load
+  /// fails, or when there is nothing to resume from and options.require_resume is set.
   void on_train_begin(TrainingContext& context) override;
   /// Saves when due (every N steps / T seconds) or preempted (then requests the loop to stop);
   /// waits for staging before returning, so the next optimizer step may change the tensors.
+  /// Throws CheckpointError, on every rank, when a sync save failed or when
+  /// options.max_consecutive_failed_saves saves failed in a row (async ones in the background).
   void on_step_end(TrainingContext& context) override;
   /// The final save and export; waits for every upload and pruning to finish.
   void on_train_end(TrainingContext& context) override;
