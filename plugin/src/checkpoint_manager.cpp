@@ -21,7 +21,6 @@
 
 #include <ATen/ATen.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -121,11 +120,11 @@ class CheckpointManager::Impl {
       rank = options.rank;
       world = options.world_size;
     }
-    // The store keys of this manager's groups: its own, as every rank numbers its managers alike.
-    static std::atomic<int> managers_from_a_store{0};
+    // The store keys of this manager's groups, its own: each rank counts the managers it made
+    // from this store in the store itself (ranks may be threads of one process sharing it).
     std::string group_name = "dcpp-manager";
     if (world > 1 && options.store) {
-      const int n = ++managers_from_a_store;
+      const int64_t n = options.store->add("dcpp/managers-made-by-rank-" + std::to_string(rank), 1);
       if (n > 1) group_name += "-" + std::to_string(n);
     }
     if (world > 1 && !group) {

@@ -60,7 +60,7 @@ struct DCPP_API CheckpointManagerOptions {
   /// agreement collectives; keep it apart from the training loop's group) and, for async saves,
   /// `async_process_group` (used only by the background uploads); or a `store` with `rank` and
   /// `world_size`, from which the manager makes both (Gloo groups "dcpp-manager" and
-  /// "dcpp-manager-async"; the N-th manager a process makes from a store adds "-N", so managers
+  /// "dcpp-manager-async"; the N-th manager a rank makes from a store adds "-N", so managers
   /// made in the same order on every rank, one after the other or side by side, never share a
   /// group). Neither: one process.
   c10::intrusive_ptr<c10d::ProcessGroup> process_group;
