@@ -1,8 +1,14 @@
 #include "json_value.h"
 
 #include <dcpp/checkpoint/metadata.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/jit_type.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace dcpp::tools {
@@ -52,6 +58,41 @@ nlohmann::json to_json(const c10::IValue& value) {
     return object;
   }
   return "<" + value.tagKind() + ">";
+}
+
+c10::IValue from_json(const nlohmann::json& json) {
+  switch (json.type()) {
+    case nlohmann::json::value_t::null:
+      return c10::IValue();
+    case nlohmann::json::value_t::boolean:
+      return json.get<bool>();
+    case nlohmann::json::value_t::number_integer:
+      return json.get<int64_t>();
+    case nlohmann::json::value_t::number_unsigned: {
+      const auto value = json.get<uint64_t>();
+      if (value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return static_cast<int64_t>(value);
+      }
+      return static_cast<double>(value);
+    }
+    case nlohmann::json::value_t::number_float:
+      return json.get<double>();
+    case nlohmann::json::value_t::string:
+      return json.get<std::string>();
+    case nlohmann::json::value_t::array: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (const nlohmann::json& element : json) list.push_back(from_json(element));
+      return list;
+    }
+    case nlohmann::json::value_t::object: {
+      c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+      for (const auto& [key, element] : json.items()) dict.insert(key, from_json(element));
+      return dict;
+    }
+    default:  // binary: never parsed from text
+      throw CheckpointError("a JSON value of type " + std::string(json.type_name()) +
+                            " has no state dict value");
+  }
 }
 
 nlohmann::json to_json(const StateValue& value) {

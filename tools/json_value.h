@@ -12,4 +12,8 @@ namespace dcpp::tools {
 nlohmann::json to_json(const StateValue& value);
 nlohmann::json to_json(const c10::IValue& value);
 
+/// The value JSON holds, as `to_json` writes it back the same: null -> None, bool, integers -> int
+/// (above int64's range -> float), float, str, arrays -> lists, objects -> dicts with str keys.
+c10::IValue from_json(const nlohmann::json& json);
+
 }  // namespace dcpp::tools

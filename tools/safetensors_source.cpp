@@ -1,10 +1,15 @@
 // Hugging Face safetensors as a CheckpointSource: one `.safetensors` file, or an `*.index.json`
 // whose "weight_map" names the shard of every tensor. Headers are checked before anything is read:
 // known dtypes, non-negative shapes, data ranges of exactly the tensor's size inside the file.
-// Tensors are flat keys at the top level (paths of one element); `__metadata__` is not read. The
-// header codec is the library's (checkpoint/src/safetensors_header.h).
+// Tensors are flat keys at the top level (paths of one element). Every `__metadata__` entry but
+// safetensors' own "format" is a value under its key, as `dcpp convert --to safetensors` stores
+// values: its text decoded as JSON, or the text itself when it is no JSON (another writer's
+// note). Shards each carry the values; they are read from the first. The header codec is the
+// library's (checkpoint/src/safetensors_header.h).
 
 #include "checkpoint_source.h"
+#include "json_value.h"
+
 #include "file_io.h"
 #include "safetensors_header.h"
 
@@ -48,6 +53,13 @@ class SafetensorsSource final : public CheckpointSource {
     } else {
       open_file(path, nullptr);
     }
+    for (SourceEntry& entry : value_entries_) {
+      if (seen_.count(entry.key) != 0) {
+        throw CheckpointError("safetensors " + path.string() + ": '" + entry.key +
+                              "' is both a tensor and a __metadata__ value");
+      }
+      entries_.push_back(std::move(entry));
+    }
   }
 
   std::string format() const override { return "safetensors"; }
@@ -61,7 +73,11 @@ class SafetensorsSource final : public CheckpointSource {
   }
 
   c10::IValue read_value(const SourceEntry& entry) override {
-    throw CheckpointError("safetensors entry '" + entry.key + "' is not a value");
+    auto found = values_.find(entry.key);
+    if (found == values_.end()) {
+      throw CheckpointError("safetensors entry '" + entry.key + "' is not a value");
+    }
+    return found->second.value;
   }
 
  private:
@@ -129,12 +145,44 @@ class SafetensorsSource final : public CheckpointSource {
     if (expected != nullptr && header.tensors.size() != expected->size()) {
       throw CheckpointError(what + " lacks tensors the index places in it");
     }
+    for (const auto& [key, text] : header.metadata) {
+      if (key != "format") add_value(path, key, text);
+    }
   }
+
+  void add_value(const fs::path& file, const std::string& key, const std::string& text) {
+    auto seen = values_.find(key);
+    if (seen != values_.end()) {
+      if (seen->second.text != text) {
+        throw CheckpointError("safetensors file " + file.string() + ", __metadata__ key '" + key +
+                              "': the value differs from the one in " +
+                              seen->second.file.string() +
+                              " (shards of different conversions?); convert the checkpoint again");
+      }
+      return;
+    }
+    c10::IValue value(text);
+    const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!parsed.is_discarded()) value = from_json(parsed);
+    values_.emplace(key, StoredValue{file, text, std::move(value)});
+    SourceEntry entry;
+    entry.key = key;
+    entry.path = ObjectPath{key};
+    value_entries_.push_back(std::move(entry));
+  }
+
+  struct StoredValue {
+    fs::path file;     // the first file that holds it
+    std::string text;  // as __metadata__ holds it
+    c10::IValue value;
+  };
 
   std::vector<std::unique_ptr<detail::File>> files_;
   std::vector<SourceEntry> entries_;
   std::map<std::string, Located> located_;
-  std::set<std::string> seen_;
+  std::set<std::string> seen_;  // tensor names
+  std::map<std::string, StoredValue> values_;
+  std::vector<SourceEntry> value_entries_;  // appended to entries_ once every file is read
 };
 
 }  // namespace

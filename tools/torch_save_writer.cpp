@@ -1,12 +1,13 @@
 // `torch.save` of a nested state dict, streamed. data.pkl needs only each tensor's dtype and shape,
-// which the source knows up front, so it is written first (over meta placeholders); then each
-// storage record `data/<i>` is read, cast and written in turn, as PyTorch 2.6 lays out the archive:
-// data.pkl, byteorder, data/0..., version, .data/serialization_id.
+// which the source knows up front, so it is written first (over meta placeholders, in the opcodes
+// libtorch reads too: torch_save_pickle.h); then each storage record `data/<i>` is read, cast and
+// written in turn, as PyTorch 2.6 lays out the archive: data.pkl, byteorder, data/0..., version,
+// .data/serialization_id.
 
 #include "format_writers.h"
+#include "torch_save_pickle.h"
 
 #include "file_io.h"
-#include "torch_pickle.h"
 #include "zip_blob_writer.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -42,7 +43,7 @@ std::string serialization_id() {
 void write_archive(Conversion& conversion, const fs::path& partial, const std::string& root_name) {
   StateDict state = conversion.placeholder_state_dict();
   std::vector<at::Tensor> tensors;
-  const std::string pickle = detail::encode_value_pickle(to_ivalue(StateValue(state)), tensors);
+  const std::string pickle = encode_torch_save_pickle(to_ivalue(StateValue(state)), tensors);
 
   detail::File file(partial, detail::File::Mode::kCreateTruncate);
   detail::FileSink sink(file);

@@ -1,15 +1,20 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
+#include "checkpoint_source.h"
 #include "diff_command.h"
+#include "json_value.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 using dcpp::test::run_cli;
+using dcpp::tools::to_json;
 using nlohmann::json;
 
 namespace {
@@ -102,24 +107,68 @@ TEST_CASE("tensor differences treat NaN, infinity and complex values sensibly") 
   REQUIRE(ints.differing == 0);
 }
 
-TEST_CASE("diff compares checkpoints across formats") {
+TEST_CASE("a checkpoint and its safetensors conversion diff equal, values included") {
+  // safetensors holds tensors only: convert stores the values in __metadata__ as JSON text, and
+  // the safetensors source reads them back, so a lossless conversion compares equal.
   dcpp::test::TempDir dir;
   const auto src = dcpp::test::fixture("single_rank_mixed");
+  const std::size_t entries = dcpp::read_metadata(src).state_dict_metadata.size();
   REQUIRE(run_cli("convert " + src.string() + " " + (dir / "m.safetensors").string() +
                   " --to safetensors")
               .exit_code == 0);
   const json diff = dcpp::tools::diff_checkpoints(src, dir / "m.safetensors");
-  // safetensors holds tensors only: the values are on one side, every tensor is equal.
-  REQUIRE(diff["changed"].empty());
-  REQUIRE(diff["only_in_b"].empty());
-  REQUIRE_FALSE(diff["only_in_a"].empty());
-  std::size_t values = 0;
-  for (const auto& [key, stored] : dcpp::read_metadata(src).state_dict_metadata) {
-    values += std::holds_alternative<dcpp::BytesStorageMetadata>(stored) ? 1 : 0;
+  INFO(diff.dump(1));
+  REQUIRE(diff["equal"] == true);
+  REQUIRE(diff["same"].get<std::size_t>() == entries);
+  const auto cli = run_cli("diff " + src.string() + " " + (dir / "m.safetensors").string());
+  REQUIRE(cli.exit_code == 0);
+  REQUIRE_THAT(cli.output, Catch::Contains("equal: " + std::to_string(entries) + " entries equal"));
+
+  // Sharded: every shard carries the values; they are read once.
+  REQUIRE(run_cli("convert " + src.string() + " " + (dir / "s.safetensors").string() +
+                  " --to safetensors --max-shard-size 256")
+              .exit_code == 0);
+  const json sharded = dcpp::tools::diff_checkpoints(src, dir / "s.safetensors.index.json");
+  INFO(sharded.dump(1));
+  REQUIRE(sharded["equal"] == true);
+  REQUIRE(sharded["same"].get<std::size_t>() == entries);
+
+  // A value that differs is found as one.
+  dcpp::test::TempDir other;
+  dcpp::StateDict state = base_state();
+  dcpp::save(state, other / "a");
+  state.insert("step", 8);
+  dcpp::save(state, other / "b");
+  REQUIRE(run_cli("convert " + (other / "b").string() + " " + (other / "b.safetensors").string() +
+                  " --to safetensors")
+              .exit_code == 0);
+  const json changed = dcpp::tools::diff_checkpoints(other / "a", other / "b.safetensors");
+  INFO(changed.dump(1));
+  REQUIRE(changed["only_in_a"].empty());
+  REQUIRE(changed["only_in_b"].empty());
+  REQUIRE(changed["changed"] == json({{"step", {{"change", "value"}, {"a", 7}, {"b", 8}}}}));
+}
+
+TEST_CASE("safetensors metadata other tools wrote reads as string values") {
+  // __metadata__ of another writer: strings that are not JSON stay strings; "format" is the
+  // safetensors convention, not a value.
+  dcpp::test::TempDir dir;
+  const std::string header =
+      R"({"__metadata__":{"format":"pt","note":"trained on data v2","layers":"12"},)"
+      R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  const uint64_t n = padded.size();
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += padded + std::string(8, '\0');
+  dcpp::test::write_file(dir / "x.safetensors", bytes);
+  auto source = dcpp::tools::open_checkpoint_source(dir / "x.safetensors");
+  std::map<std::string, std::string> values;
+  for (const auto& entry : source->entries()) {
+    if (!entry.is_tensor) values[entry.key] = to_json(source->read_value(entry)).dump();
   }
-  REQUIRE(diff["only_in_a"].size() == values);
-  REQUIRE(diff["same"].get<std::size_t>() + values ==
-          dcpp::read_metadata(src).state_dict_metadata.size());
+  REQUIRE(values == std::map<std::string, std::string>{{"layers", "12"},
+                                                       {"note", "\"trained on data v2\""}});
 }
 
 TEST_CASE("diff compares empty tensors as equal without touching their data") {
