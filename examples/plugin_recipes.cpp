@@ -94,9 +94,8 @@ bool check(bool ok, const std::string& recipe, const std::string& what) {
 bool retention(const Job& job, const fs::path& root) {
   {
     auto manager = std::make_shared<dcpp::CheckpointManager>(
-      job.manager_options(root)
-          .with_save_every_steps(2)
-          .with_retention(dcpp::RetentionPolicy().with_keep_latest(3).with_keep_every_steps(10)));
+        job.manager_options(root).with_save_every_steps(2).with_retention(
+            dcpp::RetentionPolicy().with_keep_latest(3).with_keep_every_steps(10)));
     dcpp::CheckpointCallback checkpoints(manager);
     Training training;
     training.run(checkpoints, 16);
@@ -142,8 +141,8 @@ bool missing_step(const Job& job, const fs::path& root) {
   } catch (const dcpp::CheckpointError& error) {
     const std::string message = error.what();
     if (job.env.rank == 0) std::printf("resuming from step 13: %s\n", message.c_str());
-    return check(message.find("are of steps 10, 12, 14, 16") != std::string::npos,
-                 "missing_step", "expected the steps there in: " + message);
+    return check(message.find("are of steps 10, 12, 14, 16") != std::string::npos, "missing_step",
+                 "expected the steps there in: " + message);
   }
   return check(false, "missing_step", "restoring a step that is not there did not throw");
 }
@@ -179,11 +178,10 @@ int main(int argc, char** argv) {
     const char* name;
     bool (*run)(const Job&, const fs::path&);
   };
-  for (const Recipe& recipe : {Recipe{"retention", retention},
-                               Recipe{"resume_from_step", resume_from_step},
-                               Recipe{"restore_request", restore_request},
-                               Recipe{"missing_step", missing_step},
-                               Recipe{"require_resume", require_resume}}) {
+  for (const Recipe& recipe :
+       {Recipe{"retention", retention}, Recipe{"resume_from_step", resume_from_step},
+        Recipe{"restore_request", restore_request}, Recipe{"missing_step", missing_step},
+        Recipe{"require_resume", require_resume}}) {
     if (!recipe.run(job, root)) return 1;
     std::printf("recipe %s: ok\n", recipe.name);
   }

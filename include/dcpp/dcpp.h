@@ -41,5 +41,5 @@
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/state_dict_options.h>
 #include <dcpp/state_dict/stateful.h>
-#include <dcpp/state_dict/stateful_swap.h>
 #include <dcpp/state_dict/stateful_adapters.h>
+#include <dcpp/state_dict/stateful_swap.h>

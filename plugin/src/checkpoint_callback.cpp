@@ -55,7 +55,8 @@ FailedSaves failed_saves_in_a_row(const std::vector<SaveRecord>& history) {
           : std::to_string(failed.count) + " checkpoint saves in a row failed (steps " + steps +
                 "), the last with: " + failed.last_error +
                 "; stopping the training loop rather than going on without checkpoints. Fix the "
-                "cause and resume, or raise CheckpointCallbackOptions::max_consecutive_failed_saves "
+                "cause and resume, or raise "
+                "CheckpointCallbackOptions::max_consecutive_failed_saves "
                 "(0: only log failures)");
 }
 
@@ -141,8 +142,7 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
   if (due || preempt) save(context);
   if (preempt) {
     preempted_ = true;
-    detail::logger().warn("preempted: saved step {}, stopping the training loop",
-                          context.step);
+    detail::logger().warn("preempted: saved step {}, stopping the training loop", context.step);
     context.request_stop();
   }
 }
@@ -152,8 +152,8 @@ void CheckpointCallback::on_train_end(TrainingContext& context) {
   if (options_.export_at_end) {
     const StateValue* value = context.state.find(options_.export_key);
     if (value == nullptr) {
-      throw CheckpointError("export_at_end: the training context has no '" +
-                            options_.export_key + "'; set CheckpointCallbackOptions::export_key");
+      throw CheckpointError("export_at_end: the training context has no '" + options_.export_key +
+                            "'; set CheckpointCallbackOptions::export_key");
     }
     StateDict exported;
     exported.insert(options_.export_key, *value);

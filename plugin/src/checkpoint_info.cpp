@@ -71,8 +71,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     info.write_seconds = j.value("write_seconds", 0.0);
     return info;
   } catch (const json::exception& e) {
-    throw CheckpointError("checkpoint manifest '" + file.string() +
-                          "' is malformed: " + e.what());
+    throw CheckpointError("checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
   }
 }
 

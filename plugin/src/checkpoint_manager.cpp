@@ -182,8 +182,9 @@ class CheckpointManager::Impl {
     }
     error = broadcast_text(group, error, options.coordinator_rank);
     if (!error.empty()) {
-      throw CheckpointError("checkpoint root '" + options.root.string() + "' cannot be used (rank " +
-                            std::to_string(options.coordinator_rank) + ": " + error +
+      throw CheckpointError("checkpoint root '" + options.root.string() +
+                            "' cannot be used (rank " + std::to_string(options.coordinator_rank) +
+                            ": " + error +
                             "); give CheckpointManagerOptions::root a directory the coordinator "
                             "can create and every rank can write");
     }
@@ -446,8 +447,8 @@ ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& r
       if (m.is_coordinator()) m.prune();
     } catch (...) {
       record.error = error_text(std::current_exception());
-      detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step,
-                             m.rank, record.error);
+      detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, m.rank,
+                             record.error);
       m.add_record(record);
       committed->set_exception(std::current_exception());
     }
