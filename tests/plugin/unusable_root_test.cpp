@@ -20,8 +20,8 @@ using dcpp::test::TempDir;
 namespace {
 
 // What each of `world` ranks threw (empty: nothing, "other: ..." for a non-CheckpointError).
-std::vector<std::string> run_ranks(int world,
-                                   const std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>)>& body) {
+std::vector<std::string> run_ranks(
+    int world, const std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>)>& body) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::string> errors(world);
   std::vector<std::thread> ranks;
@@ -43,19 +43,24 @@ std::vector<std::string> run_ranks(int world,
   return errors;
 }
 
-}  // namespace
-
-TEST_CASE("a manager root that is a file fails on every rank with a CheckpointError naming it") {
-  TempDir dir;
-  const fs::path root = dir / "taken";
-  std::ofstream(root) << "user data";
-  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+// What each of two ranks threw constructing a manager on `root`.
+std::vector<std::string> manager_errors(const fs::path& root) {
+  return run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
     dcpp::CheckpointManagerOptions options;
     options.root = root;
     options.process_group = std::move(group);
     options.async = false;  // an async manager needs a second group: beside the point here
     dcpp::CheckpointManager manager(options);
   });
+}
+
+}  // namespace
+
+TEST_CASE("a manager root that is a file fails on every rank with a CheckpointError naming it") {
+  TempDir dir;
+  const fs::path root = dir / "taken";
+  std::ofstream(root) << "user data";
+  const auto errors = manager_errors(root);
   for (int rank = 0; rank < 2; ++rank) {
     INFO("rank " << rank << ": " << errors[rank]);
     CHECK(errors[rank].find("checkpoint root '" + root.string() + "'") != std::string::npos);
@@ -71,13 +76,7 @@ TEST_CASE("a manager root below a file fails on every rank with a CheckpointErro
   TempDir dir;
   std::ofstream(dir / "file") << "x";
   const fs::path root = dir / "file" / "checkpoints";
-  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
-    dcpp::CheckpointManagerOptions options;
-    options.root = root;
-    options.process_group = std::move(group);
-    options.async = false;  // an async manager needs a second group: beside the point here
-    dcpp::CheckpointManager manager(options);
-  });
+  const auto errors = manager_errors(root);
   for (int rank = 0; rank < 2; ++rank) {
     INFO("rank " << rank << ": " << errors[rank]);
     CHECK(errors[rank].find("checkpoint root '" + root.string() + "'") != std::string::npos);
