@@ -1,5 +1,6 @@
 #include "inspect_command.h"
 
+#include "inspect_file.h"
 #include "inspect_tree.h"
 #include "json_value.h"
 #include "tensor_stats.h"
@@ -64,18 +65,6 @@ const StateValue& entry_at(StateDict& loaded, const std::string& key, const Obje
   return *value;
 }
 
-json path_json(const ObjectPath& path) {
-  json array = json::array();
-  for (const PathElement& step : path) {
-    if (const auto* key = std::get_if<std::string>(&step)) {
-      array.push_back(*key);
-    } else {
-      array.push_back(std::get<int64_t>(step));
-    }
-  }
-  return array;
-}
-
 // The rank that wrote a data file, from DCP's file name `__<rank>_<n>.distcp`; null otherwise.
 json rank_of_file(const std::string& name) {
   if (name.rfind("__", 0) != 0) {
@@ -91,23 +80,10 @@ json rank_of_file(const std::string& name) {
   return std::stoi(name.substr(2, end - 2));
 }
 
-json optional_json(const std::optional<double>& value) {
-  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
-}
-
-json stats_json(const TensorStats& stats) {
-  return json{{"sum", optional_json(stats.sum)},
-              {"abs_sum", optional_json(stats.abs_sum)},
-              {"min", optional_json(stats.min)},
-              {"max", optional_json(stats.max)},
-              {"mean", optional_json(stats.mean)},
-              {"nan", stats.nan},
-              {"inf", stats.inf}};
-}
-
 }  // namespace
 
 json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
+  if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
   CachedMetadataReader reader(checkpoint);
   const Metadata& metadata = reader.metadata();
   std::map<std::string, ObjectPath> paths;
@@ -140,7 +116,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     json entry;
     if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
       entry["kind"] = "tensor";
-      entry["path"] = path_json(path);
+      entry["path"] = to_json(path);
       entry["dtype"] = dtype_name(tensor->properties.dtype);
       entry["shape"] = tensor->size;
       json chunks = json::array();
@@ -163,11 +139,11 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
       entry["chunks"] = std::move(chunks);
       if (with_stats) {
-        entry["stats"] = stats_json(stats.at(key));
+        entry["stats"] = to_json(stats.at(key));
       }
     } else {
       entry["kind"] = "bytes";
-      entry["path"] = path_json(path);
+      entry["path"] = to_json(path);
       entry["value"] = to_json(entry_at(values, key, path));
     }
     entries[key] = std::move(entry);
@@ -212,7 +188,8 @@ void print_inspection(const json& inspection, std::ostream& out) {
       }
       out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump() << "  "
           << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
-          << " in " << json(files).dump() << " from ranks " << json(ranks).dump();
+          << " in " << json(files).dump();
+      if (!ranks.empty()) out << " from ranks " << json(ranks).dump();
       if (entry.contains("stats")) {
         out << "  stats " << entry["stats"].dump();
       }
@@ -229,7 +206,9 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+  command->add_option("CKPT", *checkpoint,
+                      "A checkpoint directory (DCP or Hugging Face), or a torch.save or safetensors "
+                      "file")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,

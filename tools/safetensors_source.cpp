@@ -138,6 +138,7 @@ class SafetensorsSource final : public CheckpointSource {
       entry.is_tensor = true;
       entry.dtype = tensor.dtype;
       entry.shape = tensor.shape;
+      entry.file = path.filename().string();
       located_[tensor.name] =
           Located{files_.size() - 1, header.data_start + tensor.begin, tensor.end - tensor.begin};
       entries_.push_back(std::move(entry));
@@ -168,6 +169,7 @@ class SafetensorsSource final : public CheckpointSource {
     SourceEntry entry;
     entry.key = key;
     entry.path = ObjectPath{key};
+    entry.file = file.filename().string();
     value_entries_.push_back(std::move(entry));
   }
 
