@@ -3,6 +3,7 @@
 #include "inspect_file.h"
 #include "inspect_tree.h"
 #include "json_value.h"
+#include "manager_root.h"
 #include "tensor_stats.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -207,8 +208,8 @@ void add_inspect_command(CLI::App& app) {
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
   command->add_option("CKPT", *checkpoint,
-                      "A checkpoint directory (DCP or Hugging Face), or a torch.save or safetensors "
-                      "file")
+                      "A checkpoint directory (DCP or Hugging Face), a torch.save or safetensors "
+                      "file, or a CheckpointManager root (lists its steps)")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,
@@ -218,6 +219,20 @@ void add_inspect_command(CLI::App& app) {
                     "Show entries nested by their real paths (planner_data); with --json, add "
                     "\"tree\"");
   command->callback([=] {
+    if (is_manager_root(*checkpoint)) {
+      const json listing = inspect_manager_root(*checkpoint);
+      if (*with_stats || *as_tree) {
+        throw CheckpointError(*checkpoint + " is the root of a CheckpointManager, not one " +
+                              "checkpoint: --stats and --tree apply to one of its step " +
+                              "directories, e.g. " + example_step_directory(listing).string());
+      }
+      if (*as_json) {
+        std::cout << listing.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+      } else {
+        print_manager_root(listing, std::cout);
+      }
+      return;
+    }
     json inspection = inspect_checkpoint(*checkpoint, *with_stats);
     if (*as_json) {
       if (*as_tree) inspection["tree"] = entry_tree(inspection["entries"]);

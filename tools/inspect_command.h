@@ -1,5 +1,6 @@
 #pragma once
-// `dcpp inspect CKPT|FILE [--json] [--stats] [--tree]`: what a checkpoint holds, and its sizes.
+// `dcpp inspect CKPT|FILE|ROOT [--json] [--stats] [--tree]`: what a checkpoint holds, and its
+// sizes; or the steps of a CheckpointManager's root (manager_root.h).
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
