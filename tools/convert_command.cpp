@@ -85,9 +85,7 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--to", *to, "The format to write")
       ->required()
       ->check(CLI::IsMember({"torch-save", "dcp", "safetensors", "hf"}));
-  command->add_option("--dtype", *dtype,
-                      "Cast floating tensors to this dtype (0-dim ones, such as Adam's step, keep "
-                      "theirs)")
+  command->add_option("--dtype", *dtype, "Cast floating tensors but 0-dim ones to this dtype")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   command->add_option("--keys", *keys,
                       "Convert only the entries under these FQN prefixes, matched on whole "

@@ -18,9 +18,8 @@ std::string step_name(const json& step) {
 
 std::string describe_leaf(const json& entry) {
   if (entry["kind"] == "tensor") {
-    std::string text = "tensor " + entry["dtype"].get<std::string>() + " " +
-                       entry["shape"].dump() + "  " +
-                       human_bytes(entry.value("bytes", uint64_t{0}));
+    std::string text = "tensor " + entry["dtype"].get<std::string>() + " " + entry["shape"].dump() +
+                       "  " + human_bytes(entry.value("bytes", uint64_t{0}));
     if (entry.contains("stats")) text += "  stats " + entry["stats"].dump();
     return text;
   }

@@ -111,10 +111,10 @@ nlohmann::json to_json(const TensorStats& stats) {
   const auto number = [](const std::optional<double>& value) {
     return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json(nullptr);
   };
-  return nlohmann::json{{"sum", number(stats.sum)},         {"abs_sum", number(stats.abs_sum)},
-                        {"min", number(stats.min)},         {"max", number(stats.max)},
-                        {"mean", number(stats.mean)},       {"nan", stats.nan},
-                        {"inf", stats.inf}};
+  return nlohmann::json{
+      {"sum", number(stats.sum)}, {"abs_sum", number(stats.abs_sum)}, {"min", number(stats.min)},
+      {"max", number(stats.max)}, {"mean", number(stats.mean)},       {"nan", stats.nan},
+      {"inf", stats.inf}};
 }
 
 nlohmann::json to_json(const StateValue& value) {

@@ -10,8 +10,7 @@ namespace {
 
 class SelectedSource final : public CheckpointSource {
  public:
-  SelectedSource(std::unique_ptr<CheckpointSource> source,
-                 const std::vector<std::string>& prefixes)
+  SelectedSource(std::unique_ptr<CheckpointSource> source, const std::vector<std::string>& prefixes)
       : source_(std::move(source)) {
     for (const SourceEntry& entry : source_->entries()) {
       for (const std::string& prefix : prefixes) {
@@ -71,7 +70,8 @@ std::unique_ptr<CheckpointSource> select_keys(std::unique_ptr<CheckpointSource> 
       }
       throw CheckpointError("--keys '" + prefix + "' matches no key of " + source_name +
                             " (a prefix matches whole '.'-separated components; its top-level "
-                            "keys: " + top_level + ")");
+                            "keys: " +
+                            top_level + ")");
     }
   }
   return std::make_unique<SelectedSource>(std::move(source), prefixes);

@@ -158,7 +158,8 @@ json inspect_manager_root(const fs::path& root) {
     };
     return key(a) < key(b);
   });
-  return json{{"format", "dcpp-manager-root"}, {"root", root.string()}, {"checkpoints", checkpoints}};
+  return json{
+      {"format", "dcpp-manager-root"}, {"root", root.string()}, {"checkpoints", checkpoints}};
 }
 
 fs::path example_step_directory(const json& listing) {
@@ -179,7 +180,8 @@ void print_manager_root(const json& listing, std::ostream& out) {
   out << "manager root " << listing["root"].get<std::string>() << ": " << checkpoints.size()
       << " checkpoint directories, " << committed << " committed\n";
   std::size_t width = 9;
-  for (const json& c : checkpoints) width = std::max(width, c["directory"].get<std::string>().size());
+  for (const json& c : checkpoints)
+    width = std::max(width, c["directory"].get<std::string>().size());
   const int name_width = static_cast<int>(width) + 2;
   out << std::left << std::setw(name_width) << "directory" << std::setw(10) << "step"
       << std::setw(12) << "state" << std::setw(8) << "kind" << std::setw(25) << "committed at"
@@ -190,7 +192,7 @@ void print_manager_root(const json& listing, std::ostream& out) {
         << c["step"].get<int64_t>() << std::setw(12) << c["state"].get<std::string>()
         << std::setw(8) << c["kind"].get<std::string>() << std::setw(25)
         << (c["committed_at"].is_null() ? std::string("-")
-                                         : utc_time(c["committed_at"].get<double>()))
+                                        : utc_time(c["committed_at"].get<double>()))
         << std::setw(11) << human_bytes(c["size"].get<uint64_t>()) << metrics_text(c["metrics"]);
     if (c.contains("problem")) out << "  (" << c["problem"].get<std::string>() << ")";
     out << "\n";

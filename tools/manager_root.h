@@ -25,8 +25,8 @@ bool is_manager_root(const std::filesystem::path& directory);
 ///  the rest null. Reads no checkpoint.
 nlohmann::json inspect_manager_root(const std::filesystem::path& root);
 
-/// The latest committed full checkpoint of `listing` (else its last directory; else the root), under
-/// its root: what to inspect instead of the root.
+/// The latest committed full checkpoint of `listing` (else its last directory; else the root),
+/// under its root: what to inspect instead of the root.
 std::filesystem::path example_step_directory(const nlohmann::json& listing);
 
 /// The listing: a summary line, a header and one line per directory.

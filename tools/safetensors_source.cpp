@@ -156,8 +156,7 @@ class SafetensorsSource final : public CheckpointSource {
     if (seen != values_.end()) {
       if (seen->second.text != text) {
         throw CheckpointError("safetensors file " + file.string() + ", __metadata__ key '" + key +
-                              "': the value differs from the one in " +
-                              seen->second.file.string() +
+                              "': the value differs from the one in " + seen->second.file.string() +
                               " (shards of different conversions?); convert the checkpoint again");
       }
       return;

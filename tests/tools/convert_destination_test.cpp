@@ -55,8 +55,8 @@ TEST_CASE("convert refuses an existing destination for every format and leaves i
     dcpp::test::write_file(existing, "precious");
     const fs::path destination = dir / c.destination;
     const auto before = snapshot(destination.parent_path());
-    const auto cli = run_cli("convert " + src + " " + destination.string() + " --to " + c.to +
-                             " " + c.extra);
+    const auto cli =
+        run_cli("convert " + src + " " + destination.string() + " --to " + c.to + " " + c.extra);
     INFO(cli.output);
     REQUIRE(cli.exit_code == 1);
     REQUIRE_THAT(cli.output, Catch::Contains((dir / c.named).string() + " exists"));

@@ -69,8 +69,8 @@ TEST_CASE("convert --dtype casts floating tensors but keeps 0-dim counters such 
   for (const std::string to : {"dcp", "torch-save", "safetensors"}) {
     INFO(to);
     const fs::path out = dir / ("bf16-" + to);
-    const auto cli = run_cli("convert " + (dir / "ckpt").string() + " " + out.string() +
-                             " --to " + to + " --dtype bf16");
+    const auto cli = run_cli("convert " + (dir / "ckpt").string() + " " + out.string() + " --to " +
+                             to + " --dtype bf16");
     INFO(cli.output);
     REQUIRE(cli.exit_code == 0);
     const auto converted = tensors_of(out);
@@ -108,9 +108,9 @@ TEST_CASE("convert --keys converts only the entries under the given FQN prefixes
                 " --to dcp --keys model.w optim.state epoch");
   INFO(cli.output);
   REQUIRE(cli.exit_code == 0);
-  REQUIRE(keys_of(dir / "some") ==
-          std::vector<std::string>{"epoch", "model.w", "optim.state.0.exp_avg",
-                                   "optim.state.0.step"});
+  REQUIRE(keys_of(dir / "some") == std::vector<std::string>{"epoch", "model.w",
+                                                            "optim.state.0.exp_avg",
+                                                            "optim.state.0.step"});
 
   // A prefix that matches nothing is an error naming it, and nothing is written.
   cli = run_cli("convert " + src + " " + (dir / "typo.safetensors").string() +

@@ -29,8 +29,9 @@ TEST_CASE("inspect reads torch.save and safetensors files as it reads a DCP chec
     std::string format;
     bool nested;  // paths kept (torch.save) or flat keys (safetensors)
   };
-  for (const Case& c : {Case{"x.pt", "torch-save", true}, Case{"x.safetensors", "safetensors", false},
-                        Case{"s.safetensors.index.json", "safetensors", false}}) {
+  for (const Case& c :
+       {Case{"x.pt", "torch-save", true}, Case{"x.safetensors", "safetensors", false},
+        Case{"s.safetensors.index.json", "safetensors", false}}) {
     INFO(c.file);
     const auto cli = run_cli("inspect --json --stats " + (dir / c.file).string());
     INFO(cli.output);

@@ -69,8 +69,7 @@ TEST_CASE("inspect on a manager root lists its steps from their manifests") {
   const json& steps = listing["checkpoints"];
   REQUIRE(steps.size() == 4);
   const std::vector<std::string> directories = {"step-00000100", "step-00000200",
-                                                "export-step-00000200",
-                                                "step-00000300.incomplete"};
+                                                "export-step-00000200", "step-00000300.incomplete"};
   for (std::size_t i = 0; i < steps.size(); ++i) {
     INFO(i);
     REQUIRE(steps[i]["directory"] == directories[i]);
