@@ -77,6 +77,7 @@ TEST_CASE("inspect on a manager root lists its steps from their manifests") {
   }
   REQUIRE(steps[0]["step"] == 100);
   REQUIRE(steps[0]["committed"] == true);
+  REQUIRE(steps[0]["state"] == "committed");
   REQUIRE(steps[0]["kind"] == "full");
   REQUIRE(steps[0]["epoch"] == 1);
   REQUIRE(steps[0]["metrics"] == json({{"accuracy", 0.75}, {"loss", 0.5}}));
@@ -86,6 +87,7 @@ TEST_CASE("inspect on a manager root lists its steps from their manifests") {
   REQUIRE(steps[2]["committed"] == true);
   REQUIRE(steps[3]["step"] == 300);
   REQUIRE(steps[3]["committed"] == false);
+  REQUIRE(steps[3]["state"] == "incomplete");
   REQUIRE(steps[3]["committed_at"].is_null());
   REQUIRE(steps[3]["metrics"].is_null());
 
