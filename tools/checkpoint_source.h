@@ -26,6 +26,9 @@ struct SourceEntry {
   bool is_tensor = false;
   at::ScalarType dtype = at::kFloat;  // tensors only
   std::vector<int64_t> shape;         // tensors only: the full (global) shape
+  /// File sources (torch-save, safetensors): the name of the file holding the entry, in the
+  /// source's directory. Empty for directory sources (DCP, Hugging Face).
+  std::string file;
 
   /// Bytes of the tensor's elements (0 for values).
   uint64_t nbytes() const;

@@ -11,7 +11,10 @@ Conversion::Conversion(CheckpointSource& source, std::optional<at::ScalarType> d
     : source_(source), dtype_(dtype), progress_(progress) {}
 
 at::ScalarType Conversion::output_dtype(const SourceEntry& entry) const {
-  return dtype_ && at::isFloatingType(entry.dtype) ? *dtype_ : entry.dtype;
+  // A 0-dim tensor is a scalar of state, not a parameter: Adam's `step` (float32) counts to
+  // millions, which bfloat16 holds exactly only up to 256.
+  const bool cast = dtype_ && at::isFloatingType(entry.dtype) && !entry.shape.empty();
+  return cast ? *dtype_ : entry.dtype;
 }
 
 at::Tensor Conversion::read_tensor(const SourceEntry& entry) {

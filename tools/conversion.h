@@ -16,8 +16,9 @@ namespace dcpp::tools {
 
 class Conversion {
  public:
-  /// `dtype`: the floating dtype floating tensors are cast to (others keep theirs); nullopt keeps
-  /// every dtype. `source` must outlive the conversion.
+  /// `dtype`: the floating dtype floating tensors of at least one dimension are cast to; others
+  /// keep theirs (integers, bools, complex, and 0-dim scalars such as optimizer counters); nullopt
+  /// keeps every dtype. `source` must outlive the conversion.
   Conversion(CheckpointSource& source, std::optional<at::ScalarType> dtype, ProgressBar& progress);
 
   CheckpointSource& source() { return source_; }

@@ -2,6 +2,7 @@
 
 #include "checkpoint_source.h"
 #include "format_writers.h"
+#include "key_selection.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -14,6 +15,7 @@ namespace dcpp::tools {
 ConvertSummary convert_checkpoint(const std::filesystem::path& src,
                                   const std::filesystem::path& dst, const ConvertOptions& options) {
   std::unique_ptr<CheckpointSource> source = open_checkpoint_source(src);
+  if (!options.keys.empty()) source = select_keys(std::move(source), options.keys, src.string());
   ConvertSummary summary;
   for (const SourceEntry& entry : source->entries()) {
     (entry.is_tensor ? summary.tensors : summary.values) += 1;
@@ -72,6 +74,7 @@ void add_convert_command(CLI::App& app) {
   auto max_shard = std::make_shared<std::string>();
   auto compress = std::make_shared<std::string>();
   auto compress_level = std::make_shared<int>(3);
+  auto keys = std::make_shared<std::vector<std::string>>();
   command->add_option("SRC", *src,
                       "A DCP checkpoint directory, a Hugging Face directory, a torch.save file of a "
                       "state dict, a .safetensors file or a safetensors *.index.json")
@@ -82,8 +85,11 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--to", *to, "The format to write")
       ->required()
       ->check(CLI::IsMember({"torch-save", "dcp", "safetensors", "hf"}));
-  command->add_option("--dtype", *dtype, "Cast floating tensors to this dtype")
+  command->add_option("--dtype", *dtype, "Cast floating tensors but 0-dim ones to this dtype")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  command->add_option("--keys", *keys,
+                      "Convert only the entries under these FQN prefixes, matched on whole "
+                      "components ('model' matches model.w, not models.w)");
   command->add_option("--max-shard-size", *max_shard,
                       "safetensors, hf: split into files of at most this much tensor data, with an "
                       "index (e.g. 5GB, 500MB, 2GiB)");
@@ -95,6 +101,7 @@ void add_convert_command(CLI::App& app) {
       ->check(CLI::Range(1, 19));
   command->callback([=] {
     ConvertOptions options;
+    options.keys = *keys;
     options.to = *to == "dcp"           ? TargetFormat::kDcp
                  : *to == "safetensors" ? TargetFormat::kSafetensors
                  : *to == "hf"          ? TargetFormat::kHuggingFace

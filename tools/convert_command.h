@@ -1,7 +1,8 @@
 #pragma once
 // `dcpp convert SRC DST --to torch-save|dcp|safetensors|hf [--dtype bf16|fp16|fp32]
-//  [--max-shard-size SIZE] [--compress zstd [--compress-level N]]`: a checkpoint in another
-//  format, streamed one tensor at a time.
+//  [--keys PREFIX...] [--max-shard-size SIZE] [--compress zstd [--compress-level N]]`: a
+//  checkpoint, or the part of it under some keys, in another format, streamed one tensor at a
+//  time.
 
 #include <CLI/CLI.hpp>
 
@@ -19,8 +20,11 @@ enum class TargetFormat { kTorchSave, kDcp, kSafetensors, kHuggingFace };
 
 struct ConvertOptions {
   TargetFormat to = TargetFormat::kTorchSave;
-  /// Floating tensors are cast to this dtype; nullopt keeps every dtype.
+  /// Floating tensors of at least one dimension are cast to this dtype (Conversion); nullopt keeps
+  /// every dtype.
   std::optional<at::ScalarType> dtype;
+  /// Only the entries under these FQN prefixes (key_selection.h); empty: every entry.
+  std::vector<std::string> keys;
   /// safetensors and hf only: the most bytes of tensor data per file (0: one file).
   uint64_t max_shard_size = 0;
   /// dcp only: zstd-compress every item (DCP's stream.zstd/1) at `compress_level`.

@@ -3,6 +3,7 @@
 // planner reads each tensor from the source only when the writer asks for it (`resolve_data`),
 // which the file system writer does one item at a time with one thread.
 
+#include "destination.h"
 #include "format_writers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -58,9 +59,7 @@ std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion)
 
 std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst,
                                 std::optional<int> zstd_level) {
-  if (fs::exists(dst) && !fs::is_directory(dst)) {
-    throw CheckpointError("destination " + dst.string() + " is a file, not a directory");
-  }
+  require_new_directory(dst);
   StateDict state = conversion.placeholder_state_dict();
   SaveOptions options;
   options.planner = std::make_shared<StreamingSavePlanner>(conversion);

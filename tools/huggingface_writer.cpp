@@ -3,6 +3,7 @@
 // tensor under its flat key (the FQN the files will name); the streaming planner reads each tensor
 // from the source when the writer asks for it. Values are skipped (safetensors hold only tensors).
 
+#include "destination.h"
 #include "format_writers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -20,9 +21,7 @@ namespace fs = std::filesystem;
 std::vector<fs::path> write_huggingface(Conversion& conversion, const fs::path& dst,
                                         uint64_t max_shard_size,
                                         std::vector<std::string>& skipped) {
-  if (fs::exists(dst) && !fs::is_directory(dst)) {
-    throw CheckpointError("destination " + dst.string() + " is a file, not a directory");
-  }
+  require_new_directory(dst);
   StateDict state;
   for (const SourceEntry& entry : conversion.source().entries()) {
     if (!entry.is_tensor) {

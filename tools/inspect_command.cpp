@@ -1,7 +1,9 @@
 #include "inspect_command.h"
 
+#include "inspect_file.h"
 #include "inspect_tree.h"
 #include "json_value.h"
+#include "manager_root.h"
 #include "tensor_stats.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -64,18 +66,6 @@ const StateValue& entry_at(StateDict& loaded, const std::string& key, const Obje
   return *value;
 }
 
-json path_json(const ObjectPath& path) {
-  json array = json::array();
-  for (const PathElement& step : path) {
-    if (const auto* key = std::get_if<std::string>(&step)) {
-      array.push_back(*key);
-    } else {
-      array.push_back(std::get<int64_t>(step));
-    }
-  }
-  return array;
-}
-
 // The rank that wrote a data file, from DCP's file name `__<rank>_<n>.distcp`; null otherwise.
 json rank_of_file(const std::string& name) {
   if (name.rfind("__", 0) != 0) {
@@ -91,23 +81,10 @@ json rank_of_file(const std::string& name) {
   return std::stoi(name.substr(2, end - 2));
 }
 
-json optional_json(const std::optional<double>& value) {
-  return value && std::isfinite(*value) ? json(*value) : json(nullptr);
-}
-
-json stats_json(const TensorStats& stats) {
-  return json{{"sum", optional_json(stats.sum)},
-              {"abs_sum", optional_json(stats.abs_sum)},
-              {"min", optional_json(stats.min)},
-              {"max", optional_json(stats.max)},
-              {"mean", optional_json(stats.mean)},
-              {"nan", stats.nan},
-              {"inf", stats.inf}};
-}
-
 }  // namespace
 
 json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
+  if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
   CachedMetadataReader reader(checkpoint);
   const Metadata& metadata = reader.metadata();
   std::map<std::string, ObjectPath> paths;
@@ -140,7 +117,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     json entry;
     if (const auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
       entry["kind"] = "tensor";
-      entry["path"] = path_json(path);
+      entry["path"] = to_json(path);
       entry["dtype"] = dtype_name(tensor->properties.dtype);
       entry["shape"] = tensor->size;
       json chunks = json::array();
@@ -163,11 +140,11 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
       entry["chunks"] = std::move(chunks);
       if (with_stats) {
-        entry["stats"] = stats_json(stats.at(key));
+        entry["stats"] = to_json(stats.at(key));
       }
     } else {
       entry["kind"] = "bytes";
-      entry["path"] = path_json(path);
+      entry["path"] = to_json(path);
       entry["value"] = to_json(entry_at(values, key, path));
     }
     entries[key] = std::move(entry);
@@ -212,7 +189,8 @@ void print_inspection(const json& inspection, std::ostream& out) {
       }
       out << "tensor " << entry["dtype"].get<std::string>() << " " << entry["shape"].dump() << "  "
           << entry["chunks"].size() << (entry["chunks"].size() == 1 ? " chunk" : " chunks")
-          << " in " << json(files).dump() << " from ranks " << json(ranks).dump();
+          << " in " << json(files).dump();
+      if (!ranks.empty()) out << " from ranks " << json(ranks).dump();
       if (entry.contains("stats")) {
         out << "  stats " << entry["stats"].dump();
       }
@@ -229,7 +207,7 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+  command->add_option("CKPT", *checkpoint, "A checkpoint (directory or file) or a manager's root")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,
@@ -239,6 +217,20 @@ void add_inspect_command(CLI::App& app) {
                     "Show entries nested by their real paths (planner_data); with --json, add "
                     "\"tree\"");
   command->callback([=] {
+    if (is_manager_root(*checkpoint)) {
+      const json listing = inspect_manager_root(*checkpoint);
+      if (*with_stats || *as_tree) {
+        throw CheckpointError(*checkpoint + " is the root of a CheckpointManager, not one " +
+                              "checkpoint: --stats and --tree apply to one of its step " +
+                              "directories, e.g. " + example_step_directory(listing).string());
+      }
+      if (*as_json) {
+        std::cout << listing.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+      } else {
+        print_manager_root(listing, std::cout);
+      }
+      return;
+    }
     json inspection = inspect_checkpoint(*checkpoint, *with_stats);
     if (*as_json) {
       if (*as_tree) inspection["tree"] = entry_tree(inspection["entries"]);

@@ -2,6 +2,7 @@
 
 #include "progress_bar.h"
 
+#include <algorithm>
 #include <iomanip>
 
 namespace dcpp::tools {
@@ -17,8 +18,10 @@ std::string step_name(const json& step) {
 
 std::string describe_leaf(const json& entry) {
   if (entry["kind"] == "tensor") {
-    return "tensor " + entry["dtype"].get<std::string>() + " " + entry["shape"].dump() + "  " +
-           human_bytes(entry.value("bytes", uint64_t{0}));
+    std::string text = "tensor " + entry["dtype"].get<std::string>() + " " + entry["shape"].dump() +
+                       "  " + human_bytes(entry.value("bytes", uint64_t{0}));
+    if (entry.contains("stats")) text += "  stats " + entry["stats"].dump();
+    return text;
   }
   return "value  " + entry["value"].dump();
 }
@@ -113,15 +116,22 @@ void print_tree(const json& inspection, std::ostream& out) {
 }
 
 void print_sizes(const json& inspection, std::ostream& out) {
+  std::size_t longest = 18;
+  for (const char* group : {"files", "top_level"}) {
+    for (const auto& [name, sizes] : inspection[group].items()) {
+      longest = std::max(longest, name.size());
+    }
+  }
+  const int width = static_cast<int>(longest) + 2;
   out << "files:\n";
   for (const auto& [name, f] : inspection["files"].items()) {
-    out << "  " << std::left << std::setw(20) << name
+    out << "  " << std::left << std::setw(width) << name
         << (f["size"].is_null() ? std::string("missing") : human_bytes(f["size"].get<uint64_t>()))
         << "  " << f["items"].get<int64_t>() << " items\n";
   }
   out << "top-level keys:\n";
   for (const auto& [name, t] : inspection["top_level"].items()) {
-    out << "  " << std::left << std::setw(20) << name << human_bytes(t["bytes"].get<uint64_t>())
+    out << "  " << std::left << std::setw(width) << name << human_bytes(t["bytes"].get<uint64_t>())
         << "  " << t["entries"].get<int64_t>() << " entries\n";
   }
 }

@@ -20,7 +20,7 @@ void add_sizes(nlohmann::json& inspection, const std::filesystem::path& checkpoi
                const nlohmann::json& value_bytes);
 
 /// Prints `entry_tree`, one line per node, indented two spaces a level; leaves described as in the
-/// flat listing, with their size.
+/// flat listing, with their size (and their stats, when the inspection has them).
 void print_tree(const nlohmann::json& inspection, std::ostream& out);
 
 /// Prints the "files" and "top_level" sizes.

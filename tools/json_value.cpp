@@ -95,6 +95,28 @@ c10::IValue from_json(const nlohmann::json& json) {
   }
 }
 
+nlohmann::json to_json(const ObjectPath& path) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const PathElement& step : path) {
+    if (const auto* key = std::get_if<std::string>(&step)) {
+      array.push_back(*key);
+    } else {
+      array.push_back(std::get<int64_t>(step));
+    }
+  }
+  return array;
+}
+
+nlohmann::json to_json(const TensorStats& stats) {
+  const auto number = [](const std::optional<double>& value) {
+    return value && std::isfinite(*value) ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  return nlohmann::json{
+      {"sum", number(stats.sum)}, {"abs_sum", number(stats.abs_sum)}, {"min", number(stats.min)},
+      {"max", number(stats.max)}, {"mean", number(stats.mean)},       {"nan", stats.nan},
+      {"inf", stats.inf}};
+}
+
 nlohmann::json to_json(const StateValue& value) {
   switch (value.kind()) {
     case StateValue::Kind::kValue:

@@ -138,6 +138,7 @@ class SafetensorsSource final : public CheckpointSource {
       entry.is_tensor = true;
       entry.dtype = tensor.dtype;
       entry.shape = tensor.shape;
+      entry.file = path.filename().string();
       located_[tensor.name] =
           Located{files_.size() - 1, header.data_start + tensor.begin, tensor.end - tensor.begin};
       entries_.push_back(std::move(entry));
@@ -155,8 +156,7 @@ class SafetensorsSource final : public CheckpointSource {
     if (seen != values_.end()) {
       if (seen->second.text != text) {
         throw CheckpointError("safetensors file " + file.string() + ", __metadata__ key '" + key +
-                              "': the value differs from the one in " +
-                              seen->second.file.string() +
+                              "': the value differs from the one in " + seen->second.file.string() +
                               " (shards of different conversions?); convert the checkpoint again");
       }
       return;
@@ -168,6 +168,7 @@ class SafetensorsSource final : public CheckpointSource {
     SourceEntry entry;
     entry.key = key;
     entry.path = ObjectPath{key};
+    entry.file = file.filename().string();
     value_entries_.push_back(std::move(entry));
   }
 

@@ -2,6 +2,7 @@
 // knows up front, so each shard's header is written first and its tensors after it, one at a time.
 // A shard is written to `<name>.partial` and renamed when complete; the index comes last.
 
+#include "destination.h"
 #include "format_writers.h"
 #include "json_value.h"
 
@@ -108,17 +109,23 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
     stem.resize(stem.size() - suffix.size());
   }
   if (shards.size() == 1) {
+    require_new_file(dst);
     shards[0].path = dst;
     write_shard(conversion, shards[0], metadata);
     return {dst};
   }
-  std::vector<fs::path> written;
-  json weight_map = json::object();
-  uint64_t total = 0;
+  const fs::path index = dst.parent_path() / (stem + ".safetensors.index.json");
   for (std::size_t i = 0; i < shards.size(); ++i) {
     char name[64];
     std::snprintf(name, sizeof(name), "-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     shards[i].path = dst.parent_path() / (stem + name);
+    require_new_file(shards[i].path);
+  }
+  require_new_file(index);
+  std::vector<fs::path> written;
+  json weight_map = json::object();
+  uint64_t total = 0;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
     for (const SourceEntry* entry : shards[i].tensors) {
       weight_map[entry->key] = shards[i].path.filename().string();
     }
@@ -126,7 +133,6 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
     write_shard(conversion, shards[i], metadata);
     written.push_back(shards[i].path);
   }
-  const fs::path index = dst.parent_path() / (stem + ".safetensors.index.json");
   const std::string text =
       json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n";
   detail::File file(index, detail::File::Mode::kCreateTruncate);

@@ -213,8 +213,7 @@ class Pickler {
     }
     string(std::to_string(tensors.size()));
     string("cpu");
-    integer(v2 ? tensor.numel()
-               : tensor.numel() * static_cast<int64_t>(c10::elementSize(dtype)));
+    integer(v2 ? tensor.numel() : tensor.numel() * static_cast<int64_t>(c10::elementSize(dtype)));
     byte(op::kTuple);
     byte(op::kBinPersId);
     integer(0);

@@ -65,6 +65,7 @@ class TorchSaveSource final : public CheckpointSource {
       SourceEntry entry;
       entry.key = flat.key;
       entry.path = flat.path;
+      entry.file = path.filename().string();
       if (flat.value->is_tensor()) {
         const at::Tensor& placeholder = flat.value->tensor();
         entry.is_tensor = true;

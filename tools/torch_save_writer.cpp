@@ -4,6 +4,7 @@
 // written in turn, as PyTorch 2.6 lays out the archive: data.pkl, byteorder, data/0..., version,
 // .data/serialization_id.
 
+#include "destination.h"
 #include "format_writers.h"
 #include "torch_save_pickle.h"
 
@@ -69,9 +70,7 @@ void write_archive(Conversion& conversion, const fs::path& partial, const std::s
 }  // namespace
 
 std::vector<fs::path> write_torch_save(Conversion& conversion, const fs::path& dst) {
-  if (fs::is_directory(dst)) {
-    throw CheckpointError("destination " + dst.string() + " is a directory, not a file name");
-  }
+  require_new_file(dst);
   const fs::path partial = dst.string() + ".partial";
   try {
     write_archive(conversion, partial, archive_name(dst));

@@ -167,8 +167,8 @@ TEST_CASE("safetensors metadata other tools wrote reads as string values") {
   for (const auto& entry : source->entries()) {
     if (!entry.is_tensor) values[entry.key] = to_json(source->read_value(entry)).dump();
   }
-  REQUIRE(values == std::map<std::string, std::string>{{"layers", "12"},
-                                                       {"note", "\"trained on data v2\""}});
+  REQUIRE(values ==
+          std::map<std::string, std::string>{{"layers", "12"}, {"note", "\"trained on data v2\""}});
 }
 
 TEST_CASE("diff compares empty tensors as equal without touching their data") {

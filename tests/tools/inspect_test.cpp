@@ -177,3 +177,24 @@ TEST_CASE("inspect stats fold a tensor's chunks from several files into the whol
   REQUIRE(sharded["e"]["stats"]["sum"] == 0.0);
   REQUIRE(sharded["e"]["stats"]["mean"].is_null());
 }
+
+TEST_CASE("inspect --tree --stats shows every tensor's stats in the tree") {
+  const auto ckpt = dcpp::test::fixture("single_rank_mixed");
+  const json entries = dcpp::tools::inspect_checkpoint(ckpt, true)["entries"];
+  const CommandResult tree = run_cli("inspect --tree --stats " + ckpt.string());
+  INFO(tree.output);
+  REQUIRE(tree.exit_code == 0);
+  std::size_t tensors = 0;
+  for (const auto& [key, entry] : entries.items()) {
+    if (entry["kind"] != "tensor") continue;
+    ++tensors;
+    INFO(key);
+    REQUIRE_THAT(tree.output, Catch::Contains("  stats " + entry["stats"].dump() + "\n"));
+  }
+  std::size_t shown = 0;
+  for (std::size_t at = tree.output.find("  stats {"); at != std::string::npos;
+       at = tree.output.find("  stats {", at + 1)) {
+    ++shown;
+  }
+  REQUIRE(shown == tensors);
+}

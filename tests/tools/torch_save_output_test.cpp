@@ -165,7 +165,8 @@ TEST_CASE("libtorch's pickle_load reads every kind of value of the torch-save ou
   state.insert("tuple5", c10::IValue(c10::ivalue::Tuple::create(
                              {c10::IValue(1), c10::IValue(2.0), c10::IValue(true), c10::IValue(),
                               c10::IValue(std::string("f\xc3\xbcnf"))})));
-  state.insert("pair", c10::IValue(c10::ivalue::Tuple::create({c10::IValue(0.9), c10::IValue(0.999)})));
+  state.insert("pair",
+               c10::IValue(c10::ivalue::Tuple::create({c10::IValue(0.9), c10::IValue(0.999)})));
   state.insert("z", c10::IValue(c10::complex<double>(1.5, -0.25)));
   state.insert("flag", c10::IValue(false));
   state.insert("nothing", c10::IValue());
