@@ -17,7 +17,7 @@
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/stateful.h>
 
 #include <ATen/ATen.h>

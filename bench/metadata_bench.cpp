@@ -9,14 +9,14 @@
 // a baseline in the same run, rank 0 times pickling the same number of entries with the codec
 // alone.
 
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/dcpp.h>
+#include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <string>
 
@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
     const std::size_t chunks = metadata.storage_data.size();
     std::printf("%lld tensors, %zu chunks on %d ranks%s\n", static_cast<long long>(tensors), chunks,
                 ranks, sharded ? " (every tensor sharded over all ranks)" : "");
-    std::printf("plan + exchange + metadata + commit: %.3f s, %.3f s of CPU on rank 0   (target < 2 s)\n",
-                save_seconds, save_cpu_seconds);
+    std::printf(
+        "plan + exchange + metadata + commit: %.3f s, %.3f s of CPU on rank 0   (target < 2 s)\n",
+        save_seconds, save_cpu_seconds);
     std::printf(".metadata: %.1f MB, %.0f bytes per chunk\n", size / 1e6,
                 static_cast<double>(size) / static_cast<double>(chunks));
     const auto decode_start = std::chrono::steady_clock::now();

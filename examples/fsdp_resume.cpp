@@ -10,7 +10,7 @@
 // same in every layout; each data-parallel rank trains on its equal part of it.
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/parallel/data_parallel.h>
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 #include <dcpp/parallel/pipeline_stage.h>

@@ -9,10 +9,10 @@
 // does), so that mutated data.pkl records get past it. Contract checked: any bytes either load or
 // throw CheckpointError.
 
-#include "byte_io.h"
-#include "item_codec.h"
-#include "torch_pickle.h"
-#include "zip_blob_reader.h"
+#include "format/byte_io.h"
+#include "format/item_codec.h"
+#include "format/pickle/torch_pickle.h"
+#include "format/zip/zip_blob_reader.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -13,9 +13,9 @@
 
 #include "chunk_coverage.h"
 
-#include <dcpp/checkpoint/filesystem_reader.h>
-#include <dcpp/checkpoint/load_planner.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/planner/load_planner.h>
+#include <dcpp/storage/filesystem_reader.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -6,8 +6,8 @@
 // lies inside its storage, so that `as_strided` over a storage of exactly `storage_numel` elements
 // accepts it.
 
-#include "pickle_reader.h"
-#include "torch_pickle.h"
+#include "format/pickle/pickle_reader.h"
+#include "format/pickle/torch_pickle.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

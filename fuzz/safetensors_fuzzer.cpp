@@ -6,8 +6,8 @@
 // Contract checked: any bytes either load or throw CheckpointError.
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <cstddef>
 #include <cstdint>

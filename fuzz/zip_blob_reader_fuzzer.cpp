@@ -4,8 +4,8 @@
 // input; a parsed archive's records lie inside it, have distinct names, are found by name, and read
 // (whole, with the CRC-32 check, or in part) without leaving their bounds.
 
-#include "byte_io.h"
-#include "zip_blob_reader.h"
+#include "format/byte_io.h"
+#include "format/zip/zip_blob_reader.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -1,7 +1,7 @@
 #include "checkpoint_source.h"
 
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <c10/core/ScalarType.h>
 

@@ -2,7 +2,7 @@
 // Whether the saved chunks of a tensor tile it exactly: what `dcpp verify` checks and what the
 // DCP source requires before it assembles a tensor.
 
-#include <dcpp/checkpoint/metadata.h>
+#include <dcpp/format/metadata.h>
 
 #include <cstdint>
 #include <string>

@@ -5,8 +5,8 @@
 #include "checkpoint_source.h"
 #include "chunk_coverage.h"
 
-#include <dcpp/checkpoint/filesystem_reader.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/filesystem_reader.h>
 
 #include <ATen/ATen.h>
 

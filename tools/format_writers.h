@@ -5,7 +5,7 @@
 
 #include "conversion.h"
 
-#include <dcpp/checkpoint/save_planner.h>
+#include <dcpp/planner/save_planner.h>
 
 #include <cstdint>
 #include <filesystem>

@@ -9,8 +9,8 @@
 #include "checkpoint_source.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <ATen/ATen.h>
 

@@ -5,7 +5,7 @@
 #include "json_value.h"
 #include "tensor_stats.h"
 
-#include <dcpp/checkpoint/metadata.h>
+#include <dcpp/format/metadata.h>
 
 namespace dcpp::tools {
 

@@ -1,7 +1,7 @@
 #include "json_value.h"
 
-#include <dcpp/checkpoint/metadata.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/format/metadata.h>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>

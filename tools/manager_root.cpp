@@ -2,9 +2,9 @@
 
 #include "progress_bar.h"
 
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <algorithm>
 #include <cctype>

@@ -5,13 +5,13 @@
 // safetensors' own "format" is a value under its key, as `dcpp convert --to safetensors` stores
 // values: its text decoded as JSON, or the text itself when it is no JSON (another writer's
 // note). Shards each carry the values; they are read from the first. The header codec is the
-// library's (checkpoint/src/safetensors_header.h).
+// library's ("format/safetensors_header.h").
 
 #include "checkpoint_source.h"
 #include "json_value.h"
 
-#include "file_io.h"
-#include "safetensors_header.h"
+#include "format/file_io.h"
+#include "format/safetensors_header.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -100,8 +100,8 @@ class SafetensorsSource final : public CheckpointSource {
       bool escapes = shard_name.empty() || relative.is_absolute();
       for (const fs::path& part : relative) escapes = escapes || part == "..";
       if (escapes) {
-        throw CheckpointError("safetensors index " + path.string() + " names shard '" +
-                              shard_name + "', which is not beside the index");
+        throw CheckpointError("safetensors index " + path.string() + " names shard '" + shard_name +
+                              "', which is not beside the index");
       }
       keys_by_file[shard_name].insert(key);
     }

@@ -6,8 +6,8 @@
 #include "format_writers.h"
 #include "json_value.h"
 
-#include "file_io.h"
-#include "safetensors_header.h"
+#include "format/file_io.h"
+#include "format/safetensors_header.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

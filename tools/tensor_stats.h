@@ -2,8 +2,8 @@
 // Summary statistics of tensors, for `dcpp inspect --stats`: of one tensor, or of every tensor of
 // a checkpoint, streamed chunk by chunk.
 
-#include <dcpp/checkpoint/metadata.h>
-#include <dcpp/checkpoint/storage_reader.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/storage/storage_reader.h>
 
 #include <ATen/core/Tensor.h>
 

@@ -1,7 +1,7 @@
 #include "torch_save_pickle.h"
 
-#include "pickle_writer.h"  // the opcodes (detail::op)
-#include "torch_pickle.h"   // dtype and storage class names
+#include "format/pickle/pickle_writer.h"  // the opcodes (detail::op)
+#include "format/pickle/torch_pickle.h"   // dtype and storage class names
 
 #include <dcpp/core/checkpoint_error.h>
 

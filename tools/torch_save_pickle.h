@@ -1,7 +1,7 @@
 #pragma once
 // data.pkl of `dcpp convert --to torch-save`: a nested state dict pickled (protocol 2) with only
 // the opcodes that both Python's pickle and libtorch's own Unpickler (`torch::pickle_load`, every
-// libtorch dcpp supports, 1.13 on) read. The library's codec (checkpoint/src/torch_pickle.h)
+// libtorch dcpp supports, 1.13 on) read. The library's codec ("format/pickle/torch_pickle.h")
 // mirrors CPython's bytes instead, and some of those libtorch refuses: APPEND (CPython's choice for
 // a batch of one list item), LONG1 of fewer than 8 bytes and the Python 2 name
 // `__builtin__.complex`.

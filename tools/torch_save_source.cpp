@@ -5,9 +5,9 @@
 #include "checkpoint_source.h"
 #include "conversion.h"
 
-#include "file_io.h"
-#include "torch_pickle.h"
-#include "zip_blob_reader.h"
+#include "format/file_io.h"
+#include "format/pickle/torch_pickle.h"
+#include "format/zip/zip_blob_reader.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

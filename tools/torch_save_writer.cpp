@@ -8,8 +8,8 @@
 #include "format_writers.h"
 #include "torch_save_pickle.h"
 
-#include "file_io.h"
-#include "zip_blob_writer.h"
+#include "format/file_io.h"
+#include "format/zip/zip_blob_writer.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -32,9 +32,9 @@ std::string archive_name(const fs::path& dst) {
 }
 
 std::string serialization_id() {
-  std::mt19937_64 random(std::random_device{}() ^
-                         static_cast<uint64_t>(
-                             std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::mt19937_64 random(
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   char id[48];
   std::snprintf(id, sizeof(id), "%020llu%020llu",
                 static_cast<unsigned long long>(random() % 10000000000000000000ULL), 0ULL);

@@ -16,22 +16,22 @@
 #include "chunk_coverage.h"
 #include "progress_bar.h"
 
-#include "checksum_file.h"
-#include "crc32.h"
-#include "file_io.h"
-#include "item_codec.h"
-#include "metadata_pickle.h"
-#include "per_rank_metadata.h"
-#include "safetensors_item.h"
-#include "transform_descriptors.h"
-#include "zstd_stream.h"
-#include "torch_pickle.h"
-#include "zip_blob_reader.h"
-#include "zip_layout_check.h"
+#include "format/checksum_file.h"
+#include "format/crc32.h"
+#include "format/file_io.h"
+#include "format/item_codec.h"
+#include "format/metadata_pickle.h"
+#include "format/pickle/torch_pickle.h"
+#include "format/safetensors_item.h"
+#include "format/transform_descriptors.h"
+#include "format/zip/zip_blob_reader.h"
+#include "format/zip/zip_layout_check.h"
+#include "format/zstd_stream.h"
+#include "storage/per_rank_metadata.h"
 
-#include <dcpp/checkpoint/filesystem_reader.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/filesystem_reader.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <ATen/ATen.h>
 
@@ -90,8 +90,7 @@ class Verifier {
       const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
       if (!ranks.empty()) return read_per_rank_metadata(ranks);
       problem(".metadata", std::nullopt,
-              "missing (and so is __0.metadata): no complete checkpoint at " +
-                  directory_.string());
+              "missing (and so is __0.metadata): no complete checkpoint at " + directory_.string());
       return false;
     }
     try {
@@ -179,9 +178,9 @@ class Verifier {
             checksum_state_ = "unusable";
           }
         }
-        decoded.push_back(detail::RankMetadata{
-            rank, (directory_ / name).string(),
-            detail::decode_metadata(bytes, (directory_ / name).string())});
+        decoded.push_back(
+            detail::RankMetadata{rank, (directory_ / name).string(),
+                                 detail::decode_metadata(bytes, (directory_ / name).string())});
       } catch (const c10::Error& error) {
         problem(name, std::nullopt, error.what_without_backtrace());
         ok = false;
@@ -498,18 +497,18 @@ class Verifier {
       std::unique_ptr<detail::MemorySource> decompressed;
       uint32_t stored_crc = 0;
       if (item.zstd_layers > 0) {
-        const uint64_t bound =
-            item.chunk != nullptr
-                ? detail::tensor_archive_bound(tensors_.at(key)->properties.dtype,
-                                               item.chunk->sizes)
-                : FileSystemReaderOptions{}.max_decompressed_value_size;
+        const uint64_t bound = item.chunk != nullptr
+                                   ? detail::tensor_archive_bound(
+                                         tensors_.at(key)->properties.dtype, item.chunk->sizes)
+                                   : FileSystemReaderOptions{}.max_decompressed_value_size;
         try {
           archive = detail::zstd_decompress_bounded(stored, item.zstd_layers, bound, &stored_crc);
         } catch (const c10::Error&) {
           // A damaged frame: say so against the checksum file first when it lists the item.
           if (listed) {
             const uint32_t crc = detail::source_crc32(stored);
-            if (crc != expected->crc32) mismatch = detail::item_mismatch_message(where, *expected, crc);
+            if (crc != expected->crc32)
+              mismatch = detail::item_mismatch_message(where, *expected, crc);
           }
           throw;
         }

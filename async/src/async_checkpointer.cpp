@@ -14,8 +14,8 @@
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
 
-#include "exception_message.h"
-#include "logging.h"
+#include "core/exception_message.h"
+#include "core/logging.h"
 #include "thread_priority.h"
 
 #include <dcpp/core/checkpoint_error.h>

@@ -1,6 +1,6 @@
 #include "thread_priority.h"
 
-#include "logging.h"
+#include "core/logging.h"
 
 #include <cerrno>
 #include <cstring>

@@ -11,13 +11,13 @@
 // and no rank waits in a collective that the others will never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
+#include <dcpp/storage/huggingface_storage.h>
 
-#include "collectives.h"
-#include "exception_message.h"
+#include "core/exception_message.h"
+#include "dist/collectives.h"
+#include "format/metadata_pickle.h"
 #include "load_scratch.h"
-#include "metadata_pickle.h"
-#include "plan_codec.h"
+#include "planner/plan_codec.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>

@@ -1,4 +1,4 @@
-#include "durable_file.h"
+#include "core/durable_file.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -1,4 +1,4 @@
-#include "exception_message.h"
+#include "core/exception_message.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,4 +1,4 @@
-#include "logging.h"
+#include "core/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

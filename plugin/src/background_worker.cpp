@@ -1,6 +1,6 @@
 #include "background_worker.h"
 
-#include "logging.h"
+#include "core/logging.h"
 
 #include <exception>
 

@@ -4,7 +4,7 @@
 
 #include <dcpp/plugin/checkpoint_callback.h>
 
-#include "logging.h"
+#include "core/logging.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/preemption.h>

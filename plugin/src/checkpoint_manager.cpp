@@ -8,15 +8,15 @@
 
 #include "background_worker.h"
 #include "checkpoint_info_json.h"
-#include "durable_file.h"
-#include "logging.h"
+#include "core/durable_file.h"
+#include "core/logging.h"
 #include "phase_log.h"
 #include "state_tools.h"
 
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/stateful_swap.h>
 
 #include <ATen/ATen.h>

@@ -1,6 +1,6 @@
 #include "phase_log.h"
 
-#include "logging.h"
+#include "core/logging.h"
 
 #include <nlohmann/json.hpp>
 
@@ -39,8 +39,7 @@ void PhaseLog::begin(const std::string& operation, const std::string& phase, int
     line["path"] = path;
     append(line.dump(), operation + " " + phase);
   } catch (const std::exception& e) {
-    logger().warn("could not record the start of {} {}: {}", operation, phase,
-                  e.what());
+    logger().warn("could not record the start of {} {}: {}", operation, phase, e.what());
   }
 }
 
@@ -50,10 +49,10 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
   try {
     if (bytes > 0) {
       logger().debug("{} step {} {}: {} bytes in {:.3f} s ({:.3f} GB/s) rank {} {}", operation,
-                    step, phase, bytes, seconds, gbps, rank_, path);
+                     step, phase, bytes, seconds, gbps, rank_, path);
     } else {
       logger().debug("{} step {} {}: {:.3f} s rank {} {}", operation, step, phase, seconds, rank_,
-                    path);
+                     path);
     }
     if (metrics_file_.empty()) return;
     nlohmann::json line;
@@ -69,8 +68,7 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
     line["path"] = path;
     append(line.dump(), operation + " " + phase);
   } catch (const std::exception& e) {
-    logger().warn("could not record the {} {} metrics: {}", operation, phase,
-                  e.what());
+    logger().warn("could not record the {} {} metrics: {}", operation, phase, e.what());
   }
 }
 

@@ -3,8 +3,8 @@
 
 #include "dcpp_test.h"
 
-#include "metadata_pickle.h"
-#include "zip_blob_writer.h"
+#include "format/metadata_pickle.h"
+#include "format/zip/zip_blob_writer.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

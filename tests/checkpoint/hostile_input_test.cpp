@@ -3,12 +3,12 @@
 
 #include "dcpp_test.h"
 
-#include "byte_io.h"
-#include "item_codec.h"
-#include "metadata_pickle.h"
-#include "pickle_reader.h"
-#include "pickle_writer.h"
-#include "torch_pickle.h"
+#include "format/byte_io.h"
+#include "format/item_codec.h"
+#include "format/metadata_pickle.h"
+#include "format/pickle/pickle_reader.h"
+#include "format/pickle/pickle_writer.h"
+#include "format/pickle/torch_pickle.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

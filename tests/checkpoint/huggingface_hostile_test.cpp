@@ -4,8 +4,8 @@
 #include "dcpp_test.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <string>
 

@@ -3,9 +3,9 @@
 
 #include "dcpp_test.h"
 
-#include "huggingface_layout.h"
-#include "safetensors_header.h"
-#include "tensor_runs.h"
+#include "format/safetensors_header.h"
+#include "huggingface/huggingface_layout.h"
+#include "huggingface/tensor_runs.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

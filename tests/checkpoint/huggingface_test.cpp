@@ -4,11 +4,11 @@
 
 #include "dcpp_test.h"
 
-#include "safetensors_header.h"
+#include "format/safetensors_header.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/huggingface_storage.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <nlohmann/json.hpp>
 

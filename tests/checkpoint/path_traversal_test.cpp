@@ -7,7 +7,7 @@
 
 #include "dcpp_test.h"
 
-#include "metadata_pickle.h"
+#include "format/metadata_pickle.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

@@ -5,7 +5,7 @@
 
 #include "dcpp_test.h"
 
-#include "per_rank_metadata.h"
+#include "storage/per_rank_metadata.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -135,9 +135,9 @@ TEST_CASE("merging per-rank metadata: union, replicas once, lowest rank's items,
   // Rank 2 also holds rank 0's rows (a replica) first, so its hints differ from the merged list.
   auto& rank2 = ranks[2].metadata;
   std::get<TensorStorageMetadata>(rank2.state_dict_metadata[0].second)
-      .chunks.insert(std::get<TensorStorageMetadata>(rank2.state_dict_metadata[0].second)
-                         .chunks.begin(),
-                     ChunkStorageMetadata{{0, 0}, {4, 4}});
+      .chunks.insert(
+          std::get<TensorStorageMetadata>(rank2.state_dict_metadata[0].second).chunks.begin(),
+          ChunkStorageMetadata{{0, 0}, {4, 4}});
   rank2.storage_data.emplace_back(MetadataIndex{"w", std::vector<int64_t>{0, 0}, 0},
                                   dcpp::StorageInfo{"__2_0.distcp", 150, 50, {}});
   const Metadata merged = dcpp::detail::merge_rank_metadata(ranks);
@@ -160,7 +160,9 @@ TEST_CASE("merging per-rank metadata: union, replicas once, lowest rank's items,
 }
 
 TEST_CASE("merging per-rank metadata: disagreements name both files and the key") {
-  auto pair = [] { return std::vector<RankMetadata>{rank_with_rows(0, 0, 5), rank_with_rows(1, 5, 10)}; };
+  auto pair = [] {
+    return std::vector<RankMetadata>{rank_with_rows(0, 0, 5), rank_with_rows(1, 5, 10)};
+  };
   auto w1 = [](std::vector<RankMetadata>& r) -> TensorStorageMetadata& {
     return std::get<TensorStorageMetadata>(r[1].metadata.state_dict_metadata[0].second);
   };
@@ -300,9 +302,9 @@ TEST_CASE("the load planner names the uncovered region of a 2-d box") {
   dcpp::save(saved, dir / "ckpt");  // one process: a single plan may leave parts out, as in DCP
   StateDict target;
   target.insert("t", at::zeros({6, 6}));
-  CHECK_THROWS_WITH(dcpp::load(target, dir / "ckpt"),
-                    Catch::Contains("key 't'") && Catch::Contains("[0:6, 2:6]") &&
-                        Catch::Contains("21 of the 36 elements"));
+  CHECK_THROWS_WITH(dcpp::load(target, dir / "ckpt"), Catch::Contains("key 't'") &&
+                                                          Catch::Contains("[0:6, 2:6]") &&
+                                                          Catch::Contains("21 of the 36 elements"));
 }
 
 TEST_CASE("a save without collectives writes per-rank files that load whole, bit for bit") {
@@ -353,9 +355,9 @@ TEST_CASE("per-rank checksum files catch a damaged item or metadata file") {
     bytes.at(static_cast<std::size_t>(item->second.offset + item->second.length / 2)) ^= 0x01;
     dcpp::test::write_file(data, bytes);
     StateDict target = whole_target();
-    CHECK_THROWS_WITH(dcpp::load(target, ckpt),
-                      Catch::Contains("__1_0.distcp") && Catch::Contains("own_1") &&
-                          Catch::Contains("CRC-32"));
+    CHECK_THROWS_WITH(dcpp::load(target, ckpt), Catch::Contains("__1_0.distcp") &&
+                                                    Catch::Contains("own_1") &&
+                                                    Catch::Contains("CRC-32"));
   }
   SECTION("a metadata byte") {
     const fs::path metadata = ckpt / "__2.metadata";
@@ -393,7 +395,8 @@ TEST_CASE("saving without collectives over a checkpoint follows overwrite") {
   for (const auto& entry : fs::directory_iterator(ckpt)) {
     const std::string name = entry.path().filename().string();
     INFO(name);
-    REQUIRE((name == ".metadata" || name == ".checksums" || name.find(".distcp") != std::string::npos));
+    REQUIRE(
+        (name == ".metadata" || name == ".checksums" || name.find(".distcp") != std::string::npos));
   }
   StateDict again = whole_target();
   dcpp::load(again, ckpt);

@@ -3,10 +3,10 @@
 
 #include "dcpp_test.h"
 
-#include "metadata_pickle.h"
-#include "pickle_reader.h"
-#include "pickle_writer.h"
-#include "torch_pickle.h"
+#include "format/metadata_pickle.h"
+#include "format/pickle/pickle_reader.h"
+#include "format/pickle/pickle_writer.h"
+#include "format/pickle/torch_pickle.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -21,9 +21,9 @@
 using dcpp::CheckpointError;
 using namespace dcpp::detail;
 
+using dcpp::test::interop_output_dir;
 using dcpp::test::read_file;
 using dcpp::test::write_file;
-using dcpp::test::interop_output_dir;
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include "dcpp_test.h"
 
-#include "plan_codec.h"
+#include "planner/plan_codec.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -51,9 +51,9 @@ TEST_CASE("a plan message whose item type is out of range is malformed") {
   REQUIRE(dcpp::detail::decode_save_plan(with_field(good, type_field, 2)).items[0].type ==
           dcpp::WriteItemType::kBytes);
   for (uint64_t bad : {3ull, 4ull, 1ull << 40}) {
-    REQUIRE_THROWS_WITH(dcpp::detail::decode_save_plan(with_field(good, type_field, bad)),
-                        Catch::Contains("malformed") &&
-                            Catch::Contains("at byte " + std::to_string(type_field)));
+    REQUIRE_THROWS_WITH(
+        dcpp::detail::decode_save_plan(with_field(good, type_field, bad)),
+        Catch::Contains("malformed") && Catch::Contains("at byte " + std::to_string(type_field)));
   }
 
   dcpp::ReadItem read;

@@ -6,8 +6,8 @@
 
 #include "dcpp_test.h"
 
-#include "metadata_pickle.h"
-#include "safetensors_header.h"
+#include "format/metadata_pickle.h"
+#include "format/safetensors_header.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -39,9 +39,10 @@ json manifest(const std::string& name) {
 
 at::ScalarType dtype_of(const std::string& name) {
   static const std::map<std::string, at::ScalarType> dtypes = {
-      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf},
-      {"bfloat16", at::kBFloat16}, {"int64", at::kLong}, {"int32", at::kInt},
-      {"int16", at::kShort}, {"int8", at::kChar}, {"uint8", at::kByte}, {"bool", at::kBool}};
+      {"float32", at::kFloat},     {"float64", at::kDouble}, {"float16", at::kHalf},
+      {"bfloat16", at::kBFloat16}, {"int64", at::kLong},     {"int32", at::kInt},
+      {"int16", at::kShort},       {"int8", at::kChar},      {"uint8", at::kByte},
+      {"bool", at::kBool}};
   return dtypes.at(name);
 }
 
@@ -137,8 +138,8 @@ TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load into preallo
       // The same bits as a load without a target.
       const StateDict loaded = dcpp::load_from_keys(fixture_214(name));
       if (name == "safetensors_format") {
-        REQUIRE(dcpp::test::bitwise_equal(target.at("enc.w").tensor(),
-                                          loaded.at("enc.w").tensor()));
+        REQUIRE(
+            dcpp::test::bitwise_equal(target.at("enc.w").tensor(), loaded.at("enc.w").tensor()));
       }
     }
   }
@@ -209,12 +210,18 @@ TEST_CASE("malformed safetensors headers in DCP items are CheckpointErrors namin
   };
   require_refused(edited([](json& h) { h["enc.w"]["dtype"] = "F99"; }), "enc.w",
                   "dtype \"F99\" is not one dcpp reads");
-  require_refused(edited([](json& h) { h["enc.w"]["shape"] = {7, -2}; }), "enc.w",
-                  "not a non-negative integer");
-  require_refused(edited([](json& h) { h["enc.w"]["data_offsets"] = {8, 64000}; }), "enc.w",
-                  "data_offsets [8, 64000)");
-  require_refused(edited([](json& h) { h["enc.w"]["shape"] = {2, 7}; }), "enc.w",
-                  "has shape [2, 7] but .metadata's chunk has [7, 2]");
+  require_refused(edited([](json& h) {
+                    h["enc.w"]["shape"] = {7, -2};
+                  }),
+                  "enc.w", "not a non-negative integer");
+  require_refused(edited([](json& h) {
+                    h["enc.w"]["data_offsets"] = {8, 64000};
+                  }),
+                  "enc.w", "data_offsets [8, 64000)");
+  require_refused(edited([](json& h) {
+                    h["enc.w"]["shape"] = {2, 7};
+                  }),
+                  "enc.w", "has shape [2, 7] but .metadata's chunk has [7, 2]");
   require_refused(edited([](json& h) { h["enc.w"]["dtype"] = "I32"; }), "enc.w",
                   "is Int but .metadata says Float");
   require_refused(edited([](json& h) {
@@ -227,8 +234,8 @@ TEST_CASE("malformed safetensors headers in DCP items are CheckpointErrors namin
                         "{\"enc.w\": {\"saved_offsets\": [3, 0]}}";
                   }),
                   "enc.w", "saved it at offsets [3, 0]");
-  require_refused(edited([](json& h) { h["__metadata__"]["DCP_SHARDING_INFO"] = "{not json"; }),
-                  "", "DCP_SHARDING_INFO is not valid JSON");
+  require_refused(edited([](json& h) { h["__metadata__"]["DCP_SHARDING_INFO"] = "{not json"; }), "",
+                  "DCP_SHARDING_INFO is not valid JSON");
 
   // A header length past the file (a cut file) and a header that is not JSON.
   fs::copy(fixture_214("safetensors_format"), dir / "cut", fs::copy_options::recursive);
@@ -249,8 +256,9 @@ TEST_CASE("the safetensors header codec rejects what the format forbids") {
           R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,16]}})", 16,
           what),
       Catch::Contains("key 'a'"));
-  REQUIRE_THROWS_WITH(dcpp::detail::parse_safetensors_header(R"({"__metadata__":{"k":1}})", 0, what),
-                      Catch::Contains("not a string"));
+  REQUIRE_THROWS_WITH(
+      dcpp::detail::parse_safetensors_header(R"({"__metadata__":{"k":1}})", 0, what),
+      Catch::Contains("not a string"));
   const char huge[8] = {0, 0, 0, 0, 0, 0, 0, 1};
   REQUIRE_THROWS_WITH(
       dcpp::detail::decode_safetensors_header_length(std::string_view(huge, 8), 1 << 20, what),

@@ -1,9 +1,9 @@
 #include "dcpp_test.h"
 
-#include "save_plan_validation.h"
+#include "planner/save_plan_validation.h"
 
-#include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/planner/save_planner.h>
 
 using dcpp::SavePlan;
 using dcpp::detail::validate_global_save_plan;
@@ -67,7 +67,8 @@ TEST_CASE("an empty shard at another rank's offset is not taken for a replica of
   const auto [global_plans, metadata] = planner->create_global_plan(plans);
   REQUIRE(global_plans.at(1).items.empty());
   REQUIRE(global_plans.at(2).items.size() == 1);
-  const auto& tensor = std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata.at(0).second);
+  const auto& tensor =
+      std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata.at(0).second);
   REQUIRE(tensor.chunks.size() == 2);
   CHECK(tensor.chunks[1].offsets == std::vector<int64_t>{5, 0});
   CHECK(tensor.chunks[1].sizes == std::vector<int64_t>{5, 2});

@@ -4,9 +4,9 @@
 
 #include "dcpp_test.h"
 
-#include "byte_io.h"
-#include "metadata_pickle.h"
-#include "zstd_stream.h"
+#include "format/byte_io.h"
+#include "format/metadata_pickle.h"
+#include "format/zstd_stream.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -40,8 +40,8 @@ at::Tensor sample(at::ScalarType dtype, at::IntArrayRef shape) {
 // blocks of 4 bytes each, so 1 GiB takes 32 KiB.
 std::string rle_frame(uint64_t blocks) {
   std::string frame("\x28\xb5\x2f\xfd", 4);
-  frame += '\x00';                      // frame header: no content size, no checksum
-  frame += static_cast<char>(7 << 3);   // window 2^17 = 128 KiB
+  frame += '\x00';                     // frame header: no content size, no checksum
+  frame += static_cast<char>(7 << 3);  // window 2^17 = 128 KiB
   for (uint64_t i = 0; i < blocks; ++i) {
     const uint32_t header = (uint32_t{128 * 1024} << 3) | (1u << 1) | (i + 1 == blocks ? 1u : 0u);
     frame += static_cast<char>(header & 0xff);
@@ -193,9 +193,9 @@ TEST_CASE("the checksum file covers a zstd item's stored bytes") {
                       Catch::Contains(info.relative_path) && Catch::Contains("'w'"));
   // Without the checksum file, zstd's own content checksum still finds it.
   fs::remove(dir / ".checksums");
-  REQUIRE_THROWS_WITH(dcpp::load_from_keys(dir.path()),
-                      Catch::Contains(info.relative_path) && Catch::Contains("'w'") &&
-                          Catch::Contains("corrupted"));
+  REQUIRE_THROWS_WITH(dcpp::load_from_keys(dir.path()), Catch::Contains(info.relative_path) &&
+                                                            Catch::Contains("'w'") &&
+                                                            Catch::Contains("corrupted"));
 }
 
 TEST_CASE("a hostile zstd frame is refused at the item's bound, memory bounded") {
@@ -232,9 +232,9 @@ TEST_CASE("truncated and garbage zstd frames are CheckpointErrors naming file an
   dcpp::save(small_state(), dir.path(), zstd_save(false));
   dcpp::Metadata metadata = read_metadata_file(dir.path());
   const dcpp::StorageInfo info = storage_of(metadata, "w");
-  const std::string frame = dcpp::test::read_file(dir / info.relative_path)
-                                .substr(static_cast<std::size_t>(info.offset),
-                                        static_cast<std::size_t>(info.length));
+  const std::string frame =
+      dcpp::test::read_file(dir / info.relative_path)
+          .substr(static_cast<std::size_t>(info.offset), static_cast<std::size_t>(info.length));
   replace_item(dir.path(), "w", frame.substr(0, frame.size() / 2));
   REQUIRE_THROWS_WITH(dcpp::load_from_keys(dir.path()),
                       Catch::Contains("'w'") && Catch::Contains("truncated"));
@@ -286,9 +286,9 @@ TEST_CASE("a descriptor list naming zstd twice reads frames nested twice") {
   dcpp::save(small_state(), dir.path(), zstd_save(false));
   dcpp::Metadata metadata = read_metadata_file(dir.path());
   const dcpp::StorageInfo info = storage_of(metadata, "w");
-  const std::string frame = dcpp::test::read_file(dir / info.relative_path)
-                                .substr(static_cast<std::size_t>(info.offset),
-                                        static_cast<std::size_t>(info.length));
+  const std::string frame =
+      dcpp::test::read_file(dir / info.relative_path)
+          .substr(static_cast<std::size_t>(info.offset), static_cast<std::size_t>(info.length));
   dcpp::detail::MemorySink sink;
   dcpp::detail::ZstdSink outer(sink, 3);
   outer.write(frame.data(), frame.size());

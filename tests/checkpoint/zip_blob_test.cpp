@@ -2,9 +2,9 @@
 
 #include "dcpp_test.h"
 
-#include "crc32.h"
-#include "zip_blob_reader.h"
-#include "zip_blob_writer.h"
+#include "format/crc32.h"
+#include "format/zip/zip_blob_reader.h"
+#include "format/zip/zip_blob_writer.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

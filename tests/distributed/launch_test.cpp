@@ -4,8 +4,8 @@
 
 #include "launcher.h"
 
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/process_group.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -14,9 +14,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <csignal>
-#include <cstdlib>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>

@@ -5,7 +5,7 @@
 #include "dcpp_test.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/plugin/checkpoint_manager.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>

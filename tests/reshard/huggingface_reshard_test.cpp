@@ -4,7 +4,7 @@
 
 #include "dcpp_test.h"
 
-#include <dcpp/checkpoint/huggingface_storage.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <nlohmann/json.hpp>
 

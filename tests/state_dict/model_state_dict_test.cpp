@@ -2,14 +2,13 @@
 #include "training_helpers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/model_state_dict.h>
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/stateful_adapters.h>
 
 #include <torch/nn/modules/batchnorm.h>
-
 
 using dcpp::StateDict;
 using dcpp::StateDictOptions;
@@ -79,9 +78,9 @@ TEST_CASE("set_model_state_dict names the key of a shape mismatch or a non-tenso
   auto model = dcpp::test::small_model(1);
   StateDict sd = dcpp::get_model_state_dict(*model);
   sd.insert("0.bias", at::zeros({7}));
-  REQUIRE_THROWS_WITH(dcpp::set_model_state_dict(*model, sd),
-                      Catch::Contains("'0.bias'") && Catch::Contains("[7]") &&
-                          Catch::Contains("[8]"));
+  REQUIRE_THROWS_WITH(dcpp::set_model_state_dict(*model, sd), Catch::Contains("'0.bias'") &&
+                                                                  Catch::Contains("[7]") &&
+                                                                  Catch::Contains("[8]"));
   sd.insert("0.bias", 3);
   REQUIRE_THROWS_WITH(dcpp::set_model_state_dict(*model, sd),
                       Catch::Contains("'0.bias'") && Catch::Contains("not a tensor"));
@@ -119,7 +118,8 @@ TEST_CASE("sharded placements become sharded tensors sharing the local storage")
   REQUIRE(bitwise_equal(bias, at::zeros({4})));
 
   StateDict from_sharded;
-  from_sharded.insert("w", dcpp::ShardedTensor({6, 4}, {dcpp::Shard{full.narrow(0, 1, 5), {1, 0}}}));
+  from_sharded.insert("w",
+                      dcpp::ShardedTensor({6, 4}, {dcpp::Shard{full.narrow(0, 1, 5), {1, 0}}}));
   from_sharded.insert("b", at::ones({4}));
   dcpp::set_model_state_dict(layout, from_sharded);
   REQUIRE(bitwise_equal(local, full.narrow(0, 2, 3)));
@@ -175,11 +175,15 @@ const std::vector<int64_t> kRowBegin{0, 0, 4, 13};
 const std::vector<int64_t> kColBegin{0, 2, 4, 5};
 
 at::Tensor rows_full() { return at::arange(65, at::kFloat).reshape({13, 5}) / 7; }
-at::Tensor cols_full() { return (at::arange(15, at::kFloat).reshape({3, 5}) / 3).to(at::kBFloat16); }
+at::Tensor cols_full() {
+  return (at::arange(15, at::kFloat).reshape({3, 5}) / 3).to(at::kBFloat16);
+}
 
 }  // namespace
 
-TEST_CASE("full_state_dict gathers uneven shards over a process group, broadcast_from_rank0 scatters them") {
+TEST_CASE(
+    "full_state_dict gathers uneven shards over a process group, broadcast_from_rank0 scatters "
+    "them") {
   std::vector<StateDict> gathered(kRanks), offloaded(kRanks);
   std::vector<at::Tensor> rows_after(kRanks), cols_after(kRanks), replicated_after(kRanks);
   on_ranks("full-state-dict", [&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {

@@ -4,7 +4,7 @@
 
 #include "dcpp_test.h"
 
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 

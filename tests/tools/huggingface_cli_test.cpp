@@ -9,7 +9,7 @@
 #include "inspect_command.h"
 #include "verify_command.h"
 
-#include <dcpp/checkpoint/huggingface_storage.h>
+#include <dcpp/storage/huggingface_storage.h>
 
 #include <nlohmann/json.hpp>
 

@@ -11,7 +11,7 @@
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/stateful.h>
 
 #include <ATen/ATen.h>
@@ -124,8 +124,7 @@ int main(int argc, char** argv) {
       if (!same_tensor(loaded.at("embedding").tensor(), expected_full) ||
           !same_tensor(loaded.at("bias").tensor(), expected_bias) ||
           loaded.at("step").value().toInt() != step) {
-        std::fprintf(stderr, "checkpoint %s does not hold the save-time values\n",
-                     where.c_str());
+        std::fprintf(stderr, "checkpoint %s does not hold the save-time values\n", where.c_str());
         return 1;
       }
       ++saved;

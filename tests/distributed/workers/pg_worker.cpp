@@ -16,8 +16,8 @@
 // Prints "rank R: ..." lines; exits 0 when every check passes, 1 on a wrong result, 4 when a
 // collective or the group creation throws (its message on stderr).
 
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
 

@@ -16,7 +16,7 @@
 #include "training_setup.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
 #include <torch/optim/adam.h>

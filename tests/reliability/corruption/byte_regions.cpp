@@ -1,12 +1,11 @@
 // Walks each item's zip archive from its first local header to its end record, as PyTorch's
-// writer lays it out (checkpoint/src/zip_format.h), taking payload sizes from the central
-// directory.
+// writer lays it out ("format/zip/zip_format.h"), taking payload sizes from the central directory.
 
 #include "byte_regions.h"
 
-#include "byte_io.h"
-#include "zip_blob_reader.h"
-#include "zip_format.h"
+#include "format/byte_io.h"
+#include "format/zip/zip_blob_reader.h"
+#include "format/zip/zip_format.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -3,11 +3,11 @@
 
 #include "dcpp_test.h"
 
-#include "checksum_file.h"
-#include "crc32.h"
-#include "item_codec.h"
-#include "zip_blob_reader.h"
-#include "zip_layout_check.h"
+#include "format/checksum_file.h"
+#include "format/crc32.h"
+#include "format/item_codec.h"
+#include "format/zip/zip_blob_reader.h"
+#include "format/zip/zip_layout_check.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

@@ -1,6 +1,6 @@
 #include "rank_pool.h"
 
-#include <dcpp/checkpoint/process_group.h>
+#include <dcpp/dist/process_group.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 

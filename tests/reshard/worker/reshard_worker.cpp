@@ -36,20 +36,20 @@
 //                                       and value with the same checkpoint loaded whole
 //
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
-// cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven (dim-0 parts of 1, 2, 3... rows
-// weight), block (2-D: a grid of 2 x ranks/2 blocks when the rank count is even), replicated (every
-// rank holds everything). The global tensors are the same on every rank
-// (fixed formulas), so each rank knows what every element must be.
+// cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven
+// (dim-0 parts of 1, 2, 3... rows weight), block (2-D: a grid of 2 x ranks/2 blocks when the rank
+// count is even), replicated (every rank holds everything). The global tensors are the same on
+// every rank (fixed formulas), so each rank knows what every element must be.
 
-#include <dcpp/checkpoint/process_group.h>
 #include <dcpp/dcpp.h>
+#include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
 
 #include <chrono>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -317,8 +317,8 @@ int main(int argc, char** argv) {
     std::signal(SIGTERM, SIG_IGN);  // dcpp-launch stops the survivors; they must fail by themselves
   }
   const auto timeout = mode == "die-save" ? std::chrono::seconds(3) : std::chrono::seconds(60);
-  auto group = dcpp::make_gloo_process_group_from_env(
-      dcpp::ProcessGroupOptions().with_timeout(timeout));
+  auto group =
+      dcpp::make_gloo_process_group_from_env(dcpp::ProcessGroupOptions().with_timeout(timeout));
   const Rank rank{group->getRank(), group->getSize()};
   try {
     if (mode.rfind("hf-", 0) == 0) {
@@ -448,7 +448,7 @@ int main(int argc, char** argv) {
       options.process_group = group;
       options.all_or_nothing = mode == "atomic-read";
       dcpp::StateDict target = state("row", rank, false);  // the saved values: a load changes them
-      for (auto& item : target.at("model").dict()) {  // sentinels, then compared bit for bit
+      for (auto& item : target.at("model").dict()) {       // sentinels, then compared bit for bit
         for (const dcpp::Shard& piece : item.value.sharded_tensor().local_shards()) {
           piece.tensor.fill_(7);
         }
@@ -468,8 +468,8 @@ int main(int argc, char** argv) {
       } catch (const dcpp::CheckpointError& error) {
         const std::string message = error.what_without_backtrace();
         std::printf("failed as expected: %s\n", message.c_str());
-        const std::string cause = mode == "fail-apply" ? "the model rejected its state"
-                                                       : "input/output error";
+        const std::string cause =
+            mode == "fail-apply" ? "the model rejected its state" : "input/output error";
         bool ok = message.find("rank " + arg + ": ") != std::string::npos &&
                   message.find(cause) != std::string::npos;
         if (mode == "atomic-read") {

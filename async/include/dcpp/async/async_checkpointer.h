@@ -4,12 +4,12 @@
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
-#include <dcpp/checkpoint/filesystem_writer.h>
-#include <dcpp/checkpoint/process_group.h>
-#include <dcpp/checkpoint/save_planner.h>
-#include <dcpp/checkpoint/storage_writer.h>
 #include <dcpp/core/export.h>
+#include <dcpp/dist/process_group.h>
+#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
+#include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/storage_writer.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>

@@ -2,13 +2,13 @@
 // save() and load(): DCP's `torch.distributed.checkpoint.save` / `load`, on one process or SPMD on
 // every rank of a process group.
 
-#include <dcpp/checkpoint/filesystem_reader.h>
-#include <dcpp/checkpoint/filesystem_writer.h>
-#include <dcpp/checkpoint/load_planner.h>
-#include <dcpp/checkpoint/metadata.h>
-#include <dcpp/checkpoint/save_planner.h>
 #include <dcpp/core/export.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/planner/load_planner.h>
+#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
+#include <dcpp/storage/filesystem_reader.h>
+#include <dcpp/storage/filesystem_writer.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

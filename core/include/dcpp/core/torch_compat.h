@@ -45,7 +45,7 @@ typename StateMap::key_type optimizer_state_key(const StateMap& /*state*/,
 
 // ---------------------------------------------------------------------------------------------
 // c10d (distributed). Templates on the c10d types, so this header needs no c10d (or Gloo)
-// include; they are instantiated where the c10d headers are (checkpoint/src/process_group.cpp).
+// include; they are instantiated where the c10d headers are (dist/src/process_group.cpp).
 //   - libtorch 1.13: ProcessGroupGloo *is* a c10d::ProcessGroup.
 //   - libtorch 2.x: ProcessGroupGloo is a c10d::Backend; a c10d::ProcessGroup fronts it
 //     (registered for CPU and CUDA tensors, as Python's "gloo" backend is), and the ProcessGroup
@@ -80,8 +80,8 @@ namespace detail {
 template <typename G, typename = void>
 struct HasDeviceBackends : std::false_type {};
 template <typename G>
-struct HasDeviceBackends<
-    G, std::void_t<decltype(std::declval<G&>().getBackend(c10::DeviceType::CPU))>>
+struct HasDeviceBackends<G,
+                         std::void_t<decltype(std::declval<G&>().getBackend(c10::DeviceType::CPU))>>
     : std::true_type {};
 }  // namespace detail
 

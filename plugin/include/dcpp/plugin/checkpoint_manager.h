@@ -16,11 +16,11 @@
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
-#include <dcpp/checkpoint/filesystem_writer.h>
 #include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
+#include <dcpp/storage/filesystem_writer.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>

@@ -1,9 +1,0 @@
-#include <dcpp/checkpoint/metadata.h>
-
-#include "torch_pickle.h"
-
-namespace dcpp {
-
-std::string dtype_name(at::ScalarType dtype) { return detail::python_dtype_name(dtype); }
-
-}  // namespace dcpp

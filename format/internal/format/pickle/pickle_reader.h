@@ -1,0 +1,122 @@
+#pragma once
+// dcpp's restricted unpickler: a pickle VM that builds a small tree of plain data and never calls
+// anything.
+//
+// Python's `pickle.load` imports every global a pickle names and calls whatever REDUCE and NEWOBJ
+// point at, so a crafted `.metadata` runs code. This VM only records: a global is a (module, name)
+// pair, and NEWOBJ, REDUCE, BUILD and BINPERSID produce `PyObject`s that describe the call
+// (callable, arguments, state) for the codecs to interpret. Globals must pass the caller's
+// allowlist.
+//
+// Hostile input: every length is checked against the bytes left, memo indices are bounded by the
+// input size (the memo is a dense table), stack pops check the current MARK's fence, containers are
+// type-checked before they are mutated, integers beyond int64 are refused. Memory is bounded by a
+// small multiple of the input size. Any violation is a CheckpointError naming the source, the byte
+// offset and the opcode.
+
+#include "format/pickle/pickle_writer.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp::detail {
+
+enum class PyKind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kStr,
+  kBytes,
+  kTuple,
+  kList,
+  kDict,
+  kSet,
+  kFrozenSet,
+  kGlobal,      // a class or function named by GLOBAL/STACK_GLOBAL: `module`, `name`
+  kNewObj,      // cls.__new__(cls, *args): `callable()`, `args()`, `state()` (BUILD; may be null)
+  kReduce,      // callable(*args): same fields
+  kPersistent,  // BINPERSID: `pid()`
+};
+
+/// One node of an unpickled tree. Owned by the `Unpickled` that produced it; nodes may be shared
+/// (memo) and, in hostile input, form cycles: consumers must bound their recursion.
+struct PyObject {
+  PyKind kind = PyKind::kNone;
+  bool bool_value = false;
+  int64_t int_value = 0;
+  double float_value = 0.0;
+  std::string text;  // kStr, kBytes: the bytes; kGlobal: the module
+  std::string name;  // kGlobal: the name
+  /// kTuple, kList, kSet, kFrozenSet: the items. kDict: keys and values interleaved, in insertion
+  /// order. kNewObj, kReduce: {callable, args tuple, state or nullptr}. kPersistent: {pid}.
+  std::vector<PyObject*> items;
+
+  std::size_t dict_size() const { return items.size() / 2; }
+  const PyObject& key(std::size_t i) const { return *items[2 * i]; }
+  const PyObject& value(std::size_t i) const { return *items[2 * i + 1]; }
+  const PyObject& callable() const { return *items[0]; }
+  const PyObject& args() const { return *items[1]; }
+  const PyObject* state() const { return items[2]; }
+  const PyObject& pid() const { return *items[0]; }
+
+  bool is_global(std::string_view module, std::string_view global_name) const {
+    return kind == PyKind::kGlobal && text == module && name == global_name;
+  }
+  /// True for a NEWOBJ or REDUCE whose callable is the global `module.name`.
+  bool is_instance_of(std::string_view module, std::string_view global_name) const {
+    return (kind == PyKind::kNewObj || kind == PyKind::kReduce) &&
+           callable().is_global(module, global_name);
+  }
+  /// For a dict with str keys: the value of `key`, or nullptr (the last one if repeated).
+  const PyObject* find(std::string_view key) const;
+};
+
+/// A short description for error messages: "int", "str", "global torch.Size",
+/// "object torch.Size(...)".
+std::string describe(const PyObject& object);
+
+/// `text` (from a pickle) made fit for an error message: control characters, NUL and DEL as \xHH,
+/// so that a hostile name can neither cut the message short (what() is a C string) nor drive the
+/// terminal it is printed on. Other bytes, UTF-8 included, are kept.
+std::string printable(std::string_view text);
+
+/// Decides whether a global may appear in the pickle.
+using GlobalAllowlist = std::function<bool(std::string_view module, std::string_view name)>;
+
+/// The result of `unpickle`: owns every node.
+class Unpickled {
+ public:
+  const PyObject& root() const { return *root_; }
+  /// Number of nodes built (for tests of the memory bounds).
+  std::size_t node_count() const { return node_count_; }
+
+ private:
+  friend class PickleVm;
+  static constexpr std::size_t kFirstBlockSize = 16;
+  static constexpr std::size_t kBlockSize = 4096;
+  PyObject* make_node();
+
+  // Nodes live in blocks: their addresses are stable and a large pickle costs a few allocations per
+  // 4096 nodes, not one or more per node. Blocks double from 16 nodes up to 4096, so that a small
+  // pickle (a tensor item's data.pkl) does not construct thousands of nodes it never uses.
+  std::vector<std::unique_ptr<PyObject[]>> blocks_;
+  std::size_t block_capacity_ = 0;  // of the last block
+  std::size_t block_used_ = 0;      // nodes handed out from the last block
+  std::size_t node_count_ = 0;
+  const PyObject* root_ = nullptr;
+};
+
+/// Runs the restricted VM over `bytes` (protocols 2 to 5; trailing bytes after STOP are ignored).
+/// `collections.OrderedDict()` (REDUCE with no arguments) is built as a plain dict so that
+/// SETITEMS may fill it, as Python does. Throws CheckpointError naming `source` on any malformed
+/// input, unsupported opcode (with its byte offset) or global refused by `allow`
+/// ("global 'os.system' is not allowed").
+Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source);
+
+}  // namespace dcpp::detail

@@ -1,0 +1,507 @@
+// Decoding the `.metadata` pickle (see metadata_pickle.h and docs/format.md): any protocol from 2
+// to 5, fields in any order, unknown extra fields (ignored), the pre-2.3 module of
+// TensorProperties; only DCP's globals, and nothing is ever called.
+
+#include "format/metadata_pickle.h"
+
+#include "format/pickle/pickle_reader.h"
+#include "format/pickle/torch_pickle.h"
+#include "metadata_classes.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_set>
+
+namespace dcpp::detail {
+
+namespace {
+
+using namespace metadata_classes;
+
+bool allow_metadata_global(std::string_view module, std::string_view name) {
+  if (module == kMetaModule) {
+    return name == "Metadata" || name == "TensorStorageMetadata" ||
+           name == "BytesStorageMetadata" || name == "ChunkStorageMetadata" ||
+           name == "TensorProperties" || name == "MetadataIndex" || name == "StorageMeta" ||
+           name == "_MEM_FORMAT_ENCODING";
+  }
+  if (module == kShardModule) {
+    return name == "TensorProperties" || name == "MEM_FORMAT_ENCODING";
+  }
+  if (module == "torch") {
+    return name == "Size" || is_python_dtype_name(name);
+  }
+  return (module == kFsModule && name == "_StorageInfo") ||
+         (module == "torch.serialization" && name == "_get_layout") ||
+         ((module == "pathlib" || module == "pathlib._local") && name == "PosixPath") ||
+         (module == "collections" && name == "OrderedDict");
+}
+
+/// `key` for an error message: long (hostile) keys are cut.
+std::string shorten(std::string_view key) {
+  return key.size() <= 200 ? std::string(key) : std::string(key.substr(0, 200)) + "...";
+}
+
+/// The name of a field for error messages ("state_dict_metadata['w'].chunks[].offsets"), kept as
+/// pieces and joined only when an error is reported: decoding 100,000 entries must not build a
+/// string for every field it checks. The pieces must outlive the Field.
+class Field {
+ public:
+  Field(const char* name) : pieces_{name}, count_(1) {}  // NOLINT(google-explicit-constructor)
+  Field(const std::string& name) : pieces_{name}, count_(1) {}  // NOLINT
+  /// `container['key']`.
+  Field(std::string_view container, std::string_view key)
+      : pieces_{container, "['", key, "']"}, count_(4) {}
+
+  /// This field followed by `suffix` (".size").
+  Field then(std::string_view suffix) const {
+    Field field = *this;
+    if (field.count_ < field.pieces_.size()) field.pieces_[field.count_++] = suffix;
+    return field;
+  }
+
+  std::string str() const {
+    std::string joined;
+    for (std::size_t i = 0; i < count_; ++i) joined += shorten(pieces_[i]);
+    return joined;
+  }
+
+ private:
+  std::array<std::string_view, 8> pieces_;
+  std::size_t count_;
+};
+
+class MetadataDecoder {
+ public:
+  MetadataDecoder(const std::string& source, std::size_t input_size)
+      : source_(source), budget_((std::size_t{64} << 20) + input_size * 64) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw CheckpointError(source_ + ": invalid checkpoint metadata: " + printable(problem));
+  }
+
+  Metadata decode(const PyObject& root) {
+    Metadata m;
+    const PyObject& state = object_state(root, {kMetaModule}, "Metadata", "the root");
+    const PyObject* sdm = state.find("state_dict_metadata");
+    if (sdm == nullptr) fail("Metadata has no state_dict_metadata");
+    for_each_str_entry(*sdm, "state_dict_metadata", [&](std::string key, const PyObject& value) {
+      m.state_dict_metadata.emplace_back(key, storage_metadata(value, key));
+    });
+    if (const PyObject* planner = present(state.find("planner_data"))) {
+      for_each_str_entry(*planner, "planner_data", [&](std::string key, const PyObject& value) {
+        m.planner_data.emplace_back(key, path(value, key));
+      });
+      charge_list_lengths(m.planner_data);
+    }
+    if (const PyObject* storage = present(state.find("storage_data"))) {
+      if (storage->kind != PyKind::kDict) fail("storage_data is a " + describe(*storage));
+      m.storage_data.reserve(storage->dict_size());
+      for (std::size_t i = 0; i < storage->dict_size(); ++i) {
+        MetadataIndex index = metadata_index(storage->key(i));
+        StorageInfo info = storage_info(storage->value(i), index.fqn);
+        m.storage_data.emplace_back(std::move(index), std::move(info));
+      }
+      reject_repeated_storage_keys(m.storage_data);
+    }
+    if (const PyObject* meta = present(state.find("storage_meta"))) {
+      m.storage_meta = storage_meta(*meta);
+    }
+    if (const PyObject* version = present(state.find("version"))) {
+      m.version = str(*version, "Metadata.version");
+    }
+    return m;
+  }
+
+ private:
+  void reject_repeated_storage_keys(
+      const std::vector<std::pair<MetadataIndex, StorageInfo>>& data) {
+    std::vector<const MetadataIndex*> sorted;
+    sorted.reserve(data.size());
+    for (const auto& entry : data) sorted.push_back(&entry.first);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const MetadataIndex* a, const MetadataIndex* b) { return *a < *b; });
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      if (*sorted[i - 1] == *sorted[i]) {
+        fail("storage_data has the key '" + shorten(sorted[i]->fqn) + "' twice");
+      }
+    }
+  }
+
+  /// A load into an empty state dict rebuilds the lists planner_data names, padding each with None
+  /// up to the largest index a path gives it (DCP's set_element). Each list is charged its length,
+  /// so that one hostile index cannot make a load allocate without bound: a 6 KB file naming index
+  /// 524654 took 0.8 GB and 30 s to plan. A slot costs the budget what 16 bytes of file add to it;
+  /// each item of a real list brings several times that in its state_dict_metadata, planner_data
+  /// and storage_data entries (metadata_pickle_test.cpp decodes a list of 200,000).
+  void charge_list_lengths(const OrderedEntries<ObjectPath>& planner_data) {
+    // About what one slot costs a load (the fuzz input above: 1.6 KiB under ASan): the padded
+    // StateValue, its flattened key, the load planner's maps.
+    constexpr std::size_t kUnitsPerSlot = 1024;
+    std::map<ObjectPath, int64_t> lengths;  // a list, named by the path to it -> its length
+    for (const auto& [key, path] : planner_data) {
+      for (std::size_t depth = 0; depth < path.size(); ++depth) {
+        const int64_t* index = std::get_if<int64_t>(&path[depth]);
+        if (index == nullptr) continue;
+        if (*index < 0) {
+          fail(Field("planner_data", key).str() + " holds the negative list index " +
+               std::to_string(*index));
+        }
+        int64_t& length = lengths[ObjectPath(path.begin(), path.begin() + depth)];
+        length = std::max(length, *index);
+      }
+    }
+    for (const auto& [list, largest_index] : lengths) {
+      if (static_cast<uint64_t>(largest_index) >= budget_ / kUnitsPerSlot) {
+        fail("planner_data names index " + std::to_string(largest_index) + " of the list '" +
+             shorten(join_path(list)) +
+             "', which expands to more data than the file's size allows (a hostile or corrupt "
+             "pickle)");
+      }
+      charge((static_cast<std::size_t>(largest_index) + 1) * kUnitsPerSlot);
+    }
+  }
+
+  static const PyObject* present(const PyObject* field) {
+    return field == nullptr || field->kind == PyKind::kNone ? nullptr : field;
+  }
+
+  void charge(std::size_t units) {
+    if (units > budget_) {
+      fail("it expands to more data than its size allows (a hostile or corrupt pickle)");
+    }
+    budget_ -= units;
+  }
+
+  std::string str(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kStr)
+      fail(field.str() + " is a " + describe(object) + ", not a str");
+    charge(object.text.size() + 16);
+    return object.text;
+  }
+
+  int64_t integer(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kInt)
+      fail(field.str() + " is a " + describe(object) + ", not an int");
+    charge(8);
+    return object.int_value;
+  }
+
+  bool boolean(const PyObject& object, const Field& field) {
+    if (object.kind != PyKind::kBool)
+      fail(field.str() + " is a " + describe(object) + ", not a bool");
+    return object.bool_value;
+  }
+
+  /// The state of `object`, which must be `NEWOBJ(module.name, ())` for one of `modules`; nullptr
+  /// if it had no BUILD.
+  const PyObject* raw_state(const PyObject& object, std::initializer_list<std::string_view> modules,
+                            std::string_view name, const Field& field) {
+    bool match = false;
+    for (std::string_view module : modules) match = match || object.is_instance_of(module, name);
+    if (!match || object.kind != PyKind::kNewObj || !object.args().items.empty()) {
+      fail(field.str() + " is a " + describe(object) + ", not a " + std::string(name));
+    }
+    return object.state();
+  }
+
+  /// Like raw_state, for classes whose state is a dict (no BUILD reads as an empty dict).
+  const PyObject& object_state(const PyObject& object,
+                               std::initializer_list<std::string_view> modules,
+                               std::string_view name, const Field& field) {
+    static const PyObject kEmptyDict = [] {
+      PyObject d;
+      d.kind = PyKind::kDict;
+      return d;
+    }();
+    const PyObject* state = raw_state(object, modules, name, field);
+    if (state == nullptr) return kEmptyDict;
+    if (state->kind != PyKind::kDict) {
+      fail(field.str() + " (" + std::string(name) + ") has a state that is a " + describe(*state));
+    }
+    return *state;
+  }
+
+  template <typename Fn>
+  void for_each_str_entry(const PyObject& dict, const char* field, Fn&& fn) {
+    if (dict.kind != PyKind::kDict)
+      fail(std::string(field) + " is a " + describe(dict) + ", not a dict");
+    std::unordered_set<std::string_view> seen;
+    seen.reserve(dict.dict_size());
+    for (std::size_t i = 0; i < dict.dict_size(); ++i) {
+      std::string key = str(dict.key(i), Field("a key of ").then(field));
+      if (!seen.insert(dict.key(i).text).second) {
+        fail(std::string(field) + " has the key '" + shorten(key) + "' twice");
+      }
+      fn(std::move(key), dict.value(i));
+    }
+  }
+
+  std::vector<int64_t> size(const PyObject& object, const Field& field) {
+    const PyObject* tuple = &object;
+    if (object.is_instance_of("torch", "Size")) {
+      if (object.kind != PyKind::kReduce || object.state() != nullptr ||
+          object.args().items.size() != 1) {
+        fail(field.str() + " is a malformed torch.Size");
+      }
+      tuple = object.args().items[0];
+    }
+    if (tuple->kind != PyKind::kTuple && tuple->kind != PyKind::kList) {
+      fail(field.str() + " is a " + describe(object) + ", not a torch.Size");
+    }
+    std::vector<int64_t> values;
+    values.reserve(tuple->items.size());
+    for (const PyObject* item : tuple->items) {
+      const int64_t v = integer(*item, field);
+      if (v < 0) fail(field.str() + " holds the negative value " + std::to_string(v));
+      values.push_back(v);
+    }
+    return values;
+  }
+
+  StorageMetadata storage_metadata(const PyObject& object, const std::string& key) {
+    const Field field("state_dict_metadata", key);
+    if (object.is_instance_of(kMetaModule, "BytesStorageMetadata")) {
+      raw_state(object, {kMetaModule}, "BytesStorageMetadata", field);
+      return BytesStorageMetadata{};
+    }
+    const PyObject& state = object_state(object, {kMetaModule}, "TensorStorageMetadata", field);
+    TensorStorageMetadata t;
+    const PyObject* properties = state.find("properties");
+    const PyObject* global_size = state.find("size");
+    const PyObject* chunks = state.find("chunks");
+    if (properties == nullptr || global_size == nullptr || chunks == nullptr) {
+      fail(field.str() + " lacks properties, size or chunks");
+    }
+    t.properties = tensor_properties(*properties, field.then(".properties"));
+    t.size = size(*global_size, field.then(".size"));
+    check_addressable(t, field);
+    if (chunks->kind != PyKind::kList) fail(field.str() + ".chunks is a " + describe(*chunks));
+    t.chunks.reserve(chunks->items.size());
+    for (const PyObject* chunk : chunks->items) {
+      const PyObject& cs =
+          object_state(*chunk, {kMetaModule}, "ChunkStorageMetadata", field.then(".chunks[]"));
+      const PyObject* offsets = cs.find("offsets");
+      const PyObject* sizes = cs.find("sizes");
+      if (offsets == nullptr || sizes == nullptr)
+        fail(field.str() + " has a chunk without offsets");
+      ChunkStorageMetadata c;
+      c.offsets = size(*offsets, field.then(".chunks[].offsets"));
+      c.sizes = size(*sizes, field.then(".chunks[].sizes"));
+      if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size()) {
+        fail(field.str() + " has a chunk whose rank differs from the tensor's");
+      }
+      check_inside(c, t.size, field);
+      t.chunks.push_back(std::move(c));
+    }
+    return t;
+  }
+
+  /// The tensor's bytes must be countable in an int64, as libtorch counts them.
+  void check_addressable(const TensorStorageMetadata& tensor, const Field& field) const {
+    int64_t bytes = static_cast<int64_t>(c10::elementSize(tensor.properties.dtype));
+    for (int64_t extent : tensor.size) {
+      if (__builtin_mul_overflow(bytes, extent, &bytes)) {
+        fail(field.str() + " has the size " + sizes_text(tensor.size) +
+             ", too large for a tensor to address");
+      }
+    }
+  }
+
+  /// A chunk is a box inside the tensor: 0 <= offset and offset + size <= the tensor's size along
+  /// every dimension (computed without overflow; sizes and offsets are non-negative already).
+  void check_inside(const ChunkStorageMetadata& chunk, const std::vector<int64_t>& tensor_size,
+                    const Field& field) const {
+    for (std::size_t d = 0; d < tensor_size.size(); ++d) {
+      if (chunk.offsets[d] > tensor_size[d] || chunk.sizes[d] > tensor_size[d] - chunk.offsets[d]) {
+        fail(field.str() + " has a chunk at offsets " + sizes_text(chunk.offsets) + " of sizes " +
+             sizes_text(chunk.sizes) + " that reaches outside the tensor's size " +
+             sizes_text(tensor_size));
+      }
+    }
+  }
+
+  static std::string sizes_text(const std::vector<int64_t>& values) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < values.size() && i < 8; ++i) {
+      text += (i ? ", " : "") + std::to_string(values[i]);
+    }
+    return text + (values.size() > 8 ? ", ...]" : "]");
+  }
+
+  TensorProperties tensor_properties(const PyObject& object, const Field& field) {
+    const PyObject* state =
+        raw_state(object, {kMetaModule, kShardModule}, "TensorProperties", field);
+    if (state == nullptr || state->kind != PyKind::kTuple || state->items.size() != 5) {
+      fail(field.str() +
+           " has a state that is not the 5-tuple (dtype, layout, requires_grad, "
+           "memory_format, pin_memory)");
+    }
+    const auto& s = state->items;
+    TensorProperties p;
+    if (s[0]->kind != PyKind::kGlobal || s[0]->text != "torch" ||
+        !is_python_dtype_name(s[0]->name)) {
+      fail(field.str() + ".dtype is a " + describe(*s[0]));
+    }
+    const std::optional<at::ScalarType> dtype = find_dtype_by_python_name(s[0]->name);
+    // Without a dtype, dtype_from_python_name throws, naming the key.
+    p.dtype = dtype ? *dtype : dtype_from_python_name(s[0]->name, source_ + ": " + field.str());
+    if (!s[1]->is_instance_of("torch.serialization", "_get_layout") ||
+        s[1]->kind != PyKind::kReduce || s[1]->args().items.size() != 1 ||
+        s[1]->args().items[0]->kind != PyKind::kStr) {
+      fail(field.str() + ".layout is a " + describe(*s[1]));
+    }
+    const std::string& layout = s[1]->args().items[0]->text;
+    bool known_layout = false;
+    for (const auto& [value, name] : kLayouts) {
+      if (name == layout) {
+        p.layout = value;
+        known_layout = true;
+      }
+    }
+    if (!known_layout) fail(field.str() + " has the unknown layout '" + layout + "'");
+    p.requires_grad = boolean(*s[2], field.then(".requires_grad"));
+    const PyObject& format = *s[3];
+    if (!(format.is_instance_of(kMetaModule, "_MEM_FORMAT_ENCODING") ||
+          format.is_instance_of(kShardModule, "MEM_FORMAT_ENCODING")) ||
+        format.kind != PyKind::kReduce || format.args().items.size() != 1) {
+      fail(field.str() + ".memory_format is a " + describe(format));
+    }
+    const int64_t encoding = integer(*format.args().items[0], field.then(".memory_format"));
+    if (encoding < 0 || encoding > 2) {
+      fail(field.str() + " has the unknown memory format encoding " + std::to_string(encoding));
+    }
+    p.memory_format = static_cast<MemoryFormatEncoding>(encoding);
+    p.pin_memory = boolean(*s[4], field.then(".pin_memory"));
+    return p;
+  }
+
+  ObjectPath path(const PyObject& object, const std::string& key) {
+    const Field field("planner_data", key);
+    if (object.kind != PyKind::kTuple && object.kind != PyKind::kList) {
+      fail(field.str() + " is a " + describe(object) + ", not a path tuple");
+    }
+    ObjectPath result;
+    result.reserve(object.items.size());
+    for (const PyObject* item : object.items) {
+      if (item->kind == PyKind::kInt) {
+        result.emplace_back(integer(*item, field));
+      } else {
+        result.emplace_back(str(*item, field));
+      }
+    }
+    return result;
+  }
+
+  MetadataIndex metadata_index(const PyObject& object) {
+    const PyObject& state =
+        object_state(object, {kMetaModule}, "MetadataIndex", "a storage_data key");
+    MetadataIndex index;
+    const PyObject* fqn = state.find("fqn");
+    if (fqn == nullptr) fail("a storage_data key has no fqn");
+    index.fqn = str(*fqn, "a storage_data key's fqn");
+    const Field field("storage_data", index.fqn);
+    if (const PyObject* offset = present(state.find("offset"))) {
+      index.offset = size(*offset, field.then(" key's offset"));
+    }
+    if (const PyObject* hint = present(state.find("index"))) {
+      index.index = integer(*hint, field.then(" key's index"));
+    }
+    return index;
+  }
+
+  StorageInfo storage_info(const PyObject& object, const std::string& fqn) {
+    const Field field("storage_data", fqn);
+    const PyObject& state = object_state(object, {kFsModule}, "_StorageInfo", field);
+    const PyObject* path = state.find("relative_path");
+    const PyObject* offset = state.find("offset");
+    const PyObject* length = state.find("length");
+    if (path == nullptr || offset == nullptr || length == nullptr) {
+      fail(field.str() + " lacks relative_path, offset or length");
+    }
+    StorageInfo info;
+    info.relative_path = str(*path, field.then(".relative_path"));
+    if (info.relative_path.find('\0') != std::string::npos) {
+      fail(field.str() + ".relative_path '" + shorten(info.relative_path) +
+           "' holds a NUL byte, which no file name can");
+    }
+    info.offset = integer(*offset, field.then(".offset"));
+    info.length = integer(*length, field.then(".length"));
+    if (info.offset < 0 || info.length < 0) fail(field.str() + " has a negative offset or length");
+    if (const PyObject* transforms = present(state.find("transform_descriptors"))) {
+      if (transforms->kind != PyKind::kList && transforms->kind != PyKind::kTuple) {
+        fail(field.str() + ".transform_descriptors is a " + describe(*transforms));
+      }
+      for (const PyObject* t : transforms->items) {
+        info.transform_descriptors.push_back(str(*t, field.then(".transform_descriptors")));
+      }
+    }
+    return info;
+  }
+
+  std::string checkpoint_path(const PyObject& object) {
+    if (object.kind == PyKind::kStr) return str(object, "StorageMeta.checkpoint_id");
+    if (!(object.is_instance_of("pathlib", "PosixPath") ||
+          object.is_instance_of("pathlib._local", "PosixPath")) ||
+        object.kind != PyKind::kReduce || object.state() != nullptr) {
+      fail("StorageMeta.checkpoint_id is a " + describe(object));
+    }
+    // PosixPath(*parts), joined and normalised as pathlib does: an absolute part restarts the
+    // path; empty and "." components drop out ("./ckpt" is "ckpt", "a//b/" is "a/b").
+    std::string joined;
+    for (const PyObject* part : object.args().items) {
+      const std::string p = str(*part, "a StorageMeta.checkpoint_id part");
+      if (!p.empty() && p[0] == '/') joined = "/";
+      std::size_t begin = 0;
+      while (begin <= p.size()) {
+        std::size_t end = p.find('/', begin);
+        if (end == std::string::npos) end = p.size();
+        const std::string component = p.substr(begin, end - begin);
+        if (!component.empty() && component != ".") {
+          if (!joined.empty() && joined.back() != '/') joined += '/';
+          joined += component;
+        }
+        begin = end + 1;
+      }
+    }
+    return joined.empty() ? "." : joined;
+  }
+
+  StorageMeta storage_meta(const PyObject& object) {
+    const PyObject& state = object_state(object, {kMetaModule}, "StorageMeta", "storage_meta");
+    StorageMeta meta;
+    if (const PyObject* id = present(state.find("checkpoint_id"))) {
+      meta.checkpoint_id = checkpoint_path(*id);
+    }
+    if (const PyObject* id = present(state.find("save_id"))) {
+      meta.save_id = str(*id, "StorageMeta.save_id");
+    }
+    if (const PyObject* id = present(state.find("load_id"))) {
+      meta.load_id = str(*id, "StorageMeta.load_id");
+    }
+    if (const PyObject* modules = present(state.find("modules"))) {
+      if (modules->kind != PyKind::kList) fail("StorageMeta.modules is a " + describe(*modules));
+      for (const PyObject* module : modules->items) {
+        meta.modules.push_back(str(*module, "StorageMeta.modules"));
+      }
+    }
+    return meta;
+  }
+
+  const std::string& source_;
+  std::size_t budget_;
+};
+
+}  // namespace
+
+Metadata decode_metadata(std::string_view bytes, const std::string& source) {
+  const Unpickled tree = unpickle(bytes, allow_metadata_global, source);
+  return MetadataDecoder(source, bytes.size()).decode(tree.root());
+}
+
+}  // namespace dcpp::detail

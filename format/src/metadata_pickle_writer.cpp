@@ -1,0 +1,272 @@
+// Encoding the `.metadata` pickle (see metadata_pickle.h and docs/format.md).
+//
+// Structure, as PyTorch 2.x writes it (protocol 4):
+//   Metadata: NEWOBJ + BUILD({state_dict_metadata, planner_data, storage_data, storage_meta
+//             [, version]})
+//   TensorStorageMetadata: {properties, size, chunks}; ChunkStorageMetadata: {offsets, sizes}
+//   BytesStorageMetadata: NEWOBJ without BUILD
+//   TensorProperties: BUILD((dtype, layout, requires_grad, _MEM_FORMAT_ENCODING(n), pin_memory))
+//   MetadataIndex: {fqn, index[, offset]}; _StorageInfo: {relative_path, offset, length
+//             [, transform_descriptors]}; StorageMeta: {checkpoint_id, save_id, load_id[, modules]}
+//   torch.Size: REDUCE(torch.Size, ((d0, ...),)); dtype: global torch.<name>;
+//   layout: REDUCE(torch.serialization._get_layout, ("torch.strided",))
+// Like Python, the encoder memoizes every container and fetches repeated strings, classes, the
+// layout and the memory-format enum from the memo. The decoder accepts any protocol from 2 to 5,
+// fields in any order, unknown extra fields (ignored) and the pre-2.3 module of TensorProperties.
+
+#include "format/metadata_pickle.h"
+
+#include "format/pickle/pickle_writer.h"
+#include "format/pickle/torch_pickle.h"
+#include "metadata_classes.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <array>
+#include <optional>
+#include <set>
+#include <unordered_set>
+
+namespace dcpp::detail {
+
+namespace {
+
+using namespace metadata_classes;
+
+class MetadataEncoder {
+ public:
+  std::string encode(const Metadata& m) {
+    open_object(kMetaModule, "Metadata");
+    std::size_t fields = 4 + (m.version ? 1 : 0);
+    w_.put_dict(fields, [&](std::size_t i) {
+      switch (i) {
+        case 0:
+          w_.put_shared_str("state_dict_metadata");
+          w_.put_dict(m.state_dict_metadata.size(), [&](std::size_t j) {
+            w_.put_shared_str(m.state_dict_metadata[j].first);
+            put_storage_metadata(m.state_dict_metadata[j].second);
+          });
+          break;
+        case 1:
+          w_.put_shared_str("planner_data");
+          w_.put_dict(m.planner_data.size(), [&](std::size_t j) {
+            w_.put_shared_str(m.planner_data[j].first);
+            put_path(m.planner_data[j].second);
+          });
+          break;
+        case 2:
+          w_.put_shared_str("storage_data");
+          w_.put_dict(m.storage_data.size(), [&](std::size_t j) {
+            put_index(m.storage_data[j].first);
+            put_storage_info(m.storage_data[j].second);
+          });
+          break;
+        case 3:
+          w_.put_shared_str("storage_meta");
+          if (m.storage_meta) {
+            put_storage_meta(*m.storage_meta);
+          } else {
+            w_.put_none();
+          }
+          break;
+        default:
+          w_.put_shared_str("version");
+          w_.put_shared_str(*m.version);
+      }
+    });
+    w_.build();
+    return w_.finish();
+  }
+
+ private:
+  /// Pushes an instance of `module.name` made by NEWOBJ with no arguments (no state yet).
+  void open_object(std::string_view module, std::string_view name) {
+    w_.put_global(module, name);
+    w_.empty_tuple();
+    w_.newobj();
+  }
+
+  void put_size(const std::vector<int64_t>& values) {
+    w_.put_global("torch", "Size");
+    w_.put_tuple(1, [&] {
+      w_.put_tuple(values.size(), [&] {
+        for (int64_t v : values) w_.put_int(v);
+      });
+    });
+    w_.reduce();
+  }
+
+  void put_properties(const TensorProperties& p) {
+    open_object(kMetaModule, "TensorProperties");
+    w_.put_tuple(5, [&] {
+      w_.put_global("torch", python_dtype_name(p.dtype));
+      put_layout(p.layout);
+      w_.put_bool(p.requires_grad);
+      const auto encoding = static_cast<int64_t>(p.memory_format);
+      std::optional<uint32_t>& memo = memory_format_memo_.at(static_cast<std::size_t>(encoding));
+      if (memo) {
+        w_.put_memo(*memo);
+      } else {
+        w_.put_global(kMetaModule, "_MEM_FORMAT_ENCODING");
+        w_.put_tuple(1, [&] { w_.put_int(encoding); });
+        memo = w_.reduce();
+      }
+      w_.put_bool(p.pin_memory);
+    });
+    w_.build();
+  }
+
+  void put_layout(at::Layout layout) {
+    std::string_view name;
+    for (const auto& [value, layout_name] : kLayouts) {
+      if (value == layout) name = layout_name;
+    }
+    if (name.empty()) {
+      throw CheckpointError("cannot write .metadata: layout " + std::string(c10::toString(layout)) +
+                            " has no name in Python");
+    }
+    for (const auto& [memo_layout, memo] : layout_memo_) {
+      if (memo_layout == layout) {
+        w_.put_memo(memo);
+        return;
+      }
+    }
+    w_.put_global("torch.serialization", "_get_layout");
+    w_.put_tuple(1, [&] { w_.put_shared_str(name); });
+    layout_memo_.emplace_back(layout, w_.reduce());
+  }
+
+  void put_storage_metadata(const StorageMetadata& item) {
+    if (std::holds_alternative<BytesStorageMetadata>(item)) {
+      open_object(kMetaModule, "BytesStorageMetadata");
+      return;
+    }
+    const auto& t = std::get<TensorStorageMetadata>(item);
+    open_object(kMetaModule, "TensorStorageMetadata");
+    w_.put_dict(3, [&](std::size_t i) {
+      if (i == 0) {
+        w_.put_shared_str("properties");
+        put_properties(t.properties);
+      } else if (i == 1) {
+        w_.put_shared_str("size");
+        put_size(t.size);
+      } else {
+        w_.put_shared_str("chunks");
+        w_.put_list(t.chunks.size(), [&](std::size_t j) {
+          open_object(kMetaModule, "ChunkStorageMetadata");
+          w_.put_dict(2, [&](std::size_t k) {
+            w_.put_shared_str(k == 0 ? "offsets" : "sizes");
+            put_size(k == 0 ? t.chunks[j].offsets : t.chunks[j].sizes);
+          });
+          w_.build();
+        });
+      }
+    });
+    w_.build();
+  }
+
+  void put_path(const ObjectPath& path) {
+    w_.put_tuple(path.size(), [&] {
+      for (const PathElement& element : path) {
+        if (const auto* s = std::get_if<std::string>(&element)) {
+          w_.put_shared_str(*s);
+        } else {
+          w_.put_int(std::get<int64_t>(element));
+        }
+      }
+    });
+  }
+
+  void put_index(const MetadataIndex& index) {
+    open_object(kMetaModule, "MetadataIndex");
+    w_.put_dict(index.offset ? 3 : 2, [&](std::size_t i) {
+      if (i == 0) {
+        w_.put_shared_str("fqn");
+        w_.put_shared_str(index.fqn);
+      } else if (i == 1) {
+        w_.put_shared_str("index");
+        if (index.index) {
+          w_.put_int(*index.index);
+        } else {
+          w_.put_none();
+        }
+      } else {
+        w_.put_shared_str("offset");
+        put_size(*index.offset);
+      }
+    });
+    w_.build();
+  }
+
+  void put_storage_info(const StorageInfo& info) {
+    open_object(kFsModule, "_StorageInfo");
+    const bool transforms = !info.transform_descriptors.empty();
+    w_.put_dict(transforms ? 4 : 3, [&](std::size_t i) {
+      if (i == 0) {
+        w_.put_shared_str("relative_path");
+        w_.put_shared_str(info.relative_path);
+      } else if (i == 1) {
+        w_.put_shared_str("offset");
+        w_.put_int(info.offset);
+      } else if (i == 2) {
+        w_.put_shared_str("length");
+        w_.put_int(info.length);
+      } else {
+        w_.put_shared_str("transform_descriptors");
+        w_.put_list(info.transform_descriptors.size(),
+                    [&](std::size_t j) { w_.put_shared_str(info.transform_descriptors[j]); });
+      }
+    });
+    w_.build();
+  }
+
+  void put_optional_str(const std::string& value) {
+    if (value.empty()) {
+      w_.put_none();
+    } else {
+      w_.put_shared_str(value);
+    }
+  }
+
+  void put_storage_meta(const StorageMeta& meta) {
+    open_object(kMetaModule, "StorageMeta");
+    w_.put_dict(4, [&](std::size_t i) {
+      if (i == 0) {
+        w_.put_shared_str("checkpoint_id");
+        if (meta.checkpoint_id) {
+          // pathlib.PosixPath(str): readable by every Python 3 (3.13 writes pathlib._local).
+          w_.put_global("pathlib", "PosixPath");
+          w_.put_tuple(1, [&] { w_.put_shared_str(*meta.checkpoint_id); });
+          w_.reduce();
+        } else {
+          w_.put_none();
+        }
+      } else if (i == 1) {
+        w_.put_shared_str("save_id");
+        put_optional_str(meta.save_id);
+      } else if (i == 2) {
+        w_.put_shared_str("load_id");
+        put_optional_str(meta.load_id);
+      } else {
+        // PyTorch 2.7+ has `modules` (a dataclass field without a class default, so it must be
+        // present there); 2.6 and older keep the extra attribute and ignore it.
+        w_.put_shared_str("modules");
+        w_.put_list(meta.modules.size(),
+                    [&](std::size_t j) { w_.put_shared_str(meta.modules[j]); });
+      }
+    });
+    w_.build();
+  }
+
+  PickleWriter w_{4};
+  // The one _MEM_FORMAT_ENCODING object per encoding and _get_layout object per layout, as Python
+  // shares them: their memo indices once written.
+  std::array<std::optional<uint32_t>, 3> memory_format_memo_;
+  std::vector<std::pair<at::Layout, uint32_t>> layout_memo_;
+};
+
+}  // namespace
+
+std::string encode_metadata(const Metadata& metadata) { return MetadataEncoder().encode(metadata); }
+
+}  // namespace dcpp::detail

@@ -1,0 +1,327 @@
+#include "format/pickle/pickle_writer.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <cstring>
+
+namespace dcpp::detail {
+
+namespace {
+
+constexpr std::size_t kFrameHeaderSize = 9;
+constexpr std::size_t kFrameSizeMin = 4;
+constexpr std::size_t kFrameSizeTarget = 64 * 1024;
+constexpr std::size_t kBatchSize = 1000;
+constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);
+
+}  // namespace
+
+PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
+  if (protocol != 2 && protocol != 4) {
+    throw CheckpointError("dcpp writes pickle protocols 2 and 4, not " + std::to_string(protocol));
+  }
+  out_.push_back(static_cast<char>(op::kProto));
+  out_.push_back(static_cast<char>(protocol));
+  frame_start_ = kNoFrame;
+}
+
+void PickleWriter::raw(const void* data, std::size_t size) {
+  out_.append(static_cast<const char*>(data), size);
+}
+
+void PickleWriter::raw_u32(uint32_t value) {
+  unsigned char bytes[4];
+  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+  raw(bytes, 4);
+}
+
+void PickleWriter::raw_u64(uint64_t value) {
+  unsigned char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
+  raw(bytes, 8);
+}
+
+void PickleWriter::op(uint8_t code) {
+  if (finished_) {
+    throw CheckpointError("PickleWriter used after finish()");
+  }
+  if (protocol_ >= 4 && frame_start_ == kNoFrame) {
+    frame_start_ = out_.size();
+    out_.append(kFrameHeaderSize, '\0');
+  }
+  out_.push_back(static_cast<char>(code));
+}
+
+void PickleWriter::commit_frame() {
+  if (protocol_ < 4 || frame_start_ == kNoFrame) {
+    return;
+  }
+  const std::size_t length = out_.size() - frame_start_ - kFrameHeaderSize;
+  if (length >= kFrameSizeMin) {
+    out_[frame_start_] = static_cast<char>(op::kFrame);
+    for (int i = 0; i < 8; ++i) {
+      out_[frame_start_ + 1 + i] = static_cast<char>(static_cast<uint64_t>(length) >> (8 * i));
+    }
+  } else {
+    out_.erase(frame_start_, kFrameHeaderSize);
+  }
+  frame_start_ = kNoFrame;
+}
+
+void PickleWriter::boundary() {
+  if (protocol_ >= 4 && frame_start_ != kNoFrame &&
+      out_.size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
+    commit_frame();
+  }
+}
+
+void PickleWriter::put_none() {
+  boundary();
+  op(op::kNone);
+}
+
+void PickleWriter::put_bool(bool value) {
+  boundary();
+  op(value ? op::kNewTrue : op::kNewFalse);
+}
+
+void PickleWriter::put_int(int64_t value) {
+  boundary();
+  if (value >= 0 && value <= 0xff) {
+    op(op::kBinInt1);
+    out_.push_back(static_cast<char>(value));
+  } else if (value >= 0 && value <= 0xffff) {
+    op(op::kBinInt2);
+    out_.push_back(static_cast<char>(value & 0xff));
+    out_.push_back(static_cast<char>(value >> 8));
+  } else if (value >= INT32_MIN && value <= INT32_MAX) {
+    op(op::kBinInt);
+    raw_u32(static_cast<uint32_t>(static_cast<int32_t>(value)));
+  } else {
+    // LONG1: the shortest little-endian two's complement encoding, as Python's encode_long.
+    unsigned char bytes[8];
+    const auto bits = static_cast<uint64_t>(value);
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(bits >> (8 * i));
+    int n = 8;
+    while (n > 1) {
+      const unsigned char top = bytes[n - 1];
+      const bool next_negative = (bytes[n - 2] & 0x80) != 0;
+      if ((top == 0x00 && !next_negative) || (top == 0xff && next_negative)) {
+        --n;
+      } else {
+        break;
+      }
+    }
+    op(op::kLong1);
+    out_.push_back(static_cast<char>(n));
+    raw(bytes, static_cast<std::size_t>(n));
+  }
+}
+
+void PickleWriter::put_float(double value) {
+  boundary();
+  op(op::kBinFloat);
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  unsigned char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(bits >> (8 * (7 - i)));
+  raw(bytes, 8);
+}
+
+void PickleWriter::string_op(std::string_view value) {
+  const uint64_t size = value.size();
+  if (protocol_ >= 4 && size < 256) {
+    op(op::kShortBinUnicode);
+    out_.push_back(static_cast<char>(size));
+  } else if (size <= 0xffffffffu) {
+    op(op::kBinUnicode);
+    raw_u32(static_cast<uint32_t>(size));
+  } else if (protocol_ >= 4) {
+    op(op::kBinUnicode8);
+    raw_u64(size);
+  } else {
+    throw CheckpointError("a string of " + std::to_string(size) +
+                          " bytes does not fit in a protocol 2 pickle");
+  }
+  raw(value.data(), value.size());
+}
+
+void PickleWriter::put_str(std::string_view value) {
+  boundary();
+  string_op(value);
+  memoize();
+}
+
+void PickleWriter::put_shared_str(std::string_view value) {
+  key_scratch_.assign("s:").append(value);
+  if (put_memo_of(key_scratch_)) {
+    return;
+  }
+  boundary();
+  string_op(value);
+  remember_shared(key_scratch_);
+}
+
+void PickleWriter::put_global(std::string_view module, std::string_view name) {
+  // A pickle names few distinct globals, each many times: a short list beats hashing.
+  for (const SharedGlobal& global : globals_) {
+    if (global.module == module && global.name == name) {
+      put_memo(global.memo_index);
+      return;
+    }
+  }
+  boundary();
+  if (protocol_ >= 4) {
+    put_shared_str(module);
+    put_shared_str(name);
+    op(op::kStackGlobal);
+  } else {
+    op(op::kGlobal);
+    raw(module.data(), module.size());
+    out_.push_back('\n');
+    raw(name.data(), name.size());
+    out_.push_back('\n');
+  }
+  globals_.push_back({std::string(module), std::string(name), memoize()});
+}
+
+uint32_t PickleWriter::memoize() {
+  const uint32_t index = memo_size_++;
+  if (protocol_ >= 4) {
+    op(op::kMemoize);
+  } else if (index < 256) {
+    op(op::kBinPut);
+    out_.push_back(static_cast<char>(index));
+  } else {
+    op(op::kLongBinPut);
+    raw_u32(index);
+  }
+  return index;
+}
+
+void PickleWriter::put_memo(uint32_t index) {
+  boundary();
+  if (index < 256) {
+    op(op::kBinGet);
+    out_.push_back(static_cast<char>(index));
+  } else {
+    op(op::kLongBinGet);
+    raw_u32(index);
+  }
+}
+
+bool PickleWriter::put_shared(std::string_view key) {
+  key_scratch_.assign(key.data(), key.size());
+  return put_memo_of(key_scratch_);
+}
+
+bool PickleWriter::put_memo_of(const std::string& key) {
+  const auto it = shared_.find(key);
+  if (it == shared_.end()) {
+    return false;
+  }
+  put_memo(it->second);
+  return true;
+}
+
+void PickleWriter::remember_shared(std::string_view key, int64_t memoized_index) {
+  const uint32_t index = memoized_index < 0 ? memoize() : static_cast<uint32_t>(memoized_index);
+  shared_.emplace(std::string(key), index);
+}
+
+void PickleWriter::put_tuple(std::size_t size, const std::function<void()>& items) {
+  boundary();
+  if (size == 0) {
+    op(op::kEmptyTuple);
+    return;
+  }
+  if (size > 3) {
+    op(op::kMark);
+  }
+  items();
+  switch (size) {
+    case 1:
+      op(op::kTuple1);
+      break;
+    case 2:
+      op(op::kTuple2);
+      break;
+    case 3:
+      op(op::kTuple3);
+      break;
+    default:
+      op(op::kTuple);
+  }
+  memoize();
+}
+
+void PickleWriter::put_list(std::size_t size, const std::function<void(std::size_t)>& item) {
+  boundary();
+  op(op::kEmptyList);
+  memoize();
+  for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
+    const std::size_t end = std::min(size, begin + kBatchSize);
+    if (end - begin == 1) {
+      item(begin);
+      op(op::kAppend);
+    } else {
+      op(op::kMark);
+      for (std::size_t i = begin; i < end; ++i) item(i);
+      op(op::kAppends);
+    }
+  }
+}
+
+void PickleWriter::set_items(std::size_t size, const std::function<void(std::size_t)>& entry) {
+  for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
+    const std::size_t end = std::min(size, begin + kBatchSize);
+    if (end - begin == 1) {
+      entry(begin);
+      op(op::kSetItem);
+    } else {
+      op(op::kMark);
+      for (std::size_t i = begin; i < end; ++i) entry(i);
+      op(op::kSetItems);
+    }
+  }
+}
+
+void PickleWriter::put_dict(std::size_t size, const std::function<void(std::size_t)>& entry) {
+  boundary();
+  op(op::kEmptyDict);
+  memoize();
+  set_items(size, entry);
+}
+
+void PickleWriter::mark() {
+  boundary();
+  op(op::kMark);
+}
+
+void PickleWriter::empty_tuple() {
+  boundary();
+  op(op::kEmptyTuple);
+}
+
+uint32_t PickleWriter::reduce() {
+  op(op::kReduce);
+  return memoize();
+}
+
+void PickleWriter::newobj() {
+  op(op::kNewObj);
+  memoize();
+}
+
+void PickleWriter::build() { op(op::kBuild); }
+
+void PickleWriter::binpersid() { op(op::kBinPersId); }
+
+std::string PickleWriter::finish() {
+  op(op::kStop);
+  commit_frame();
+  finished_ = true;
+  return std::move(out_);
+}
+
+}  // namespace dcpp::detail

@@ -1,0 +1,46 @@
+#pragma once
+// How a state dict becomes write items and the global Metadata: DCP's `SavePlanner`.
+
+#include <dcpp/core/export.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/planner/plan.h>
+#include <dcpp/state_dict/state_dict.h>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dcpp {
+
+/// The data of one write item: a CPU tensor holding exactly the item's chunk, or a value.
+using WriteItemData = std::variant<at::Tensor, c10::IValue>;
+
+/// The save protocol, called in this order on every rank (`create_global_plan` only on the
+/// coordinator): set_up, create_local_plan, [create_global_plan], finish_plan, then resolve_data
+/// for each item while the storage writer writes. Not thread-safe, except `resolve_data`, which
+/// storage writers may call from several threads at once.
+class DCPP_API SavePlanner {
+ public:
+  virtual ~SavePlanner() = default;
+  /// `state_dict` has its Stateful objects resolved already; it outlives the save.
+  virtual void set_up(StateDict& state_dict, bool is_coordinator) = 0;
+  virtual SavePlan create_local_plan() = 0;
+  /// Combines all ranks' plans (index = rank): removes duplicates, builds the Metadata (without
+  /// storage_data, which the storage writer adds).
+  virtual std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
+      std::vector<SavePlan> plans) = 0;
+  /// Receives this rank's final plan; returns what will be written.
+  virtual SavePlan finish_plan(SavePlan central_plan) = 0;
+  virtual WriteItemData resolve_data(const WriteItem& item) = 0;
+};
+
+/// DCP's `DefaultSavePlanner`: flattens nested dicts and lists (keeping `planner_data` so keys with
+/// dots survive); a chunk present on several ranks is written once, by the rank with the fewest
+/// planned bytes (DCP's `dedup_save_plans`).
+DCPP_API std::shared_ptr<SavePlanner> make_default_save_planner();
+
+}  // namespace dcpp

@@ -1,0 +1,17 @@
+#pragma once
+// Checking that the ranks' plans together describe whole tensors, before anything is written.
+
+#include <dcpp/planner/plan.h>
+
+#include <vector>
+
+namespace dcpp::detail {
+
+/// `plans[r]` is rank r's plan, duplicates already removed. Throws CheckpointError, naming the key
+/// and the ranks involved, when ranks disagree on a tensor's global shape or dtype, when a chunk
+/// lies outside its tensor, when two chunks overlap, or when the chunks leave part of a tensor
+/// uncovered. As in DCP, coverage is not required of a single plan: one process saving alone
+/// (a save without collectives) may hold only part of a sharded tensor.
+void validate_global_save_plan(const std::vector<SavePlan>& plans);
+
+}  // namespace dcpp::detail

@@ -1,0 +1,236 @@
+// DCP's DefaultSavePlanner: one write item per tensor, per local shard, and per non-tensor leaf;
+// duplicates across ranks are written once (by the rank with the fewest planned bytes so far, as
+// `dedup_save_plans` does); the coordinator builds the Metadata from all plans.
+
+#include <dcpp/planner/save_planner.h>
+
+#include "planner/save_plan_validation.h"
+#include "planner_helpers.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace dcpp {
+
+int64_t WriteItem::tensor_storage_size() const {
+  if (!tensor_data) {
+    return 0;
+  }
+  int64_t numel = 1;
+  for (int64_t s : tensor_data->chunk.sizes) {
+    numel *= s;
+  }
+  return numel * static_cast<int64_t>(c10::elementSize(tensor_data->properties.dtype));
+}
+
+namespace {
+
+TensorProperties properties_of(const at::Tensor& tensor) {
+  TensorProperties properties;
+  properties.dtype = tensor.scalar_type();
+  properties.layout = tensor.layout();
+  properties.requires_grad = tensor.requires_grad();
+  return properties;
+}
+
+WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& chunk,
+                            const std::vector<int64_t>& size, WriteItemType type) {
+  WriteItem item;
+  item.index = MetadataIndex{fqn, chunk.offsets, std::nullopt};
+  item.type = type;
+  item.tensor_data =
+      TensorWriteData{ChunkStorageMetadata{chunk.offsets, chunk.tensor.sizes().vec()},
+                      properties_of(chunk.tensor), size};
+  return item;
+}
+
+// Hashing a MetadataIndex where it lies (in a plan's item), without copying it.
+struct IndexHash {
+  std::size_t operator()(const MetadataIndex* index) const {
+    std::size_t h = std::hash<std::string>{}(index->fqn);
+    if (index->offset) {
+      for (int64_t offset : *index->offset) {
+        h = h * 1000003u ^ std::hash<int64_t>{}(offset);
+      }
+    } else {
+      h = ~h;
+    }
+    return h;
+  }
+};
+struct IndexEqual {
+  bool operator()(const MetadataIndex* a, const MetadataIndex* b) const { return *a == *b; }
+};
+
+// Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
+// so far, visiting items in the order they were first planned.
+void dedup_save_plans(std::vector<SavePlan>& plans) {
+  struct Holders {
+    const WriteItem* first;
+    std::vector<std::size_t> ranks;
+    std::size_t writer = 0;
+  };
+  std::unordered_map<const MetadataIndex*, Holders, IndexHash, IndexEqual> holders;
+  std::vector<Holders*> first_seen;
+  std::size_t total = 0;
+  for (const SavePlan& plan : plans) total += plan.items.size();
+  holders.reserve(total);
+  first_seen.reserve(total);
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      auto [it, added] = holders.try_emplace(&item.index, Holders{&item, {}});
+      if (added) {
+        first_seen.push_back(&it->second);
+      }
+      it->second.ranks.push_back(rank);
+    }
+  }
+  std::vector<int64_t> planned_bytes(plans.size(), 0);
+  for (Holders* item : first_seen) {
+    std::size_t chosen = item->ranks.front();
+    for (std::size_t rank : item->ranks) {
+      if (planned_bytes[rank] < planned_bytes[chosen]) {
+        chosen = rank;
+      }
+    }
+    planned_bytes[chosen] += item->first->tensor_storage_size();
+    item->writer = chosen;
+  }
+  // Decide every item before removing any: the map's keys point into the plans.
+  std::vector<std::vector<bool>> keep(plans.size());
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      keep[rank].push_back(holders.at(&item.index).writer == rank);
+    }
+  }
+  holders.clear();
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    auto& items = plans[rank].items;
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (keep[rank][i]) {
+        if (kept != i) items[kept] = std::move(items[i]);
+        ++kept;
+      }
+    }
+    items.resize(kept);
+  }
+}
+
+class DefaultSavePlanner final : public SavePlanner {
+ public:
+  void set_up(StateDict& state_dict, bool is_coordinator) override {
+    entries_ = flatten_state_dict(state_dict);
+    by_key_.clear();
+    for (const FlatEntry& entry : entries_) {
+      by_key_.emplace(entry.key, &entry);
+    }
+  }
+
+  SavePlan create_local_plan() override {
+    SavePlan plan;
+    for (const FlatEntry& entry : entries_) {
+      const StateValue& value = *entry.value;
+      if (value.is_tensor()) {
+        plan.items.push_back(tensor_write_item(entry.key, detail::local_chunks(value).front(),
+                                               value.tensor().sizes().vec(),
+                                               WriteItemType::kTensor));
+      } else if (value.is_sharded_tensor()) {
+        const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
+        const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+        for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
+          // An empty shard (a rank left without rows by an uneven split) holds nothing, and its
+          // offsets may equal another rank's real shard: planning it would make the two look like
+          // replicas. Only an empty tensor keeps its (empty) chunk, so that it is recorded.
+          if (chunk.tensor.numel() == 0 && !tensor_is_empty) {
+            continue;
+          }
+          plan.items.push_back(tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
+        }
+      } else {
+        WriteItem item;
+        item.index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
+        item.type = WriteItemType::kBytes;
+        plan.items.push_back(std::move(item));
+      }
+      plan.planner_data.emplace_back(entry.key, entry.path);
+    }
+    return plan;
+  }
+
+  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
+      std::vector<SavePlan> plans) override {
+    dedup_save_plans(plans);
+    detail::validate_global_save_plan(plans);
+    Metadata metadata;
+    std::unordered_map<std::string_view, std::size_t> position;  // views of the plans' keys
+    for (SavePlan& plan : plans) {
+      for (WriteItem& item : plan.items) {
+        auto [it, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
+        if (added) {
+          metadata.state_dict_metadata.emplace_back(
+              item.index.fqn, item.is_tensor()
+                                  ? StorageMetadata(TensorStorageMetadata{
+                                        item.tensor_data->properties, item.tensor_data->size, {}})
+                                  : StorageMetadata(BytesStorageMetadata{}));
+        }
+        auto& stored = metadata.state_dict_metadata[it->second].second;
+        if (item.is_tensor() != std::holds_alternative<TensorStorageMetadata>(stored)) {
+          throw CheckpointError("key '" + item.index.fqn +
+                                "' is a tensor on some ranks and a value on others");
+        }
+        if (auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
+          item.index.index = static_cast<int64_t>(tensor->chunks.size());
+          tensor->chunks.push_back(item.tensor_data->chunk);
+        }
+      }
+    }
+    std::unordered_set<std::string_view> seen;
+    for (const SavePlan& plan : plans) {
+      for (const auto& [key, path] : plan.planner_data) {
+        if (seen.insert(key).second) {
+          metadata.planner_data.emplace_back(key, path);
+        }
+      }
+    }
+    return {std::move(plans), std::move(metadata)};
+  }
+
+  SavePlan finish_plan(SavePlan central_plan) override { return central_plan; }
+
+  WriteItemData resolve_data(const WriteItem& item) override {
+    auto found = by_key_.find(item.index.fqn);
+    if (found == by_key_.end()) {
+      throw CheckpointError("save plan names key '" + item.index.fqn +
+                            "', which is not in the state dict being saved");
+    }
+    const StateValue& value = *found->second->value;
+    if (item.type == WriteItemType::kBytes) {
+      return detail::to_saved_value(value);
+    }
+    for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
+      if (item.index.offset == chunk.offsets) {
+        return chunk.tensor.detach();
+      }
+    }
+    throw CheckpointError("save plan names a chunk of '" + item.index.fqn + "' at offsets " +
+                          detail::shape_string(item.index.offset.value_or(std::vector<int64_t>{})) +
+                          " that this rank does not hold");
+  }
+
+ private:
+  std::vector<FlatEntry> entries_;
+  std::unordered_map<std::string, const FlatEntry*> by_key_;
+};
+
+}  // namespace
+
+std::shared_ptr<SavePlanner> make_default_save_planner() {
+  return std::make_shared<DefaultSavePlanner>();
+}
+
+}  // namespace dcpp

@@ -1,0 +1,109 @@
+#include "planner/save_plan_validation.h"
+
+#include "format/shape_string.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+namespace dcpp::detail {
+
+namespace {
+
+struct PlacedChunk {
+  const TensorWriteData* data;
+  std::size_t rank;
+};
+
+std::string describe(const PlacedChunk& chunk) {
+  return "the chunk at offsets " + shape_string(chunk.data->chunk.offsets) + " of sizes " +
+         shape_string(chunk.data->chunk.sizes) + " from rank " + std::to_string(chunk.rank);
+}
+
+bool overlap(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
+  for (std::size_t d = 0; d < a.offsets.size(); ++d) {
+    if (a.offsets[d] + a.sizes[d] <= b.offsets[d] || b.offsets[d] + b.sizes[d] <= a.offsets[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chunks,
+                     bool require_cover) {
+  const TensorWriteData& first = *chunks.front().data;
+  int64_t numel = 1;
+  for (int64_t s : first.size) {
+    numel *= s;
+  }
+  int64_t covered = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    const TensorWriteData& data = *chunks[i].data;
+    if (data.size != first.size || data.properties.dtype != first.properties.dtype) {
+      throw CheckpointError("key '" + key + "': rank " + std::to_string(chunks.front().rank) +
+                            " has a " + c10::toString(first.properties.dtype) +
+                            " tensor of shape " + shape_string(first.size) + ", rank " +
+                            std::to_string(chunks[i].rank) + " a " +
+                            c10::toString(data.properties.dtype) + " tensor of shape " +
+                            shape_string(data.size) + "; every rank must describe the same tensor");
+    }
+    const ChunkStorageMetadata& chunk = data.chunk;
+    bool inside =
+        chunk.offsets.size() == first.size.size() && chunk.sizes.size() == first.size.size();
+    int64_t volume = 1;
+    for (std::size_t d = 0; inside && d < first.size.size(); ++d) {
+      inside = chunk.offsets[d] >= 0 && chunk.sizes[d] >= 0 &&
+               chunk.offsets[d] + chunk.sizes[d] <= first.size[d];
+      volume *= chunk.sizes[d];
+    }
+    if (!inside) {
+      throw CheckpointError("key '" + key + "': " + describe(chunks[i]) +
+                            " lies outside the tensor's shape " + shape_string(first.size));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (volume > 0 && overlap(chunk, chunks[j].data->chunk)) {
+        throw CheckpointError("key '" + key + "': " + describe(chunks[i]) + " overlaps " +
+                              describe(chunks[j]) +
+                              "; shards of a tensor must not overlap unless they are equal "
+                              "(replicas)");
+      }
+    }
+    covered += volume;
+  }
+  if (require_cover && covered != numel) {
+    std::string ranks;
+    for (const PlacedChunk& chunk : chunks) {
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(chunk.rank);
+    }
+    throw CheckpointError("key '" + key + "': the chunks of ranks " + ranks + " cover " +
+                          std::to_string(covered) + " of the " + std::to_string(numel) +
+                          " elements of shape " + shape_string(first.size) +
+                          "; some rank is missing its shard");
+  }
+}
+
+}  // namespace
+
+void validate_global_save_plan(const std::vector<SavePlan>& plans) {
+  // Chunks grouped by key, keys in the order first planned; views of the plans' keys.
+  std::unordered_map<std::string_view, std::size_t> group_of;
+  std::vector<std::pair<const std::string*, std::vector<PlacedChunk>>> tensors;
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    for (const WriteItem& item : plans[rank].items) {
+      if (item.tensor_data) {
+        auto [it, added] = group_of.try_emplace(item.index.fqn, tensors.size());
+        if (added) {
+          tensors.emplace_back(&item.index.fqn, std::vector<PlacedChunk>{});
+        }
+        tensors[it->second].second.push_back(PlacedChunk{&*item.tensor_data, rank});
+      }
+    }
+  }
+  for (const auto& [key, chunks] : tensors) {
+    validate_tensor(*key, chunks, plans.size() > 1);
+  }
+}
+
+}  // namespace dcpp::detail

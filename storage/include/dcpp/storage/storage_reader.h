@@ -1,0 +1,25 @@
+#pragma once
+// Where a checkpoint's bytes come from: DCP's `StorageReader`.
+
+#include <dcpp/core/export.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/planner/load_planner.h>
+#include <dcpp/planner/plan.h>
+
+namespace dcpp {
+
+/// One load, on every rank: read_metadata, set_up, read_data. Implementations throw
+/// CheckpointError naming the file and key.
+class DCPP_API StorageReader {
+ public:
+  virtual ~StorageReader() = default;
+  /// Throws CheckpointError when there is no complete checkpoint (no `.metadata`).
+  virtual Metadata read_metadata() = 0;
+  /// `metadata` must outlive the following `read_data`.
+  virtual void set_up(const Metadata& metadata, int rank, bool is_coordinator) = 0;
+  /// Reads every item of `plan`: tensor boxes into `planner.resolve_tensor(item)` followed by
+  /// `commit_tensor`, values into `load_bytes`. Blocks until done.
+  virtual void read_data(const LoadPlan& plan, LoadPlanner& planner) = 0;
+};
+
+}  // namespace dcpp

@@ -1,0 +1,448 @@
+// The file system writer's commit protocol. Every rank writes its data files
+// (`__<rank>_<n>.distcp`), flushes and fsyncs them, computing each item's CRC-32 as it writes it.
+// Then the coordinator writes the checksum file (`.checksums.tmp`, fsync, rename to `.checksums`,
+// fsync of the directory; checksum_file.h), then `.metadata.tmp`, fsyncs it, renames it to
+// `.metadata` and fsyncs the directory: `.metadata` appears, complete, only after every byte it
+// points at and its checksums are durable, so its presence marks a complete checkpoint.
+//
+// Saving into a directory that already holds a checkpoint is refused unless `overwrite` is set;
+// then the new data files get names no existing file has (`__<rank>_<tag>_<n>.distcp`), so the old
+// checkpoint stays intact and loadable until the rename replaces its `.metadata`, after which the
+// coordinator removes the old checkpoint's data files.
+//
+// With compression (FileSystemWriterOptions::compression), each item is one zstd frame streamed
+// into the data file as the archive is written; `.metadata` gives it the transform descriptor
+// "stream.zstd/1" and the checksum file the CRC-32 of its stored (compressed) bytes.
+//
+// Without collectives (set_up_without_collectives, per_rank_metadata.h), rank r alone does all of
+// this with its own names: data files `__<r>_<n>.distcp`, then `__<r>.checksums` (via `.tmp`),
+// then `__<r>.metadata` (via `.tmp`); a replacing save removes only rank r's old data files. Such a
+// save never replaces a `.metadata` checkpoint (it would still win over the new per-rank files, and
+// no rank may remove it before every rank has committed). A collective save that replaces a
+// per-rank checkpoint removes the per-rank metadata and checksum files after its commit.
+
+#include <dcpp/storage/filesystem_writer.h>
+
+#include "core/logging.h"
+#include "format/checksum_file.h"
+#include "format/crc32.h"
+#include "format/file_io.h"
+#include "format/item_codec.h"
+#include "format/metadata_pickle.h"
+#include "format/transform_descriptors.h"
+#include "format/zstd_stream.h"
+#include "parallel_for.h"
+#include "storage/per_rank_metadata.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <random>
+#include <set>
+
+namespace dcpp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kMetadataFile = ".metadata";
+constexpr const char* kDataSuffix = ".distcp";
+
+std::string random_tag() {
+  std::mt19937_64 random(
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  static const char digits[] = "0123456789abcdef";
+  std::string tag;
+  for (int i = 0; i < 8; ++i) {
+    tag += digits[random() % 16];
+  }
+  return tag;
+}
+
+// DCP's `_split_by_size_and_type`: bytes items round-robin, then tensors from the largest, each
+// into the bucket with the fewest bytes so far.
+std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
+    int bins, const std::vector<WriteItem>& items) {
+  std::vector<std::vector<const WriteItem*>> buckets(static_cast<std::size_t>(std::max(bins, 1)));
+  std::vector<int64_t> sizes(buckets.size(), 0);
+  std::vector<const WriteItem*> tensors;
+  std::size_t next = 0;
+  for (const WriteItem& item : items) {
+    if (item.is_tensor()) {
+      tensors.push_back(&item);
+    } else {
+      buckets[next++ % buckets.size()].push_back(&item);
+    }
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const WriteItem* a, const WriteItem* b) {
+    return a->tensor_storage_size() > b->tensor_storage_size();
+  });
+  for (const WriteItem* item : tensors) {
+    const std::size_t smallest =
+        static_cast<std::size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    buckets[smallest].push_back(item);
+    sizes[smallest] += item->tensor_storage_size();
+  }
+  return buckets;
+}
+
+class FileSystemWriter final : public StorageWriter {
+ public:
+  FileSystemWriter(fs::path directory, FileSystemWriterOptions options)
+      : directory_(std::move(directory)), options_(options) {
+    if (options_.thread_count < 1) {
+      throw CheckpointError("FileSystemWriterOptions::thread_count must be at least 1, not " +
+                            std::to_string(options_.thread_count));
+    }
+    if (options_.compression == Compression::kZstd &&
+        (options_.compression_level < 1 || options_.compression_level > 19)) {
+      throw CheckpointError(
+          "FileSystemWriterOptions::compression_level must be 1 to 19 for "
+          "zstd, not " +
+          std::to_string(options_.compression_level));
+    }
+  }
+
+  void set_up(int rank, bool is_coordinator) override {
+    local_rank_.reset();
+    create_directory();
+    if (!options_.overwrite && holds_checkpoint()) {
+      throw CheckpointError("directory " + directory_.string() +
+                            " already holds a checkpoint; save to a new directory, or set "
+                            "FileSystemWriterOptions::overwrite to replace it");
+    }
+  }
+
+  void set_up_without_collectives(int rank) override {
+    if (rank < 0) {
+      throw CheckpointError("a save without collectives needs this process's rank, not " +
+                            std::to_string(rank));
+    }
+    local_rank_ = rank;
+    create_directory();
+    if (fs::exists(directory_ / kMetadataFile)) {
+      throw CheckpointError(
+          "directory " + directory_.string() +
+          " holds a checkpoint saved with collectives (.metadata); a save without collectives "
+          "cannot replace it (.metadata would still be loaded instead, and no rank may remove "
+          "it before every rank has saved): save to a new directory, or delete this one first");
+    }
+    if (!options_.overwrite && fs::exists(directory_ / metadata_file())) {
+      throw CheckpointError("directory " + directory_.string() + " already holds rank " +
+                            std::to_string(rank) + "'s part of a checkpoint (" + metadata_file() +
+                            "); save to a new directory, or set "
+                            "FileSystemWriterOptions::overwrite to replace it");
+    }
+  }
+
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
+    if (local_rank_) {
+      const std::string tag = fs::exists(directory_ / metadata_file()) ? random_tag() + "_" : "";
+      for (SavePlan& plan : plans) {
+        plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
+      }
+      return plans;
+    }
+    const std::string tag = holds_checkpoint() ? random_tag() + "_" : "";
+    for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+      plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+    }
+    return plans;
+  }
+
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override {
+    if (plan.storage_data.empty()) {
+      throw CheckpointError("save plan has no file prefix: prepare_global_plan was not applied");
+    }
+    std::vector<std::vector<const WriteItem*>> files;
+    if (options_.single_file_per_rank) {
+      files = split_by_size_and_type(options_.thread_count, plan.items);
+    } else {
+      for (const WriteItem& item : plan.items) {
+        files.push_back({&item});
+      }
+    }
+    std::vector<std::vector<WriteResult>> results(files.size());
+    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
+      results[n] =
+          write_file(plan.storage_data + std::to_string(n) + kDataSuffix, files[n], planner);
+    });
+    std::vector<WriteResult> all;
+    for (auto& file_results : results) {
+      all.insert(all.end(), file_results.begin(), file_results.end());
+    }
+    return all;
+  }
+
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override {
+    std::set<std::string> referenced;
+    for (const auto& rank_results : results) {
+      for (const WriteResult& result : rank_results) {
+        metadata.storage_data.emplace_back(result.index, result.storage_data);
+        referenced.insert(result.storage_data.relative_path);
+      }
+    }
+    if (!metadata.storage_meta) {
+      metadata.storage_meta = StorageMeta{directory_.string(), random_tag(), "", {}};
+    }
+    const bool replacing =
+        local_rank_ ? fs::exists(directory_ / metadata_file()) : holds_checkpoint();
+    const std::string bytes = detail::encode_metadata(metadata);
+    if (options_.checksum_file) {
+      write_checksum_file(bytes, results, replacing);
+    }
+    {
+      detail::File file(directory_ / metadata_temp_file(), detail::File::Mode::kCreateTruncate);
+      file.write_all(bytes.data(), bytes.size());
+      if (options_.sync_files) {
+        file.sync();
+      }
+      file.close();
+    }
+    std::error_code error;
+    fs::rename(directory_ / metadata_temp_file(), directory_ / metadata_file(), error);
+    if (error) {
+      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
+                            metadata_temp_file() + " to " + metadata_file() +
+                            " failed: " + error.message());
+    }
+    if (options_.sync_files) {
+      detail::sync_directory(directory_);
+      sync_parents();
+    }
+    if (replacing) {
+      remove_unreferenced_data_files(referenced);
+    }
+  }
+
+ private:
+  // This save's file names: DCP's, or rank r's own when saving without collectives.
+  std::string metadata_file() const {
+    return local_rank_ ? detail::rank_metadata_file_name(*local_rank_) : kMetadataFile;
+  }
+  std::string metadata_temp_file() const { return metadata_file() + ".tmp"; }
+  std::string checksum_file() const {
+    return local_rank_ ? detail::rank_checksum_file_name(*local_rank_) : detail::kChecksumFileName;
+  }
+  std::string checksum_temp_file() const { return checksum_file() + ".tmp"; }
+
+  // Creates the checkpoint directory and any missing ancestor, remembering the outermost one this
+  // process found missing: finish() makes the new entries durable in their parents.
+  void create_directory() {
+    fs::path missing;
+    std::error_code probe;
+    for (fs::path p = directory_; !p.empty() && !fs::exists(p, probe); p = p.parent_path()) {
+      missing = p;
+      if (p == p.parent_path()) break;
+    }
+    outermost_created_ = missing;
+    std::error_code error;
+    fs::create_directories(directory_, error);
+    if (error) {
+      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
+                            error.message());
+    }
+  }
+
+  // After the commit: the checkpoint directory's entry in its parent, and the entries of the
+  // ancestors this process created, made durable (the directory itself may be new). Parents of
+  // directories another rank created first are synced by the parent of the checkpoint directory
+  // only; create the root beforehand where that matters.
+  void sync_parents() const {
+    const auto normal = [](const fs::path& path) {
+      fs::path n = fs::absolute(path).lexically_normal();
+      return n.has_filename() ? n : n.parent_path();  // "a/b/" is "a/b"
+    };
+    const fs::path absolute = normal(directory_);
+    const fs::path outermost = outermost_created_.empty() ? absolute : normal(outermost_created_);
+    for (fs::path child = absolute; child.has_parent_path() && child != child.parent_path();
+         child = child.parent_path()) {
+      detail::sync_directory(child.parent_path());
+      if (child == outermost) break;
+    }
+  }
+
+  // A `.metadata`, or a per-rank checkpoint's `__0.metadata`, as DCP looks for one.
+  bool holds_checkpoint() const {
+    return fs::exists(directory_ / kMetadataFile) ||
+           !detail::find_rank_metadata_files(directory_).empty();
+  }
+
+  std::vector<WriteResult> write_file(const std::string& name,
+                                      const std::vector<const WriteItem*>& items,
+                                      SavePlanner& planner) {
+    detail::File file(directory_ / name, detail::File::Mode::kCreateTruncate);
+    detail::FileSink sink(file);
+    std::vector<WriteResult> results;
+    // Bytes items first, then tensors, as DCP orders a file.
+    for (bool tensors : {false, true}) {
+      for (const WriteItem* item : items) {
+        if (item->is_tensor() != tensors) {
+          continue;
+        }
+        const uint64_t offset = sink.position();
+        WriteItemData data = planner.resolve_data(*item);
+        const auto write = [&](detail::ByteSink& to) {
+          if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
+            return detail::write_tensor_item(to, *tensor);
+          }
+          return detail::write_bytes_item(to, std::get<c10::IValue>(data));
+        };
+        detail::WrittenItem written;
+        std::vector<std::string> descriptors;
+        if (options_.compression == Compression::kZstd) {
+          detail::ZstdSink compressed(sink, options_.compression_level);
+          write(compressed);
+          compressed.finish();
+          written = detail::WrittenItem{compressed.stored_length(), compressed.stored_crc32()};
+          descriptors.push_back(detail::kZstdDescriptor);
+        } else {
+          written = write(sink);
+        }
+        WriteResult result;
+        result.index = item->index;
+        result.size_in_bytes = static_cast<int64_t>(written.length);
+        result.storage_data =
+            StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length),
+                        std::move(descriptors)};
+        result.crc32 = written.crc32;
+        results.push_back(std::move(result));
+      }
+    }
+    sink.flush();
+    if (options_.sync_files) {
+      file.sync();
+    }
+    file.close();
+    return results;
+  }
+
+  // Commits the checksum file of the save whose `.metadata` will be `metadata_bytes`, before that
+  // `.metadata` is written. A replacing save keeps the entry of the `.metadata` it replaces.
+  void write_checksum_file(const std::string& metadata_bytes,
+                           const std::vector<std::vector<WriteResult>>& results, bool replacing) {
+    detail::SaveChecksums save;
+    save.metadata_size = metadata_bytes.size();
+    save.metadata_crc32 = detail::crc32(0, metadata_bytes.data(), metadata_bytes.size());
+    save.items.emplace();
+    for (const auto& rank_results : results) {
+      for (const WriteResult& result : rank_results) {
+        if (!result.crc32) {  // not written by this writer: its items cannot be listed
+          save.items.reset();
+          break;
+        }
+        save.items->push_back(detail::ItemChecksum{
+            result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
+            static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn});
+      }
+      if (!save.items) break;
+    }
+    std::vector<detail::SaveChecksums> saves{std::move(save)};
+    if (replacing) {
+      if (std::optional<detail::SaveChecksums> previous = replaced_save()) {
+        saves.push_back(std::move(*previous));
+      }
+    }
+    const std::string bytes = detail::encode_checksum_file(saves);
+    detail::File file(directory_ / checksum_temp_file(), detail::File::Mode::kCreateTruncate);
+    file.write_all(bytes.data(), bytes.size());
+    if (options_.sync_files) {
+      file.sync();
+    }
+    file.close();
+    std::error_code error;
+    fs::rename(directory_ / checksum_temp_file(), directory_ / checksum_file(), error);
+    if (error) {
+      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
+                            checksum_temp_file() + " to " + checksum_file() +
+                            " failed: " + error.message());
+    }
+    if (options_.sync_files) {
+      // Durable before `.metadata` is renamed: a `.metadata` never outlives its checksums.
+      detail::sync_directory(directory_);
+    }
+  }
+
+  // The checksums of the checkpoint a replacing save replaces: its `.metadata`'s, and its items'
+  // when its checksum file has them. None when its `.metadata` cannot be read (or is none: a
+  // collective save replacing a per-rank checkpoint).
+  std::optional<detail::SaveChecksums> replaced_save() const {
+    std::string metadata;
+    try {
+      if (!fs::exists(directory_ / metadata_file())) return std::nullopt;
+      const detail::File file(directory_ / metadata_file(), detail::File::Mode::kRead);
+      metadata.resize(file.size());
+      file.read_exactly(0, metadata.data(), metadata.size());
+    } catch (const CheckpointError& error) {
+      detail::logger().warn("cannot read the .metadata being replaced: {}", error.what());
+      return std::nullopt;
+    }
+    detail::SaveChecksums previous;
+    previous.metadata_size = metadata.size();
+    previous.metadata_crc32 = detail::crc32(0, metadata.data(), metadata.size());
+    try {
+      const fs::path path = directory_ / checksum_file();
+      if (fs::exists(path)) {
+        const detail::File file(path, detail::File::Mode::kRead);
+        std::string bytes(file.size(), '\0');
+        file.read_exactly(0, bytes.data(), bytes.size());
+        const auto saves = detail::decode_checksum_file(bytes, path.string());
+        if (const detail::SaveChecksums* found = detail::find_save(saves, metadata)) {
+          previous.items = found->items;
+        }
+      }
+    } catch (const CheckpointError& error) {
+      // A damaged checksum file: the old checkpoint keeps its .metadata's checksum only.
+      detail::logger().warn("the checksum file being replaced is unreadable: {}", error.what());
+    }
+    return previous;
+  }
+
+  // After a replacing commit: the data files of the previous checkpoint (DCP's `__*.distcp`
+  // names only; without collectives only this rank's `__<r>_*.distcp`), and after a collective
+  // save the per-rank metadata and checksum files of a per-rank checkpoint it replaced; nothing
+  // else in the directory is touched.
+  void remove_unreferenced_data_files(const std::set<std::string>& referenced) {
+    const std::string prefix = local_rank_ ? "__" + std::to_string(*local_rank_) + "_" : "__";
+    std::vector<std::string> stale;
+    if (!local_rank_) {
+      for (const int rank : detail::find_rank_metadata_files(directory_)) {
+        stale.push_back(detail::rank_metadata_file_name(rank));
+        stale.push_back(detail::rank_checksum_file_name(rank));
+      }
+    }
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory_, error)) {
+      const std::string name = entry.path().filename().string();
+      const bool is_data_file = name.rfind(prefix, 0) == 0 && name.size() > 7 &&
+                                name.compare(name.size() - 7, 7, kDataSuffix) == 0;
+      if ((is_data_file && referenced.count(name) == 0) ||
+          std::find(stale.begin(), stale.end(), name) != stale.end()) {
+        std::error_code failed;
+        fs::remove(entry.path(), failed);
+        if (failed) {
+          detail::logger().warn("cannot remove old data file {}: {}", entry.path().string(),
+                                failed.message());
+        }
+      }
+    }
+  }
+
+  fs::path directory_;
+  fs::path outermost_created_;  // the outermost directory create_directory() found missing
+  FileSystemWriterOptions options_;
+  std::optional<int> local_rank_;  // set while saving without collectives
+};
+
+}  // namespace
+
+std::unique_ptr<StorageWriter> make_filesystem_writer(std::filesystem::path directory,
+                                                      FileSystemWriterOptions options) {
+  return std::make_unique<FileSystemWriter>(std::move(directory), options);
+}
+
+}  // namespace dcpp

@@ -1,0 +1,14 @@
+#include <dcpp/storage/storage_writer.h>
+
+#include <dcpp/core/checkpoint_error.h>
+
+namespace dcpp {
+
+void StorageWriter::set_up_without_collectives(int rank) {
+  throw CheckpointError("rank " + std::to_string(rank) +
+                        ": this storage writer cannot save without collectives (it does not "
+                        "implement set_up_without_collectives); save with collectives, or use the "
+                        "file system writer");
+}
+
+}  // namespace dcpp
