@@ -18,6 +18,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -90,6 +91,19 @@ std::string where(const LaunchEnvironment& env) {
   return env.master_addr + ":" + std::to_string(env.master_port);
 }
 
+// Gloo and the TCPStore write to sockets without MSG_NOSIGNAL, so a write to a peer that died
+// raises SIGPIPE, whose default action ends this rank at once and silently instead of letting the
+// collective fail with an error that names the peer. Python ignores SIGPIPE, so PyTorch's ranks
+// never meet this; a C++ rank does. Ignores it when the program left it at its default; a
+// program's own handler (or its choice to ignore it) stays.
+void ignore_broken_pipe_signal() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && !(current.sa_flags & SA_SIGINFO) &&
+      current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
 }  // namespace
 
 LaunchEnvironment LaunchEnvironment::from_env() {
@@ -125,6 +139,7 @@ void LaunchEnvironment::validate() const {
 
 c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
                                                const ProcessGroupOptions& options) {
+  ignore_broken_pipe_signal();
   env.validate();
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env.master_port);
@@ -152,6 +167,7 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     const ProcessGroupOptions& options) {
+  ignore_broken_pipe_signal();
   if (!store) throw CheckpointError("make_gloo_process_group: the store is null");
   if (size < 1 || rank < 0 || rank >= size) {
     throw CheckpointError("make_gloo_process_group: rank " + std::to_string(rank) +

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -154,6 +155,37 @@ TEST_CASE("make_gloo_process_group leaves the caller's store timeout as it was")
   std::vector<at::Tensor> tensors{at::arange(3, at::kFloat)};
   group->allreduce(tensors)->wait();  // the group works through its own view of the store
   REQUIRE(tensors[0].equal(at::arange(3, at::kFloat)));
+}
+
+// Gloo writes to its sockets without MSG_NOSIGNAL: with SIGPIPE at its default, a peer that died
+// ended a surviving rank silently (tests/reshard, "a rank killed while saving", now and then).
+TEST_CASE("A Gloo group ignores SIGPIPE so a broken pipe fails a write instead of ending the rank") {
+  std::signal(SIGPIPE, SIG_DFL);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto group = dcpp::make_gloo_process_group(store, 0, 1);
+  std::array<int, 2> ends{};
+  REQUIRE(::pipe(ends.data()) == 0);
+  ::close(ends[0]);
+  const char byte = 'x';
+  const ssize_t written = ::write(ends[1], &byte, 1);  // killed here without the fix
+  const int error = errno;
+  ::close(ends[1]);
+  REQUIRE(written == -1);
+  REQUIRE(error == EPIPE);
+}
+
+namespace {
+void count_broken_pipe(int) {}
+}  // namespace
+
+TEST_CASE("A Gloo group keeps the program's own SIGPIPE handler") {
+  std::signal(SIGPIPE, count_broken_pipe);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const auto group = dcpp::make_gloo_process_group(store, 0, 1);
+  struct sigaction current {};
+  REQUIRE(::sigaction(SIGPIPE, nullptr, &current) == 0);
+  REQUIRE(current.sa_handler == &count_broken_pipe);
+  std::signal(SIGPIPE, SIG_DFL);
 }
 
 TEST_CASE("make_gloo_process_group rejects bad arguments") {

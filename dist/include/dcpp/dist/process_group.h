@@ -74,6 +74,12 @@ struct DCPP_API LaunchEnvironment {
 /// store serves the others: rank 0 should not exit while other ranks still make groups from it).
 /// The group is CPU-capable (Gloo); its collectives honour options.timeout and, like every c10d
 /// group, must be called in the same order on every rank and are not thread-safe.
+///
+/// SIGPIPE: Gloo and the TCPStore write to sockets without MSG_NOSIGNAL, so a peer that dies would
+/// end this rank with SIGPIPE, silently, instead of failing the collective with an error naming
+/// the peer. This function and make_tcp_store therefore set SIGPIPE to ignored, as Python does,
+/// when the program left it at its default; a handler of the program's own stays. A write to a
+/// closed pipe or socket then fails with EPIPE instead.
 DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     const LaunchEnvironment& env, const ProcessGroupOptions& options = {});
 
