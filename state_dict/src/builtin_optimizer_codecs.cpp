@@ -177,16 +177,14 @@ class AdamFamilyCodec final : public OptimizerStateCodec {
           throw CheckpointError(
               "the saved " + name_ +
               " param group has decoupled_weight_decay=True: Python's Adam then decays weights "
-              "as AdamW does, which libtorch's " + name_ +
-              " does not implement; use torch::optim::AdamW to load this checkpoint");
+              "as AdamW does, which libtorch's " +
+              name_ + " does not implement; use torch::optim::AdamW to load this checkpoint");
         }
       });
     }
   }
 
-  std::vector<std::string> optional_options() const override {
-    return {"decoupled_weight_decay"};
-  }
+  std::vector<std::string> optional_options() const override { return {"decoupled_weight_decay"}; }
 
   std::vector<KeptState> state_kept_with(const OptimizerOptions& base) const override {
     if (!static_cast<const Options&>(base).amsgrad()) return {};
@@ -386,7 +384,7 @@ std::vector<at::Tensor> tensors_of(const StateValue& value, const std::string& k
   std::vector<at::Tensor> out;
   auto add = [&](const StateValue& element) {
     out.push_back(element.is_value() && element.value().isNone() ? at::Tensor()
-                                                                  : state_tensor(element, key));
+                                                                 : state_tensor(element, key));
   };
   if (value.is_list()) {
     for (const StateValue& element : value.list()) {
@@ -475,8 +473,8 @@ class LBFGSCodec final : public OptimizerStateCodec {
     out.insert("tolerance_grad", options.tolerance_grad());
     out.insert("tolerance_change", options.tolerance_change());
     out.insert("history_size", options.history_size());
-    out.insert("line_search_fn", options.line_search_fn() ? StateValue(*options.line_search_fn())
-                                                          : StateValue());
+    out.insert("line_search_fn",
+               options.line_search_fn() ? StateValue(*options.line_search_fn()) : StateValue());
     out.insert("maximize", false);  // newer than PyTorch 2.6 (2.14 has it)
     return out;
   }
@@ -484,7 +482,8 @@ class LBFGSCodec final : public OptimizerStateCodec {
   void decode_options(const StateDict& saved, OptimizerOptions& base) const override {
     auto& options = static_cast<torch::optim::LBFGSOptions&>(base);
     options.lr(number(saved, "lr", options.lr()));
-    with(saved, "max_iter", [&](const StateValue& v) { options.max_iter(state_int(v, "max_iter")); });
+    with(saved, "max_iter",
+         [&](const StateValue& v) { options.max_iter(state_int(v, "max_iter")); });
     with(saved, "max_eval", [&](const StateValue& v) {
       if (v.is_value() && v.value().isNone()) {
         options.max_eval(c10::nullopt);
@@ -527,8 +526,9 @@ std::shared_ptr<const OptimizerStateCodec> builtin_optimizer_state_codec(
   static const auto adam =
       std::make_shared<AdamFamilyCodec<torch::optim::AdamOptions, torch::optim::AdamParamState>>(
           "Adam", /*decoupled_weight_decay=*/false);
-  static const auto adamw = std::make_shared<
-      AdamFamilyCodec<torch::optim::AdamWOptions, torch::optim::AdamWParamState>>("AdamW", /*decoupled_weight_decay=*/true);
+  static const auto adamw =
+      std::make_shared<AdamFamilyCodec<torch::optim::AdamWOptions, torch::optim::AdamWParamState>>(
+          "AdamW", /*decoupled_weight_decay=*/true);
   static const auto sgd = std::make_shared<SGDCodec>();
   static const auto adagrad = std::make_shared<AdagradCodec>();
   static const auto rmsprop = std::make_shared<RMSpropCodec>();

@@ -47,8 +47,9 @@ class ParameterIndex {
                                std::size_t index) const {
     auto found = by_impl_.find(param.unsafeGetTensorImpl());
     if (found == by_impl_.end()) {
-      throw CheckpointError("parameter " + std::to_string(index) + " of the optimizer's param group " +
-                            std::to_string(group) + " (shape " + shape_string(param.sizes()) +
+      throw CheckpointError("parameter " + std::to_string(index) +
+                            " of the optimizer's param group " + std::to_string(group) +
+                            " (shape " + shape_string(param.sizes()) +
                             ") is not a parameter of the model layout: build the optimizer over "
                             "the layout's local tensors (the model's parameters)");
     }
@@ -181,10 +182,10 @@ StateDict flatten_optimizer(const StateDict& nested) {
 
 // A saved optimizer state dict, either layout, by FQN.
 struct SavedOptimizer {
-  std::map<std::string, StateDict> state;           // fqn -> {name: value}
-  std::vector<StateDict> groups;                    // nested: saved param groups
+  std::map<std::string, StateDict> state;            // fqn -> {name: value}
+  std::vector<StateDict> groups;                     // nested: saved param groups
   std::vector<std::vector<std::string>> group_fqns;  // nested: their "params"
-  std::map<std::string, StateDict> group_of_fqn;    // flattened: fqn -> {option: value}
+  std::map<std::string, StateDict> group_of_fqn;     // flattened: fqn -> {option: value}
   bool flattened = false;
   std::vector<std::string> unexpected;
 };
@@ -279,18 +280,18 @@ StateValue localize(const StateValue& value, const ParameterPlacement& placement
           (tensor.sizes() == param.sizes() ||
            (placement.is_sharded() && tensor.sizes() == at::IntArrayRef(placement.global_shape)));
       if (param_shaped) {
-        return own(detail::piece_of(value, param.sizes(), placement.global_shape,
-                                    placement.offsets, key),
-                   true);
+        return own(
+            detail::piece_of(value, param.sizes(), placement.global_shape, placement.offsets, key),
+            true);
       }
       return own(tensor, false);
     }
     case StateValue::Kind::kShardedTensor: {
       const ShardedTensor& sharded = value.sharded_tensor();
       if (follows && placement.is_sharded()) {
-        return own(detail::piece_of(value, param.sizes(), placement.global_shape,
-                                    placement.offsets, key),
-                   true);
+        return own(
+            detail::piece_of(value, param.sizes(), placement.global_shape, placement.offsets, key),
+            true);
       }
       // A whole tensor saved sharded: this process needs all of it.
       return own(detail::piece_of(value, sharded.global_shape(), {}, {}, key),
@@ -355,11 +356,11 @@ void require_state_of_restored_options(const OptimizerStateCodec& codec,
 
 [[noreturn]] void throw_incompatible(const std::vector<std::string>& missing,
                                      const std::vector<std::string>& unexpected, int rank) {
-  std::string message = "set_optimizer_state_dict (strict) on rank " + std::to_string(rank) +
-                        ": nothing was loaded.";
+  std::string message =
+      "set_optimizer_state_dict (strict) on rank " + std::to_string(rank) + ": nothing was loaded.";
   if (!missing.empty()) {
-    message += " Missing (in the optimizer, not in the state dict): " +
-               detail::quoted_list(missing) + ".";
+    message +=
+        " Missing (in the optimizer, not in the state dict): " + detail::quoted_list(missing) + ".";
   }
   if (!unexpected.empty()) {
     message += " Unexpected (in the state dict, not in the optimizer): " +
@@ -398,8 +399,8 @@ StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Opti
       StateDict encoded = codec->encode_state(*found->second);
       StateDict wrapped;
       for (const auto& item : encoded) {
-        wrapped.insert(item.key, wrap_state_value(item.value, placement,
-                                                  codec->follows_parameter(item.key)));
+        wrapped.insert(item.key,
+                       wrap_state_value(item.value, placement, codec->follows_parameter(item.key)));
       }
       state.insert(placement.fqn, std::move(wrapped));
     }
@@ -489,8 +490,8 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
         codec->decode_options(*saved_options, *new_options[g]);
       } catch (const CheckpointError& error) {
         throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) +
-                              ", the param group of '" + members.front()->fqn + "': " +
-                              error.what());
+                              ", the param group of '" + members.front()->fqn +
+                              "': " + error.what());
       }
     }
     for (std::size_t p = 0; p < members.size(); ++p) {
@@ -509,20 +510,18 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
       try {
         StateDict local;
         for (const auto& item : found->second) {
-          local.insert(item.key,
-                       localize(item.value, placement, codec->follows_parameter(item.key),
-                                "state." + placement.fqn + "." + item.key));
+          local.insert(item.key, localize(item.value, placement, codec->follows_parameter(item.key),
+                                          "state." + placement.fqn + "." + item.key));
         }
         new_states.push_back(NewState{key, codec->decode_state(local, param)});
       } catch (const CheckpointError& error) {
         throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) + ", " +
-                              codec->name() + " state of '" + placement.fqn + "': " +
-                              error.what());
+                              codec->name() + " state of '" + placement.fqn + "': " + error.what());
       }
     }
     if (new_options[g]) {
-      require_state_of_restored_options(*codec, group_.options(), *new_options[g], members,
-                                        saved, rank);
+      require_state_of_restored_options(*codec, group_.options(), *new_options[g], members, saved,
+                                        rank);
     }
   }
   for (const auto& item : saved.state) {

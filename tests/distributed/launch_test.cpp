@@ -159,7 +159,8 @@ TEST_CASE("make_gloo_process_group leaves the caller's store timeout as it was")
 
 // Gloo writes to its sockets without MSG_NOSIGNAL: with SIGPIPE at its default, a peer that died
 // ended a surviving rank silently (tests/reshard, "a rank killed while saving", now and then).
-TEST_CASE("A Gloo group ignores SIGPIPE so a broken pipe fails a write instead of ending the rank") {
+TEST_CASE(
+    "A Gloo group ignores SIGPIPE so a broken pipe fails a write instead of ending the rank") {
   std::signal(SIGPIPE, SIG_DFL);
   auto store = c10::make_intrusive<c10d::HashStore>();
   const auto group = dcpp::make_gloo_process_group(store, 0, 1);

@@ -75,22 +75,21 @@ class DCPP_API OptimizerStateCodec {
   /// present options do not into a param group none of whose parameters is given that entry: the
   /// options would come back without their state (a load target made from an optimizer with other
   /// options has no place for it). Default: none.
-  virtual std::vector<KeptState> state_kept_with(const torch::optim::OptimizerOptions& options) const {
+  virtual std::vector<KeptState> state_kept_with(
+      const torch::optim::OptimizerOptions& options) const {
     (void)options;
     return {};
   }
 
   /// One step that creates the optimizer's lazily created state, called by DCP's lazy
   /// initialization with zero gradients and a learning rate of 0. Default: optimizer.step().
-  virtual void initialization_step(torch::optim::Optimizer& optimizer) const {
-    optimizer.step();
-  }
+  virtual void initialization_step(torch::optim::Optimizer& optimizer) const { optimizer.step(); }
 };
 
 /// Registers `codec` for optimizers whose dynamic type is exactly `optimizer_type`, replacing any
 /// codec registered for it. Thread-safe.
 DCPP_API void register_optimizer_state_codec(std::type_index optimizer_type,
-                                    std::shared_ptr<const OptimizerStateCodec> codec);
+                                             std::shared_ptr<const OptimizerStateCodec> codec);
 
 /// register_optimizer_state_codec(typeid(OptimizerType), codec).
 template <typename OptimizerType>
