@@ -1,36 +1,10 @@
 #include "collectives.h"
 
-#include <dcpp/core/checkpoint_error.h>
-
 #include <ATen/ATen.h>
 
 #include <map>
 
 namespace dcpp::detail {
-
-namespace {
-
-std::string where(const CollectiveContext& context) {
-  return context.wrapper + ": rank " + std::to_string(context.group->getRank()) + " of " +
-         std::to_string(context.group->getSize());
-}
-
-void wait(const CollectiveContext& context, const c10::intrusive_ptr<c10d::Work>& work,
-          const std::string& what) {
-  try {
-    work->wait();
-  } catch (const CheckpointError&) {
-    throw;
-  } catch (const std::exception& error) {
-    fail(context, what + " failed (a peer died or timed out?): " + error.what());
-  }
-}
-
-}  // namespace
-
-void fail(const CollectiveContext& context, const std::string& message) {
-  throw CheckpointError(where(context) + ": " + message);
-}
 
 std::vector<FlatGroup> group_by_dtype(const std::vector<at::Tensor>& tensors) {
   std::map<at::ScalarType, std::vector<std::size_t>> by_dtype;
@@ -49,50 +23,42 @@ std::vector<FlatGroup> group_by_dtype(const std::vector<at::Tensor>& tensors) {
   return groups;
 }
 
-void broadcast_tensors(const CollectiveContext& context, const std::vector<at::Tensor>& tensors,
-                       int root, const std::string& what) {
+namespace {
+
+// Calls `each(i, piece)` for every member i of `group` with its piece of the flat buffer, shaped
+// like tensors[i].
+template <typename Each>
+void unflatten(const FlatGroup& group, const std::vector<at::Tensor>& tensors, Each each) {
+  int64_t offset = 0;
+  for (std::size_t i : group.members) {
+    const at::Tensor& tensor = tensors[i];
+    each(i, group.flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
+    offset += tensor.numel();
+  }
+}
+
+}  // namespace
+
+void broadcast_tensors(GroupCalls& calls, const std::vector<at::Tensor>& tensors, int root,
+                       const std::string& what) {
   for (FlatGroup& group : group_by_dtype(tensors)) {
     std::vector<at::Tensor> buffers{group.flat};
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    wait(context, context.group->broadcast(buffers, options), "broadcast of " + what);
-    int64_t offset = 0;
-    for (std::size_t i : group.members) {
-      const at::Tensor& tensor = tensors[i];
-      tensor.copy_(group.flat.narrow(0, offset, tensor.numel()).view(tensor.sizes()));
-      offset += tensor.numel();
-    }
+    calls.broadcast(buffers, root, what);
+    unflatten(group, tensors,
+              [&](std::size_t i, const at::Tensor& piece) { tensors[i].copy_(piece); });
   }
 }
 
-void allreduce_sum(const CollectiveContext& context, at::Tensor& flat, const std::string& what) {
-  std::vector<at::Tensor> buffers{flat};
-  wait(context, context.group->allreduce(buffers), "allreduce of " + what);
-}
-
-std::vector<at::Tensor> allgather(const CollectiveContext& context, const at::Tensor& flat,
-                                  const std::string& what) {
-  std::vector<at::Tensor> inputs{flat};
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < context.group->getSize(); ++r) {
-    outputs[0].push_back(at::empty_like(flat));
+std::vector<at::Tensor> mean_over_ranks(GroupCalls& calls, const std::vector<at::Tensor>& tensors,
+                                        const std::string& what) {
+  std::vector<at::Tensor> means(tensors.size());
+  for (FlatGroup& group : group_by_dtype(tensors)) {
+    std::vector<at::Tensor> buffers{group.flat};
+    calls.all_reduce(buffers, c10d::ReduceOp::SUM, what);
+    group.flat.div_(static_cast<double>(calls.size()));
+    unflatten(group, tensors, [&](std::size_t i, const at::Tensor& piece) { means[i] = piece; });
   }
-  wait(context, context.group->allgather(outputs, inputs), "allgather of " + what);
-  return outputs[0];
-}
-
-void send(const CollectiveContext& context, at::Tensor tensor, int peer, int tag,
-          const std::string& what) {
-  std::vector<at::Tensor> buffers{tensor.contiguous()};
-  wait(context, context.group->send(buffers, peer, tag),
-       "sending " + what + " to rank " + std::to_string(peer));
-}
-
-void recv(const CollectiveContext& context, at::Tensor& tensor, int peer, int tag,
-          const std::string& what) {
-  std::vector<at::Tensor> buffers{tensor};
-  wait(context, context.group->recv(buffers, peer, tag),
-       "receiving " + what + " from rank " + std::to_string(peer));
+  return means;
 }
 
 }  // namespace dcpp::detail

@@ -26,7 +26,8 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
   for (const at::Tensor& buffer : module_->buffers()) {
     tensors.push_back(buffer);
   }
-  detail::broadcast_tensors({kName, group_}, tensors, 0, "the initial parameters and buffers");
+  detail::GroupCalls calls(group_, kName);
+  detail::broadcast_tensors(calls, tensors, 0, "the initial parameters and buffers");
 }
 
 void DataParallel::synchronize_gradients() {
@@ -44,22 +45,17 @@ void DataParallel::synchronize_gradients() {
   for (const at::Tensor& param : params) {
     grads.push_back(param.grad());
   }
-  const detail::CollectiveContext context{kName, group_};
-  const double world = group_->getSize();
-  for (detail::FlatGroup& group : detail::group_by_dtype(grads)) {
-    detail::allreduce_sum(context, group.flat, "the gradients");
-    group.flat.div_(world);
-    int64_t offset = 0;
-    for (std::size_t i : group.members) {
-      grads[i].copy_(group.flat.narrow(0, offset, grads[i].numel()).view(grads[i].sizes()));
-      offset += grads[i].numel();
-    }
+  detail::GroupCalls calls(group_, kName);
+  const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    grads[i].copy_(means[i]);
   }
 }
 
 void DataParallel::broadcast_buffers() {
   at::NoGradGuard no_grad;
-  detail::broadcast_tensors({kName, group_}, module_->buffers(), 0, "the buffers");
+  detail::GroupCalls calls(group_, kName);
+  detail::broadcast_tensors(calls, module_->buffers(), 0, "the buffers");
 }
 
 std::vector<ParameterPlacement> DataParallel::placements() const {

@@ -44,7 +44,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     all.push_back(named.tensor);
     entries_.push_back(std::move(entry));
   }
-  detail::broadcast_tensors({kName, group_}, all, 0, "the initial parameters and buffers");
+  detail::GroupCalls calls(group_, kName);
+  detail::broadcast_tensors(calls, all, 0, "the initial parameters and buffers");
   for (Entry& entry : entries_) {
     if (!entry.sharded) {
       continue;
@@ -87,9 +88,9 @@ void FullyShardedDataParallel::gather_parameters() {
     padded.push_back(slot);
     sharded.push_back(&entry);
   }
-  const detail::CollectiveContext context{kName, group_};
+  detail::GroupCalls calls(group_, kName);
   for (detail::FlatGroup& group : detail::group_by_dtype(padded)) {
-    const std::vector<at::Tensor> gathered = detail::allgather(context, group.flat, "the shards");
+    const std::vector<at::Tensor> gathered = calls.all_gather(group.flat, "the shards");
     int64_t offset = 0;
     for (std::size_t i : group.members) {
       Entry& entry = *sharded[i];
@@ -109,7 +110,7 @@ void FullyShardedDataParallel::gather_parameters() {
 
 void FullyShardedDataParallel::reduce_gradients() {
   if (!gathered_) {
-    detail::fail({kName, group_},
+    detail::GroupCalls(group_, kName).fail(
                  "reduce_gradients() needs the full parameters: call gather_parameters() before "
                  "the forward pass");
   }
@@ -124,26 +125,19 @@ void FullyShardedDataParallel::reduce_gradients() {
     grads.push_back(grad.defined() ? grad : at::zeros_like(entry.module_tensor));
     reduced.push_back(&entry);
   }
-  const detail::CollectiveContext context{kName, group_};
-  const double world = group_->getSize();
-  for (detail::FlatGroup& group : detail::group_by_dtype(grads)) {
-    detail::allreduce_sum(context, group.flat, "the gradients");
-    group.flat.div_(world);
-    int64_t offset = 0;
-    for (std::size_t i : group.members) {
-      Entry& entry = *reduced[i];
-      const at::Tensor mean = group.flat.narrow(0, offset, grads[i].numel()).view(grads[i].sizes());
-      offset += grads[i].numel();
-      if (!entry.sharded) {
-        entry.module_tensor.mutable_grad() = mean.clone();
-        continue;
-      }
-      const at::Tensor rows = mean.narrow(0, entry.rows.begin, entry.rows.size);
-      if (entry.shard.grad().defined()) {
-        entry.shard.mutable_grad().add_(rows);
-      } else {
-        entry.shard.mutable_grad() = rows.clone();
-      }
+  detail::GroupCalls calls(group_, kName);
+  const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  for (std::size_t i = 0; i < reduced.size(); ++i) {
+    Entry& entry = *reduced[i];
+    if (!entry.sharded) {
+      entry.module_tensor.mutable_grad() = means[i].clone();
+      continue;
+    }
+    const at::Tensor rows = means[i].narrow(0, entry.rows.begin, entry.rows.size);
+    if (entry.shard.grad().defined()) {
+      entry.shard.mutable_grad().add_(rows);
+    } else {
+      entry.shard.mutable_grad() = rows.clone();
     }
   }
   release_parameters();

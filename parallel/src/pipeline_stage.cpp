@@ -19,10 +19,10 @@ constexpr int kGradientHeaderTag = 2;
 constexpr int kGradientTag = 3;
 constexpr int64_t kMaxDims = 8;
 
-void send_tensor(const detail::CollectiveContext& context, const at::Tensor& tensor, int peer,
+void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer,
                  int header_tag, int data_tag, const std::string& what) {
   if (tensor.dim() > kMaxDims) {
-    detail::fail(context, what + " has " + std::to_string(tensor.dim()) +
+    calls.fail(what + " has " + std::to_string(tensor.dim()) +
                               " dimensions; a pipeline stage sends at most " +
                               std::to_string(kMaxDims));
   }
@@ -32,22 +32,22 @@ void send_tensor(const detail::CollectiveContext& context, const at::Tensor& ten
   for (int64_t d = 0; d < tensor.dim(); ++d) {
     header[2 + d] = tensor.size(d);
   }
-  detail::send(context, header, peer, header_tag, "the shape of " + what);
-  detail::send(context, tensor.detach().contiguous(), peer, data_tag, what);
+  calls.send(header, peer, header_tag, "the shape of " + what);
+  calls.send(tensor.detach().contiguous(), peer, data_tag, what);
 }
 
-at::Tensor recv_tensor(const detail::CollectiveContext& context, int peer, int header_tag,
+at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag,
                        int data_tag, const std::string& what) {
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
-  detail::recv(context, header, peer, header_tag, "the shape of " + what);
+  calls.recv(header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    detail::fail(context,
+    calls.fail(
                  "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));
-  detail::recv(context, tensor, peer, data_tag, what);
+  calls.recv(tensor, peer, data_tag, what);
   return tensor;
 }
 
@@ -103,21 +103,21 @@ std::string PipelineStage::global_name(const std::string& local_name) const {
 }
 
 at::Tensor PipelineStage::forward(const at::Tensor& input) {
-  const detail::CollectiveContext context{kName, group_};
+  detail::GroupCalls calls(group_, kName);
   InFlight step;
   if (is_first()) {
     if (!input.defined()) {
-      detail::fail(context, "the first stage's forward() needs the input batch");
+      calls.fail("the first stage's forward() needs the input batch");
     }
     step.input = input;
   } else {
     step.input =
-        recv_tensor(context, stage() - 1, kActivationHeaderTag, kActivationTag, "the activations")
+        recv_tensor(calls, stage() - 1, kActivationHeaderTag, kActivationTag, "the activations")
             .requires_grad_(true);
   }
   step.output = modules_->forward(step.input);
   if (!is_last()) {
-    send_tensor(context, step.output, stage() + 1, kActivationHeaderTag, kActivationTag,
+    send_tensor(calls, step.output, stage() + 1, kActivationHeaderTag, kActivationTag,
                 "the activations");
   }
   in_flight_.push_back(step);
@@ -125,33 +125,33 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
 }
 
 void PipelineStage::backward(const at::Tensor& loss) {
-  const detail::CollectiveContext context{kName, group_};
+  detail::GroupCalls calls(group_, kName);
   if (in_flight_.empty()) {
-    detail::fail(context, "backward() without a forward() to match");
+    calls.fail("backward() without a forward() to match");
   }
   InFlight step = std::move(in_flight_.front());
   in_flight_.pop_front();
   if (is_last()) {
     if (!loss.defined()) {
-      detail::fail(context, "the last stage's backward() needs the loss");
+      calls.fail("the last stage's backward() needs the loss");
     }
     loss.backward();
   } else {
-    const at::Tensor grad = recv_tensor(context, stage() + 1, kGradientHeaderTag, kGradientTag,
+    const at::Tensor grad = recv_tensor(calls, stage() + 1, kGradientHeaderTag, kGradientTag,
                                         "the gradient of the activations");
     step.output.backward(grad);
   }
   if (!is_first()) {
     at::Tensor grad = step.input.grad();
-    send_tensor(context, grad.defined() ? grad : at::zeros_like(step.input), stage() - 1,
+    send_tensor(calls, grad.defined() ? grad : at::zeros_like(step.input), stage() - 1,
                 kGradientHeaderTag, kGradientTag, "the gradient of the activations");
   }
 }
 
 at::Tensor PipelineStage::broadcast_from_last(at::Tensor value) const {
   value = value.detach().contiguous().clone();
-  detail::broadcast_tensors({kName, group_}, {value}, num_stages() - 1,
-                            "a value of the last stage");
+  detail::GroupCalls calls(group_, kName);
+  detail::broadcast_tensors(calls, {value}, num_stages() - 1, "a value of the last stage");
   return value;
 }
 

@@ -14,6 +14,8 @@
 
 #include "tensor_piece.h"
 
+#include "core/group_calls.h"
+
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
 
@@ -38,38 +40,6 @@ namespace {
 constexpr int64_t kAlignment = 16;
 
 int64_t aligned(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-
-void wait(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-          const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) {
-  try {
-    work->wait();
-  } catch (const std::exception& error) {
-    throw CheckpointError("state dict " + what + " on rank " + std::to_string(group->getRank()) +
-                          " of " + std::to_string(group->getSize()) +
-                          " failed (a rank died, timed out or called another collective?): " +
-                          error.what());
-  }
-}
-
-// Every rank's `tensor` (all ranks pass the same shape and dtype), on the CPU.
-std::vector<at::Tensor> all_gather(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                                   const at::Tensor& tensor, const std::string& what) {
-  std::vector<at::Tensor> inputs{tensor};
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < group->getSize(); ++r) {
-    outputs[0].push_back(at::empty_like(tensor));
-  }
-  wait(group, group->allgather(outputs, inputs), what);
-  return outputs[0];
-}
-
-void broadcast(const c10::intrusive_ptr<c10d::ProcessGroup>& group, at::Tensor& tensor,
-               const std::string& what) {
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::BroadcastOptions options;
-  options.rootRank = 0;
-  wait(group, group->broadcast(tensors, options), what);
-}
 
 uint64_t fnv1a(const std::vector<FlatEntry>& entries) {
   uint64_t hash = 1469598103934665603ULL;
@@ -135,6 +105,7 @@ void gather_sharded_leaves(StateDict& state_dict,
       assemblies[i].covered = shard.tensor.numel();
     }
   } else {
+    detail::GroupCalls calls(group, "state dict");
     // 1. Agree on the keys; learn every rank's payload length.
     std::vector<at::Tensor> pieces;
     std::vector<int64_t> meta;
@@ -152,7 +123,7 @@ void gather_sharded_leaves(StateDict& state_dict,
         std::vector<int64_t>{static_cast<int64_t>(entries.size()),
                              static_cast<int64_t>(fnv1a(entries)), payload},
         at::kLong);
-    const std::vector<at::Tensor> headers = all_gather(group, header, "all-gather of keys");
+    const std::vector<at::Tensor> headers = calls.all_gather(header, "the keys");
     int64_t longest = 1;
     for (int r = 0; r < size; ++r) {
       if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
@@ -169,7 +140,7 @@ void gather_sharded_leaves(StateDict& state_dict,
     // 2. Every rank's boxes.
     const at::Tensor local_meta =
         meta.empty() ? at::zeros({1}, at::kLong) : at::tensor(meta, at::kLong);
-    const std::vector<at::Tensor> metas = all_gather(group, local_meta, "all-gather of shapes");
+    const std::vector<at::Tensor> metas = calls.all_gather(local_meta, "the shapes");
     // 3. Every rank's bytes.
     at::Tensor bytes = at::zeros({longest}, at::kByte);
     int64_t at_byte = 0;
@@ -180,7 +151,7 @@ void gather_sharded_leaves(StateDict& state_dict,
       }
       at_byte += aligned(n);
     }
-    const std::vector<at::Tensor> all_bytes = all_gather(group, bytes, "all-gather of shards");
+    const std::vector<at::Tensor> all_bytes = calls.all_gather(bytes, "the shards");
     for (int r = 0; r < size; ++r) {
       const int64_t* rank_meta = metas[r].data_ptr<int64_t>();
       uint8_t* rank_bytes = all_bytes[r].data_ptr<uint8_t>();
@@ -268,23 +239,16 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   if (group_size(group) == 1) {
     return state_dict;
   }
-  std::vector<char> bytes;
+  std::string pickled;
   if (group->getRank() == 0) {
-    bytes = torch::jit::pickle_save(dict_to_ivalue(state_dict, ""));
+    const std::vector<char> bytes = torch::jit::pickle_save(dict_to_ivalue(state_dict, ""));
+    pickled.assign(bytes.begin(), bytes.end());
   }
-  at::Tensor length = at::tensor(std::vector<int64_t>{static_cast<int64_t>(bytes.size())}, at::kLong);
-  broadcast(group, length, "broadcast of the state dict's size");
-  const int64_t n = length.item<int64_t>();
-  at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
-  if (group->getRank() == 0 && n > 0) {
-    std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
-  }
-  broadcast(group, data, "broadcast of the state dict");
+  pickled = GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(pickled, 0, "the state dict");
   if (group->getRank() == 0) {
     return state_dict;
   }
-  bytes.assign(static_cast<const char*>(data.data_ptr()),
-               static_cast<const char*>(data.data_ptr()) + n);
+  const std::vector<char> bytes(pickled.begin(), pickled.end());
   StateValue received(torch::jit::pickle_load(bytes));
   if (!received.is_dict()) {
     throw CheckpointError("broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
