@@ -16,6 +16,7 @@
 
 #include "core/exception_message.h"
 #include "core/logging.h"
+#include "core/serial_worker.h"
 #include "thread_priority.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -24,7 +25,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 namespace dcpp {
 
@@ -63,7 +63,9 @@ Future<void> completed() {
 
 class AsyncCheckpointer::Impl {
  public:
-  explicit Impl(AsyncCheckpointerOptions options) : options_(std::move(options)) {
+  explicit Impl(AsyncCheckpointerOptions options)
+      : options_(std::move(options)),
+        uploader_([nice = options_.uploader_nice] { detail::lower_current_thread_priority(nice); }) {
     if (!options_.stager) {
       options_.stager = make_blocking_stager();
     }
@@ -78,17 +80,10 @@ class AsyncCheckpointer::Impl {
           "-rank process group: ranks could decide differently and the save would wait for the "
           "skipping rank until the group's timeout; use kWait");
     }
-    uploader_ = std::thread([this] { upload_loop(); });
   }
 
-  ~Impl() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    uploader_.join();  // finishes the job in flight first
-  }
+  // uploader_, the last member, goes first: it finishes the job in flight.
+  ~Impl() = default;
 
   // `make_writer` runs on the uploader thread, once the save is accepted (a skipped save creates
   // nothing, and opening a directory never delays the training thread); its errors fail the upload.
@@ -125,7 +120,7 @@ class AsyncCheckpointer::Impl {
       job_.emplace(Job{staged, make_writer, where, std::move(upload)});
       in_flight_where_ = where;
     }
-    changed_.notify_all();
+    uploader_.post([this] { upload_in_flight(); });
     if (options_.stager->should_synchronize_after_execute()) {
       options_.stager->synchronize_staging();
     }
@@ -153,37 +148,29 @@ class AsyncCheckpointer::Impl {
     Promise<Metadata> upload;
   };
 
-  void upload_loop() {
-    detail::lower_current_thread_priority(options_.uploader_nice);
-    for (;;) {
-      std::optional<Job> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [this] { return stopping_ || (job_ && !job_taken_); });
-        if (!job_) {
-          return;  // stopping, nothing in flight
-        }
-        job_taken_ = true;
-        job.emplace(std::move(*job_));
-      }
-      Metadata committed;
-      std::exception_ptr outcome = upload(*job, committed);
-      Promise<Metadata> promise = std::move(job->upload);
-      job.reset();  // drops the staged copy before the next save may stage into the buffers
-      {
-        // Idle and complete in one step: whoever sees the upload complete can start the next
-        // save at once (even with kFail), and a kWait caller resumes only once it is complete.
-        std::lock_guard<std::mutex> lock(mutex_);
-        job_.reset();
-        job_taken_ = false;
-        if (outcome) {
-          promise.set_exception(outcome);
-        } else {
-          promise.set_value(std::move(committed));
-        }
-      }
-      changed_.notify_all();
+  // On the uploader: uploads job_, then clears it.
+  void upload_in_flight() {
+    std::optional<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job.emplace(std::move(*job_));  // job_ stays engaged: the save is in flight until the end
     }
+    Metadata committed;
+    std::exception_ptr outcome = upload(*job, committed);
+    Promise<Metadata> promise = std::move(job->upload);
+    job.reset();  // drops the staged copy before the next save may stage into the buffers
+    {
+      // Idle and complete in one step: whoever sees the upload complete can start the next
+      // save at once (even with kFail), and a kWait caller resumes only once it is complete.
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.reset();
+      if (outcome) {
+        promise.set_exception(outcome);
+      } else {
+        promise.set_value(std::move(committed));
+      }
+    }
+    changed_.notify_all();
   }
 
   // Runs one save; returns its error (null when committed, its Metadata then in `committed`).
@@ -225,13 +212,11 @@ class AsyncCheckpointer::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 
   std::mutex call_mutex_;
-  mutable std::mutex mutex_;  // guards job_, job_taken_, stopping_
+  mutable std::mutex mutex_;  // guards job_ and in_flight_where_
   std::condition_variable changed_;
   std::optional<Job> job_;       // the save in flight (staging or uploading)
   std::string in_flight_where_;  // its directory, for messages
-  bool job_taken_ = false;
-  bool stopping_ = false;
-  std::thread uploader_;
+  detail::SerialWorker uploader_;  // runs the uploads, one at a time
 };
 
 AsyncCheckpointer::AsyncCheckpointer(AsyncCheckpointerOptions options)

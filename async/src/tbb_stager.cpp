@@ -7,13 +7,15 @@
 // driver releases the job before parallel_for, each body acquires it before copying and
 // releases it after, and the driver acquires it once parallel_for returns. TBB's templates are
 // instantiated only in tbb_parallel.cpp, compiled without instrumentation like libtbb itself. The
-// promise is then completed from the driver, an ordinary std::thread, through a mutex TSan sees.
+// promise is then completed from the driver, a SerialWorker's std::thread, through a mutex TSan
+// sees.
 //
 // Priority: the driver lowers its own nice value when it starts; a task_scheduler_observer on
 // the arena lowers each TBB worker's when it enters the arena.
 
 #include <dcpp/async/tbb_stager.h>
 
+#include "core/serial_worker.h"
 #include "staging_job.h"
 #include "thread_priority.h"
 #include "tsan_annotations.h"
@@ -26,10 +28,8 @@
 #include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
+#include <memory>
 #include <mutex>
-#include <thread>
 
 namespace dcpp {
 
@@ -63,23 +63,18 @@ class LowPriorityObserver final : public tbb::task_scheduler_observer {
 class TbbStager final : public AsyncStager {
  public:
   explicit TbbStager(TbbStagerOptions options)
-      : options_(validated(options)), arena_(options_.concurrency, /*reserved_for_masters=*/1) {
+      : options_(validated(options)),
+        arena_(options_.concurrency, /*reserved_for_masters=*/1),
+        driver_([nice = options_.nice] { detail::lower_current_thread_priority(nice); }) {
     arena_.initialize();
     if (options_.nice > 0) {
       observer_ = std::make_unique<LowPriorityObserver>(arena_, options_.nice);
     }
-    driver_ = std::thread([this] { drive(); });
   }
 
-  ~TbbStager() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    driver_.join();  // runs every queued job first: no promise is left unfulfilled
-    observer_.reset();
-  }
+  // driver_, the last member, goes first: it runs every queued job, so no promise is left
+  // unfulfilled, before the arena and buffers go.
+  ~TbbStager() override = default;
 
   Future<StateDict> stage(const StateDict& state_dict) override {
     Promise<StateDict> promise;
@@ -94,18 +89,14 @@ class TbbStager final : public AsyncStager {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(Task{std::move(job), std::move(promise)});
-      ++pending_;
       staging_bytes_ = buffers_.bytes();
     }
-    changed_.notify_all();
+    auto task = std::make_shared<Task>(Task{std::move(job), std::move(promise)});
+    driver_.post([this, task] { run(*task); });
     return future;
   }
 
-  void synchronize_staging() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return pending_ == 0; });
-  }
+  void synchronize_staging() override { driver_.drain(); }
 
   bool should_synchronize_after_execute() const override {
     return options_.synchronize_after_execute;
@@ -129,28 +120,6 @@ class TbbStager final : public AsyncStager {
     }
     options.nice = std::clamp(options.nice, 0, 19);
     return options;
-  }
-
-  void drive() {
-    detail::lower_current_thread_priority(options_.nice);
-    for (;;) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) {
-          return;  // stopping, and nothing left to stage
-        }
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      run(task);
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --pending_;
-      }
-      changed_.notify_all();
-    }
   }
 
   // Copies the pieces [begin, end) of a job; runs on TBB threads (through the uninstrumented
@@ -185,13 +154,9 @@ class TbbStager final : public AsyncStager {
   std::mutex stage_mutex_;  // one prepare at a time; guards buffers_
   detail::StagingBuffers buffers_;
 
-  mutable std::mutex mutex_;  // guards everything below
-  std::condition_variable changed_;
-  std::deque<Task> queue_;
-  int pending_ = 0;
+  mutable std::mutex mutex_;  // guards staging_bytes_
   int64_t staging_bytes_ = 0;
-  bool stopping_ = false;
-  std::thread driver_;
+  detail::SerialWorker driver_;  // stages the jobs one at a time, in order
 };
 
 }  // namespace

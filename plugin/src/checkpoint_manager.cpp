@@ -6,7 +6,7 @@
 
 #include <dcpp/plugin/checkpoint_manager.h>
 
-#include "background_worker.h"
+#include "core/serial_worker.h"
 #include "checkpoint_info_json.h"
 #include "core/durable_file.h"
 #include "core/logging.h"
@@ -332,7 +332,7 @@ class CheckpointManager::Impl {
   std::exception_ptr first_error;
 
   // Declared last: destroyed first, so its tasks finish while everything above is alive.
-  detail::BackgroundWorker worker;
+  detail::SerialWorker worker;
 };
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
