@@ -20,6 +20,8 @@
 #include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/stateful.h>
 
+#include "bench_common.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -34,7 +36,8 @@
 #include <vector>
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::seconds_since;
 
 namespace {
 
@@ -50,42 +53,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--gib")
-      options.gib = std::stod(next());
-    else if (arg == "--tensors")
-      options.tensors = std::stoi(next());
-    else if (arg == "--repeat")
-      options.repeat = std::stoi(next());
-    else if (arg == "--steps")
-      options.steps = std::stoi(next());
-    else if (arg == "--rss-gib")
-      options.rss_gib = std::stod(next());
-    else if (arg == "--saves")
-      options.saves = std::stoi(next());
-    else if (arg == "--dir")
-      options.dir = next();
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--gib N] [--tensors N] [--repeat N] [--steps N] [--rss-gib N] "
-                   "[--saves N] [--dir PATH]\n",
-                   argv[0]);
-      std::exit(2);
-    }
-  }
+  CLI::App app("Asynchronous checkpointing: what a save costs the training loop", "async_bench");
+  app.add_option("--gib", options.gib, "size of the state saved, GiB");
+  app.add_option("--tensors", options.tensors, "tensors the state is split into");
+  app.add_option("--repeat", options.repeat, "runs of each timing; the best counts");
+  app.add_option("--steps", options.steps, "training steps per step-time measurement");
+  app.add_option("--rss-gib", options.rss_gib, "size of the state of the memory measurement, GiB");
+  app.add_option("--saves", options.saves, "async saves of the memory measurement");
+  app.add_option("--dir", options.dir, "scratch directory");
+  bench::parse_or_exit(app, argc, argv);
   return options;
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 dcpp::StateDict make_state(double gib, int tensors, std::vector<at::Tensor>* out = nullptr) {
@@ -99,18 +76,6 @@ dcpp::StateDict make_state(double gib, int tensors, std::vector<at::Tensor>* out
     }
   }
   return state;
-}
-
-// Resident and peak resident memory of this process, MiB (from /proc/self/status).
-std::pair<double, double> rss_mib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  double rss = 0, hwm = 0;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) rss = std::stod(line.substr(6)) / 1024;
-    if (line.rfind("VmHWM:", 0) == 0) hwm = std::stod(line.substr(6)) / 1024;
-  }
-  return {rss, hwm};
 }
 
 dcpp::AsyncCheckpointerOptions checkpointer_options(std::shared_ptr<dcpp::AsyncStager> stager,
@@ -166,11 +131,11 @@ int main(int argc, char** argv) {
 
   // ---- 3. Resident memory over repeated saves (first, in a fresh heap)
   // -------------------------------------------------
-  const double empty_rss = rss_mib().first;
+  const double empty_rss = bench::resident_memory().now_mib;
   dcpp::StateDict small = make_state(options.rss_gib, options.tensors);
   const double state_mib = options.rss_gib * 1024;
   std::ofstream("/proc/self/clear_refs") << "5";  // resets VmHWM: the peak of part 3 alone
-  const double before = rss_mib().first;
+  const double before = bench::resident_memory().now_mib;
   std::vector<double> after;
   {
     dcpp::TbbStagerOptions tbb;
@@ -179,7 +144,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < options.saves; ++i) {
       dcpp::AsyncSaveResponse response = checkpointer.async_save(small, options.dir / "rss");
       response.upload_completion.wait();
-      after.push_back(rss_mib().first);
+      after.push_back(bench::resident_memory().now_mib);
     }
   }
   std::printf("\n3. resident memory over %d async saves of a %.0f MiB state (TBB stager)\n",
@@ -196,7 +161,7 @@ int main(int argc, char** argv) {
   std::printf(
       "  peak RSS during the saves (VmHWM)                      %8.0f MiB (expected "
       "%.0f: before + one set of buffers)\n",
-      rss_mib().second, before + state_mib);
+      bench::resident_memory().peak_mib, before + state_mib);
   // ---- 1. Blocking time ------------------------------------------------------------------------
   std::vector<at::Tensor> sources;
   dcpp::StateDict state = make_state(options.gib, options.tensors, &sources);

@@ -16,6 +16,8 @@
 
 #include <dcpp/dcpp.h>
 
+#include "bench_common.h"
+
 #include <torch/torch.h>
 
 #include <malloc.h>
@@ -51,20 +53,12 @@ int count_entries(const char* directory) {
   return n;
 }
 
-double resident_mib() {
-  std::ifstream statm("/proc/self/statm");
-  long long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
-         (1024.0 * 1024.0);
-}
-
 Usage usage_now(bool trim) {
   Usage u;
-  u.rss_mib = resident_mib();
+  u.rss_mib = bench::resident_memory().now_mib;
   if (trim) {
     ::malloc_trim(0);
-    u.trimmed_mib = resident_mib();
+    u.trimmed_mib = bench::resident_memory().now_mib;
   }
   u.fds = count_entries("/proc/self/fd") - 1;  // the iterator's own descriptor
   u.threads = count_entries("/proc/self/task");
@@ -73,32 +67,16 @@ Usage usage_now(bool trim) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-      std::exit(2);
-    }
-    const std::string value = argv[++i];
-    if (arg == "--saves") {
-      o.saves = std::stoi(value);
-    } else if (arg == "--width") {
-      o.width = std::stoll(value);
-    } else if (arg == "--every") {
-      o.every = std::stoi(value);
-    } else if (arg == "--dir") {
-      o.dir = value;
-    } else {
-      std::fprintf(
-          stderr,
-          "usage: checkpoint_load_bench [--saves N] [--width W] [--dir PATH] [--every K]\n");
-      std::exit(2);
-    }
-  }
-  if (o.saves < 11) {
-    std::fprintf(stderr, "--saves must be at least 11 (growth is measured from save 10)\n");
-    std::exit(2);
-  }
+  CLI::App app(
+      "Back-to-back async saves with pruning under a training loop: memory, descriptors "
+      "and threads after each save",
+      "checkpoint_load_bench");
+  app.add_option("--saves", o.saves, "async saves (growth is measured from save 10)")
+      ->check(CLI::Range(11, 1 << 30));
+  app.add_option("--width", o.width, "model width");
+  app.add_option("--every", o.every, "print every K-th save");
+  app.add_option("--dir", o.dir, "checkpoint root");
+  bench::parse_or_exit(app, argc, argv);
   return o;
 }
 

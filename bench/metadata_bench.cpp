@@ -12,6 +12,8 @@
 #include <dcpp/dcpp.h>
 #include <dcpp/dist/process_group.h>
 
+#include "bench_common.h"
+
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -51,36 +53,17 @@ class MetadataOnlyWriter final : public dcpp::StorageWriter {
   std::unique_ptr<dcpp::StorageWriter> inner_;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// CPU time of the calling thread: what a phase costs on a machine that other work also keeps busy.
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t tensors = 100000;
   bool sharded = false;
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "dcpp-metadata-bench";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--tensors" && i + 1 < argc)
-      tensors = std::stoll(argv[++i]);
-    else if (arg == "--sharded")
-      sharded = true;
-    else if (arg == "--dir" && i + 1 < argc)
-      dir = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--tensors N] [--sharded] [--dir D]\n", argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app("Planning and .metadata at scale: N tensors over the ranks", "metadata_bench");
+  app.add_option("--tensors", tensors, "tensors in all");
+  app.add_flag("--sharded", sharded, "every tensor sharded over every rank");
+  app.add_option("--dir", dir, "scratch directory");
+  bench::parse_or_exit(app, argc, argv);
   auto group = dcpp::make_gloo_process_group_from_env();
   const int rank = group->getRank(), ranks = group->getSize();
   if (rank == 0) {
@@ -102,10 +85,10 @@ int main(int argc, char** argv) {
   MetadataOnlyWriter writer(dir);
   group->barrier()->wait();
   const auto start = std::chrono::steady_clock::now();
-  const double start_cpu = thread_cpu_seconds();
+  const double start_cpu = bench::thread_cpu_seconds();
   const dcpp::Metadata metadata = dcpp::save(state, writer, options);
-  const double save_seconds = seconds_since(start);
-  const double save_cpu_seconds = thread_cpu_seconds() - start_cpu;
+  const double save_seconds = bench::seconds_since(start);
+  const double save_cpu_seconds = bench::thread_cpu_seconds() - start_cpu;
   if (rank == 0) {
     const auto size = std::filesystem::file_size(dir / ".metadata");
     const std::size_t chunks = metadata.storage_data.size();
@@ -117,10 +100,10 @@ int main(int argc, char** argv) {
     std::printf(".metadata: %.1f MB, %.0f bytes per chunk\n", size / 1e6,
                 static_cast<double>(size) / static_cast<double>(chunks));
     const auto decode_start = std::chrono::steady_clock::now();
-    const double decode_start_cpu = thread_cpu_seconds();
+    const double decode_start_cpu = bench::thread_cpu_seconds();
     const dcpp::Metadata read_back = dcpp::read_metadata(dir);
     std::printf("reading it back (decode): %.3f s, %.3f s of CPU, %zu entries\n",
-                seconds_since(decode_start), thread_cpu_seconds() - decode_start_cpu,
+                bench::seconds_since(decode_start), bench::thread_cpu_seconds() - decode_start_cpu,
                 read_back.state_dict_metadata.size());
   }
   return 0;

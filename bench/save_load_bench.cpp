@@ -8,6 +8,8 @@
 
 #include <dcpp/dcpp.h>
 
+#include "bench_common.h"
+
 #include <torch/serialize.h>
 
 #include <fcntl.h>
@@ -35,45 +37,15 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--gib")
-      options.gib = std::stod(next());
-    else if (arg == "--tensors")
-      options.tensors = std::stoi(next());
-    else if (arg == "--repeat")
-      options.repeat = std::stoi(next());
-    else if (arg == "--sync")
-      options.sync = true;
-    else if (arg == "--dir")
-      options.dir = next();
-    else {
-      std::fprintf(stderr, "usage: %s [--gib N] [--tensors N] [--repeat N] [--sync] [--dir PATH]\n",
-                   argv[0]);
-      std::exit(2);
-    }
-  }
+  CLI::App app("Save and load throughput against raw write()/read() and torch::save",
+               "save_load_bench");
+  app.add_option("--gib", options.gib, "size of the state, GiB");
+  app.add_option("--tensors", options.tensors, "tensors the state is split into");
+  app.add_option("--repeat", options.repeat, "runs of each timing; the best counts");
+  app.add_flag("--sync", options.sync, "fsync what is written (dcpp's default)");
+  app.add_option("--dir", options.dir, "scratch directory");
+  bench::parse_or_exit(app, argc, argv);
   return options;
-}
-
-double best_seconds(int repeat, const std::function<void()>& setup,
-                    const std::function<void()>& run) {
-  double best = 1e30;
-  for (int i = 0; i < repeat; ++i) {
-    setup();
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    best = std::min(
-        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
 }
 
 void check(bool ok, const char* what) {
@@ -154,28 +126,28 @@ int main(int argc, char** argv) {
   save_options.file_system.sync_files = options.sync;
   save_options.file_system.overwrite = true;
 
-  const double raw_write_s = best_seconds(
+  const double raw_write_s = bench::best_seconds(
       options.repeat, [&] { fs::remove(raw); }, [&] { raw_write(raw, tensors, options.sync); });
-  const double torch_save_s = best_seconds(
+  const double torch_save_s = bench::best_seconds(
       options.repeat, [&] { fs::remove(pt); },
       [&] {
         torch::save(tensors, pt.string());
         if (options.sync) fsync_path(pt);
       });
-  const double dcpp_save_s = best_seconds(
+  const double dcpp_save_s = bench::best_seconds(
       options.repeat, [&] { fs::remove_all(ckpt); },
       [&] { dcpp::save(state, ckpt, save_options); });
 
-  const double raw_read_s = best_seconds(
+  const double raw_read_s = bench::best_seconds(
       options.repeat, [] {}, [&] { raw_read(raw, targets); });
   std::vector<at::Tensor> loaded;
-  const double torch_load_s = best_seconds(
+  const double torch_load_s = bench::best_seconds(
       options.repeat, [&] { loaded.clear(); }, [&] { torch::load(loaded, pt.string()); });
-  const double dcpp_load_s = best_seconds(
+  const double dcpp_load_s = bench::best_seconds(
       options.repeat, [] {}, [&] { dcpp::load(target, ckpt); });
   dcpp::LoadOptions unchecked;
   unchecked.file_system.verify_checksums = false;
-  const double dcpp_load_nocrc_s = best_seconds(
+  const double dcpp_load_nocrc_s = bench::best_seconds(
       options.repeat, [] {}, [&] { dcpp::load(target, ckpt, unchecked); });
 
   for (int i = 0; i < options.tensors; ++i) {

@@ -14,6 +14,8 @@
 
 #include <dcpp/dcpp.h>
 
+#include "bench_common.h"
+
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -42,36 +44,18 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--dtype") options.dtype = next();
-    else if (arg == "--layers") options.layers = std::stoi(next());
-    else if (arg == "--width") options.width = std::stoll(next());
-    else if (arg == "--vocab") options.vocab = std::stoll(next());
-    else if (arg == "--level") options.level = std::stoi(next());
-    else if (arg == "--threads") options.threads = std::stoi(next());
-    else if (arg == "--repeat") options.repeat = std::stoi(next());
-    else if (arg == "--sync") options.sync = true;
-    else if (arg == "--dir") options.dir = next();
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--dtype fp32|bf16] [--layers N] [--width N] [--vocab N] "
-                   "[--level N] [--threads N] [--repeat N] [--sync] [--dir PATH]\n",
-                   argv[0]);
-      std::exit(2);
-    }
-  }
-  if (options.dtype != "fp32" && options.dtype != "bf16") {
-    std::fprintf(stderr, "--dtype is fp32 or bf16\n");
-    std::exit(2);
-  }
+  CLI::App app("zstd compression of a transformer's state and Adam's, against none", "zstd_bench");
+  app.add_option("--dtype", options.dtype, "parameter dtype")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  app.add_option("--layers", options.layers, "transformer layers");
+  app.add_option("--width", options.width, "model width");
+  app.add_option("--vocab", options.vocab, "vocabulary size");
+  app.add_option("--level", options.level, "zstd level");
+  app.add_option("--threads", options.threads, "writer threads");
+  app.add_option("--repeat", options.repeat, "runs of each timing; the best counts");
+  app.add_flag("--sync", options.sync, "fsync what is written");
+  app.add_option("--dir", options.dir, "scratch directory");
+  bench::parse_or_exit(app, argc, argv);
   return options;
 }
 
@@ -107,12 +91,6 @@ std::vector<Parameter> transformer(const Options& o) {
   layer_norm(p, "final_norm", o.width);
   linear(p, "head", o.width, o.vocab);
   return p;
-}
-
-double seconds(const std::function<void()>& run) {
-  const auto start = std::chrono::steady_clock::now();
-  run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 uint64_t directory_bytes(const fs::path& dir) {
@@ -153,11 +131,10 @@ Result measure(const Options& o, const dcpp::StateDict& state, bool zstd, const 
   load.file_system.thread_count = o.threads;
   Result result;
   dcpp::StateDict target = zeros_like(state);
-  for (int i = 0; i < o.repeat; ++i) {
-    fs::remove_all(dir);
-    result.save_s = std::min(result.save_s, seconds([&] { dcpp::save(state, dir, save); }));
-    result.load_s = std::min(result.load_s, seconds([&] { dcpp::load(target, dir, load); }));
-  }
+  result.save_s = bench::best_seconds(
+      o.repeat, [&] { fs::remove_all(dir); }, [&] { dcpp::save(state, dir, save); });
+  result.load_s = bench::best_seconds(
+      o.repeat, [] {}, [&] { dcpp::load(target, dir, load); });
   result.bytes = directory_bytes(dir);
   // Bit for bit.
   const at::Tensor a = state.at("model").dict().at("embed.weight").tensor();
@@ -170,12 +147,12 @@ Result measure(const Options& o, const dcpp::StateDict& state, bool zstd, const 
 }
 
 void row(const char* what, const Result& plain, const Result& zstd) {
-  std::printf("%-14s %9.1f MB %9.1f MB  %5.3f   save %6.3f s %6.3f s  x%5.2f   load %6.3f s "
-              "%6.3f s  x%5.2f\n",
-              what, plain.bytes / 1e6, zstd.bytes / 1e6,
-              static_cast<double>(zstd.bytes) / static_cast<double>(plain.bytes), plain.save_s,
-              zstd.save_s, zstd.save_s / plain.save_s, plain.load_s, zstd.load_s,
-              zstd.load_s / plain.load_s);
+  std::printf(
+      "%-14s %9.1f MB %9.1f MB  %5.3f   save %6.3f s %6.3f s  x%5.2f   load %6.3f s "
+      "%6.3f s  x%5.2f\n",
+      what, plain.bytes / 1e6, zstd.bytes / 1e6,
+      static_cast<double>(zstd.bytes) / static_cast<double>(plain.bytes), plain.save_s, zstd.save_s,
+      zstd.save_s / plain.save_s, plain.load_s, zstd.load_s, zstd.load_s / plain.load_s);
 }
 
 }  // namespace
@@ -226,11 +203,11 @@ int main(int argc, char** argv) {
   optim.insert("lr", 1e-3);
   with_adam.insert("optim", optim);
 
-  std::printf("transformer: %d layers, width %lld, vocab %lld: %.1f M parameters, %s; zstd level %d, "
-              "%d thread(s), %s, best of %d\n",
-              o.layers, static_cast<long long>(o.width), static_cast<long long>(o.vocab),
-              numel / 1e6, o.dtype.c_str(), o.level, o.threads, o.sync ? "fsync" : "no fsync",
-              o.repeat);
+  std::printf(
+      "transformer: %d layers, width %lld, vocab %lld: %.1f M parameters, %s; zstd level %d, "
+      "%d thread(s), %s, best of %d\n",
+      o.layers, static_cast<long long>(o.width), static_cast<long long>(o.vocab), numel / 1e6,
+      o.dtype.c_str(), o.level, o.threads, o.sync ? "fsync" : "no fsync", o.repeat);
   std::printf("%-14s %12s %12s  %5s   %-22s %7s   %-22s %7s\n", "state", "plain", "zstd", "ratio",
               "save plain / zstd", "", "load plain / zstd", "");
   fs::create_directories(o.dir);

@@ -64,8 +64,9 @@ Future<void> completed() {
 class AsyncCheckpointer::Impl {
  public:
   explicit Impl(AsyncCheckpointerOptions options)
-      : options_(std::move(options)),
-        uploader_([nice = options_.uploader_nice] { detail::lower_current_thread_priority(nice); }) {
+      : options_(std::move(options)), uploader_([nice = options_.uploader_nice] {
+          detail::lower_current_thread_priority(nice);
+        }) {
     if (!options_.stager) {
       options_.stager = make_blocking_stager();
     }
@@ -214,8 +215,8 @@ class AsyncCheckpointer::Impl {
   std::mutex call_mutex_;
   mutable std::mutex mutex_;  // guards job_ and in_flight_where_
   std::condition_variable changed_;
-  std::optional<Job> job_;       // the save in flight (staging or uploading)
-  std::string in_flight_where_;  // its directory, for messages
+  std::optional<Job> job_;         // the save in flight (staging or uploading)
+  std::string in_flight_where_;    // its directory, for messages
   detail::SerialWorker uploader_;  // runs the uploads, one at a time
 };
 

@@ -83,8 +83,8 @@ void GroupCalls::recv(at::Tensor& tensor, int peer, int tag, const std::string& 
 std::vector<int64_t> GroupCalls::all_reduce(std::vector<int64_t> values, c10d::ReduceOp op,
                                             const std::string& what) {
   if (!group_ || values.empty()) return values;
-  std::vector<at::Tensor> tensors{at::tensor(values, at::TensorOptions().dtype(at::kLong))
-                                      .to(message_device())};
+  std::vector<at::Tensor> tensors{
+      at::tensor(values, at::TensorOptions().dtype(at::kLong)).to(message_device())};
   all_reduce(tensors, op, what);
   const at::Tensor reduced = tensors[0].cpu();
   std::memcpy(values.data(), reduced.data_ptr<int64_t>(), values.size() * sizeof(int64_t));

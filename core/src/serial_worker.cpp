@@ -55,8 +55,7 @@ void SerialWorker::run(const std::function<void()>& on_start) {
     try {
       task();
     } catch (...) {
-      logger().error("a background task failed: {}",
-                     exception_message(std::current_exception()));
+      logger().error("a background task failed: {}", exception_message(std::current_exception()));
     }
     task = nullptr;  // whatever the task holds is released before drain() returns
     lock.lock();

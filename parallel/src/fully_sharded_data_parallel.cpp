@@ -110,9 +110,10 @@ void FullyShardedDataParallel::gather_parameters() {
 
 void FullyShardedDataParallel::reduce_gradients() {
   if (!gathered_) {
-    detail::GroupCalls(group_, kName).fail(
-                 "reduce_gradients() needs the full parameters: call gather_parameters() before "
-                 "the forward pass");
+    detail::GroupCalls(group_, kName)
+        .fail(
+            "reduce_gradients() needs the full parameters: call gather_parameters() before "
+            "the forward pass");
   }
   at::NoGradGuard no_grad;
   std::vector<Entry*> reduced;

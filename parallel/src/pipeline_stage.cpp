@@ -19,12 +19,11 @@ constexpr int kGradientHeaderTag = 2;
 constexpr int kGradientTag = 3;
 constexpr int64_t kMaxDims = 8;
 
-void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer,
-                 int header_tag, int data_tag, const std::string& what) {
+void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer, int header_tag,
+                 int data_tag, const std::string& what) {
   if (tensor.dim() > kMaxDims) {
     calls.fail(what + " has " + std::to_string(tensor.dim()) +
-                              " dimensions; a pipeline stage sends at most " +
-                              std::to_string(kMaxDims));
+               " dimensions; a pipeline stage sends at most " + std::to_string(kMaxDims));
   }
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
   header[0] = static_cast<int64_t>(tensor.scalar_type());
@@ -36,14 +35,13 @@ void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer,
   calls.send(tensor.detach().contiguous(), peer, data_tag, what);
 }
 
-at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag,
-                       int data_tag, const std::string& what) {
+at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag, int data_tag,
+                       const std::string& what) {
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
   calls.recv(header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    calls.fail(
-                 "received a bad header for " + what + " from rank " + std::to_string(peer));
+    calls.fail("received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));

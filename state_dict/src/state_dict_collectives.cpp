@@ -83,11 +83,10 @@ void gather_sharded_leaves(StateDict& state_dict,
   std::vector<Assembly> assemblies(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const ShardedTensor& sharded = entries[i].value->sharded_tensor();
-    assemblies[i].whole = at::empty(
-        sharded.global_shape(),
-        sharded.local_shards().empty()
-            ? at::TensorOptions().dtype(sharded.dtype())
-            : sharded.local_shards().front().tensor.options());
+    assemblies[i].whole =
+        at::empty(sharded.global_shape(), sharded.local_shards().empty()
+                                              ? at::TensorOptions().dtype(sharded.dtype())
+                                              : sharded.local_shards().front().tensor.options());
   }
   // This rank's piece of entry i: its shard, or an empty box at the origin.
   auto local_piece = [&](std::size_t i) {
@@ -117,12 +116,13 @@ void gather_sharded_leaves(StateDict& state_dict,
       for (const int64_t s : shard.tensor.sizes()) {
         meta.push_back(s);
       }
-      payload += aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
+      payload +=
+          aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
     }
-    const at::Tensor header = at::tensor(
-        std::vector<int64_t>{static_cast<int64_t>(entries.size()),
-                             static_cast<int64_t>(fnv1a(entries)), payload},
-        at::kLong);
+    const at::Tensor header =
+        at::tensor(std::vector<int64_t>{static_cast<int64_t>(entries.size()),
+                                        static_cast<int64_t>(fnv1a(entries)), payload},
+                   at::kLong);
     const std::vector<at::Tensor> headers = calls.all_gather(header, "the keys");
     int64_t longest = 1;
     for (int r = 0; r < size; ++r) {
@@ -166,17 +166,17 @@ void gather_sharded_leaves(StateDict& state_dict,
         int64_t numel = 1;
         for (std::size_t d = 0; d < sizes.size(); ++d) {
           numel *= sizes[d];
-          if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
-            throw CheckpointError("full_state_dict: rank " + std::to_string(r) + "'s shard of '" +
-                                  entries[i].key + "' (offsets " + shape_string(offsets) +
-                                  ", sizes " + shape_string(sizes) +
-                                  ") lies outside its global shape " +
-                                  shape_string(assembly.whole.sizes()));
+          if (offsets[d] < 0 || sizes[d] < 0 ||
+              offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
+            throw CheckpointError(
+                "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
+                "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
+                ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
           }
         }
         if (numel > 0) {
-          const at::Tensor piece =
-              at::from_blob(rank_bytes + b, sizes, at::TensorOptions().dtype(assembly.whole.dtype()));
+          const at::Tensor piece = at::from_blob(rank_bytes + b, sizes,
+                                                 at::TensorOptions().dtype(assembly.whole.dtype()));
           box_of(assembly.whole, offsets, sizes).copy_(piece);
         }
         assembly.covered += numel;
@@ -204,7 +204,8 @@ c10::IValue to_ivalue(const StateValue& value, const std::string& key);
 c10::IValue dict_to_ivalue(const StateDict& dict, const std::string& prefix) {
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   for (const auto& item : dict) {
-    out.insert(item.key, to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
+    out.insert(item.key,
+               to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
   }
   return out;
 }

@@ -1,0 +1,34 @@
+#pragma once
+// What every benchmark measures with: wall and thread-CPU clocks, best-of-N timing, this process's
+// memory, and CLI11 command lines.
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <functional>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start);
+
+/// CPU time of the calling thread: what a phase costs on a machine that other work also keeps busy.
+double thread_cpu_seconds();
+
+/// The shortest of `repeat` timed runs of `run`, each after an untimed `setup`.
+double best_seconds(int repeat, const std::function<void()>& setup,
+                    const std::function<void()>& run);
+
+/// This process's resident memory now and at its peak, MiB (VmRSS and VmHWM of /proc/self/status).
+struct ResidentMemory {
+  double now_mib = 0;
+  double peak_mib = 0;
+};
+ResidentMemory resident_memory();
+
+/// Parses the command line into `app`'s options; on --help or an error prints CLI11's message and
+/// exits (0 for --help, 2 for an error).
+void parse_or_exit(CLI::App& app, int argc, char** argv);
+
+}  // namespace bench
