@@ -3,6 +3,7 @@
 // each tensor is then loaded whole with dcpp::load, which reads only its bytes (and assembles it
 // from its chunks when the files are DCP's sharded ones).
 
+#include "cached_metadata_reader.h"
 #include "checkpoint_source.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -17,28 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The library's reader, with the Metadata read once.
-class CachedReader final : public StorageReader {
- public:
-  explicit CachedReader(const fs::path& directory)
-      : reader_(make_huggingface_reader(directory)), metadata_(reader_->read_metadata()) {}
-  Metadata read_metadata() override { return metadata_; }
-  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
-    reader_->set_up(metadata, rank, is_coordinator);
-  }
-  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
-    reader_->read_data(plan, planner);
-  }
-  const Metadata& metadata() const { return metadata_; }
-
- private:
-  std::unique_ptr<StorageReader> reader_;
-  Metadata metadata_;
-};
-
 class HuggingFaceSource final : public CheckpointSource {
  public:
-  explicit HuggingFaceSource(const fs::path& directory) : reader_(directory) {
+  explicit HuggingFaceSource(const fs::path& directory)
+      : reader_(make_huggingface_reader(directory)) {
     for (const auto& [key, storage] : reader_.metadata().state_dict_metadata) {
       const auto& tensor = std::get<TensorStorageMetadata>(storage);
       SourceEntry entry;
@@ -68,7 +51,7 @@ class HuggingFaceSource final : public CheckpointSource {
   }
 
  private:
-  CachedReader reader_;
+  CachedMetadataReader reader_;
   std::vector<SourceEntry> entries_;
 };
 

@@ -1,5 +1,6 @@
 #include "inspect_command.h"
 
+#include "cached_metadata_reader.h"
 #include "inspect_file.h"
 #include "inspect_tree.h"
 #include "json_value.h"
@@ -23,31 +24,6 @@ namespace dcpp::tools {
 namespace {
 
 using nlohmann::json;
-
-// A reader that decodes `.metadata` (or a Hugging Face directory's headers) once, for the passes of
-// inspect (values, then tensor stats).
-class CachedMetadataReader final : public StorageReader {
- public:
-  explicit CachedMetadataReader(const std::filesystem::path& checkpoint)
-      : huggingface_(is_huggingface_directory(checkpoint)),
-        reader_(huggingface_ ? make_huggingface_reader(checkpoint)
-                             : make_filesystem_reader(checkpoint)),
-        metadata_(reader_->read_metadata()) {}
-  Metadata read_metadata() override { return metadata_; }
-  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
-    reader_->set_up(metadata, rank, is_coordinator);
-  }
-  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
-    reader_->read_data(plan, planner);
-  }
-  const Metadata& metadata() const { return metadata_; }
-  bool huggingface() const { return huggingface_; }
-
- private:
-  bool huggingface_;
-  std::unique_ptr<StorageReader> reader_;
-  Metadata metadata_;
-};
 
 // Loads the entries `keys` (all at once), as a nested state dict.
 StateDict load_entries(CachedMetadataReader& reader, std::vector<std::string> keys) {
@@ -85,7 +61,9 @@ json rank_of_file(const std::string& name) {
 
 json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
   if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
-  CachedMetadataReader reader(checkpoint);
+  const bool huggingface = is_huggingface_directory(checkpoint);
+  CachedMetadataReader reader(huggingface ? make_huggingface_reader(checkpoint)
+                                          : make_filesystem_reader(checkpoint));
   const Metadata& metadata = reader.metadata();
   std::map<std::string, ObjectPath> paths;
   for (const auto& [key, path] : metadata.planner_data) {
@@ -160,7 +138,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       }
     }
   }
-  json inspection{{"format", reader.huggingface() ? "huggingface" : "pytorch-dcp"},
+  json inspection{{"format", huggingface ? "huggingface" : "pytorch-dcp"},
                   {"version", metadata.version ? json(*metadata.version) : json(nullptr)},
                   {"entries", std::move(entries)}};
   add_sizes(inspection, checkpoint, value_bytes);

@@ -44,16 +44,6 @@ bool has_typed_storage(at::ScalarType dtype) {
   }
 }
 
-std::vector<int64_t> row_major_strides(at::IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t stride = 1;
-  for (std::size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
-}
-
 class Pickler {
  public:
   Pickler() {
@@ -218,7 +208,7 @@ class Pickler {
     byte(op::kBinPersId);
     integer(0);
     int_tuple(tensor.sizes().vec());
-    int_tuple(row_major_strides(tensor.sizes()));
+    int_tuple(detail::row_major_strides(tensor.sizes()));
     byte(tensor.requires_grad() ? op::kNewTrue : op::kNewFalse);
     global("collections", "OrderedDict");
     byte(op::kEmptyTuple);

@@ -29,15 +29,7 @@ void PhaseLog::begin(const std::string& operation, const std::string& phase, int
   try {
     logger().debug("{} step {} {}: begin, rank {} {}", operation, step, phase, rank_, path);
     if (metrics_file_.empty()) return;
-    nlohmann::json line;
-    line["event"] = "begin";
-    line["time"] = unix_now();
-    line["operation"] = operation;
-    line["phase"] = phase;
-    line["step"] = step;
-    line["rank"] = rank_;
-    line["path"] = path;
-    append(line.dump(), operation + " " + phase);
+    append(event("begin", operation, phase, step, path), operation + " " + phase);
   } catch (const std::exception& e) {
     logger().warn("could not record the start of {} {}: {}", operation, phase, e.what());
   }
@@ -55,25 +47,32 @@ void PhaseLog::record(const std::string& operation, const std::string& phase, in
                      path);
     }
     if (metrics_file_.empty()) return;
-    nlohmann::json line;
-    line["event"] = "end";
-    line["time"] = unix_now();
-    line["operation"] = operation;
-    line["phase"] = phase;
-    line["step"] = step;
+    nlohmann::json line = event("end", operation, phase, step, path);
     line["bytes"] = bytes;
     line["seconds"] = seconds;
     line["gb_per_s"] = gbps;
-    line["rank"] = rank_;
-    line["path"] = path;
-    append(line.dump(), operation + " " + phase);
+    append(line, operation + " " + phase);
   } catch (const std::exception& e) {
     logger().warn("could not record the {} {} metrics: {}", operation, phase, e.what());
   }
 }
 
-void PhaseLog::append(const std::string& line, const std::string& what) {
-  const std::string bytes = line + '\n';
+nlohmann::json PhaseLog::event(const char* name, const std::string& operation,
+                               const std::string& phase, int64_t step,
+                               const std::string& path) const {
+  nlohmann::json line;
+  line["event"] = name;
+  line["time"] = unix_now();
+  line["operation"] = operation;
+  line["phase"] = phase;
+  line["step"] = step;
+  line["rank"] = rank_;
+  line["path"] = path;
+  return line;
+}
+
+void PhaseLog::append(const nlohmann::json& line, const std::string& what) {
+  const std::string bytes = line.dump() + '\n';
   const int fd = ::open(metrics_file_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     logger().warn("could not open the metrics file '{}' for the {} record: {}",

@@ -5,6 +5,8 @@
 // when it starts, so that whoever watches the file knows which phase a job is in (a job killed
 // mid-phase leaves a begin without its end).
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -33,8 +35,11 @@ class PhaseLog {
               double seconds, const std::string& path);
 
  private:
+  // The fields every record has: event, time, operation, phase, step, rank, path.
+  nlohmann::json event(const char* name, const std::string& operation, const std::string& phase,
+                       int64_t step, const std::string& path) const;
   // Appends `line` and a newline in one write(2); logs a warning when that fails.
-  void append(const std::string& line, const std::string& what);
+  void append(const nlohmann::json& line, const std::string& what);
 
   std::filesystem::path metrics_file_;
   int rank_;

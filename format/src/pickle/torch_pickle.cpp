@@ -79,16 +79,6 @@ const DtypeName* find_dtype(at::ScalarType dtype) {
 
 // ---- encoding ----
 
-std::vector<int64_t> row_major_strides(at::IntArrayRef sizes) {
-  std::vector<int64_t> strides(sizes.size());
-  int64_t stride = 1;
-  for (std::size_t i = sizes.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= std::max<int64_t>(sizes[i], 1);
-  }
-  return strides;
-}
-
 void put_int_tuple(PickleWriter& writer, const std::vector<int64_t>& values) {
   writer.put_tuple(values.size(), [&] {
     for (int64_t v : values) writer.put_int(v);
@@ -567,6 +557,16 @@ c10::IValue decode_value_pickle(std::string_view pickle,
                                 std::string_view what) {
   const Unpickled tree = unpickle(pickle, allow_value_global, what);
   return ValueDecoder(load_tensor, what).convert(tree.root(), 0);
+}
+
+std::vector<int64_t> row_major_strides(at::IntArrayRef sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (std::size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
 }
 
 }  // namespace dcpp::detail

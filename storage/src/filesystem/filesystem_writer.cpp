@@ -32,14 +32,13 @@
 #include "format/transform_descriptors.h"
 #include "format/zstd_stream.h"
 #include "parallel_for.h"
+#include "random_tag.h"
 #include "storage/per_rank_metadata.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
-#include <random>
 #include <set>
 
 namespace dcpp {
@@ -50,18 +49,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMetadataFile = ".metadata";
 constexpr const char* kDataSuffix = ".distcp";
-
-std::string random_tag() {
-  std::mt19937_64 random(
-      std::random_device{}() ^
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char digits[] = "0123456789abcdef";
-  std::string tag;
-  for (int i = 0; i < 8; ++i) {
-    tag += digits[random() % 16];
-  }
-  return tag;
-}
 
 // DCP's `_split_by_size_and_type`: bytes items round-robin, then tensors from the largest, each
 // into the bucket with the fewest bytes so far.
@@ -141,13 +128,14 @@ class FileSystemWriter final : public StorageWriter {
 
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
     if (local_rank_) {
-      const std::string tag = fs::exists(directory_ / metadata_file()) ? random_tag() + "_" : "";
+      const std::string tag =
+          fs::exists(directory_ / metadata_file()) ? detail::random_tag(8) + "_" : "";
       for (SavePlan& plan : plans) {
         plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
       }
       return plans;
     }
-    const std::string tag = holds_checkpoint() ? random_tag() + "_" : "";
+    const std::string tag = holds_checkpoint() ? detail::random_tag(8) + "_" : "";
     for (std::size_t rank = 0; rank < plans.size(); ++rank) {
       plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
     }
@@ -187,7 +175,7 @@ class FileSystemWriter final : public StorageWriter {
       }
     }
     if (!metadata.storage_meta) {
-      metadata.storage_meta = StorageMeta{directory_.string(), random_tag(), "", {}};
+      metadata.storage_meta = StorageMeta{directory_.string(), detail::random_tag(8), "", {}};
     }
     const bool replacing =
         local_rank_ ? fs::exists(directory_ / metadata_file()) : holds_checkpoint();

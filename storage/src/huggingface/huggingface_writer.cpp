@@ -20,6 +20,7 @@
 #include "huggingface_layout.h"
 #include "parallel_for.h"
 #include "planner/save_plan_validation.h"
+#include "random_tag.h"
 #include "tensor_runs.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -28,10 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <map>
 #include <optional>
-#include <random>
 #include <set>
 
 namespace dcpp {
@@ -39,18 +38,6 @@ namespace dcpp {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string random_tag() {
-  std::mt19937_64 random(
-      std::random_device{}() ^
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  static const char digits[] = "0123456789abcdef";
-  std::string tag;
-  for (int i = 0; i < 12; ++i) {
-    tag += digits[random() % 16];
-  }
-  return tag;
-}
 
 std::string refuse_value(const std::string& key) {
   return "key '" + key +
@@ -103,7 +90,7 @@ class HuggingFaceWriter final : public StorageWriter {
     }
     detail::HuggingFaceLayout layout = detail::compute_huggingface_layout(
         specs, options_.fqn_to_index_mapping, options_.max_file_size);
-    const std::string tag = random_tag();
+    const std::string tag = detail::random_tag(12);
     for (const detail::HuggingFaceFile& file : layout.files) {
       detail::File staging(directory_ / detail::huggingface_staging_name(file.name, tag),
                            detail::File::Mode::kCreateTruncate);

@@ -88,18 +88,9 @@ class FutureState : public FutureStateBase {
 template <>
 class FutureState<void> : public FutureStateBase {};
 
-}  // namespace detail
-
-template <typename T>
-class Promise;
-
-/// The result of background work. Copyable; every copy sees the same result; thread-safe.
-/// A default-constructed Future is invalid: waiting on it throws CheckpointError.
-template <typename T = void>
-class Future {
+/// What every Future does, whatever its value: waits, and reports completion and error.
+class FutureWaiter {
  public:
-  Future() = default;
-
   bool valid() const { return state_ != nullptr; }
   /// True once the work has completed, successfully or not. Never blocks.
   bool is_ready() const { return state_ && state_->ready(); }
@@ -117,21 +108,16 @@ class Future {
     check_valid();
     return state_->wait_for(timeout);
   }
-  /// wait(), then the value (valid as long as any copy of this Future lives).
-  template <typename U = T, typename = std::enable_if_t<!std::is_void_v<U>>>
-  const U& get() const {
-    wait();
-    return state_->value();
-  }
   /// The error once ready (null when it succeeded or is not ready yet). Never blocks or throws.
   std::exception_ptr error() const { return is_ready() ? state_->error() : nullptr; }
 
+ protected:
+  FutureWaiter() = default;
+  explicit FutureWaiter(std::shared_ptr<const FutureStateBase> state) : state_(std::move(state)) {}
+
+  std::shared_ptr<const FutureStateBase> state_;
+
  private:
-  template <typename>
-  friend class Future;
-  template <typename>
-  friend class Promise;
-  explicit Future(std::shared_ptr<detail::FutureState<T>> state) : state_(std::move(state)) {}
   void check_valid() const {
     if (!state_) {
       throw CheckpointError(
@@ -139,48 +125,44 @@ class Future {
           "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
+};
 
-  std::shared_ptr<detail::FutureState<T>> state_;
+}  // namespace detail
+
+template <typename T>
+class Promise;
+
+/// The result of background work. Copyable; every copy sees the same result; thread-safe.
+/// A default-constructed Future is invalid: waiting on it throws CheckpointError.
+template <typename T = void>
+class Future : public detail::FutureWaiter {
+ public:
+  Future() = default;
+
+  /// wait(), then the value (valid as long as any copy of this Future lives).
+  const T& get() const {
+    wait();
+    return static_cast<const detail::FutureState<T>&>(*state_).value();
+  }
+
+ private:
+  friend class Promise<T>;
+  explicit Future(std::shared_ptr<const detail::FutureState<T>> state)
+      : FutureWaiter(std::move(state)) {}
 };
 
 /// Completes with the work of any Future: a Future<void> can watch a Future<StateDict>.
 template <>
-class Future<void> {
+class Future<void> : public detail::FutureWaiter {
  public:
   Future() = default;
   template <typename U>
-  Future(const Future<U>& other) : state_(other.state_) {}  // NOLINT(google-explicit-constructor)
-
-  bool valid() const { return state_ != nullptr; }
-  bool is_ready() const { return state_ && state_->ready(); }
-  void wait() const {
-    check_valid();
-    state_->wait();
-    if (std::exception_ptr error = state_->error()) {
-      std::rethrow_exception(error);
-    }
-  }
-  template <typename Rep, typename Period>
-  bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
-    check_valid();
-    return state_->wait_for(timeout);
-  }
-  std::exception_ptr error() const { return is_ready() ? state_->error() : nullptr; }
+  Future(const Future<U>& other) : FutureWaiter(other) {}  // NOLINT(google-explicit-constructor)
 
  private:
-  template <typename>
-  friend class Promise;
+  friend class Promise<void>;
   explicit Future(std::shared_ptr<const detail::FutureStateBase> state)
-      : state_(std::move(state)) {}
-  void check_valid() const {
-    if (!state_) {
-      throw CheckpointError(
-          "waiting on an invalid dcpp::Future (default-constructed): use the "
-          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
-    }
-  }
-
-  std::shared_ptr<const detail::FutureStateBase> state_;
+      : FutureWaiter(std::move(state)) {}
 };
 
 /// The producing side of a Future. Movable, not copyable. A Promise destroyed without a result

@@ -75,4 +75,8 @@ std::string storage_class_name(at::ScalarType dtype);
 /// The dtype of a storage class name, or throws CheckpointError naming it.
 at::ScalarType dtype_from_storage_class(std::string_view name);
 
+/// The strides of a contiguous tensor of `sizes`, as torch.save writes them (a size-0 dimension
+/// counts as 1, as in PyTorch).
+std::vector<int64_t> row_major_strides(at::IntArrayRef sizes);
+
 }  // namespace dcpp::detail
