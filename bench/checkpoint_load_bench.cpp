@@ -15,6 +15,7 @@
 // arenas for reuse: resident memory grows over the first few dozen saves, then stays flat).
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include "bench_common.h"
 

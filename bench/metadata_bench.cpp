@@ -10,6 +10,8 @@
 // alone.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
+#include <dcpp/extend.h>
 #include <dcpp/dist/process_group.h>
 
 #include "bench_common.h"

@@ -6,6 +6,7 @@
 // Prints each step's loss (the mean over the ranks) on rank 0, and the checkpoints kept in DIR.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 

@@ -14,6 +14,7 @@
 // resumed run continues the killed run's loss curve.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 

@@ -7,6 +7,7 @@
 // names the recipe that went wrong and exits 1.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 

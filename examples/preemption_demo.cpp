@@ -11,6 +11,7 @@
 // take it for finished; Ctrl-C (SIGINT) preempts too.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 

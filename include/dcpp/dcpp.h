@@ -1,22 +1,38 @@
 #pragma once
-// Everything dcpp offers, in one include.
+// What a training loop uses, in one include: the state dict and Stateful, save and load, async
+// saves, the state-dict helpers for models and optimizers (plain, DDP, FSDP, pipeline), the
+// checkpoint manager and its callbacks, and the error dcpp throws.
+//
+// The other tiers: <dcpp/extend.h> for the extension points (planners, storage drivers, optimizer
+// codecs, the checkpoint metadata); <dcpp/dist.h> for process groups and the launcher's
+// environment.
 
+// The state and what a checkpoint holds of it.
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/sharded_tensor.h>
+#include <dcpp/state_dict/state_dict.h>
+#include <dcpp/state_dict/stateful.h>
+#include <dcpp/state_dict/stateful_adapters.h>
+
+// Saving and loading, blocking or in the background.
 #include <dcpp/async/async_checkpointer.h>
-#include <dcpp/async/async_stager.h>
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/core/checkpoint_error.h>
-#include <dcpp/dist/process_group.h>
-#include <dcpp/format/metadata.h>
+
+// Model and optimizer state dicts under fully qualified names, whatever the parallel layout.
 #include <dcpp/parallel/data_parallel.h>
-#include <dcpp/parallel/dim0_split.h>
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 #include <dcpp/parallel/pipeline_stage.h>
-#include <dcpp/planner/load_planner.h>
-#include <dcpp/planner/plan.h>
-#include <dcpp/planner/save_planner.h>
+#include <dcpp/state_dict/model_layout.h>
+#include <dcpp/state_dict/model_optimizer_state_dict.h>
+#include <dcpp/state_dict/model_state_dict.h>
+#include <dcpp/state_dict/optimizer_state_dict.h>
+#include <dcpp/state_dict/plain_layout.h>
+#include <dcpp/state_dict/state_dict_options.h>
+
+// The training loop's side: when to save, what to keep, where to resume from.
 #include <dcpp/plugin/checkpoint_callback.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_manager.h>
@@ -25,21 +41,3 @@
 #include <dcpp/plugin/training_callback.h>
 #include <dcpp/plugin/training_context.h>
 #include <dcpp/plugin/training_state.h>
-#include <dcpp/state_dict/flatten.h>
-#include <dcpp/state_dict/model_layout.h>
-#include <dcpp/state_dict/model_optimizer_state_dict.h>
-#include <dcpp/state_dict/model_state_dict.h>
-#include <dcpp/state_dict/optimizer_state_codec.h>
-#include <dcpp/state_dict/optimizer_state_dict.h>
-#include <dcpp/state_dict/plain_layout.h>
-#include <dcpp/state_dict/sharded_tensor.h>
-#include <dcpp/state_dict/state_dict.h>
-#include <dcpp/state_dict/state_dict_options.h>
-#include <dcpp/state_dict/stateful.h>
-#include <dcpp/state_dict/stateful_adapters.h>
-#include <dcpp/state_dict/stateful_swap.h>
-#include <dcpp/storage/filesystem_reader.h>
-#include <dcpp/storage/filesystem_writer.h>
-#include <dcpp/storage/huggingface_storage.h>
-#include <dcpp/storage/storage_reader.h>
-#include <dcpp/storage/storage_writer.h>

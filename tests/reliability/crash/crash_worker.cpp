@@ -17,6 +17,7 @@
 #include "state_record.h"
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 

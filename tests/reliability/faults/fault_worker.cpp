@@ -7,6 +7,7 @@
 //                                 latest checkpoint and loads back bit for bit.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <cstdio>
 #include <iostream>

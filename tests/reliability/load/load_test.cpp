@@ -5,6 +5,7 @@
 #include "dcpp_test.h"
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>

@@ -42,6 +42,8 @@
 // every rank (fixed formulas), so each rank knows what every element must be.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
+#include <dcpp/extend.h>
 #include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
