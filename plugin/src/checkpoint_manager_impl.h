@@ -32,7 +32,9 @@ namespace dcpp {
 /// Not thread-safe, like CheckpointManager: the training thread calls its members; the background
 /// worker runs only the tasks save() posts (async commits, pruning), which touch `history`, `log`
 /// and the file system, never the members the training thread changes.
-class CheckpointManager::Impl {
+/// Hidden: a nested class takes the visibility of the class around it, DCPP_API's default, so
+/// without the attribute libdcpp_plugin would export Impl's out-of-line members (internals).
+class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
  public:
   /// manager_setup.cpp. Collective; throws as CheckpointManager's constructor says.
   explicit Impl(CheckpointManagerOptions options);
@@ -56,7 +58,7 @@ class CheckpointManager::Impl {
                                      std::optional<at::ScalarType> dtype);
 
   /// checkpoint_restore.cpp: CheckpointManager::restore.
-  std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request);
+  std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
 
   /// Coordinator, on the worker: prune_checkpoints under the root with the options' policy.
   void prune() {
