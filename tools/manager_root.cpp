@@ -4,6 +4,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/checkpoint_kind.h>
 #include <dcpp/storage/huggingface_storage.h>
 
 #include <algorithm>
@@ -75,7 +76,7 @@ uint64_t size_on_disk(const fs::path& directory) {
 json describe(const fs::path& directory, const StepName& name) {
   json entry{{"directory", directory.filename().string()},
              {"step", name.step},
-             {"kind", name.is_export ? "export" : "full"},
+             {"kind", to_string(name.is_export ? CheckpointKind::kExport : CheckpointKind::kFull)},
              {"epoch", nullptr},
              {"committed_at", nullptr},
              {"metrics", nullptr},
@@ -86,7 +87,7 @@ json describe(const fs::path& directory, const StepName& name) {
     try {
       const CheckpointInfo info = read_checkpoint_info(directory);
       entry["step"] = info.step;
-      entry["kind"] = info.kind;
+      entry["kind"] = to_string(info.kind);
       entry["epoch"] = info.epoch;
       entry["committed_at"] = info.committed_at;
       entry["metrics"] = info.metrics;
@@ -153,7 +154,8 @@ json inspect_manager_root(const fs::path& root) {
   }
   std::sort(checkpoints.begin(), checkpoints.end(), [](const json& a, const json& b) {
     const auto key = [](const json& c) {
-      return std::make_tuple(c["step"].get<int64_t>(), c["kind"] != "full",
+      return std::make_tuple(c["step"].get<int64_t>(),
+                             c["kind"] != to_string(CheckpointKind::kFull),
                              c["directory"].get<std::string>());
     };
     return key(a) < key(b);
@@ -168,7 +170,8 @@ fs::path example_step_directory(const json& listing) {
   if (checkpoints.empty()) return root;
   std::string directory = checkpoints.back()["directory"];
   for (const json& c : checkpoints) {
-    if (c["committed"].get<bool>() && c["kind"] == "full") directory = c["directory"];
+    if (c["committed"].get<bool>() && c["kind"] == to_string(CheckpointKind::kFull))
+      directory = c["directory"];
   }
   return root / directory;
 }

@@ -5,27 +5,14 @@
 #include <dcpp/plugin/checkpoint_callback.h>
 
 #include "core/logging.h"
+#include "rank_agreement.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/preemption.h>
 
-#include <ATen/ATen.h>
-
 namespace dcpp {
 
 namespace {
-
-// Collective: element-wise maximum of `flags` over the group.
-std::vector<int64_t> agree(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                           std::vector<int64_t> flags) {
-  if (!group) return flags;
-  std::vector<at::Tensor> tensors{at::tensor(flags, at::TensorOptions().dtype(at::kLong))};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
-  group->allreduce(tensors, options)->wait();
-  for (size_t i = 0; i < flags.size(); ++i) flags[i] = tensors[0][i].item<int64_t>();
-  return flags;
-}
 
 // The failed saves at the end of a manager's history, the latest last.
 struct FailedSaves {
@@ -132,9 +119,9 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
     const FailedSaves failed = failed_saves_in_a_row(manager_->history());
     const bool too_many = options_.max_consecutive_failed_saves > 0 &&
                           failed.count >= options_.max_consecutive_failed_saves;
-    const std::vector<int64_t> flags =
-        agree(manager_->process_group(),
-              {preemption_requested() ? 1 : 0, time_due ? 1 : 0, too_many ? 1 : 0});
+    const std::vector<int64_t> flags = detail::max_over_ranks(
+        manager_->process_group(),
+        {preemption_requested() ? 1 : 0, time_due ? 1 : 0, too_many ? 1 : 0});
     if (flags[2] != 0) throw_too_many_failed_saves(failed);
     preempt = flags[0] != 0;
     due = due || flags[1] != 0;

@@ -24,7 +24,7 @@ std::string checkpoint_info_to_json(const CheckpointInfo& info) {
   j["format"] = "dcpp-managed-checkpoint-1";
   j["step"] = info.step;
   j["epoch"] = info.epoch;
-  j["kind"] = info.kind;
+  j["kind"] = to_string(info.kind);
   j["metrics"] = info.metrics;
   j["content"] = info.content;
   j["world_size"] = info.world_size;
@@ -60,7 +60,14 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     info.path = path;
     info.step = j.at("step").get<int64_t>();
     info.epoch = j.value("epoch", int64_t{0});
-    info.kind = j.value("kind", std::string("full"));
+    const std::string kind = j.value("kind", std::string(to_string(CheckpointKind::kFull)));
+    const std::optional<CheckpointKind> parsed = parse_checkpoint_kind(kind);
+    if (!parsed) {
+      throw CheckpointError("checkpoint manifest '" + file.string() + "' names the kind '" + kind +
+                            "', which this version of dcpp does not know (it knows \"full\" and "
+                            "\"export\"); read it with the dcpp version that wrote it");
+    }
+    info.kind = *parsed;
     info.metrics = j.value("metrics", std::map<std::string, double>{});
     info.content = j.value("content", ContentMetadata{});
     info.world_size = j.value("world_size", 1);
@@ -89,7 +96,7 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
     }
     try {
       CheckpointInfo info = read_checkpoint_info(entry.path());
-      if (info.kind == "full") found.push_back(std::move(info));
+      if (info.kind == CheckpointKind::kFull) found.push_back(std::move(info));
     } catch (const CheckpointError&) {
       // A directory renamed into place always has a readable manifest; skip anything else.
     }

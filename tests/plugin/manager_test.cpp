@@ -234,7 +234,10 @@ TEST_CASE("content metadata is readable without loading any tensor") {
   CHECK(info.epoch == 2);
   CHECK(info.metrics.at("loss") == 0.25);
   CHECK(info.content == r.content);
-  CHECK(info.kind == "full");
+  CHECK(info.kind == dcpp::CheckpointKind::kFull);
+  // The manifest names the kind as it always has (old checkpoints and other readers rely on it).
+  CHECK(dcpp::test::read_file(saving.path / "dcpp_checkpoint.json").find("\"kind\": \"full\"") !=
+        std::string::npos);
   // What the checkpoint stores: the tensor's bytes and the pickled non-tensor values.
   int64_t stored = 0;
   for (const auto& [index, storage] : dcpp::read_metadata(saving.path).storage_data) {
@@ -303,19 +306,25 @@ TEST_CASE("each save logs its phases to the metrics file and the export is cast"
   const auto history = manager.history();
   REQUIRE(history.size() == 2);
   CHECK(history[0].ok);
+  CHECK(history[0].kind == dcpp::CheckpointKind::kFull);
+  CHECK(history[1].kind == dcpp::CheckpointKind::kExport);
   CHECK(history[0].bytes == 24);  // the state's tensors
   // What the only rank wrote: every stored item.
   int64_t stored = 0;
-  for (const auto& [index, storage] : dcpp::read_metadata(dir / "ckpt" / "step-00000001").storage_data) {
+  for (const auto& [index, storage] :
+       dcpp::read_metadata(dir / "ckpt" / "step-00000001").storage_data) {
     stored += storage.length;
   }
   CHECK(history[0].written_bytes == stored);
   CHECK(dcpp::read_checkpoint_info(dir / "ckpt" / "step-00000001").bytes == stored);
   // A commit moves no data: its record says 0 bytes, not the state's size over its few seconds.
   CHECK(log.find("\"bytes\":0,\"event\":\"end\",\"gb_per_s\":0.0,\"operation\":\"save\","
-                 "\"path\":\"" + (dir / "ckpt" / "step-00000001").string() +
-                 "\",\"phase\":\"commit\"") != std::string::npos);
-  CHECK(dcpp::read_checkpoint_info(exported).kind == "export");
+                 "\"path\":\"" +
+                 (dir / "ckpt" / "step-00000001").string() + "\",\"phase\":\"commit\"") !=
+        std::string::npos);
+  CHECK(dcpp::read_checkpoint_info(exported).kind == dcpp::CheckpointKind::kExport);
+  CHECK(dcpp::test::read_file(exported / "dcpp_checkpoint.json").find("\"kind\": \"export\"") !=
+        std::string::npos);
   dcpp::StateDict loaded = dcpp::load_from_keys(exported);
   CHECK(loaded.at("model").dict().at("weight").tensor().scalar_type() == at::kBFloat16);
   CHECK(steps_of(manager.list()) == std::vector<int64_t>{1});  // exports are not resumable
@@ -461,9 +470,9 @@ TEST_CASE("resuming from a step that is not there lists the steps that are") {
   dcpp::StateDict state = small_state(0);
   dcpp::RestoreRequest missing;
   missing.step = 4;
-  REQUIRE_THROWS_WITH(manager.restore(state, missing),
-                      Catch::Contains("there is no complete checkpoint under '" +
-                                      dir.path().string() + "'"));
+  REQUIRE_THROWS_WITH(
+      manager.restore(state, missing),
+      Catch::Contains("there is no complete checkpoint under '" + dir.path().string() + "'"));
   manager.save(small_state(3), request(3)).committed.wait();
   manager.save(small_state(6), request(6)).committed.wait();
   REQUIRE_THROWS_WITH(manager.restore(state, missing),

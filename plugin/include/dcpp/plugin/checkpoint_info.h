@@ -9,6 +9,7 @@
 // directories (`*.incomplete`) and directories being deleted (`*.deleting`) never are.
 
 #include <dcpp/core/export.h>
+#include <dcpp/plugin/checkpoint_kind.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -28,8 +29,9 @@ struct DCPP_API CheckpointInfo {
   std::filesystem::path path;
   int64_t step = 0;
   int64_t epoch = 0;
-  /// "full" (everything the training context holds) or "export" (the model only, maybe cast).
-  std::string kind = "full";
+  /// kFull (everything the training context holds) or kExport (the model only, maybe cast); the
+  /// manifest stores it by name ("full", "export"; a manifest without one is "full").
+  CheckpointKind kind = CheckpointKind::kFull;
   std::map<std::string, double> metrics;
   ContentMetadata content;
   int world_size = 1;
@@ -45,14 +47,15 @@ struct DCPP_API CheckpointInfo {
 DCPP_API std::string step_directory_name(int64_t step);
 
 /// Reads `path/dcpp_checkpoint.json`. Blocking file I/O; thread-safe. Throws CheckpointError naming
-/// the file when it is missing or malformed.
+/// the file when it is missing or malformed, or names a kind no CheckpointKind has.
 DCPP_API CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
 
-/// The complete checkpoints of kind "full" under `root`, ascending by step (an empty list when
-/// `root` does not exist). Never returns a temporary or half-deleted directory. Thread-safe.
+/// The complete checkpoints of kind CheckpointKind::kFull under `root`, ascending by step (an empty
+/// list when `root` does not exist). Never returns a temporary or half-deleted directory.
+/// Thread-safe.
 DCPP_API std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
 
-/// The complete "full" checkpoint with the highest step under `root`, if any.
+/// The complete kFull checkpoint with the highest step under `root`, if any.
 DCPP_API std::optional<CheckpointInfo> latest_checkpoint(const std::filesystem::path& root);
 
 }  // namespace dcpp

@@ -18,6 +18,7 @@
 #include <dcpp/async/future.h>
 #include <dcpp/core/export.h>
 #include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/checkpoint_kind.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer.h>
@@ -140,7 +141,8 @@ struct DCPP_API ManagedSave {
 /// Timings of one save as this rank saw them (the report of the demo, the metrics file).
 struct DCPP_API SaveRecord {
   int64_t step = 0;
-  std::string kind;
+  /// kFull for save(), kExport for export_state().
+  CheckpointKind kind = CheckpointKind::kFull;
   bool async = false;
   /// Bytes of the tensors in this rank's state (what it staged), and bytes of the items this rank
   /// wrote (a chunk several ranks hold is written by one of them only).
@@ -202,8 +204,8 @@ class DCPP_API CheckpointManager {
   ManagedSave save(const StateDict& state, const SaveRequest& request);
 
   /// Collective, blocking: saves the tensors of `state` (e.g. the model's state dict) cast to
-  /// `dtype` when given (floating tensors only) as `export-step-<step>/`, kind "export", committed
-  /// like a step checkpoint. latest() never returns exports.
+  /// `dtype` when given (floating tensors only) as `export-step-<step>/`, CheckpointKind::kExport,
+  /// committed like a step checkpoint. latest() never returns exports.
   std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
                                      std::optional<at::ScalarType> dtype = std::nullopt);
 

@@ -1,0 +1,42 @@
+#pragma once
+// The commit of a managed checkpoint: how a saved `<name>.incomplete/` becomes `<name>/` with its
+// manifest. The protocol, for every save (sync, async, export):
+//   1. every rank saves its part with dcpp::save into `<name>.incomplete/`; dcpp::save returns (or
+//      completes its upload) on a rank only after the coordinator wrote and fsynced `.metadata`,
+//      i.e. after every rank's data is durable;
+//   2. the coordinator then commits (commit_checkpoint): the manifest `dcpp_checkpoint.json`
+//      (tmp, fsync, rename) into the directory, the rename to `<name>/`, an fsync of the root.
+// A job killed at any moment leaves a complete `<name>/` or an `.incomplete` directory, which
+// list_checkpoints() ignores and the next manager on the root removes.
+
+#include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/checkpoint_kind.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+
+#include <cstdint>
+#include <filesystem>
+
+namespace dcpp::detail {
+
+/// The suffix of the directory a save writes into before its commit.
+inline constexpr const char* kIncompleteSuffix = ".incomplete";
+
+/// `<final_path>.incomplete`: where every rank saves the checkpoint that commits as `final_path`.
+std::filesystem::path incomplete_directory(const std::filesystem::path& final_path);
+
+/// The manifest of a save of `request` as `kind`: `stored_bytes`, every item the checkpoint stores
+/// (all ranks'); the plan, stage and write seconds of `record` (the coordinator's); committed now.
+/// `path` is left empty (read_checkpoint_info fills it in).
+CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, int world_size,
+                             int64_t stored_bytes, const SaveRecord& record);
+
+/// Step 2 of the protocol, on the coordinator only, after dcpp::save completed on it: writes
+/// `manifest` into `incomplete`, renames `incomplete` to `final_path` (replacing a directory
+/// there) and logs the saved step; the fsyncs only with `sync_files`. Blocking; throws
+/// CheckpointError (or std::filesystem::filesystem_error) when a step fails, and then nothing
+/// was renamed to `final_path`.
+void commit_checkpoint(const std::filesystem::path& incomplete,
+                       const std::filesystem::path& final_path, const CheckpointInfo& manifest,
+                       bool sync_files);
+
+}  // namespace dcpp::detail

@@ -1,0 +1,103 @@
+#pragma once
+// CheckpointManager::Impl, private to the plugin: the manager's state, and its operations, one
+// concept per source file (checkpoint_manager.cpp is the public class, forwarding here):
+//   manager_setup.cpp       the constructor: process groups, the AsyncCheckpointer, the root
+//                           prepared (created, leftovers of a killed job removed)
+//   save_schedule.h         when a save is due: the step and time rules
+//   managed_save.cpp        save(): sync and async saves, written, then committed
+//   checkpoint_commit.h     the commit protocol: manifest, rename to `step-...`, fsync of the root
+//   checkpoint_pruning.h    retention: pruning with the RetentionPolicy on the background worker
+//   checkpoint_restore.cpp  restore(): the coordinator's choice of checkpoint, then the load
+//   checkpoint_export.cpp   export_state()
+//   save_history.h          what each save did: history(), the error wait() rethrows
+//   rank_agreement.h        the collectives (the only c10d collective calls of the plugin)
+
+#include "core/serial_worker.h"
+#include "checkpoint_pruning.h"
+#include "phase_log.h"
+#include "save_history.h"
+#include "save_schedule.h"
+
+#include <dcpp/async/async_checkpointer.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+
+namespace dcpp {
+
+/// Not thread-safe, like CheckpointManager: the training thread calls its members; the background
+/// worker runs only the tasks save() posts (async commits, pruning), which touch `history`, `log`
+/// and the file system, never the members the training thread changes.
+/// Hidden: a nested class takes the visibility of the class around it, DCPP_API's default, so
+/// without the attribute libdcpp_plugin would export Impl's out-of-line members (internals).
+class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
+ public:
+  /// manager_setup.cpp. Collective; throws as CheckpointManager's constructor says.
+  explicit Impl(CheckpointManagerOptions options);
+
+  bool is_coordinator() const { return rank == options.coordinator_rank; }
+
+  /// managed_save.cpp: CheckpointManager::save.
+  ManagedSave save(const StateDict& state, const SaveRequest& request);
+
+  /// managed_save.cpp. Collective, blocking: saves `resolved` (no Stateful left) into
+  /// `<final_path>.incomplete` and commits it as `final_path` with a manifest of `kind`; `record`
+  /// (its step, kind, bytes and plan seconds filled in) returned with the write and commit
+  /// timings and ok. Throws CheckpointError on every rank when any rank's save or the commit
+  /// failed.
+  SaveRecord save_blocking(const StateDict& resolved, const SaveRequest& request,
+                           CheckpointKind kind, const std::filesystem::path& final_path,
+                           SaveRecord record);
+
+  /// checkpoint_export.cpp: CheckpointManager::export_state.
+  std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
+                                     std::optional<at::ScalarType> dtype);
+
+  /// checkpoint_restore.cpp: CheckpointManager::restore.
+  std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
+
+  /// Coordinator, on the worker: prune_checkpoints under the root with the options' policy.
+  void prune() {
+    detail::prune_checkpoints(options.root, options.retention, options.file_system.sync_files,
+                              *log);
+  }
+
+  /// Blocks until the async save in flight is uploaded and committed and every task posted to the
+  /// worker (commits, pruning) has run. Throws what AsyncCheckpointer::wait() throws.
+  void drain() {
+    if (checkpointer) checkpointer->wait();
+    worker.drain();
+  }
+
+  const CheckpointManagerOptions options;
+  detail::SaveSchedule schedule{options};
+  c10::intrusive_ptr<c10d::ProcessGroup> group;  // null for one process
+  int rank = 0;
+  int world = 1;
+  std::unique_ptr<AsyncCheckpointer> checkpointer;  // null for sync saves
+  std::unique_ptr<detail::PhaseLog> log;
+  /// Steps handed to an async save by save() (the training thread's own): a second save of one
+  /// waits for the first's outcome.
+  std::set<int64_t> async_steps;
+  detail::SaveHistory history;
+
+  /// Declared last: destroyed first, so its tasks finish while everything above is alive.
+  detail::SerialWorker worker;
+
+ private:
+  // manager_setup.cpp
+  void prepare_root();
+  void clean_root();
+
+  // managed_save.cpp
+  ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
+                        ManagedSave result);
+  ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
+                         ManagedSave result);
+};
+
+}  // namespace dcpp

@@ -1,0 +1,25 @@
+#pragma once
+// Retention on disk: deleting the checkpoints a RetentionPolicy does not keep (the choice itself is
+// checkpoints_to_delete, retention_policy.h). The manager runs it on the coordinator, on its
+// background worker after each commit, never on the training thread.
+
+#include "phase_log.h"
+
+#include <dcpp/plugin/retention_policy.h>
+
+#include <filesystem>
+
+namespace dcpp::detail {
+
+/// The suffix a doomed checkpoint is renamed to before it is removed, so that a half-deleted one
+/// is never taken for a checkpoint (the next manager on the root removes what a kill left).
+inline constexpr const char* kDeletingSuffix = ".deleting";
+
+/// Deletes each complete checkpoint under `root` that `policy` does not keep: renames it to
+/// `<dir>.deleting` (durably with `sync_files`), then removes it, recording ("prune", "delete") on
+/// `log`. Does nothing when the policy never prunes. Blocking file I/O; a deletion that fails is
+/// logged (warning) and skipped, the others go on. Not safe to run twice at once on one root.
+void prune_checkpoints(const std::filesystem::path& root, const RetentionPolicy& policy,
+                       bool sync_files, PhaseLog& log);
+
+}  // namespace dcpp::detail

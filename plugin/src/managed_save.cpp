@@ -1,0 +1,211 @@
+// CheckpointManager::save: a step checkpoint written by every rank into `step-<step>.incomplete/`,
+// then committed (checkpoint_commit.h). A sync save commits on the calling thread and ends with a
+// status all-reduce, so a failed commit throws on every rank. An async save returns once staging
+// started; the manager's background worker waits for the upload and commits (coordinator), so the
+// training thread never waits for it; dcpp::save completes the upload on a rank only after the
+// coordinator committed `.metadata`, so the rename never precedes any rank's durable data.
+
+#include "checkpoint_commit.h"
+#include "checkpoint_manager_impl.h"
+#include "core/logging.h"
+#include "rank_agreement.h"
+#include "state_tools.h"
+#include "stopwatch.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/stateful_swap.h>
+
+namespace dcpp {
+namespace fs = std::filesystem;
+using detail::seconds_since;
+using detail::SteadyClock;
+
+namespace {
+
+std::string error_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+// Bytes of the items `rank` wrote: the file system writer names each rank's files `__<rank>_*`.
+int64_t bytes_written_by(const Metadata& metadata, int rank) {
+  const std::string prefix = "__" + std::to_string(rank) + "_";
+  int64_t bytes = 0;
+  for (const auto& [index, info] : metadata.storage_data) {
+    if (info.relative_path.rfind(prefix, 0) == 0) bytes += info.length;
+  }
+  return bytes;
+}
+
+// Bytes of every item the checkpoint stores, as stored.
+int64_t stored_bytes(const Metadata& metadata) {
+  int64_t bytes = 0;
+  for (const auto& [index, info] : metadata.storage_data) bytes += info.length;
+  return bytes;
+}
+
+// The operation a save of `kind` is recorded as in the phase log.
+const char* operation_of(CheckpointKind kind) {
+  return kind == CheckpointKind::kExport ? "export" : "save";
+}
+
+// A future that has completed: a save that is done (or skipped) by the time save() returns.
+Future<void> completed() {
+  Promise<void> done;
+  done.set_value();
+  return done.get_future();
+}
+
+}  // namespace
+
+ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequest& request) {
+  ManagedSave result;
+  result.path = options.root / step_directory_name(request.step);
+  if (async_steps.erase(request.step) != 0) {
+    worker.drain();  // an async save of this step is in flight: its outcome decides
+  }
+  if (history.is_saved(request.step) || fs::exists(result.path / ".metadata")) {
+    result.staged = result.committed = completed();
+    result.skipped = true;
+    return result;
+  }
+  schedule.restart();
+
+  SaveRecord record;
+  record.step = request.step;
+  record.kind = CheckpointKind::kFull;
+  record.async = options.async;
+  log->begin("save", "plan", request.step, result.path.string());
+  const auto start = SteadyClock::now();
+  StateDict resolved = resolve_statefuls(state);
+  record.bytes = detail::tensor_bytes(resolved);
+  record.plan_seconds = seconds_since(start);
+  log->record("save", "plan", request.step, record.bytes, record.plan_seconds,
+              result.path.string());
+  return options.async ? save_async(resolved, request, record, std::move(result))
+                       : save_sync(resolved, request, record, std::move(result));
+}
+
+// Returns after the commit; throws (on every rank) when the save or the commit failed.
+ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
+                                               const SaveRequest& request, SaveRecord record,
+                                               ManagedSave result) {
+  try {
+    record = save_blocking(resolved, request, CheckpointKind::kFull, result.path, record);
+  } catch (const std::exception& e) {
+    record.error = e.what();
+    history.add(record, /*thrown=*/true);
+    throw;
+  }
+  history.add(record);
+  history.mark_saved(request.step);
+  if (is_coordinator()) worker.post([this] { prune(); });
+  result.staged = result.committed = completed();
+  return result;
+}
+
+// Returns after staging started; the worker finishes the save. Errors travel in `committed`.
+ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
+                                                const SaveRequest& request, SaveRecord record,
+                                                ManagedSave result) {
+  const fs::path temporary = detail::incomplete_directory(result.path);
+  async_steps.insert(request.step);
+  log->begin("save", "stage", request.step, temporary.string());
+  const auto start = SteadyClock::now();
+  AsyncSaveResponse response = checkpointer->async_save(resolved, temporary);
+  const double call_seconds = seconds_since(start);
+  // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
+  // worker thread gets to look.
+  const bool staged_in_call = response.staging_completion.is_ready();
+  auto committed = std::make_shared<Promise<void>>();
+  result.staged = response.staging_completion;
+  result.committed = committed->get_future();
+  const fs::path final_path = result.path;
+  worker.post([this, response, committed, record, request, start, call_seconds, staged_in_call,
+               temporary, final_path]() mutable {
+    try {
+      response.staging_completion.wait();
+      record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
+      log->record("save", "stage", request.step, record.bytes, record.stage_seconds,
+                  temporary.string());
+      log->begin("save", "write", request.step, temporary.string());
+      const Metadata& metadata = response.upload_completion.get();
+      record.write_seconds = seconds_since(start) - record.stage_seconds;
+      record.written_bytes = bytes_written_by(metadata, rank);
+      log->record("save", "write", request.step, record.written_bytes, record.write_seconds,
+                  temporary.string());
+      log->begin("save", "commit", request.step, final_path.string());
+      const auto commit_start = SteadyClock::now();
+      if (is_coordinator()) {
+        detail::commit_checkpoint(temporary, final_path,
+                                  detail::make_manifest(request, CheckpointKind::kFull, world,
+                                                        stored_bytes(metadata), record),
+                                  options.file_system.sync_files);
+      }
+      record.commit_seconds = seconds_since(commit_start);
+      log->record("save", "commit", request.step, 0, record.commit_seconds, final_path.string());
+      record.ok = true;
+      history.add(record);
+      history.mark_saved(request.step);
+      committed->set_value();
+      if (is_coordinator()) prune();
+    } catch (...) {
+      record.error = error_text(std::current_exception());
+      detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,
+                             record.error);
+      history.add(record);
+      committed->set_exception(std::current_exception());
+    }
+  });
+  return result;
+}
+
+SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
+                                                  const SaveRequest& request, CheckpointKind kind,
+                                                  const fs::path& final_path, SaveRecord record) {
+  const char* operation = operation_of(kind);
+  const fs::path temporary = detail::incomplete_directory(final_path);
+  SaveOptions save_options;
+  save_options.file_system = options.file_system;
+  save_options.file_system.overwrite = true;
+  save_options.process_group = group;
+  save_options.coordinator_rank = options.coordinator_rank;
+  log->begin(operation, "write", request.step, temporary.string());
+  auto start = SteadyClock::now();
+  // Throws on every rank when any rank failed.
+  const Metadata metadata = dcpp::save(resolved, temporary, save_options);
+  record.write_seconds = seconds_since(start);
+  record.written_bytes = bytes_written_by(metadata, rank);
+  log->record(operation, "write", request.step, record.written_bytes, record.write_seconds,
+              temporary.string());
+  log->begin(operation, "commit", request.step, final_path.string());
+  start = SteadyClock::now();
+  std::string commit_error;
+  if (is_coordinator()) {
+    try {
+      detail::commit_checkpoint(
+          temporary, final_path,
+          detail::make_manifest(request, kind, world, stored_bytes(metadata), record),
+          options.file_system.sync_files);
+    } catch (const std::exception& e) {
+      commit_error = e.what();
+    }
+  }
+  if (!detail::every_rank_ok(group, commit_error.empty())) {
+    throw CheckpointError("committing '" + final_path.string() + "' failed on rank " +
+                          std::to_string(options.coordinator_rank) +
+                          (commit_error.empty() ? "" : ": " + commit_error));
+  }
+  record.commit_seconds = seconds_since(start);
+  log->record(operation, "commit", request.step, 0, record.commit_seconds, final_path.string());
+  record.ok = true;
+  return record;
+}
+
+}  // namespace dcpp

@@ -1,0 +1,128 @@
+// The CheckpointManager's constructor (Impl's): the process groups (given, or made from the store
+// with names of this manager's own), the AsyncCheckpointer of async saves, the phase log, and the
+// root prepared collectively: the coordinator creates it and removes what a killed job left (the
+// `.incomplete` directories of saves never committed, the `.deleting` ones of prunes never
+// finished), then tells every rank how that went.
+
+#include "checkpoint_commit.h"
+#include "checkpoint_manager_impl.h"
+#include "checkpoint_pruning.h"
+#include "core/logging.h"
+#include "rank_agreement.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/process_group.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace dcpp {
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& text, const char* suffix) {
+  const size_t length = std::strlen(suffix);
+  return text.size() > length && text.compare(text.size() - length, length, suffix) == 0;
+}
+
+}  // namespace
+
+CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)) {
+  if (options.root.empty()) {
+    throw CheckpointError(
+        "CheckpointManagerOptions::root is empty; give the directory "
+        "that holds the step checkpoints");
+  }
+  group = options.process_group;
+  if (group) {
+    rank = group->getRank();
+    world = group->getSize();
+  } else {
+    rank = options.rank;
+    world = options.world_size;
+  }
+  // The store keys of this manager's groups, its own: each rank counts the managers it made
+  // from this store in the store itself (ranks may be threads of one process sharing it).
+  std::string group_name = "dcpp-manager";
+  if (world > 1 && options.store) {
+    const int64_t n = options.store->add("dcpp/managers-made-by-rank-" + std::to_string(rank), 1);
+    if (n > 1) group_name += "-" + std::to_string(n);
+  }
+  if (world > 1 && !group) {
+    if (!options.store) {
+      throw CheckpointError("CheckpointManager with world_size " + std::to_string(world) +
+                            " needs options.process_group or options.store");
+    }
+    group = make_gloo_process_group(options.store, rank, world,
+                                    ProcessGroupOptions().with_group_name(group_name));
+  }
+  log = std::make_unique<detail::PhaseLog>(
+      rank == options.coordinator_rank ? options.metrics_file : fs::path(), rank);
+  if (options.async) {
+    AsyncCheckpointerOptions a;
+    a.stager = options.stager;
+    a.file_system = options.file_system;
+    a.file_system.overwrite = true;  // a temporary directory an earlier failed try left
+    a.coordinator_rank = options.coordinator_rank;
+    if (world > 1) {
+      if (options.async_process_group) {
+        a.process_group = options.async_process_group;
+      } else if (options.store) {
+        a.store = options.store;
+        a.rank = rank;
+        a.world_size = world;
+        a.group_options = ProcessGroupOptions().with_group_name(group_name + "-async");
+      } else {
+        throw CheckpointError(
+            "an async CheckpointManager on several ranks needs "
+            "options.async_process_group or options.store (the uploads "
+            "need a process group of their own)");
+      }
+    }
+    checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
+  }
+  prepare_root();
+  schedule.restart();
+}
+
+// Collective: the coordinator creates the root and cleans it (clean_root); every rank throws
+// the same CheckpointError when that failed, so none is left waiting for the coordinator.
+void CheckpointManager::Impl::prepare_root() {
+  std::string error;
+  if (is_coordinator()) {
+    try {
+      clean_root();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  error = detail::broadcast_text_from(group, error, options.coordinator_rank);
+  if (!error.empty()) {
+    throw CheckpointError("checkpoint root '" + options.root.string() + "' cannot be used (rank " +
+                          std::to_string(options.coordinator_rank) + ": " + error +
+                          "); give CheckpointManagerOptions::root a directory the coordinator "
+                          "can create and every rank can write");
+  }
+}
+
+// Coordinator, before any save: creates the root; what a killed job left behind is removed.
+// Throws std::runtime_error (or std::filesystem::filesystem_error) saying what is wrong.
+void CheckpointManager::Impl::clean_root() {
+  std::error_code error;
+  if (fs::exists(options.root, error) && !fs::is_directory(options.root, error)) {
+    throw std::runtime_error("it exists and is not a directory");
+  }
+  fs::create_directories(options.root, error);
+  if (error) throw std::runtime_error("cannot create it: " + error.message());
+  for (const auto& entry : fs::directory_iterator(options.root)) {
+    const std::string name = entry.path().filename().string();
+    if (ends_with(name, detail::kIncompleteSuffix) || ends_with(name, detail::kDeletingSuffix)) {
+      detail::logger().info("removing '{}' left by an earlier job", entry.path().string());
+      fs::remove_all(entry.path());
+    }
+  }
+}
+
+}  // namespace dcpp
