@@ -15,6 +15,15 @@ StateDict& StateDict::operator=(StateDict&&) noexcept = default;
 StateDict::~StateDict() = default;
 
 StateValue& StateDict::insert(const std::string& key, StateValue value) {
+  if (contains(key)) {
+    throw CheckpointError("key '" + key +
+                          "' is already in the state dict; use insert_or_assign to replace its "
+                          "value");
+  }
+  return insert_or_assign(key, std::move(value));
+}
+
+StateValue& StateDict::insert_or_assign(const std::string& key, StateValue value) {
   auto found = index_.find(key);
   if (found != index_.end()) {
     items_[found->second].value = std::move(value);
