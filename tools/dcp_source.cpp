@@ -36,7 +36,7 @@ class AssemblingPlanner final : public LoadPlanner {
   }
   void commit_tensor(const ReadItem&, const at::Tensor&) override {}  // read in place
   void load_bytes(const ReadItem&, c10::IValue loaded) override { value = std::move(loaded); }
-  LoadReport report() const override { return {}; }
+  IncompatibleKeys report() const override { return {}; }
 };
 
 class DcpSource final : public CheckpointSource {

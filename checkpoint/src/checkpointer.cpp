@@ -307,13 +307,14 @@ std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory
 
 }  // namespace
 
-LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
-                const LoadOptions& options) {
+IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
+                      const LoadOptions& options) {
   auto reader = reader_for(directory, options.file_system);
   return load(state_dict, *reader, options);
 }
 
-LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const LoadOptions& options) {
+IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
+                      const LoadOptions& options) {
   const int coordinator = options.coordinator_rank;
   auto ranks = collectives_for(options.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;

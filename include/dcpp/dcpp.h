@@ -26,6 +26,7 @@
 #include <dcpp/plugin/training_context.h>
 #include <dcpp/plugin/training_state.h>
 #include <dcpp/state_dict/flatten.h>
+#include <dcpp/state_dict/incompatible_keys.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
 #include <dcpp/state_dict/model_state_dict.h>

@@ -46,7 +46,7 @@ class DefaultLoadPlanner : public LoadPlanner {
     for (const auto& [key, storage] : metadata_->state_dict_metadata) {
       saved.emplace(key, &storage);
     }
-    report_ = LoadReport{};
+    report_ = IncompatibleKeys{};
     chunk_cache_.clear();
     LoadPlan plan;
     for (const FlatEntry& entry : entries_) {
@@ -125,7 +125,7 @@ class DefaultLoadPlanner : public LoadPlanner {
     *found->second->value = StateValue(std::move(value));
   }
 
-  LoadReport report() const override { return report_; }
+  IncompatibleKeys report() const override { return report_; }
 
  private:
   void plan_tensor(const std::string& key, const StateValue& value,
@@ -203,7 +203,7 @@ class DefaultLoadPlanner : public LoadPlanner {
   std::unordered_map<std::string, const FlatEntry*> by_key_;
   std::unordered_map<std::string, std::vector<detail::LocalChunk>> chunk_cache_;
   std::mutex bytes_mutex_;
-  LoadReport report_;
+  IncompatibleKeys report_;
 };
 
 // Selects flat keys equal to a requested key or lying under one, by their object paths.
