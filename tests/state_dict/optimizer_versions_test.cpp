@@ -179,10 +179,10 @@ TEST_CASE("decoupled_weight_decay=True is AdamW's rule: AdamW takes it, Adam ref
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.1));
   torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(0.1));
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, adam);
-  first_group(sd).insert("lr", 0.02);
+  first_group(sd).insert_or_assign("lr", 0.02);
 
   // PyTorch 2.14's Adam(decoupled_weight_decay=True) (or AdamW).
-  first_group(sd).insert("decoupled_weight_decay", true);
+  first_group(sd).insert_or_assign("decoupled_weight_decay", true);
   dcpp::set_optimizer_state_dict(*layout, adamw, sd);
   REQUIRE(adamw.param_groups()[0].options().get_lr() == 0.02);
   REQUIRE_THROWS_AS(dcpp::set_optimizer_state_dict(*layout, adam, sd), dcpp::CheckpointError);
@@ -194,7 +194,7 @@ TEST_CASE("decoupled_weight_decay=True is AdamW's rule: AdamW takes it, Adam ref
 
   // False (2.14's Adam) is Adam's rule; AdamW takes it too, as Python's AdamW does (its
   // __setstate__ sets decoupled_weight_decay back to True for any state loaded into it).
-  first_group(sd).insert("decoupled_weight_decay", false);
+  first_group(sd).insert_or_assign("decoupled_weight_decay", false);
   dcpp::set_optimizer_state_dict(*layout, adam, sd);
   REQUIRE(adam.param_groups()[0].options().get_lr() == 0.02);
   dcpp::set_optimizer_state_dict(*layout, adamw, sd);
@@ -209,10 +209,10 @@ TEST_CASE("LBFGS accepts maximize=False (PyTorch 2.14) and refuses maximize=True
   const auto layout = dcpp::plain_layout(*model);
   torch::optim::LBFGS lbfgs(model->parameters(), torch::optim::LBFGSOptions(0.1));
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, lbfgs);
-  first_group(sd).insert("lr", 0.03);
+  first_group(sd).insert_or_assign("lr", 0.03);
   dcpp::set_optimizer_state_dict(*layout, lbfgs, sd);
   REQUIRE(lbfgs.param_groups()[0].options().get_lr() == 0.03);
-  first_group(sd).insert("maximize", true);
+  first_group(sd).insert_or_assign("maximize", true);
   REQUIRE_THROWS_WITH(dcpp::set_optimizer_state_dict(*layout, lbfgs, sd),
                       Catch::Contains("maximize=True") && Catch::Contains("LBFGS"));
 }
