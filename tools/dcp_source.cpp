@@ -69,8 +69,8 @@ class DcpSource final : public CheckpointSource {
     const TensorStorageMetadata& stored = *tensors_.at(entry.key);
     const std::vector<std::string> problems = chunk_coverage_problems(stored.size, stored.chunks);
     if (!problems.empty()) {
-      throw CheckpointError("checkpoint " + directory_.string() + ", key '" + entry.key +
-                            "': " + problems.front());
+      throw CheckpointError(ErrorKind::kCorrupt, "checkpoint " + directory_.string() + ", key '" +
+                                                     entry.key + "': " + problems.front());
     }
     LoadPlan plan;
     for (std::size_t i = 0; i < stored.chunks.size(); ++i) {

@@ -52,9 +52,10 @@ class OverProcessGroup final : public Collectives {
       std::vector<std::string> parts = decode_strings(reply);
       const int rank = static_cast<int>(peers.size());
       if (parts.size() != 2) {
-        throw CheckpointError("the first checkpoint message from rank " + std::to_string(rank) +
-                              " is malformed (" + std::to_string(parts.size()) +
-                              " parts, not 2); every rank must run the same dcpp build");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              "the first checkpoint message from rank " + std::to_string(rank) +
+                                  " is malformed (" + std::to_string(parts.size()) +
+                                  " parts, not 2); every rank must run the same dcpp build");
       }
       peers.push_back(decode_process_identity(parts[0], rank));
       reply = std::move(parts[1]);
@@ -126,9 +127,10 @@ class OverProcessGroup final : public Collectives {
           peers_.empty() ? "the ranks failed before they first exchanged messages, so the rank "
                            "that died cannot be named"
                          : describe_peer_processes(peers_, rank());
-      throw CheckpointError(std::string("checkpoint ") + what + " on rank " +
-                            std::to_string(rank()) + " of " + std::to_string(size()) +
-                            " failed: " + peers + ". The process group said: " + error.what());
+      throw CheckpointError(ErrorKind::kRankFailed,
+                            std::string("checkpoint ") + what + " on rank " +
+                                std::to_string(rank()) + " of " + std::to_string(size()) +
+                                " failed: " + peers + ". The process group said: " + error.what());
     }
   }
 

@@ -22,14 +22,15 @@ void wait(const CollectiveContext& context, const c10::intrusive_ptr<c10d::Work>
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& error) {
-    fail(context, what + " failed (a peer died or timed out?): " + error.what());
+    fail(ErrorKind::kRankFailed, context,
+         what + " failed (a peer died or timed out?): " + error.what());
   }
 }
 
 }  // namespace
 
-void fail(const CollectiveContext& context, const std::string& message) {
-  throw CheckpointError(where(context) + ": " + message);
+void fail(ErrorKind kind, const CollectiveContext& context, const std::string& message) {
+  throw CheckpointError(kind, where(context) + ": " + message);
 }
 
 std::vector<FlatGroup> group_by_dtype(const std::vector<at::Tensor>& tensors) {

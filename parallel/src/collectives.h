@@ -4,6 +4,8 @@
 // operation. Like every c10d call, they must be made in the same order on every rank of the group
 // and are not thread-safe.
 
+#include <dcpp/core/checkpoint_error.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -43,7 +45,8 @@ struct FlatGroup {
 };
 std::vector<FlatGroup> group_by_dtype(const std::vector<at::Tensor>& tensors);
 
-/// Throws CheckpointError("<wrapper>: rank R of N: <message>").
-[[noreturn]] void fail(const CollectiveContext& context, const std::string& message);
+/// Throws CheckpointError(kind, "<wrapper>: rank R of N: <message>").
+[[noreturn]] void fail(ErrorKind kind, const CollectiveContext& context,
+                       const std::string& message);
 
 }  // namespace dcpp::detail

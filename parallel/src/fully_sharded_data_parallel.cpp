@@ -30,6 +30,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     : module_(std::move(module)), group_(std::move(process_group)) {
   if (module_ == nullptr || !group_) {
     throw CheckpointError(
+        ErrorKind::kUsage,
         "FullyShardedDataParallel: the module and the process group must not be null");
   }
   at::NoGradGuard no_grad;
@@ -109,7 +110,7 @@ void FullyShardedDataParallel::gather_parameters() {
 
 void FullyShardedDataParallel::reduce_gradients() {
   if (!gathered_) {
-    detail::fail({kName, group_},
+    detail::fail(ErrorKind::kUsage, {kName, group_},
                  "reduce_gradients() needs the full parameters: call gather_parameters() before "
                  "the forward pass");
   }

@@ -22,9 +22,9 @@ constexpr int64_t kMaxDims = 8;
 void send_tensor(const detail::CollectiveContext& context, const at::Tensor& tensor, int peer,
                  int header_tag, int data_tag, const std::string& what) {
   if (tensor.dim() > kMaxDims) {
-    detail::fail(context, what + " has " + std::to_string(tensor.dim()) +
-                              " dimensions; a pipeline stage sends at most " +
-                              std::to_string(kMaxDims));
+    detail::fail(ErrorKind::kUsage, context,
+                 what + " has " + std::to_string(tensor.dim()) +
+                     " dimensions; a pipeline stage sends at most " + std::to_string(kMaxDims));
   }
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
   header[0] = static_cast<int64_t>(tensor.scalar_type());
@@ -42,7 +42,7 @@ at::Tensor recv_tensor(const detail::CollectiveContext& context, int peer, int h
   detail::recv(context, header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    detail::fail(context,
+    detail::fail(ErrorKind::kUsage, context,
                  "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
@@ -60,6 +60,7 @@ PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_
       group_(std::move(process_group)) {
   if (modules_.is_empty() || !group_ || first_index_ < 0) {
     throw CheckpointError(
+        ErrorKind::kUsage,
         "PipelineStage: needs the stage's modules, a process group and a first index >= 0");
   }
 }
@@ -68,9 +69,10 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
                                            int64_t end) {
   const auto size = static_cast<int64_t>(whole->size());
   if (begin < 0 || end > size || begin >= end) {
-    throw CheckpointError("PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
-                          std::to_string(end) + ") are not a non-empty range of the " +
-                          std::to_string(size) + " modules of the Sequential");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
+                              std::to_string(end) + ") are not a non-empty range of the " +
+                              std::to_string(size) + " modules of the Sequential");
   }
   torch::nn::Sequential out;
   for (int64_t i = begin; i < end; ++i) {
@@ -82,9 +84,10 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
 std::pair<int64_t, int64_t> PipelineStage::even_bounds(int64_t num_modules, int stage,
                                                        int num_stages) {
   if (num_stages <= 0 || stage < 0 || stage >= num_stages || num_modules < num_stages) {
-    throw CheckpointError("PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
-                          std::to_string(num_stages) + " cannot own a non-empty part of " +
-                          std::to_string(num_modules) + " modules");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
+                              std::to_string(num_stages) + " cannot own a non-empty part of " +
+                              std::to_string(num_modules) + " modules");
   }
   const int64_t base = num_modules / num_stages, longer = num_modules % num_stages;
   const int64_t begin = stage * base + std::min<int64_t>(stage, longer);
@@ -95,8 +98,8 @@ std::string PipelineStage::global_name(const std::string& local_name) const {
   const std::size_t dot = local_name.find('.');
   const std::string head = local_name.substr(0, dot);
   if (head.empty() || head.find_first_not_of("0123456789") != std::string::npos) {
-    throw CheckpointError("PipelineStage: the stage-local name '" + local_name +
-                          "' does not start with a module index");
+    throw CheckpointError(ErrorKind::kUsage, "PipelineStage: the stage-local name '" + local_name +
+                                                 "' does not start with a module index");
   }
   const std::string rest = dot == std::string::npos ? "" : local_name.substr(dot);
   return std::to_string(first_index_ + std::stoll(head)) + rest;
@@ -107,7 +110,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
   InFlight step;
   if (is_first()) {
     if (!input.defined()) {
-      detail::fail(context, "the first stage's forward() needs the input batch");
+      detail::fail(ErrorKind::kUsage, context, "the first stage's forward() needs the input batch");
     }
     step.input = input;
   } else {
@@ -127,13 +130,13 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
 void PipelineStage::backward(const at::Tensor& loss) {
   const detail::CollectiveContext context{kName, group_};
   if (in_flight_.empty()) {
-    detail::fail(context, "backward() without a forward() to match");
+    detail::fail(ErrorKind::kUsage, context, "backward() without a forward() to match");
   }
   InFlight step = std::move(in_flight_.front());
   in_flight_.pop_front();
   if (is_last()) {
     if (!loss.defined()) {
-      detail::fail(context, "the last stage's backward() needs the loss");
+      detail::fail(ErrorKind::kUsage, context, "the last stage's backward() needs the loss");
     }
     loss.backward();
   } else {

@@ -48,9 +48,10 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
   const fs::path file = path / kCheckpointInfoFile;
   std::ifstream in(file);
   if (!in) {
-    throw CheckpointError("no checkpoint manifest '" + file.string() +
-                          "': not a complete managed checkpoint (an incomplete one has no "
-                          "manifest); give a directory written by CheckpointManager");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "no checkpoint manifest '" + file.string() +
+                              "': not a complete managed checkpoint (an incomplete one has no "
+                              "manifest); give a directory written by CheckpointManager");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -71,7 +72,8 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     info.write_seconds = j.value("write_seconds", 0.0);
     return info;
   } catch (const json::exception& e) {
-    throw CheckpointError("checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
   }
 }
 

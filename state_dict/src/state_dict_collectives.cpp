@@ -44,10 +44,11 @@ void wait(const c10::intrusive_ptr<c10d::ProcessGroup>& group,
   try {
     work->wait();
   } catch (const std::exception& error) {
-    throw CheckpointError("state dict " + what + " on rank " + std::to_string(group->getRank()) +
-                          " of " + std::to_string(group->getSize()) +
-                          " failed (a rank died, timed out or called another collective?): " +
-                          error.what());
+    throw CheckpointError(
+        ErrorKind::kRankFailed,
+        "state dict " + what + " on rank " + std::to_string(group->getRank()) + " of " +
+            std::to_string(group->getSize()) +
+            " failed (a rank died, timed out or called another collective?): " + error.what());
   }
 }
 
@@ -102,9 +103,11 @@ void gather_sharded_leaves(StateDict& state_dict,
   for (FlatEntry& entry : flatten_state_dict(state_dict)) {
     if (entry.value->is_sharded_tensor()) {
       if (entry.value->sharded_tensor().local_shards().size() > 1) {
-        throw CheckpointError("full_state_dict: sharded tensor '" + entry.key + "' holds " +
-                              std::to_string(entry.value->sharded_tensor().local_shards().size()) +
-                              " local shards; the state-dict helpers gather at most one per rank");
+        throw CheckpointError(
+            ErrorKind::kUsage,
+            "full_state_dict: sharded tensor '" + entry.key + "' holds " +
+                std::to_string(entry.value->sharded_tensor().local_shards().size()) +
+                " local shards; the state-dict helpers gather at most one per rank");
       }
       entries.push_back(std::move(entry));
     }
@@ -113,11 +116,10 @@ void gather_sharded_leaves(StateDict& state_dict,
   std::vector<Assembly> assemblies(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const ShardedTensor& sharded = entries[i].value->sharded_tensor();
-    assemblies[i].whole = at::empty(
-        sharded.global_shape(),
-        sharded.local_shards().empty()
-            ? at::TensorOptions().dtype(sharded.dtype())
-            : sharded.local_shards().front().tensor.options());
+    assemblies[i].whole =
+        at::empty(sharded.global_shape(), sharded.local_shards().empty()
+                                              ? at::TensorOptions().dtype(sharded.dtype())
+                                              : sharded.local_shards().front().tensor.options());
   }
   // This rank's piece of entry i: its shard, or an empty box at the origin.
   auto local_piece = [&](std::size_t i) {
@@ -146,23 +148,25 @@ void gather_sharded_leaves(StateDict& state_dict,
       for (const int64_t s : shard.tensor.sizes()) {
         meta.push_back(s);
       }
-      payload += aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
+      payload +=
+          aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
     }
-    const at::Tensor header = at::tensor(
-        std::vector<int64_t>{static_cast<int64_t>(entries.size()),
-                             static_cast<int64_t>(fnv1a(entries)), payload},
-        at::kLong);
+    const at::Tensor header =
+        at::tensor(std::vector<int64_t>{static_cast<int64_t>(entries.size()),
+                                        static_cast<int64_t>(fnv1a(entries)), payload},
+                   at::kLong);
     const std::vector<at::Tensor> headers = all_gather(group, header, "all-gather of keys");
     int64_t longest = 1;
     for (int r = 0; r < size; ++r) {
       if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
           headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
         throw CheckpointError(
+            ErrorKind::kUsage,
             "full_state_dict: rank " + std::to_string(group->getRank()) + " holds " +
-            std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
-            " holds " + std::to_string(headers[r][0].item<int64_t>()) +
-            " or others: every rank of the layout's process group must list the same sharded "
-            "tensors in the same order");
+                std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
+                " holds " + std::to_string(headers[r][0].item<int64_t>()) +
+                " or others: every rank of the layout's process group must list the same sharded "
+                "tensors in the same order");
       }
       longest = std::max(longest, headers[r][2].item<int64_t>());
     }
@@ -195,17 +199,18 @@ void gather_sharded_leaves(StateDict& state_dict,
         int64_t numel = 1;
         for (std::size_t d = 0; d < sizes.size(); ++d) {
           numel *= sizes[d];
-          if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
-            throw CheckpointError("full_state_dict: rank " + std::to_string(r) + "'s shard of '" +
-                                  entries[i].key + "' (offsets " + shape_string(offsets) +
-                                  ", sizes " + shape_string(sizes) +
-                                  ") lies outside its global shape " +
-                                  shape_string(assembly.whole.sizes()));
+          if (offsets[d] < 0 || sizes[d] < 0 ||
+              offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
+            throw CheckpointError(
+                ErrorKind::kUsage,
+                "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
+                    "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
+                    ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
           }
         }
         if (numel > 0) {
-          const at::Tensor piece =
-              at::from_blob(rank_bytes + b, sizes, at::TensorOptions().dtype(assembly.whole.dtype()));
+          const at::Tensor piece = at::from_blob(rank_bytes + b, sizes,
+                                                 at::TensorOptions().dtype(assembly.whole.dtype()));
           box_of(assembly.whole, offsets, sizes).copy_(piece);
         }
         assembly.covered += numel;
@@ -215,12 +220,13 @@ void gather_sharded_leaves(StateDict& state_dict,
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (assemblies[i].covered < assemblies[i].whole.numel()) {
-      throw CheckpointError("full_state_dict: the shards of '" + entries[i].key + "' on the " +
-                            std::to_string(size) + " rank(s) of the process group hold " +
-                            std::to_string(assemblies[i].covered) + " of its " +
-                            std::to_string(assemblies[i].whole.numel()) +
-                            " elements; the layout's pieces must cover every tensor (is the "
-                            "layout's process_group() the group the tensor is sharded over?)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "full_state_dict: the shards of '" + entries[i].key + "' on the " +
+                                std::to_string(size) + " rank(s) of the process group hold " +
+                                std::to_string(assemblies[i].covered) + " of its " +
+                                std::to_string(assemblies[i].whole.numel()) +
+                                " elements; the layout's pieces must cover every tensor (is the "
+                                "layout's process_group() the group the tensor is sharded over?)");
     }
     *entries[i].value = StateValue(std::move(assemblies[i].whole));
   }
@@ -233,7 +239,8 @@ c10::IValue to_ivalue(const StateValue& value, const std::string& key);
 c10::IValue dict_to_ivalue(const StateDict& dict, const std::string& prefix) {
   c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
   for (const auto& item : dict) {
-    out.insert(item.key, to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
+    out.insert(item.key,
+               to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
   }
   return out;
 }
@@ -255,9 +262,10 @@ c10::IValue to_ivalue(const StateValue& value, const std::string& key) {
       return list;
     }
     default:
-      throw CheckpointError("broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
-                            value.kind_name() +
-                            "; rank 0 must hold a full state dict (whole tensors and values)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
+                                value.kind_name() +
+                                "; rank 0 must hold a full state dict (whole tensors and values)");
   }
 }
 
@@ -272,7 +280,8 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   if (group->getRank() == 0) {
     bytes = torch::jit::pickle_save(dict_to_ivalue(state_dict, ""));
   }
-  at::Tensor length = at::tensor(std::vector<int64_t>{static_cast<int64_t>(bytes.size())}, at::kLong);
+  at::Tensor length =
+      at::tensor(std::vector<int64_t>{static_cast<int64_t>(bytes.size())}, at::kLong);
   broadcast(group, length, "broadcast of the state dict's size");
   const int64_t n = length.item<int64_t>();
   at::Tensor data = at::zeros({std::max<int64_t>(n, 1)}, at::kByte);
@@ -287,8 +296,9 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
                static_cast<const char*>(data.data_ptr()) + n);
   StateValue received(torch::jit::pickle_load(bytes));
   if (!received.is_dict()) {
-    throw CheckpointError("broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
-                          " received a " + received.kind_name() + " from rank 0, not a dict");
+    throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " +
+                                                 std::to_string(group->getRank()) + " received a " +
+                                                 received.kind_name() + " from rank 0, not a dict");
   }
   return std::move(received.dict());
 }

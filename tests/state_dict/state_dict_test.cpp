@@ -33,6 +33,11 @@ TEST_CASE("insert refuses a duplicate key, as torch::OrderedDict does; insert_or
   REQUIRE_THROWS_AS(dict.insert("w", 2), dcpp::CheckpointError);
   REQUIRE_THROWS_WITH(dict.insert("w", 2),
                       Catch::Contains("'w'") && Catch::Contains("insert_or_assign"));
+  try {
+    dict.insert("w", 2);
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  }
   REQUIRE(dict.at("w").value().toInt() == 1);  // the failed insert left the value alone
   dict.insert_or_assign("w", 3);
   dict.insert_or_assign("v", 4);

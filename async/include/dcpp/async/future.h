@@ -134,9 +134,9 @@ class Future {
   explicit Future(std::shared_ptr<detail::FutureState<T>> state) : state_(std::move(state)) {}
   void check_valid() const {
     if (!state_) {
-      throw CheckpointError(
-          "waiting on an invalid dcpp::Future (default-constructed): use the "
-          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "waiting on an invalid dcpp::Future (default-constructed): use the "
+                            "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
 
@@ -174,9 +174,9 @@ class Future<void> {
       : state_(std::move(state)) {}
   void check_valid() const {
     if (!state_) {
-      throw CheckpointError(
-          "waiting on an invalid dcpp::Future (default-constructed): use the "
-          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "waiting on an invalid dcpp::Future (default-constructed): use the "
+                            "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
 
@@ -215,6 +215,7 @@ class Promise {
   void abandon() {
     if (state_ && !state_->ready()) {
       state_->complete(std::make_exception_ptr(CheckpointError(
+          ErrorKind::kUsage,
           "the background work behind this future ended without a result (its owner was "
           "destroyed or failed); the checkpoint it stood for was not written")));
     }
