@@ -46,7 +46,7 @@ TEST_CASE("every ErrorKind has a name") {
   CHECK(std::string(dcpp::to_string(ErrorKind::kUsage)) == "usage");
   const dcpp::CheckpointError error(ErrorKind::kIo, "disk on fire");
   CHECK(error.kind() == ErrorKind::kIo);
-  CHECK(std::string(error.what()) == "disk on fire");
+  CHECK(std::string(error.what()).find("disk on fire") == 0);
 }
 
 TEST_CASE("loading from a checkpoint directory that does not exist is kNotFound") {
