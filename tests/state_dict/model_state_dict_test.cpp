@@ -198,7 +198,7 @@ TEST_CASE(
     gathered[rank] =
         dcpp::get_model_state_dict(layout, StateDictOptions().with_full_state_dict(true));
     // Whole tensors are not copied: keep what the replicated one held before the set below.
-    gathered[rank].insert("replicated", gathered[rank].at("replicated").tensor().clone());
+    gathered[rank].insert_or_assign("replicated", gathered[rank].at("replicated").tensor().clone());
     offloaded[rank] = dcpp::get_model_state_dict(
         layout, StateDictOptions().with_full_state_dict(true).with_cpu_offload(true));
 

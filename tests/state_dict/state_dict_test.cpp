@@ -27,7 +27,7 @@ TEST_CASE("a state dict keeps insertion order and unique keys") {
   REQUIRE_THROWS_WITH(dict.at("missing"), Catch::Contains("'missing'"));
 }
 
-TEST_CASE("insert refuses a duplicate key, as torch::OrderedDict does; insert_or_assign replaces") {
+TEST_CASE("insert refuses a duplicate key as torch::OrderedDict does, insert_or_assign replaces") {
   StateDict dict;
   dict.insert("w", 1);
   REQUIRE_THROWS_AS(dict.insert("w", 2), dcpp::CheckpointError);
