@@ -81,9 +81,7 @@ std::vector<Case> all_optimizers() {
   };
 }
 
-std::vector<at::Tensor> parameters_of(torch::nn::Sequential& model) {
-  return model->parameters();
-}
+std::vector<at::Tensor> parameters_of(torch::nn::Sequential& model) { return model->parameters(); }
 
 }  // namespace
 
@@ -168,9 +166,8 @@ TEST_CASE("Adam's state dict has Python's layout, names and types") {
     options.push_back(item.key);
   }
   REQUIRE(options == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "amsgrad",
-                                              "maximize", "foreach", "capturable",
-                                              "differentiable", "fused",
-                                              "decoupled_weight_decay", "params"});
+                                              "maximize", "foreach", "capturable", "differentiable",
+                                              "fused", "decoupled_weight_decay", "params"});
   const c10::IValue& betas = groups[0].dict().at("betas").value();
   REQUIRE(betas.isTuple());
   REQUIRE(betas.toTupleRef().elements()[1].toDouble() == 0.99);
@@ -267,9 +264,9 @@ TEST_CASE("an optimizer over tensors outside the layout is refused, naming it") 
   auto model = dcpp::test::small_model(1);
   const at::Tensor stray = at::zeros({5}, at::TensorOptions().requires_grad(true));
   torch::optim::SGD sgd({model->parameters()[0], stray}, torch::optim::SGDOptions(0.1));
-  REQUIRE_THROWS_WITH(dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), sgd),
-                      Catch::Contains("parameter 1 of the optimizer's param group 0") &&
-                          Catch::Contains("[5]"));
+  REQUIRE_THROWS_WITH(
+      dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), sgd),
+      Catch::Contains("parameter 1 of the optimizer's param group 0") && Catch::Contains("[5]"));
 }
 
 TEST_CASE("state of a sharded parameter is sharded like it") {
