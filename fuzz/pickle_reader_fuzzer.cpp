@@ -56,7 +56,8 @@ std::size_t walk(const PyObject& root) {
 // itself: a storage of exactly the elements data.pkl claims, viewed as data.pkl says.
 at::Tensor view_over_storage(const TensorRef& ref) {
   if (ref.storage_numel > (int64_t{1} << 16)) {
-    throw dcpp::CheckpointError("fuzz: storage of more than 65536 elements not allocated");
+    throw dcpp::CheckpointError(dcpp::ErrorKind::kCorrupt,
+                                "fuzz: storage of more than 65536 elements not allocated");
   }
   const at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
   return storage.as_strided(ref.sizes, ref.strides, ref.storage_offset);

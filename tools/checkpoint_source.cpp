@@ -25,9 +25,10 @@ std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::
     return open_dcp_source(path);
   }
   if (!fs::is_regular_file(path)) {
-    throw CheckpointError(path.string() +
-                          " does not exist (expected a DCP checkpoint directory, "
-                          "a Hugging Face directory, a torch.save file or a safetensors file)");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          path.string() +
+                              " does not exist (expected a DCP checkpoint directory, "
+                              "a Hugging Face directory, a torch.save file or a safetensors file)");
   }
   char magic[2] = {0, 0};
   std::ifstream(path, std::ios::binary).read(magic, 2);

@@ -71,8 +71,8 @@ c10::IValue to_ivalue(const StateValue& value) {
       return list;
     }
     default:
-      throw CheckpointError(std::string("cannot write a ") + value.kind_name() +
-                            " into a torch.save file");
+      throw CheckpointError(ErrorKind::kUsage, std::string("cannot write a ") + value.kind_name() +
+                                                   " into a torch.save file");
   }
 }
 

@@ -21,17 +21,17 @@ ConvertSummary convert_checkpoint(const std::filesystem::path& src,
     (entry.is_tensor ? summary.tensors : summary.values) += 1;
   }
   summary.tensor_bytes = Conversion::total_bytes(*source);
-  ProgressBar progress("convert", summary.tensor_bytes,
-                       options.progress && stderr_is_terminal(), stderr);
+  ProgressBar progress("convert", summary.tensor_bytes, options.progress && stderr_is_terminal(),
+                       stderr);
   Conversion conversion(*source, options.dtype, progress);
   switch (options.to) {
     case TargetFormat::kTorchSave:
       summary.files = write_torch_save(conversion, dst);
       break;
     case TargetFormat::kDcp:
-      summary.files = write_dcp(conversion, dst,
-                                options.compress_zstd ? std::optional<int>(options.compress_level)
-                                                      : std::nullopt);
+      summary.files = write_dcp(
+          conversion, dst,
+          options.compress_zstd ? std::optional<int>(options.compress_level) : std::nullopt);
       break;
     case TargetFormat::kSafetensors:
       summary.files = write_safetensors(conversion, dst, options.max_shard_size);
@@ -51,22 +51,30 @@ uint64_t parse_size(const std::string& text) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   std::string unit = text.substr(digits);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static const std::map<std::string, uint64_t> kUnits = {
-      {"", 1},          {"B", 1},           {"KB", 1000ULL},     {"MB", 1000ULL * 1000},
-      {"GB", 1000ULL * 1000 * 1000},        {"TB", 1000ULL * 1000 * 1000 * 1000},
-      {"KIB", 1ULL << 10}, {"MIB", 1ULL << 20}, {"GIB", 1ULL << 30}, {"TIB", 1ULL << 40}};
+  static const std::map<std::string, uint64_t> kUnits = {{"", 1},
+                                                         {"B", 1},
+                                                         {"KB", 1000ULL},
+                                                         {"MB", 1000ULL * 1000},
+                                                         {"GB", 1000ULL * 1000 * 1000},
+                                                         {"TB", 1000ULL * 1000 * 1000 * 1000},
+                                                         {"KIB", 1ULL << 10},
+                                                         {"MIB", 1ULL << 20},
+                                                         {"GIB", 1ULL << 30},
+                                                         {"TIB", 1ULL << 40}};
   auto found = kUnits.find(unit);
   if (digits == 0 || digits > 15 || found == kUnits.end()) {
-    throw CheckpointError("'" + text + "' is not a size (e.g. 1000, 500MB, 5GB, 2GiB)");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "'" + text + "' is not a size (e.g. 1000, 500MB, 5GB, 2GiB)");
   }
   const uint64_t size = std::stoull(text.substr(0, digits)) * found->second;
-  if (size == 0) throw CheckpointError("a shard size must be more than 0 bytes");
+  if (size == 0) throw CheckpointError(ErrorKind::kUsage, "a shard size must be more than 0 bytes");
   return size;
 }
 
 void add_convert_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "convert", "Write a checkpoint in another format (DCP, torch.save, safetensors, Hugging Face)");
+      "convert",
+      "Write a checkpoint in another format (DCP, torch.save, safetensors, Hugging Face)");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
@@ -75,12 +83,14 @@ void add_convert_command(CLI::App& app) {
   auto compress = std::make_shared<std::string>();
   auto compress_level = std::make_shared<int>(3);
   auto keys = std::make_shared<std::vector<std::string>>();
-  command->add_option("SRC", *src,
-                      "A DCP checkpoint directory, a Hugging Face directory, a torch.save file of a "
-                      "state dict, a .safetensors file or a safetensors *.index.json")
+  command
+      ->add_option("SRC", *src,
+                   "A DCP checkpoint directory, a Hugging Face directory, a torch.save file of a "
+                   "state dict, a .safetensors file or a safetensors *.index.json")
       ->required();
-  command->add_option("DST", *dst,
-                      "Where to write: a file (torch-save, safetensors) or a directory (dcp, hf)")
+  command
+      ->add_option("DST", *dst,
+                   "Where to write: a file (torch-save, safetensors) or a directory (dcp, hf)")
       ->required();
   command->add_option("--to", *to, "The format to write")
       ->required()
@@ -93,9 +103,10 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--max-shard-size", *max_shard,
                       "safetensors, hf: split into files of at most this much tensor data, with an "
                       "index (e.g. 5GB, 500MB, 2GiB)");
-  command->add_option("--compress", *compress,
-                      "dcp: compress every item with zstd (DCP's stream.zstd/1; PyTorch 2.14's "
-                      "dcp.load reads it, older PyTorch does not)")
+  command
+      ->add_option("--compress", *compress,
+                   "dcp: compress every item with zstd (DCP's stream.zstd/1; PyTorch 2.14's "
+                   "dcp.load reads it, older PyTorch does not)")
       ->check(CLI::IsMember({"zstd"}));
   command->add_option("--compress-level", *compress_level, "zstd's level, 1 to 19 (default 3)")
       ->check(CLI::Range(1, 19));
@@ -111,13 +122,14 @@ void add_convert_command(CLI::App& app) {
     }
     if (!max_shard->empty()) {
       if (options.to != TargetFormat::kSafetensors && options.to != TargetFormat::kHuggingFace) {
-        throw CheckpointError("--max-shard-size applies to --to safetensors and --to hf only");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "--max-shard-size applies to --to safetensors and --to hf only");
       }
       options.max_shard_size = parse_size(*max_shard);
     }
     if (!compress->empty()) {
       if (options.to != TargetFormat::kDcp) {
-        throw CheckpointError("--compress applies to --to dcp only");
+        throw CheckpointError(ErrorKind::kUsage, "--compress applies to --to dcp only");
       }
       options.compress_zstd = true;
       options.compress_level = *compress_level;
@@ -130,8 +142,8 @@ void add_convert_command(CLI::App& app) {
       std::cerr << "\n";
     }
     std::cout << "converted " << summary.tensors << " tensors ("
-              << human_bytes(summary.tensor_bytes) << ") and " << summary.values
-              << " values to " << *to << ":";
+              << human_bytes(summary.tensor_bytes) << ") and " << summary.values << " values to "
+              << *to << ":";
     for (const auto& file : summary.files) std::cout << " " << file.string();
     std::cout << "\n";
   });

@@ -36,7 +36,7 @@ class AssemblingPlanner final : public LoadPlanner {
   }
   void commit_tensor(const ReadItem&, const at::Tensor&) override {}  // read in place
   void load_bytes(const ReadItem&, c10::IValue loaded) override { value = std::move(loaded); }
-  LoadReport report() const override { return {}; }
+  IncompatibleKeys report() const override { return {}; }
 };
 
 class DcpSource final : public CheckpointSource {
@@ -69,8 +69,8 @@ class DcpSource final : public CheckpointSource {
     const TensorStorageMetadata& stored = *tensors_.at(entry.key);
     const std::vector<std::string> problems = chunk_coverage_problems(stored.size, stored.chunks);
     if (!problems.empty()) {
-      throw CheckpointError("checkpoint " + directory_.string() + ", key '" + entry.key +
-                            "': " + problems.front());
+      throw CheckpointError(ErrorKind::kCorrupt, "checkpoint " + directory_.string() + ", key '" +
+                                                     entry.key + "': " + problems.front());
     }
     LoadPlan plan;
     for (std::size_t i = 0; i < stored.chunks.size(); ++i) {

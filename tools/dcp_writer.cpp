@@ -39,8 +39,8 @@ class StreamingSavePlanner final : public SavePlanner {
     if (!item.is_tensor()) return inner_->resolve_data(item);
     auto found = by_key_.find(item.index.fqn);
     if (found == by_key_.end()) {
-      throw CheckpointError("the save plan names tensor '" + item.index.fqn +
-                            "', which the source does not hold");
+      throw CheckpointError(ErrorKind::kUsage, "the save plan names tensor '" + item.index.fqn +
+                                                   "', which the source does not hold");
     }
     return conversion_.read_tensor(*found->second);
   }

@@ -16,10 +16,11 @@ constexpr const char* kRemedy =
 void require_new_file(const fs::path& file) {
   std::error_code error;
   if (fs::is_directory(fs::status(file, error))) {
-    throw CheckpointError("destination " + file.string() + " is a directory, not a file name");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "destination " + file.string() + " is a directory, not a file name");
   }
   if (fs::exists(fs::symlink_status(file, error))) {  // a dangling link counts
-    throw CheckpointError(file.string() + " exists" + kRemedy);
+    throw CheckpointError(ErrorKind::kUsage, file.string() + " exists" + kRemedy);
   }
 }
 
@@ -28,15 +29,17 @@ void require_new_directory(const fs::path& directory) {
   const fs::file_status status = fs::status(directory, error);
   if (!fs::exists(status)) {
     if (fs::exists(fs::symlink_status(directory, error))) {  // a dangling link
-      throw CheckpointError(directory.string() + " exists" + kRemedy);
+      throw CheckpointError(ErrorKind::kUsage, directory.string() + " exists" + kRemedy);
     }
     return;
   }
   if (!fs::is_directory(status)) {
-    throw CheckpointError("destination " + directory.string() + " is a file, not a directory");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "destination " + directory.string() + " is a file, not a directory");
   }
   if (!fs::is_empty(directory, error) || error) {
-    throw CheckpointError(directory.string() + " exists and is not empty" + kRemedy);
+    throw CheckpointError(ErrorKind::kUsage,
+                          directory.string() + " exists and is not empty" + kRemedy);
   }
 }
 

@@ -47,7 +47,8 @@ class HuggingFaceSource final : public CheckpointSource {
   }
 
   c10::IValue read_value(const SourceEntry& entry) override {
-    throw CheckpointError("Hugging Face entry '" + entry.key + "' is not a value");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "Hugging Face entry '" + entry.key + "' is not a value");
   }
 
  private:

@@ -34,7 +34,8 @@ std::vector<fs::path> write_huggingface(Conversion& conversion, const fs::path& 
                   at::TensorOptions().dtype(conversion.output_dtype(entry)).device(at::kMeta)));
   }
   if (state.size() == 0) {
-    throw CheckpointError("the source holds no tensors; a Hugging Face checkpoint would be empty");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the source holds no tensors; a Hugging Face checkpoint would be empty");
   }
   SaveOptions options;
   options.planner = make_streaming_save_planner(conversion);

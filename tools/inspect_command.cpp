@@ -37,7 +37,7 @@ StateDict load_entries(CachedMetadataReader& reader, std::vector<std::string> ke
 const StateValue& entry_at(StateDict& loaded, const std::string& key, const ObjectPath& path) {
   const StateValue* value = find_element(loaded, path);
   if (value == nullptr) {
-    throw CheckpointError("entry '" + key + "' did not load");
+    throw CheckpointError(ErrorKind::kNotFound, "entry '" + key + "' did not load");
   }
   return *value;
 }
@@ -104,8 +104,9 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
         const auto& by_offset = storage[key];
         auto where = by_offset.find(chunk.offsets);
         if (where == by_offset.end()) {
-          throw CheckpointError("checkpoint " + checkpoint.string() + " is malformed: chunk of '" +
-                                key + "' has no storage entry");
+          throw CheckpointError(ErrorKind::kCorrupt, "checkpoint " + checkpoint.string() +
+                                                         " is malformed: chunk of '" + key +
+                                                         "' has no storage entry");
         }
         item["file"] = where->second->relative_path;
         item["rank"] = rank_of_file(where->second->relative_path);
@@ -198,9 +199,10 @@ void add_inspect_command(CLI::App& app) {
     if (is_manager_root(*checkpoint)) {
       const json listing = inspect_manager_root(*checkpoint);
       if (*with_stats || *as_tree) {
-        throw CheckpointError(*checkpoint + " is the root of a CheckpointManager, not one " +
-                              "checkpoint: --stats and --tree apply to one of its step " +
-                              "directories, e.g. " + example_step_directory(listing).string());
+        throw CheckpointError(ErrorKind::kUsage,
+                              *checkpoint + " is the root of a CheckpointManager, not one " +
+                                  "checkpoint: --stats and --tree apply to one of its step " +
+                                  "directories, e.g. " + example_step_directory(listing).string());
       }
       if (*as_json) {
         std::cout << listing.dump(1, ' ', false, json::error_handler_t::replace) << "\n";

@@ -90,8 +90,9 @@ c10::IValue from_json(const nlohmann::json& json) {
       return dict;
     }
     default:  // binary: never parsed from text
-      throw CheckpointError("a JSON value of type " + std::string(json.type_name()) +
-                            " has no state dict value");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "a JSON value of type " + std::string(json.type_name()) + " has no state dict value");
   }
 }
 

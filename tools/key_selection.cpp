@@ -68,10 +68,11 @@ std::unique_ptr<CheckpointSource> select_keys(std::unique_ptr<CheckpointSource> 
         const std::string top = entry.key.substr(0, entry.key.find('.'));
         if (seen.insert(top).second) top_level += (top_level.empty() ? "" : ", ") + top;
       }
-      throw CheckpointError("--keys '" + prefix + "' matches no key of " + source_name +
-                            " (a prefix matches whole '.'-separated components; its top-level "
-                            "keys: " +
-                            top_level + ")");
+      throw CheckpointError(ErrorKind::kNotFound,
+                            "--keys '" + prefix + "' matches no key of " + source_name +
+                                " (a prefix matches whole '.'-separated components; its top-level "
+                                "keys: " +
+                                top_level + ")");
     }
   }
   return std::make_unique<SelectedSource>(std::move(source), prefixes);

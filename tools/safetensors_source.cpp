@@ -40,7 +40,7 @@ json parse_json(const std::string& text, const std::string& what) {
   try {
     return json::parse(text);
   } catch (const json::exception& error) {
-    throw CheckpointError(what + " is not valid JSON: " + error.what());
+    throw CheckpointError(ErrorKind::kCorrupt, what + " is not valid JSON: " + error.what());
   }
 }
 
@@ -55,8 +55,9 @@ class SafetensorsSource final : public CheckpointSource {
     }
     for (SourceEntry& entry : value_entries_) {
       if (seen_.count(entry.key) != 0) {
-        throw CheckpointError("safetensors " + path.string() + ": '" + entry.key +
-                              "' is both a tensor and a __metadata__ value");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              "safetensors " + path.string() + ": '" + entry.key +
+                                  "' is both a tensor and a __metadata__ value");
       }
       entries_.push_back(std::move(entry));
     }
@@ -75,7 +76,8 @@ class SafetensorsSource final : public CheckpointSource {
   c10::IValue read_value(const SourceEntry& entry) override {
     auto found = values_.find(entry.key);
     if (found == values_.end()) {
-      throw CheckpointError("safetensors entry '" + entry.key + "' is not a value");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "safetensors entry '" + entry.key + "' is not a value");
     }
     return found->second.value;
   }
@@ -87,21 +89,24 @@ class SafetensorsSource final : public CheckpointSource {
     file.read_exactly(0, text.data(), text.size());
     const json index = parse_json(text, "safetensors index " + path.string());
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-      throw CheckpointError("safetensors index " + path.string() + " has no \"weight_map\" object");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "safetensors index " + path.string() + " has no \"weight_map\" object");
     }
     std::map<std::string, std::set<std::string>> keys_by_file;
     for (const auto& [key, shard] : index["weight_map"].items()) {
       if (!shard.is_string()) {
-        throw CheckpointError("safetensors index " + path.string() + ": the shard of '" + key +
-                              "' is not a file name");
+        throw CheckpointError(ErrorKind::kCorrupt, "safetensors index " + path.string() +
+                                                       ": the shard of '" + key +
+                                                       "' is not a file name");
       }
       const std::string shard_name = shard.get<std::string>();
       const fs::path relative(shard_name);
       bool escapes = shard_name.empty() || relative.is_absolute();
       for (const fs::path& part : relative) escapes = escapes || part == "..";
       if (escapes) {
-        throw CheckpointError("safetensors index " + path.string() + " names shard '" + shard_name +
-                              "', which is not beside the index");
+        throw CheckpointError(ErrorKind::kCorrupt, "safetensors index " + path.string() +
+                                                       " names shard '" + shard_name +
+                                                       "', which is not beside the index");
       }
       keys_by_file[shard_name].insert(key);
     }
@@ -127,10 +132,11 @@ class SafetensorsSource final : public CheckpointSource {
     for (const detail::SafetensorsTensor& tensor : header.tensors) {
       const std::string where = what + ", key '" + tensor.name + "'";
       if (expected != nullptr && expected->count(tensor.name) == 0) {
-        throw CheckpointError(where + ": the index places this tensor in another file");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where + ": the index places this tensor in another file");
       }
       if (!seen_.insert(tensor.name).second) {
-        throw CheckpointError(where + ": the tensor appears in two files");
+        throw CheckpointError(ErrorKind::kCorrupt, where + ": the tensor appears in two files");
       }
       SourceEntry entry;
       entry.key = tensor.name;
@@ -144,7 +150,7 @@ class SafetensorsSource final : public CheckpointSource {
       entries_.push_back(std::move(entry));
     }
     if (expected != nullptr && header.tensors.size() != expected->size()) {
-      throw CheckpointError(what + " lacks tensors the index places in it");
+      throw CheckpointError(ErrorKind::kCorrupt, what + " lacks tensors the index places in it");
     }
     for (const auto& [key, text] : header.metadata) {
       if (key != "format") add_value(path, key, text);
@@ -155,9 +161,11 @@ class SafetensorsSource final : public CheckpointSource {
     auto seen = values_.find(key);
     if (seen != values_.end()) {
       if (seen->second.text != text) {
-        throw CheckpointError("safetensors file " + file.string() + ", __metadata__ key '" + key +
-                              "': the value differs from the one in " + seen->second.file.string() +
-                              " (shards of different conversions?); convert the checkpoint again");
+        throw CheckpointError(
+            ErrorKind::kCorrupt,
+            "safetensors file " + file.string() + ", __metadata__ key '" + key +
+                "': the value differs from the one in " + seen->second.file.string() +
+                " (shards of different conversions?); convert the checkpoint again");
       }
       return;
     }

@@ -75,7 +75,8 @@ void write_shard(Conversion& conversion, const Shard& shard, const json& metadat
 std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& dst,
                                         uint64_t max_shard_size) {
   if (fs::is_directory(dst)) {
-    throw CheckpointError("destination " + dst.string() + " is a directory, not a file name");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "destination " + dst.string() + " is a directory, not a file name");
   }
   CheckpointSource& source = conversion.source();
   json metadata = {{"format", "pt"}};
@@ -83,15 +84,16 @@ std::vector<fs::path> write_safetensors(Conversion& conversion, const fs::path& 
   for (const SourceEntry& entry : source.entries()) {
     if (!entry.is_tensor) {
       if (entry.key == "format") {
-        throw CheckpointError("value 'format' would collide with safetensors' \"format\" metadata");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "value 'format' would collide with safetensors' \"format\" metadata");
       }
       metadata[entry.key] = to_json(source.read_value(entry)).dump();
       continue;
     }
     if (!detail::safetensors_dtype_name(conversion.output_dtype(entry))) {
-      throw CheckpointError("tensor '" + entry.key + "' is " +
-                            c10::toString(conversion.output_dtype(entry)) +
-                            ", which safetensors cannot hold");
+      throw CheckpointError(ErrorKind::kUsage, "tensor '" + entry.key + "' is " +
+                                                   c10::toString(conversion.output_dtype(entry)) +
+                                                   ", which safetensors cannot hold");
     }
     const uint64_t n = output_bytes(conversion, entry);
     if (max_shard_size > 0 && !shards.back().tensors.empty() &&

@@ -101,7 +101,7 @@ class StatsLoadPlanner final : public LoadPlanner {
     stats_.at(item.dest_index.fqn).merge(piece);
   }
   void load_bytes(const ReadItem& item, c10::IValue value) override {}
-  LoadReport report() const override { return {}; }
+  IncompatibleKeys report() const override { return {}; }
 
   std::map<std::string, TensorStats> result() const {
     std::map<std::string, TensorStats> out;

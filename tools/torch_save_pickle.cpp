@@ -58,8 +58,8 @@ class Pickler {
 
   void value(const c10::IValue& value, std::vector<at::Tensor>& tensors, int depth) {
     if (depth > kMaxDepth) {
-      throw CheckpointError("torch.save value nests deeper than " + std::to_string(kMaxDepth) +
-                            " levels");
+      throw CheckpointError(ErrorKind::kUsage, "torch.save value nests deeper than " +
+                                                   std::to_string(kMaxDepth) + " levels");
     }
     if (value.isNone()) {
       byte(op::kNone);
@@ -96,9 +96,11 @@ class Pickler {
     } else if (value.isTensor()) {
       tensor(value.toTensor(), tensors);
     } else {
-      throw CheckpointError("dcpp cannot torch.save a value of type " + value.tagKind() +
-                            " (only None, bool, int, float, complex, str, tuple, list, dict with "
-                            "str or int keys, and tensors)");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "dcpp cannot torch.save a value of type " + value.tagKind() +
+              " (only None, bool, int, float, complex, str, tuple, list, dict with "
+              "str or int keys, and tensors)");
     }
   }
 
@@ -137,8 +139,9 @@ class Pickler {
 
   void string(const std::string& text) {
     if (text.size() > std::numeric_limits<uint32_t>::max()) {
-      throw CheckpointError("a string of " + std::to_string(text.size()) +
-                            " bytes does not fit in a torch.save file (at most 4 GiB)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "a string of " + std::to_string(text.size()) +
+                                " bytes does not fit in a torch.save file (at most 4 GiB)");
     }
     byte(op::kBinUnicode);
     little_endian(text.size(), 4);
@@ -169,8 +172,9 @@ class Pickler {
   void dict(const c10::impl::GenericDict& dict, std::vector<at::Tensor>& tensors, int depth) {
     const c10::TypeKind key_kind = dict.keyType()->kind();
     if (key_kind != c10::TypeKind::StringType && key_kind != c10::TypeKind::IntType) {
-      throw CheckpointError("torch.save of a dict with " + dict.keyType()->str() +
-                            " keys: dcpp writes dicts with str or int keys only");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "torch.save of a dict with " + dict.keyType()->str() +
+                                " keys: dcpp writes dicts with str or int keys only");
     }
     byte(op::kEmptyDict);
     if (dict.empty()) return;
@@ -186,7 +190,7 @@ class Pickler {
   // dtype after the hooks, over the persistent id ('storage', class, key, 'cpu', numel).
   void tensor(const at::Tensor& tensor, std::vector<at::Tensor>& tensors) {
     if (!tensor.defined()) {
-      throw CheckpointError("torch.save of an undefined tensor");
+      throw CheckpointError(ErrorKind::kUsage, "torch.save of an undefined tensor");
     }
     const at::ScalarType dtype = tensor.scalar_type();
     const bool v2 = has_typed_storage(dtype);

@@ -57,8 +57,9 @@ class TorchSaveSource final : public CheckpointSource {
         source_->describe());
     StateValue tree(root);
     if (!tree.is_dict()) {
-      throw CheckpointError("torch.save file " + path.string() + " holds a " + tree.kind_name() +
-                            ", not a state dict (a dict at the top level)");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            "torch.save file " + path.string() + " holds a " + tree.kind_name() +
+                                ", not a state dict (a dict at the top level)");
     }
     root_ = std::move(tree.dict());
     for (const FlatEntry& flat : flatten_state_dict(root_)) {
@@ -89,10 +90,11 @@ class TorchSaveSource final : public CheckpointSource {
     const uint64_t element_size = c10::elementSize(ref.dtype);
     if (ref.storage_numel < 0 ||
         record.size != static_cast<uint64_t>(ref.storage_numel) * element_size) {
-      throw CheckpointError(where + ": storage record data/" + ref.storage_key + " holds " +
-                            std::to_string(record.size) + " bytes, not " +
-                            std::to_string(ref.storage_numel) + " elements of " +
-                            c10::toString(ref.dtype));
+      throw CheckpointError(ErrorKind::kCorrupt, where + ": storage record data/" +
+                                                     ref.storage_key + " holds " +
+                                                     std::to_string(record.size) + " bytes, not " +
+                                                     std::to_string(ref.storage_numel) +
+                                                     " elements of " + c10::toString(ref.dtype));
     }
     // The view must lie inside its storage, however hostile data.pkl is.
     int64_t last = ref.storage_offset;
@@ -105,7 +107,8 @@ class TorchSaveSource final : public CheckpointSource {
       if (valid && ref.sizes[d] > 0) last += (ref.sizes[d] - 1) * ref.strides[d];
     }
     if (!valid || (!empty && last >= ref.storage_numel)) {
-      throw CheckpointError(where + ": data.pkl describes a tensor view outside its storage");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ": data.pkl describes a tensor view outside its storage");
     }
     at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
     zip_->read(record, storage.data_ptr(), true);
@@ -116,8 +119,9 @@ class TorchSaveSource final : public CheckpointSource {
     // A list of plain values is a StateList leaf: back to the IValue it was decoded from.
     c10::IValue value = to_ivalue(*values_.at(entry.key));
     if (contains_tensor(value)) {
-      throw CheckpointError(source_->describe() + ", key '" + entry.key +
-                            "': a tensor inside a tuple or a list of values is not supported");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            source_->describe() + ", key '" + entry.key +
+                                "': a tensor inside a tuple or a list of values is not supported");
     }
     return value;
   }

@@ -33,16 +33,18 @@ namespace {
 // Fails the save while planning with the staging error, so that every rank learns of it.
 class StagingFailedPlanner final : public SavePlanner {
  public:
-  explicit StagingFailedPlanner(std::string message) : message_(std::move(message)) {}
+  StagingFailedPlanner(ErrorKind kind, std::string message)
+      : kind_(kind), message_(std::move(message)) {}
   void set_up(StateDict&, bool) override {}
-  SavePlan create_local_plan() override { throw CheckpointError(message_); }
+  SavePlan create_local_plan() override { throw CheckpointError(kind_, message_); }
   std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan>) override {
-    throw CheckpointError(message_);
+    throw CheckpointError(kind_, message_);
   }
-  SavePlan finish_plan(SavePlan) override { throw CheckpointError(message_); }
-  WriteItemData resolve_data(const WriteItem&) override { throw CheckpointError(message_); }
+  SavePlan finish_plan(SavePlan) override { throw CheckpointError(kind_, message_); }
+  WriteItemData resolve_data(const WriteItem&) override { throw CheckpointError(kind_, message_); }
 
  private:
+  ErrorKind kind_;
   std::string message_;
 };
 
@@ -77,9 +79,10 @@ class AsyncCheckpointer::Impl {
     }
     if (group_ && group_->getSize() > 1 && options_.in_flight_policy == InFlightPolicy::kSkip) {
       throw CheckpointError(
+          ErrorKind::kUsage,
           "InFlightPolicy::kSkip cannot be used with a " + std::to_string(group_->getSize()) +
-          "-rank process group: ranks could decide differently and the save would wait for the "
-          "skipping rank until the group's timeout; use kWait");
+              "-rank process group: ranks could decide differently and the save would wait for the "
+              "skipping rank until the group's timeout; use kWait");
     }
   }
 
@@ -106,10 +109,11 @@ class AsyncCheckpointer::Impl {
             return skipped;
           }
           case InFlightPolicy::kFail:
-            throw CheckpointError("async save to " + where + " refused: the save to " +
-                                  in_flight_where_ +
-                                  " is still in flight; wait for its upload_completion first, or "
-                                  "use InFlightPolicy::kWait or kSkip");
+            throw CheckpointError(
+                ErrorKind::kUsage,
+                "async save to " + where + " refused: the save to " + in_flight_where_ +
+                    " is still in flight; wait for its upload_completion first, or "
+                    "use InFlightPolicy::kWait or kSkip");
         }
       }
     }
@@ -192,8 +196,8 @@ class AsyncCheckpointer::Impl {
       if (staging_error) {
         if (group_ && group_->getSize() > 1) {
           // Let every rank fail now rather than wait for this one until the timeout.
-          save_options.planner =
-              std::make_shared<StagingFailedPlanner>(detail::exception_message(staging_error));
+          save_options.planner = std::make_shared<StagingFailedPlanner>(
+              detail::exception_kind(staging_error), detail::exception_message(staging_error));
           save(StateDict(), *writer, save_options);
         }
         std::rethrow_exception(staging_error);
@@ -204,8 +208,9 @@ class AsyncCheckpointer::Impl {
       return std::current_exception();
     } catch (...) {
       return std::make_exception_ptr(CheckpointError(
-          "async save to " + job.where + " failed: " +
-          detail::exception_message(std::current_exception()) + "; nothing was committed"));
+          ErrorKind::kUsage, "async save to " + job.where +
+                                 " failed: " + detail::exception_message(std::current_exception()) +
+                                 "; nothing was committed"));
     }
   }
 
@@ -239,7 +244,8 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
                                                 std::shared_ptr<StorageWriter> storage_writer) {
   if (!storage_writer) {
-    throw CheckpointError("async_save: the storage writer is null; pass a writer, or a directory");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "async_save: the storage writer is null; pass a writer, or a directory");
   }
   return impl_->async_save(
       state_dict, [storage_writer] { return storage_writer; }, "its storage writer");

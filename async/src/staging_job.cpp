@@ -100,18 +100,19 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
   std::vector<BufferSpec> specs;
   auto collect = [&](const at::Tensor& tensor, const std::string& key) -> at::Tensor {
     if (!tensor.defined()) {
-      throw CheckpointError("staging key '" + key +
-                            "': the tensor is undefined; give it a value "
-                            "or remove it from the state dict");
+      throw CheckpointError(ErrorKind::kUsage, "staging key '" + key +
+                                                   "': the tensor is undefined; give it a value "
+                                                   "or remove it from the state dict");
     }
     if (tensor.layout() != at::kStrided) {
-      throw CheckpointError("staging key '" + key +
-                            "': only dense (strided) tensors can be "
-                            "staged; convert it with to_dense() first");
+      throw CheckpointError(ErrorKind::kUsage, "staging key '" + key +
+                                                   "': only dense (strided) tensors can be "
+                                                   "staged; convert it with to_dense() first");
     }
     if (!tensor.device().is_cpu() && !pinned_for(tensor)) {
-      throw CheckpointError("staging key '" + key + "': tensors on " + tensor.device().str() +
-                            " cannot be staged by this build of dcpp; move it to the CPU");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "staging key '" + key + "': tensors on " + tensor.device().str() +
+                                " cannot be staged by this build of dcpp; move it to the CPU");
     }
     specs.push_back(BufferSpec{tensor.scalar_type(), tensor.sizes().vec(), pinned_for(tensor)});
     job->sources_.push_back(
@@ -171,6 +172,7 @@ void StagingJob::copy_piece(std::size_t index) noexcept {
     std::lock_guard<std::mutex> lock(error_mutex_);
     if (!error_) {
       error_ = std::make_exception_ptr(CheckpointError(
+          ErrorKind::kIo,
           "staging key '" + source.key + "': copying it into its staging buffer failed: " + what));
     }
   }

@@ -115,8 +115,9 @@ class TbbStager final : public AsyncStager {
 
   static TbbStagerOptions validated(TbbStagerOptions options) {
     if (options.concurrency < 1) {
-      throw CheckpointError("TbbStagerOptions::concurrency is " +
-                            std::to_string(options.concurrency) + "; it must be at least 1");
+      throw CheckpointError(ErrorKind::kUsage, "TbbStagerOptions::concurrency is " +
+                                                   std::to_string(options.concurrency) +
+                                                   "; it must be at least 1");
     }
     options.nice = std::clamp(options.nice, 0, 19);
     return options;

@@ -6,18 +6,19 @@
 //         all-gather the outcome.
 //   save without collectives: plan locally -> a global plan of this plan alone -> write -> commit
 //         `__<rank>.metadata`; no collective (DCP's use_collectives=False, without its barrier).
-// Every step exchanges each rank's status with its payload, so a failure anywhere becomes the same
-// CheckpointError on every rank before the next step starts; nothing is committed after a failure,
-// and no rank waits in a collective that the others will never join.
+// Every step exchanges each rank's status with its payload (spmd_step.h), so a failure anywhere
+// becomes the same CheckpointError, of the same kind, on every rank before the next step starts;
+// nothing is committed after a failure, and no rank waits in a collective that the others will
+// never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/huggingface_storage.h>
 
-#include "core/exception_message.h"
 #include "dist/collectives.h"
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
 #include "planner/plan_codec.h"
+#include "spmd_step.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -77,104 +78,15 @@ void drop_optional_keys_missing_from(const StatefulSwap& statefuls, const Metada
   }
 }
 
-// The error of a step that failed on `failures` ("rank 1: ...; rank 3: ..."), the same on any
-// number of ranks.
-CheckpointError step_failed(const char* operation, const char* step, const std::string& failures) {
-  return CheckpointError(std::string(operation) + " failed while " + step + " (" + failures + ")");
-}
-
-// `local()` on this process alone: a CheckpointError passes as it is; anything else (a user's
-// Stateful or planner throwing std::runtime_error or c10::Error) becomes the CheckpointError that N
-// ranks would throw, keeping its message.
-template <typename Local>
-auto run_alone(int rank, const char* operation, const char* step, const Local& local) {
-  try {
-    return local();
-  } catch (const CheckpointError&) {
-    throw;
-  } catch (...) {
-    throw step_failed(operation, step,
-                      "rank " + std::to_string(rank) + ": " +
-                          detail::exception_message(std::current_exception()));
-  }
-}
-
-// The two strings every step message carries (error, payload), from `rank`'s bytes.
-std::vector<std::string> decode_step_message(const std::string& bytes, const char* operation,
-                                             const char* step, const std::string& sender) {
-  std::vector<std::string> message = detail::decode_strings(bytes);
-  if (message.size() != 2) {
-    throw CheckpointError(std::string(operation) + " failed while " + step + ": the message from " +
-                          sender + " is malformed (" + std::to_string(message.size()) +
-                          " fields, not 2); every rank must run the same dcpp build");
-  }
-  return message;
-}
-
-// One step of the SPMD protocol on every rank: runs `local` (which may throw), exchanges every
-// rank's outcome, and throws the same CheckpointError on every rank when any rank failed. Returns
-// every rank's payload.
-std::vector<std::string> exchange(detail::Collectives& ranks, const char* operation,
-                                  const char* step, const std::function<std::string()>& local) {
-  if (ranks.size() == 1) {
-    return {run_alone(ranks.rank(), operation, step, local)};
-  }
-  std::string error;
-  std::string payload;
-  try {
-    payload = local();
-  } catch (...) {
-    error = detail::exception_message(std::current_exception());
-  }
-  std::vector<std::string> replies = ranks.all_gather(detail::encode_strings({error, payload}));
-  std::vector<std::string> payloads;
-  std::string failures;
-  for (std::size_t rank = 0; rank < replies.size(); ++rank) {
-    std::vector<std::string> reply =
-        decode_step_message(replies[rank], operation, step, "rank " + std::to_string(rank));
-    if (!reply[0].empty()) {
-      failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) +
-                  ": " + reply[0];
-    }
-    payloads.push_back(std::move(reply[1]));
-  }
-  if (!failures.empty()) {
-    throw step_failed(operation, step, failures);
-  }
-  return payloads;
-}
-
-// The coordinator's `payload` (or its failure) on every rank.
-std::string from_coordinator(detail::Collectives& ranks, int coordinator, const char* operation,
-                             const char* step, const std::function<std::string()>& local) {
-  if (ranks.size() == 1) {
-    return run_alone(ranks.rank(), operation, step, local);
-  }
-  std::string message;
-  if (ranks.rank() == coordinator) {
-    try {
-      message = detail::encode_strings({"", local()});
-    } catch (...) {
-      message = detail::encode_strings({detail::exception_message(std::current_exception()), ""});
-    }
-  }
-  const std::string sender = "the coordinator (rank " + std::to_string(coordinator) + ")";
-  std::vector<std::string> reply =
-      decode_step_message(ranks.broadcast(message, coordinator), operation, step, sender);
-  if (!reply[0].empty()) {
-    throw step_failed(operation, step, "rank " + std::to_string(coordinator) + ": " + reply[0]);
-  }
-  return reply[1];
-}
-
 std::unique_ptr<detail::Collectives> collectives_for(
     const c10::intrusive_ptr<c10d::ProcessGroup>& group, int coordinator) {
   std::unique_ptr<detail::Collectives> ranks = group ? detail::make_process_group_collectives(group)
                                                      : detail::make_single_process_collectives();
   if (coordinator < 0 || coordinator >= ranks->size()) {
-    throw CheckpointError("coordinator rank " + std::to_string(coordinator) +
-                          " is not a rank of the " + std::to_string(ranks->size()) +
-                          "-rank process group");
+    throw CheckpointError(ErrorKind::kUsage, "coordinator rank " + std::to_string(coordinator) +
+                                                 " is not a rank of the " +
+                                                 std::to_string(ranks->size()) +
+                                                 "-rank process group");
   }
   return ranks;
 }
@@ -195,18 +107,20 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
   if (options.process_group) {
     const int group_rank = options.process_group->getRank();
     if (rank != -1 && rank != group_rank) {
-      throw CheckpointError("SaveOptions::rank is " + std::to_string(rank) +
-                            " but this process is rank " + std::to_string(group_rank) +
-                            " of the process group; leave rank at -1 or make them agree");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "SaveOptions::rank is " + std::to_string(rank) +
+                                " but this process is rank " + std::to_string(group_rank) +
+                                " of the process group; leave rank at -1 or make them agree");
     }
     rank = group_rank;
   }
   if (rank < 0) {
     throw CheckpointError(
+        ErrorKind::kUsage,
         "a save without collectives (SaveOptions::use_collectives = false) needs this process's "
         "rank: set SaveOptions::rank, or give a process_group");
   }
-  return run_alone(rank, "checkpoint save", "saving without collectives", [&] {
+  return detail::run_alone(rank, "checkpoint save", "saving without collectives", [&] {
     std::shared_ptr<SavePlanner> planner =
         options.planner ? options.planner : make_default_save_planner();
     StateDict resolved = resolve_statefuls(state_dict);
@@ -218,9 +132,10 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
     global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
     if (global_plans.size() != 1) {
       throw CheckpointError(
+          ErrorKind::kUsage,
           "rank " + std::to_string(rank) +
-          ": the global plan of a save without collectives must be one plan, not " +
-          std::to_string(global_plans.size()) + "; the save planner must return one plan");
+              ": the global plan of a save without collectives must be one plan, not " +
+              std::to_string(global_plans.size()) + "; the save planner must return one plan");
     }
     const SavePlan final_plan = planner->finish_plan(std::move(global_plans.front()));
     std::vector<std::vector<WriteResult>> results{storage_writer.write_data(final_plan, *planner)};
@@ -246,7 +161,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   StateDict resolved;
 
   // 1. Every rank plans what it holds.
-  std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
+  std::vector<std::string> local_plans = detail::exchange(*ranks, operation, "planning", [&] {
     resolved = resolve_statefuls(state_dict);
     storage_writer.set_up(ranks->rank(), is_coordinator);
     planner->set_up(resolved, is_coordinator);
@@ -255,7 +170,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   // 2. The coordinator merges the plans and sends every rank its final plan.
   Metadata metadata;
   const std::string central =
-      from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+      detail::from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
         std::vector<SavePlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_save_plan(bytes));
@@ -270,26 +185,27 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
         return detail::encode_strings(encoded);
       });
   // 3. Every rank writes its items; the coordinator learns where they landed.
-  std::vector<std::string> results = exchange(*ranks, operation, "writing", [&] {
+  std::vector<std::string> results = detail::exchange(*ranks, operation, "writing", [&] {
     const std::vector<std::string> plans = detail::decode_strings(central);
     const SavePlan final_plan = planner->finish_plan(
         detail::decode_save_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
     return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
   });
   // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.
-  const std::string committed = from_coordinator(*ranks, coordinator, operation, "committing", [&] {
-    std::vector<std::vector<WriteResult>> all_results;
-    for (const std::string& bytes : results) {
-      all_results.push_back(detail::decode_write_results(bytes));
-    }
-    storage_writer.finish(metadata, all_results);
-    for (const auto& rank_results : all_results) {
-      for (const WriteResult& result : rank_results) {
-        metadata.storage_data.emplace_back(result.index, result.storage_data);
-      }
-    }
-    return detail::encode_metadata_message(metadata);
-  });
+  const std::string committed =
+      detail::from_coordinator(*ranks, coordinator, operation, "committing", [&] {
+        std::vector<std::vector<WriteResult>> all_results;
+        for (const std::string& bytes : results) {
+          all_results.push_back(detail::decode_write_results(bytes));
+        }
+        storage_writer.finish(metadata, all_results);
+        for (const auto& rank_results : all_results) {
+          for (const WriteResult& result : rank_results) {
+            metadata.storage_data.emplace_back(result.index, result.storage_data);
+          }
+        }
+        return detail::encode_metadata_message(metadata);
+      });
   return is_coordinator ? metadata : detail::decode_metadata_message(committed);
 }
 
@@ -307,13 +223,14 @@ std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory
 
 }  // namespace
 
-LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
-                const LoadOptions& options) {
+IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
+                      const LoadOptions& options) {
   auto reader = reader_for(directory, options.file_system);
   return load(state_dict, *reader, options);
 }
 
-LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const LoadOptions& options) {
+IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
+                      const LoadOptions& options) {
   const int coordinator = options.coordinator_rank;
   auto ranks = collectives_for(options.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;
@@ -325,7 +242,7 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
   std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
 
   // 1. Every rank reads the metadata and plans its reads.
-  std::vector<std::string> local_plans = exchange(*ranks, operation, "planning", [&] {
+  std::vector<std::string> local_plans = detail::exchange(*ranks, operation, "planning", [&] {
     statefuls.emplace(state_dict);
     metadata = storage_reader.read_metadata();
     drop_optional_keys_missing_from(*statefuls, metadata);
@@ -338,7 +255,7 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
   });
   // 2. The coordinator sees every plan and may adjust them.
   const std::string central =
-      from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+      detail::from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
         std::vector<LoadPlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_load_plan(bytes));
@@ -351,7 +268,7 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
       });
   // 3. Every rank reads its items (into the targets, or the scratch copy) and, reading into the
   // targets, hands the Statefuls their state; all learn whether every rank succeeded.
-  exchange(*ranks, operation, "reading", [&] {
+  detail::exchange(*ranks, operation, "reading", [&] {
     const std::vector<std::string> plans = detail::decode_strings(central);
     const LoadPlan final_plan = planner->finish_plan(
         detail::decode_load_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
@@ -363,7 +280,7 @@ LoadReport load(StateDict& state_dict, StorageReader& storage_reader, const Load
   });
   // 4. All or nothing: every rank read and verified everything; now the targets change.
   if (scratch) {
-    exchange(*ranks, operation, "applying the loaded state", [&] {
+    detail::exchange(*ranks, operation, "applying the loaded state", [&] {
       detail::apply_loaded_scratch(state_dict, *scratch);
       statefuls->commit();
       return std::string();

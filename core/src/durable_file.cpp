@@ -21,8 +21,8 @@ namespace {
   } else if (error == EACCES || error == EPERM || error == EROFS) {
     hint = "; check the permissions of the checkpoint directory";
   }
-  throw CheckpointError("cannot " + what + " " + path.string() + ": " + std::strerror(error) +
-                        hint);
+  throw CheckpointError(
+      ErrorKind::kIo, "cannot " + what + " " + path.string() + ": " + std::strerror(error) + hint);
 }
 
 }  // namespace
@@ -63,8 +63,8 @@ void write_file_durably(const fs::path& path, const std::string& bytes, bool syn
 void rename_durably(const fs::path& from, const fs::path& to, bool sync) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     const int error = errno;
-    throw CheckpointError("cannot rename " + from.string() + " to " + to.string() + ": " +
-                          std::strerror(error));
+    throw CheckpointError(ErrorKind::kIo, "cannot rename " + from.string() + " to " + to.string() +
+                                              ": " + std::strerror(error));
   }
   if (sync) sync_directory(to.parent_path().empty() ? fs::path(".") : to.parent_path());
 }

@@ -16,4 +16,14 @@ std::string exception_message(const std::exception_ptr& error) {
   }
 }
 
+ErrorKind exception_kind(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const CheckpointError& failure) {
+    return failure.kind();
+  } catch (...) {
+    return ErrorKind::kUsage;
+  }
+}
+
 }  // namespace dcpp::detail

@@ -27,8 +27,8 @@ at::Device GroupCalls::message_device() const {
   return {at::kCUDA, static_cast<c10::DeviceIndex>(at::detail::getCUDAHooks().current_device())};
 }
 
-void GroupCalls::fail(const std::string& message) const {
-  throw CheckpointError(caller_ + " on rank " + std::to_string(rank()) + " of " +
+void GroupCalls::fail(ErrorKind kind, const std::string& message) const {
+  throw CheckpointError(kind, caller_ + " on rank " + std::to_string(rank()) + " of " +
                         std::to_string(size()) + ": " + message);
 }
 
@@ -39,7 +39,7 @@ void GroupCalls::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::str
     const std::string cause = explain_failure_
                                   ? explain_failure_()
                                   : "a rank died, timed out or called another collective";
-    fail(what + " failed: " + cause + ". The process group said: " + error.what());
+    fail(ErrorKind::kRankFailed, what + " failed: " + cause + ". The process group said: " + error.what());
   }
 }
 

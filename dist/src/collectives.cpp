@@ -45,7 +45,7 @@ class OverProcessGroup final : public Collectives {
       std::vector<std::string> parts = decode_strings(reply);
       const int rank = static_cast<int>(peers.size());
       if (parts.size() != 2) {
-        throw CheckpointError("the first checkpoint message from rank " + std::to_string(rank) +
+        throw CheckpointError(ErrorKind::kCorrupt, "the first checkpoint message from rank " + std::to_string(rank) +
                               " is malformed (" + std::to_string(parts.size()) +
                               " parts, not 2); every rank must run the same dcpp build");
       }

@@ -90,8 +90,9 @@ std::string encode_process_identity(const ProcessIdentity& process) {
 
 ProcessIdentity decode_process_identity(std::string_view bytes, int rank) {
   const auto malformed = [rank] {
-    return CheckpointError("the process identity rank " + std::to_string(rank) +
-                           " sent is malformed; every rank must run the same dcpp build");
+    return CheckpointError(ErrorKind::kCorrupt,
+                           "the process identity rank " + std::to_string(rank) +
+                               " sent is malformed; every rank must run the same dcpp build");
   };
   std::istringstream in{std::string(bytes)};
   ProcessIdentity process;

@@ -65,9 +65,10 @@ class GroupStore final : public c10d::PrefixStore {
 std::string required_variable(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') {
-    throw CheckpointError(std::string("environment variable ") + name +
-                          " is not set: start the ranks with dcpp-launch or torchrun, or set "
-                          "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
+    throw CheckpointError(ErrorKind::kUsage,
+                          std::string("environment variable ") + name +
+                              " is not set: start the ranks with dcpp-launch or torchrun, or set "
+                              "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT");
   }
   return value;
 }
@@ -77,8 +78,8 @@ int integer_variable(const char* name, const std::string& text) {
   const char* end = text.data() + text.size();
   const auto [ptr, error] = std::from_chars(text.data(), end, value);
   if (error != std::errc() || ptr != end) {
-    throw CheckpointError(std::string("environment variable ") + name + "=\"" + text +
-                          "\" is not an integer");
+    throw CheckpointError(ErrorKind::kUsage, std::string("environment variable ") + name + "=\"" +
+                                                 text + "\" is not an integer");
   }
   return value;
 }
@@ -122,18 +123,22 @@ LaunchEnvironment LaunchEnvironment::from_env() {
 
 void LaunchEnvironment::validate() const {
   if (world_size < 1) {
-    throw CheckpointError("WORLD_SIZE=" + std::to_string(world_size) + " must be at least 1");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "WORLD_SIZE=" + std::to_string(world_size) + " must be at least 1");
   }
   if (rank < 0 || rank >= world_size) {
-    throw CheckpointError("RANK=" + std::to_string(rank) +
-                          " is outside [0, WORLD_SIZE=" + std::to_string(world_size) + ")");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "RANK=" + std::to_string(rank) +
+                              " is outside [0, WORLD_SIZE=" + std::to_string(world_size) + ")");
   }
   if (local_rank < 0) {
-    throw CheckpointError("LOCAL_RANK=" + std::to_string(local_rank) + " is negative");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "LOCAL_RANK=" + std::to_string(local_rank) + " is negative");
   }
-  if (master_addr.empty()) throw CheckpointError("MASTER_ADDR is empty");
+  if (master_addr.empty()) throw CheckpointError(ErrorKind::kUsage, "MASTER_ADDR is empty");
   if (master_port < 1 || master_port > 65535) {
-    throw CheckpointError("MASTER_PORT=" + std::to_string(master_port) + " is outside [1, 65535]");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "MASTER_PORT=" + std::to_string(master_port) + " is outside [1, 65535]");
   }
 }
 
@@ -157,10 +162,11 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
                             std::to_string(options.timeout.count()) + " ms"
                       : "could not connect to the store of rank 0 at " + where(env) + " within " +
                             std::to_string(options.timeout.count()) + " ms";
-    throw CheckpointError("rank " + std::to_string(env.rank) + ": " + what + ": " +
-                          message_of(error) +
-                          " (check that every rank runs with the same MASTER_ADDR and "
-                          "MASTER_PORT and that the port is free on rank 0)");
+    throw CheckpointError(ErrorKind::kRankFailed,
+                          "rank " + std::to_string(env.rank) + ": " + what + ": " +
+                              message_of(error) +
+                              " (check that every rank runs with the same MASTER_ADDR and "
+                              "MASTER_PORT and that the port is free on rank 0)");
   }
 }
 
@@ -168,16 +174,19 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     const ProcessGroupOptions& options) {
   ignore_broken_pipe_signal();
-  if (!store) throw CheckpointError("make_gloo_process_group: the store is null");
+  if (!store)
+    throw CheckpointError(ErrorKind::kUsage, "make_gloo_process_group: the store is null");
   if (size < 1 || rank < 0 || rank >= size) {
-    throw CheckpointError("make_gloo_process_group: rank " + std::to_string(rank) +
-                          " is outside [0, " + std::to_string(size) + ")");
+    throw CheckpointError(ErrorKind::kUsage, "make_gloo_process_group: rank " +
+                                                 std::to_string(rank) + " is outside [0, " +
+                                                 std::to_string(size) + ")");
   }
   if (options.group_name.empty()) {
-    throw CheckpointError("make_gloo_process_group: the group name is empty");
+    throw CheckpointError(ErrorKind::kUsage, "make_gloo_process_group: the group name is empty");
   }
   if (options.timeout.count() <= 0) {
-    throw CheckpointError("make_gloo_process_group: the timeout must be positive");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "make_gloo_process_group: the timeout must be positive");
   }
   try {
     auto prefixed =
@@ -194,10 +203,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& error) {
-    throw CheckpointError("rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                          ": could not make the Gloo process group \"" + options.group_name +
-                          "\" within " + std::to_string(options.timeout.count()) + " ms: " +
-                          message_of(error) + " (did every rank start and make this group?)");
+    throw CheckpointError(ErrorKind::kRankFailed,
+                          "rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                              ": could not make the Gloo process group \"" + options.group_name +
+                              "\" within " + std::to_string(options.timeout.count()) + " ms: " +
+                              message_of(error) + " (did every rank start and make this group?)");
   }
 }
 

@@ -91,8 +91,10 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw CheckpointError("checksum file " + path_ + " is damaged: " + what +
-                          "; restore it, or delete it to load with the format's own checks only");
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        "checksum file " + path_ + " is damaged: " + what +
+            "; restore it, or delete it to load with the format's own checks only");
   }
 
   std::string_view next_line(std::string_view& body) {
@@ -237,8 +239,10 @@ std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path
   const std::vector<SaveChecksums> saves = decode_checksum_file(bytes, path.string());
   const SaveChecksums* save = find_save(saves, metadata_bytes);
   if (save == nullptr) {
-    throw CheckpointError(metadata_mismatch_message(
-        saves, metadata_bytes, (directory / metadata_name).string(), path.string()));
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        metadata_mismatch_message(saves, metadata_bytes, (directory / metadata_name).string(),
+                                  path.string()));
   }
   return *save;
 }

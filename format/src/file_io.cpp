@@ -23,8 +23,11 @@ namespace {
   } else if (error == ENOENT) {
     hint = "; the checkpoint is incomplete or the path is wrong";
   }
-  throw CheckpointError("cannot " + what + " " + path.string() + ": " + std::strerror(error) +
-                        hint);
+  // A file or directory that is not there is a checkpoint not found; any other refusal, I/O.
+  const ErrorKind kind =
+      error == ENOENT || error == ENOTDIR ? ErrorKind::kNotFound : ErrorKind::kIo;
+  throw CheckpointError(
+      kind, "cannot " + what + " " + path.string() + ": " + std::strerror(error) + hint);
 }
 
 }  // namespace
@@ -80,9 +83,10 @@ void File::read_exactly(uint64_t offset, void* dst, std::size_t n) const {
       throw_errno("read", path_);
     }
     if (got == 0) {
-      throw CheckpointError("data file " + path_.string() + " is truncated: it ends before byte " +
-                            std::to_string(offset + 1) +
-                            "; the checkpoint is damaged, load an earlier one");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "data file " + path_.string() + " is truncated: it ends before byte " +
+                                std::to_string(offset + 1) +
+                                "; the checkpoint is damaged, load an earlier one");
     }
     p += got;
     offset += static_cast<uint64_t>(got);
@@ -162,9 +166,10 @@ void FileSink::flush() {
 
 void FileRangeSource::read(uint64_t offset, void* dst, std::size_t n) const {
   if (offset > length_ || n > length_ - offset) {
-    throw CheckpointError(description_ + ": read of " + std::to_string(n) + " bytes at offset " +
-                          std::to_string(offset) + " is outside the item's " +
-                          std::to_string(length_) + " bytes; the checkpoint is damaged");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          description_ + ": read of " + std::to_string(n) + " bytes at offset " +
+                              std::to_string(offset) + " is outside the item's " +
+                              std::to_string(length_) + " bytes; the checkpoint is damaged");
   }
   file_.read_exactly(base_ + offset, dst, n);
 }

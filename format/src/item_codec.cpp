@@ -111,12 +111,14 @@ namespace {
 
 void check_view(const TensorRef& ref, const ByteSource& source) {
   if (ref.sizes.size() != ref.strides.size() || ref.storage_offset < 0 || ref.storage_numel < 0) {
-    throw CheckpointError(source.describe() + ": data.pkl describes an invalid tensor view");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source.describe() + ": data.pkl describes an invalid tensor view");
   }
   bool empty = false;
   for (std::size_t d = 0; d < ref.sizes.size(); ++d) {
     if (ref.sizes[d] < 0 || ref.strides[d] < 0) {
-      throw CheckpointError(source.describe() + ": data.pkl has a negative size or stride");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            source.describe() + ": data.pkl has a negative size or stride");
     }
     empty = empty || ref.sizes[d] == 0;
   }
@@ -126,14 +128,16 @@ void check_view(const TensorRef& ref, const ByteSource& source) {
   int64_t last = ref.storage_offset;
   for (std::size_t d = 0; d < ref.sizes.size(); ++d) {
     if (ref.strides[d] > (INT64_MAX - last) / ref.sizes[d]) {
-      throw CheckpointError(source.describe() + ": data.pkl has sizes and strides that overflow");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            source.describe() + ": data.pkl has sizes and strides that overflow");
     }
     last += (ref.sizes[d] - 1) * ref.strides[d];
   }
   if (last >= ref.storage_numel) {
-    throw CheckpointError(source.describe() + ": the tensor of size " + shape_string(ref.sizes) +
-                          " and stride " + shape_string(ref.strides) + " reaches past its " +
-                          std::to_string(ref.storage_numel) + "-element storage");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source.describe() + ": the tensor of size " + shape_string(ref.sizes) +
+                              " and stride " + shape_string(ref.strides) + " reaches past its " +
+                              std::to_string(ref.storage_numel) + "-element storage");
   }
 }
 
@@ -225,7 +229,8 @@ uint32_t source_crc32(const ByteSource& source) {
 
 void check_item_crc(const ByteSource& source, const ItemChecksum& expected, uint32_t actual) {
   if (actual != expected.crc32) {
-    throw CheckpointError(item_mismatch_message(source.describe(), expected, actual));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          item_mismatch_message(source.describe(), expected, actual));
   }
 }
 
@@ -237,20 +242,24 @@ TensorItemInfo check_tensor_item(const ZipBlobReader& zip, at::ScalarType expect
   TensorRef ref = decode_tensor_pickle(pickle, source.describe());
   check_view(ref, source);
   if (ref.dtype != expected_dtype) {
-    throw CheckpointError(source.describe() + ": the stored tensor is " + c10::toString(ref.dtype) +
-                          " but .metadata says " + c10::toString(expected_dtype));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source.describe() + ": the stored tensor is " + c10::toString(ref.dtype) +
+                              " but .metadata says " + c10::toString(expected_dtype));
   }
   if (ref.sizes != expected_sizes) {
-    throw CheckpointError(source.describe() + ": the stored tensor has shape " +
-                          shape_string(ref.sizes) + " but .metadata says " +
-                          shape_string(expected_sizes));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source.describe() + ": the stored tensor has shape " +
+                              shape_string(ref.sizes) + " but .metadata says " +
+                              shape_string(expected_sizes));
   }
   const ZipRecordInfo& record = zip.get("data/" + ref.storage_key);
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(ref.dtype));
   if (record.size != static_cast<uint64_t>(ref.storage_numel) * element_size) {
-    throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
-                          " holds " + std::to_string(record.size) + " bytes, not the " +
-                          std::to_string(ref.storage_numel * element_size) + " its tensor needs");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source.describe() + ": storage record data/" + ref.storage_key +
+                              " holds " + std::to_string(record.size) + " bytes, not the " +
+                              std::to_string(ref.storage_numel * element_size) +
+                              " its tensor needs");
   }
   return TensorItemInfo{std::move(ref), &pickle_record, &record};
 }
@@ -326,9 +335,10 @@ c10::IValue read_bytes_item(const ByteSource& source, bool verify_crc,
         const uint64_t expected_size =
             static_cast<uint64_t>(ref.storage_numel) * c10::elementSize(ref.dtype);
         if (record.size != expected_size) {
-          throw CheckpointError(source.describe() + ": storage record data/" + ref.storage_key +
-                                " holds " + std::to_string(record.size) + " bytes, not " +
-                                std::to_string(expected_size));
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                source.describe() + ": storage record data/" + ref.storage_key +
+                                    " holds " + std::to_string(record.size) + " bytes, not " +
+                                    std::to_string(expected_size));
         }
         at::Tensor storage = at::empty({ref.storage_numel}, at::TensorOptions().dtype(ref.dtype));
         zip.read(record, storage.data_ptr(), verify_crc);

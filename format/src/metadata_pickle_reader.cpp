@@ -82,7 +82,8 @@ class MetadataDecoder {
       : source_(source), budget_((std::size_t{64} << 20) + input_size * 64) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(source_ + ": invalid checkpoint metadata: " + printable(problem));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source_ + ": invalid checkpoint metadata: " + printable(problem));
   }
 
   Metadata decode(const PyObject& root) {

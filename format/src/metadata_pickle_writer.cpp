@@ -122,8 +122,9 @@ class MetadataEncoder {
       if (value == layout) name = layout_name;
     }
     if (name.empty()) {
-      throw CheckpointError("cannot write .metadata: layout " + std::string(c10::toString(layout)) +
-                            " has no name in Python");
+      throw CheckpointError(ErrorKind::kUsage, "cannot write .metadata: layout " +
+                                                   std::string(c10::toString(layout)) +
+                                                   " has no name in Python");
     }
     for (const auto& [memo_layout, memo] : layout_memo_) {
       if (memo_layout == layout) {

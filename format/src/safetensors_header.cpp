@@ -55,25 +55,29 @@ SafetensorsTensor parse_tensor(const std::string& name, const json& info, uint64
   if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string() ||
       !info.contains("shape") || !info["shape"].is_array() || !info.contains("data_offsets") ||
       !info["data_offsets"].is_array() || info["data_offsets"].size() != 2) {
-    throw CheckpointError(at_key +
-                          ": the header entry needs \"dtype\" (a string), \"shape\" (a "
-                          "list) and \"data_offsets\" (two integers); the file is malformed");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          at_key +
+                              ": the header entry needs \"dtype\" (a string), \"shape\" (a "
+                              "list) and \"data_offsets\" (two integers); the file is malformed");
   }
   SafetensorsTensor tensor;
   tensor.name = name;
   const std::string dtype_name = info["dtype"].get<std::string>();
   const auto dtype = dtype_from_safetensors_name(dtype_name);
   if (!dtype) {
-    throw CheckpointError(at_key + ": dtype \"" + dtype_name +
-                          "\" is not one dcpp reads (F64, F32, F16, BF16, I64, I32, I16, I8, U8, "
-                          "BOOL, F8_E5M2, F8_E4M3)");
+    throw CheckpointError(
+        ErrorKind::kIncompatible,
+        at_key + ": dtype \"" + dtype_name +
+            "\" is not one dcpp reads (F64, F32, F16, BF16, I64, I32, I16, I8, U8, "
+            "BOOL, F8_E5M2, F8_E4M3)");
   }
   tensor.dtype = *dtype;
   for (const json& size : info["shape"]) {
     const auto n = as_unsigned(size, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
     if (!n) {
-      throw CheckpointError(at_key + ": shape " + info["shape"].dump() +
-                            " holds a size that is not a non-negative integer");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            at_key + ": shape " + info["shape"].dump() +
+                                " holds a size that is not a non-negative integer");
     }
     tensor.shape.push_back(static_cast<int64_t>(*n));
   }
@@ -81,19 +85,20 @@ SafetensorsTensor parse_tensor(const std::string& name, const json& info, uint64
   const auto begin = as_unsigned(offsets[0], std::numeric_limits<uint64_t>::max());
   const auto end = as_unsigned(offsets[1], std::numeric_limits<uint64_t>::max());
   if (!begin || !end) {
-    throw CheckpointError(at_key + ": data_offsets " + offsets.dump() +
-                          " are not non-negative integers");
+    throw CheckpointError(ErrorKind::kCorrupt, at_key + ": data_offsets " + offsets.dump() +
+                                                   " are not non-negative integers");
   }
   tensor.begin = *begin;
   tensor.end = *end;
   const auto nbytes = safetensors_nbytes(tensor.dtype, tensor.shape);
   if (!nbytes || tensor.begin > tensor.end || tensor.end > data_size ||
       tensor.end - tensor.begin != *nbytes) {
-    throw CheckpointError(at_key + ": data_offsets [" + std::to_string(tensor.begin) + ", " +
-                          std::to_string(tensor.end) + ") do not hold exactly the tensor's " +
-                          (nbytes ? std::to_string(*nbytes) : std::string("(overflowing)")) +
-                          " bytes inside the file's " + std::to_string(data_size) +
-                          " bytes of data; the file is truncated or malformed");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          at_key + ": data_offsets [" + std::to_string(tensor.begin) + ", " +
+                              std::to_string(tensor.end) + ") do not hold exactly the tensor's " +
+                              (nbytes ? std::to_string(*nbytes) : std::string("(overflowing)")) +
+                              " bytes inside the file's " + std::to_string(data_size) +
+                              " bytes of data; the file is truncated or malformed");
   }
   return tensor;
 }
@@ -135,19 +140,21 @@ std::optional<uint64_t> safetensors_nbytes(at::ScalarType dtype,
 uint64_t decode_safetensors_header_length(std::string_view first_bytes, uint64_t file_size,
                                           const std::string& where, uint64_t max_header) {
   if (file_size < 8 || first_bytes.size() < 8) {
-    throw CheckpointError(where +
-                          " is shorter than the 8-byte header length of a safetensors "
-                          "file; it is truncated or not a safetensors file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where +
+                              " is shorter than the 8-byte header length of a safetensors "
+                              "file; it is truncated or not a safetensors file");
   }
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) {
     length = (length << 8) | static_cast<unsigned char>(first_bytes[static_cast<std::size_t>(i)]);
   }
   if (length > max_header || length > file_size - 8) {
-    throw CheckpointError(where + ": header length " + std::to_string(length) +
-                          " is larger than the file (" + std::to_string(file_size) +
-                          " bytes) or the " + std::to_string(max_header) +
-                          "-byte limit; the file is truncated or not a safetensors file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where + ": header length " + std::to_string(length) +
+                              " is larger than the file (" + std::to_string(file_size) +
+                              " bytes) or the " + std::to_string(max_header) +
+                              "-byte limit; the file is truncated or not a safetensors file");
   }
   return length;
 }
@@ -169,26 +176,31 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
   try {
     header = json::parse(text.begin(), text.end(), callback);
   } catch (const json::exception& error) {
-    throw CheckpointError(where + ": the header is not valid JSON (" + error.what() +
-                          "); the file is truncated or not a safetensors file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where + ": the header is not valid JSON (" + error.what() +
+                              "); the file is truncated or not a safetensors file");
   }
   if (!header.is_object()) {
-    throw CheckpointError(where + ": the header is not a JSON object; not a safetensors file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where + ": the header is not a JSON object; not a safetensors file");
   }
   if (!duplicate.empty()) {
-    throw CheckpointError(where + ", key '" + duplicate +
-                          "': the header names it twice; the file is malformed");
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        where + ", key '" + duplicate + "': the header names it twice; the file is malformed");
   }
   SafetensorsHeader result;
   result.data_start = 8 + text.size();
   for (const auto& [name, info] : header.items()) {
     if (name == kMetadataKey) {
       if (!info.is_object()) {
-        throw CheckpointError(where + ": \"__metadata__\" is not an object of strings");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where + ": \"__metadata__\" is not an object of strings");
       }
       for (const auto& [key, value] : info.items()) {
         if (!value.is_string()) {
-          throw CheckpointError(where + ": \"__metadata__\" entry '" + key + "' is not a string");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                where + ": \"__metadata__\" entry '" + key + "' is not a string");
         }
         result.metadata.emplace_back(key, value.get<std::string>());
       }
@@ -205,11 +217,12 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, uint64_t data_
   for (const SafetensorsTensor& tensor : result.tensors) {
     if (tensor.begin == tensor.end) continue;  // no bytes: overlaps nothing
     if (before != nullptr && tensor.begin < before->end) {
-      throw CheckpointError(where + ", key '" + tensor.name + "': its bytes [" +
-                            std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) +
-                            ") overlap those of '" + before->name + "' [" +
-                            std::to_string(before->begin) + ", " + std::to_string(before->end) +
-                            "); the file is malformed");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ", key '" + tensor.name + "': its bytes [" +
+                                std::to_string(tensor.begin) + ", " + std::to_string(tensor.end) +
+                                ") overlap those of '" + before->name + "' [" +
+                                std::to_string(before->begin) + ", " + std::to_string(before->end) +
+                                "); the file is malformed");
     }
     before = &tensor;
   }
@@ -228,8 +241,9 @@ std::string encode_safetensors_header(
   for (const SafetensorsTensor& tensor : tensors) {
     const auto name = safetensors_dtype_name(tensor.dtype);
     if (!name) {
-      throw CheckpointError("tensor '" + tensor.name + "' is " + c10::toString(tensor.dtype) +
-                            ", which safetensors cannot hold; cast it to a real dtype first");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "tensor '" + tensor.name + "' is " + c10::toString(tensor.dtype) +
+                                ", which safetensors cannot hold; cast it to a real dtype first");
     }
     header[tensor.name] = {
         {"dtype", *name}, {"shape", tensor.shape}, {"data_offsets", {tensor.begin, tensor.end}}};

@@ -28,12 +28,13 @@ std::map<std::string, std::vector<int64_t>> parse_sharding_info(const std::strin
   try {
     info = json::parse(text);
   } catch (const json::exception& error) {
-    throw CheckpointError(what + ": the safetensors metadata " + kShardingInfoKey +
-                          " is not valid JSON: " + error.what());
+    throw CheckpointError(ErrorKind::kCorrupt, what + ": the safetensors metadata " +
+                                                   kShardingInfoKey +
+                                                   " is not valid JSON: " + error.what());
   }
   if (!info.is_object()) {
-    throw CheckpointError(what + ": the safetensors metadata " + kShardingInfoKey +
-                          " is not a JSON object");
+    throw CheckpointError(ErrorKind::kCorrupt, what + ": the safetensors metadata " +
+                                                   kShardingInfoKey + " is not a JSON object");
   }
   for (const auto& [key, entry] : info.items()) {
     if (!entry.is_object() || !entry.contains("saved_offsets")) continue;
@@ -45,8 +46,9 @@ std::map<std::string, std::vector<int64_t>> parse_sharding_info(const std::strin
       if (valid) values.push_back(offset.get<int64_t>());
     }
     if (!valid) {
-      throw CheckpointError(what + ": the safetensors metadata " + kShardingInfoKey + " gives '" +
-                            key + "' saved_offsets that are not a list of integers");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            what + ": the safetensors metadata " + kShardingInfoKey + " gives '" +
+                                key + "' saved_offsets that are not a list of integers");
     }
     saved.emplace(key, std::move(values));
   }
@@ -84,9 +86,10 @@ SafetensorsBlob read_safetensors_blob(const File& file, uint64_t offset, const s
   const std::string what = where + ": the safetensors blob at byte " + std::to_string(offset);
   const uint64_t size = file.size();
   if (offset > size || size - offset < 8) {
-    throw CheckpointError(what + " is cut short: the " + std::to_string(size) +
-                          "-byte file ends before its 8-byte header length (a truncated file, "
-                          "or an item that is neither a torch.save archive nor safetensors)");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + " is cut short: the " + std::to_string(size) +
+                              "-byte file ends before its 8-byte header length (a truncated file, "
+                              "or an item that is neither a torch.save archive nor safetensors)");
   }
   char first[8];
   file.read_exactly(offset, first, 8);
@@ -116,28 +119,33 @@ const SafetensorsTensor& find_safetensors_chunk(const SafetensorsBlob& blob, con
   const SafetensorsTensor* entry =
       found == blob.by_name.end() ? nullptr : &blob.header.tensors[found->second];
   if (entry == nullptr) {
-    throw CheckpointError(what +
-                          ": the blob holds no tensor of this key; the data file does not "
-                          "match .metadata");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what +
+                              ": the blob holds no tensor of this key; the data file does not "
+                              "match .metadata");
   }
   if (entry->dtype != dtype) {
-    throw CheckpointError(what + ": the stored tensor is " + c10::toString(entry->dtype) +
-                          " but .metadata says " + c10::toString(dtype));
+    throw CheckpointError(ErrorKind::kCorrupt, what + ": the stored tensor is " +
+                                                   c10::toString(entry->dtype) +
+                                                   " but .metadata says " + c10::toString(dtype));
   }
   if (entry->shape != chunk.sizes) {
-    throw CheckpointError(what + ": the stored tensor has shape " + shape_string(entry->shape) +
-                          " but .metadata's chunk has " + shape_string(chunk.sizes));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + ": the stored tensor has shape " + shape_string(entry->shape) +
+                              " but .metadata's chunk has " + shape_string(chunk.sizes));
   }
   if (entry->end - entry->begin != item_length) {
-    throw CheckpointError(what + ": the stored tensor has " +
-                          std::to_string(entry->end - entry->begin) + " bytes but .metadata says " +
-                          std::to_string(item_length));
+    throw CheckpointError(ErrorKind::kCorrupt, what + ": the stored tensor has " +
+                                                   std::to_string(entry->end - entry->begin) +
+                                                   " bytes but .metadata says " +
+                                                   std::to_string(item_length));
   }
   const auto saved = blob.saved_offsets.find(key);
   if (saved != blob.saved_offsets.end() && saved->second != chunk.offsets) {
-    throw CheckpointError(what + ": the blob's " + kShardingInfoKey + " saved it at offsets " +
-                          offsets_text(saved->second) + " but .metadata's chunk is at " +
-                          offsets_text(chunk.offsets));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + ": the blob's " + kShardingInfoKey + " saved it at offsets " +
+                              offsets_text(saved->second) + " but .metadata's chunk is at " +
+                              offsets_text(chunk.offsets));
   }
   return *entry;
 }
@@ -151,15 +159,17 @@ void read_safetensors_chunk(const File& file, const SafetensorsBlob& blob,
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(entry.dtype));
   if (request.storage_offsets.size() != entry.shape.size() ||
       request.lengths.size() != entry.shape.size()) {
-    throw CheckpointError(where + ": the read asks for a box of " +
-                          std::to_string(request.lengths.size()) + " dimensions of a tensor of " +
-                          std::to_string(entry.shape.size()));
+    throw CheckpointError(ErrorKind::kCorrupt, where + ": the read asks for a box of " +
+                                                   std::to_string(request.lengths.size()) +
+                                                   " dimensions of a tensor of " +
+                                                   std::to_string(entry.shape.size()));
   }
   for (std::size_t d = 0; d < entry.shape.size(); ++d) {
     if (request.storage_offsets[d] < 0 || request.lengths[d] < 0 ||
         request.storage_offsets[d] > entry.shape[d] - request.lengths[d]) {
-      throw CheckpointError(where + ": the read asks for a box outside the stored chunk of shape " +
-                            shape_string(entry.shape));
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ": the read asks for a box outside the stored chunk of shape " +
+                                shape_string(entry.shape));
     }
   }
   const bool dest_direct =

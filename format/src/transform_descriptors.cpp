@@ -14,14 +14,18 @@ ItemTransforms parse_transform_descriptors(const std::vector<std::string>& descr
     const std::string name = descriptor.substr(0, slash);
     const std::string version = slash == std::string::npos ? "" : descriptor.substr(slash + 1);
     if (name != "stream.zstd") {
-      throw CheckpointError(where + ": saved with the stream transform '" + descriptor +
-                            "', which dcpp does not know (it reads \"stream.zstd/1\" only); load "
-                            "it with the PyTorch that wrote it and save it again without it");
+      throw CheckpointError(
+          ErrorKind::kIncompatible,
+          where + ": saved with the stream transform '" + descriptor +
+              "', which dcpp does not know (it reads \"stream.zstd/1\" only); load "
+              "it with the PyTorch that wrote it and save it again without it");
     }
     if (version.substr(0, version.find('.')) != "1") {
-      throw CheckpointError(where + ": saved with the stream transform '" + descriptor +
-                            "', a version of stream.zstd that dcpp does not read (major version 1 "
-                            "only); load it with the PyTorch that wrote it");
+      throw CheckpointError(
+          ErrorKind::kIncompatible,
+          where + ": saved with the stream transform '" + descriptor +
+              "', a version of stream.zstd that dcpp does not read (major version 1 "
+              "only); load it with the PyTorch that wrote it");
     }
     ++transforms.zstd_layers;
   }

@@ -55,14 +55,15 @@ template <typename NextInput>
 ZstdOutput decompress_layer(NextInput next_input, uint64_t bound, uint64_t first_size,
                             const std::string& what) {
   std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> context(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  if (!context) throw CheckpointError(what + ": cannot allocate a zstd decompression context");
+  if (!context)
+    throw CheckpointError(ErrorKind::kIo, what + ": cannot allocate a zstd decompression context");
   const uint64_t limit = bound + 1;
   Buffer out;
   std::size_t produced = 0;
   std::size_t last = 1;  // ZSTD_decompressStream's hint: 0 once a frame is complete
   bool any_input = false;
   const auto grow = [&] {
-    if (out.capacity() >= limit) throw CheckpointError(too_large(what, bound));
+    if (out.capacity() >= limit) throw CheckpointError(ErrorKind::kCorrupt, too_large(what, bound));
     const uint64_t doubled = std::max<uint64_t>(uint64_t{out.capacity()} * 2, first_size);
     out.grow(static_cast<std::size_t>(std::min<uint64_t>(std::max<uint64_t>(doubled, 1), limit)),
              produced);
@@ -73,10 +74,11 @@ ZstdOutput decompress_layer(NextInput next_input, uint64_t bound, uint64_t first
       const unsigned long long declared = ZSTD_getFrameContentSize(block.data(), block.size());
       if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR) {
         if (declared > bound) {
-          throw CheckpointError(what + ": the zstd frame declares " + human(declared) +
-                                ", more than its bound of " + human(bound) +
-                                " (what .metadata lets this item hold); refusing to decompress "
-                                "it: the frame is damaged or hostile");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                what + ": the zstd frame declares " + human(declared) +
+                                    ", more than its bound of " + human(bound) +
+                                    " (what .metadata lets this item hold); refusing to decompress "
+                                    "it: the frame is damaged or hostile");
         }
         first_size = declared + 1;
       }
@@ -87,7 +89,7 @@ ZstdOutput decompress_layer(NextInput next_input, uint64_t bound, uint64_t first
       if (produced == out.capacity()) grow();
       ZSTD_outBuffer buffer{out.data(), out.capacity(), produced};
       last = ZSTD_decompressStream(context.get(), &buffer, &in);
-      if (ZSTD_isError(last)) throw CheckpointError(corrupted(what, last));
+      if (ZSTD_isError(last)) throw CheckpointError(ErrorKind::kCorrupt, corrupted(what, last));
       produced = buffer.pos;
     }
     // The input is consumed, but the decompressor may still hold output for a full buffer.
@@ -96,15 +98,16 @@ ZstdOutput decompress_layer(NextInput next_input, uint64_t bound, uint64_t first
       ZSTD_outBuffer buffer{out.data(), out.capacity(), produced};
       ZSTD_inBuffer none{nullptr, 0, 0};
       last = ZSTD_decompressStream(context.get(), &buffer, &none);
-      if (ZSTD_isError(last)) throw CheckpointError(corrupted(what, last));
+      if (ZSTD_isError(last)) throw CheckpointError(ErrorKind::kCorrupt, corrupted(what, last));
       produced = buffer.pos;
     }
-    if (produced > bound) throw CheckpointError(too_large(what, bound));
+    if (produced > bound) throw CheckpointError(ErrorKind::kCorrupt, too_large(what, bound));
   }
   if (!any_input || last != 0) {
-    throw CheckpointError(what + ": the zstd frame is " +
-                          (any_input ? "truncated (it ends before its last block)" : "empty") +
-                          "; the data file is damaged, load an earlier checkpoint");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + ": the zstd frame is " +
+                              (any_input ? "truncated (it ends before its last block)" : "empty") +
+                              "; the data file is damaged, load an earlier checkpoint");
   }
   return ZstdOutput{out.release(), produced};
 }
@@ -117,17 +120,20 @@ struct ZstdSink::Context {
 };
 
 ZstdSink::ZstdSink(ByteSink& out, int level) : context_(std::make_unique<Context>()), out_(out) {
-  if (!context_->cctx) throw CheckpointError("cannot allocate a zstd compression context");
+  if (!context_->cctx)
+    throw CheckpointError(ErrorKind::kIo, "cannot allocate a zstd compression context");
   if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel()) {
-    throw CheckpointError("zstd compression level " + std::to_string(level) +
-                          " is out of range; use 1 to " + std::to_string(ZSTD_maxCLevel()));
+    throw CheckpointError(ErrorKind::kUsage, "zstd compression level " + std::to_string(level) +
+                                                 " is out of range; use 1 to " +
+                                                 std::to_string(ZSTD_maxCLevel()));
   }
   for (const auto& [parameter, value] :
        {std::pair<ZSTD_cParameter, int>{ZSTD_c_compressionLevel, level},
         {ZSTD_c_checksumFlag, 1}}) {
     const std::size_t code = ZSTD_CCtx_setParameter(context_->cctx.get(), parameter, value);
     if (ZSTD_isError(code)) {
-      throw CheckpointError("cannot configure zstd compression: " + zstd_error(code));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "cannot configure zstd compression: " + zstd_error(code));
     }
   }
 }
@@ -141,7 +147,7 @@ void ZstdSink::drain(int directive, const void* data, std::size_t size) {
     const std::size_t remaining = ZSTD_compressStream2(context_->cctx.get(), &buffer, &in,
                                                        static_cast<ZSTD_EndDirective>(directive));
     if (ZSTD_isError(remaining)) {
-      throw CheckpointError("zstd compression failed: " + zstd_error(remaining));
+      throw CheckpointError(ErrorKind::kIo, "zstd compression failed: " + zstd_error(remaining));
     }
     if (buffer.pos > 0) {
       out_.write(buffer.dst, buffer.pos);

@@ -19,7 +19,8 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
                            c10::intrusive_ptr<c10d::ProcessGroup> process_group)
     : module_(std::move(module)), group_(std::move(process_group)) {
   if (module_ == nullptr || !group_) {
-    throw CheckpointError("DataParallel: the module and the process group must not be null");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "DataParallel: the module and the process group must not be null");
   }
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> tensors = module_->parameters();

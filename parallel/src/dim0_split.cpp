@@ -9,9 +9,10 @@ namespace dcpp {
 
 RowRange dim0_split(int64_t length, int64_t part, int64_t num_parts) {
   if (num_parts <= 0 || part < 0 || part >= num_parts || length < 0) {
-    throw CheckpointError("dim0_split: part " + std::to_string(part) + " of " +
-                          std::to_string(num_parts) + " of " + std::to_string(length) +
-                          " rows is not a valid split");
+    throw CheckpointError(ErrorKind::kUsage, "dim0_split: part " + std::to_string(part) + " of " +
+                                                 std::to_string(num_parts) + " of " +
+                                                 std::to_string(length) +
+                                                 " rows is not a valid split");
   }
   const int64_t base = length / num_parts;
   const int64_t longer = length % num_parts;

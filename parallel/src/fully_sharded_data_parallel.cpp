@@ -29,7 +29,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     std::shared_ptr<torch::nn::Module> module, c10::intrusive_ptr<c10d::ProcessGroup> process_group)
     : module_(std::move(module)), group_(std::move(process_group)) {
   if (module_ == nullptr || !group_) {
-    throw CheckpointError(
+    throw CheckpointError(ErrorKind::kUsage,
         "FullyShardedDataParallel: the module and the process group must not be null");
   }
   at::NoGradGuard no_grad;
@@ -111,9 +111,9 @@ void FullyShardedDataParallel::gather_parameters() {
 void FullyShardedDataParallel::reduce_gradients() {
   if (!gathered_) {
     detail::GroupCalls(group_, kName)
-        .fail(
-            "reduce_gradients() needs the full parameters: call gather_parameters() before "
-            "the forward pass");
+        .fail(ErrorKind::kUsage,
+              "reduce_gradients() needs the full parameters: call gather_parameters() before "
+              "the forward pass");
   }
   at::NoGradGuard no_grad;
   std::vector<Entry*> reduced;

@@ -22,7 +22,7 @@ constexpr int64_t kMaxDims = 8;
 void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer, int header_tag,
                  int data_tag, const std::string& what) {
   if (tensor.dim() > kMaxDims) {
-    calls.fail(what + " has " + std::to_string(tensor.dim()) +
+    calls.fail(ErrorKind::kUsage, what + " has " + std::to_string(tensor.dim()) +
                " dimensions; a pipeline stage sends at most " + std::to_string(kMaxDims));
   }
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
@@ -41,7 +41,7 @@ at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag, int 
   calls.recv(header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    calls.fail("received a bad header for " + what + " from rank " + std::to_string(peer));
+    calls.fail(ErrorKind::kUsage, "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));
@@ -57,7 +57,7 @@ PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_
       first_index_(first_index),
       group_(std::move(process_group)) {
   if (modules_.is_empty() || !group_ || first_index_ < 0) {
-    throw CheckpointError(
+    throw CheckpointError(ErrorKind::kUsage,
         "PipelineStage: needs the stage's modules, a process group and a first index >= 0");
   }
 }
@@ -66,7 +66,7 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
                                            int64_t end) {
   const auto size = static_cast<int64_t>(whole->size());
   if (begin < 0 || end > size || begin >= end) {
-    throw CheckpointError("PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
+    throw CheckpointError(ErrorKind::kUsage, "PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
                           std::to_string(end) + ") are not a non-empty range of the " +
                           std::to_string(size) + " modules of the Sequential");
   }
@@ -80,7 +80,7 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
 std::pair<int64_t, int64_t> PipelineStage::even_bounds(int64_t num_modules, int stage,
                                                        int num_stages) {
   if (num_stages <= 0 || stage < 0 || stage >= num_stages || num_modules < num_stages) {
-    throw CheckpointError("PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
+    throw CheckpointError(ErrorKind::kUsage, "PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
                           std::to_string(num_stages) + " cannot own a non-empty part of " +
                           std::to_string(num_modules) + " modules");
   }
@@ -93,7 +93,7 @@ std::string PipelineStage::global_name(const std::string& local_name) const {
   const std::size_t dot = local_name.find('.');
   const std::string head = local_name.substr(0, dot);
   if (head.empty() || head.find_first_not_of("0123456789") != std::string::npos) {
-    throw CheckpointError("PipelineStage: the stage-local name '" + local_name +
+    throw CheckpointError(ErrorKind::kUsage, "PipelineStage: the stage-local name '" + local_name +
                           "' does not start with a module index");
   }
   const std::string rest = dot == std::string::npos ? "" : local_name.substr(dot);
@@ -105,7 +105,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
   InFlight step;
   if (is_first()) {
     if (!input.defined()) {
-      calls.fail("the first stage's forward() needs the input batch");
+      calls.fail(ErrorKind::kUsage, "the first stage's forward() needs the input batch");
     }
     step.input = input;
   } else {
@@ -125,13 +125,13 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
 void PipelineStage::backward(const at::Tensor& loss) {
   detail::GroupCalls calls(group_, kName);
   if (in_flight_.empty()) {
-    calls.fail("backward() without a forward() to match");
+    calls.fail(ErrorKind::kUsage, "backward() without a forward() to match");
   }
   InFlight step = std::move(in_flight_.front());
   in_flight_.pop_front();
   if (is_last()) {
     if (!loss.defined()) {
-      calls.fail("the last stage's backward() needs the loss");
+      calls.fail(ErrorKind::kUsage, "the last stage's backward() needs the loss");
     }
     loss.backward();
   } else {

@@ -46,7 +46,7 @@ class DefaultLoadPlanner : public LoadPlanner {
     for (const auto& [key, storage] : metadata_->state_dict_metadata) {
       saved.emplace(key, &storage);
     }
-    report_ = LoadReport{};
+    report_ = IncompatibleKeys{};
     chunk_cache_.clear();
     LoadPlan plan;
     for (const FlatEntry& entry : entries_) {
@@ -59,15 +59,17 @@ class DefaultLoadPlanner : public LoadPlanner {
       const bool wants_tensor = value.is_tensor() || value.is_sharded_tensor();
       if (const auto* tensor = std::get_if<TensorStorageMetadata>(found->second)) {
         if (!wants_tensor) {
-          throw CheckpointError("key '" + entry.key + "' is a tensor in the checkpoint but a " +
-                                value.kind_name() + " in the state dict being loaded");
+          throw CheckpointError(ErrorKind::kIncompatible,
+                                "key '" + entry.key + "' is a tensor in the checkpoint but a " +
+                                    value.kind_name() + " in the state dict being loaded");
         }
         plan_tensor(entry.key, value, *tensor, plan);
       } else {
         if (wants_tensor) {
-          throw CheckpointError("key '" + entry.key +
-                                "' is a non-tensor value in the checkpoint but a tensor in the "
-                                "state dict being loaded");
+          throw CheckpointError(ErrorKind::kIncompatible,
+                                "key '" + entry.key +
+                                    "' is a non-tensor value in the checkpoint but a tensor in the "
+                                    "state dict being loaded");
         }
         ReadItem item;
         item.type = LoadItemType::kBytes;
@@ -87,12 +89,13 @@ class DefaultLoadPlanner : public LoadPlanner {
     }
     if (!report_.missing_keys.empty() && !allow_partial_load_) {
       throw CheckpointError(
+          ErrorKind::kIncompatible,
           "the checkpoint lacks " + std::to_string(report_.missing_keys.size()) +
-          " key(s) of the state dict being loaded: " + key_list(report_.missing_keys) +
-          (report_.unexpected_keys.empty() ? std::string()
-                                           : "; it has these keys that were not asked for: " +
-                                                 key_list(report_.unexpected_keys)) +
-          ". Load with allow_partial_load to load the rest");
+              " key(s) of the state dict being loaded: " + key_list(report_.missing_keys) +
+              (report_.unexpected_keys.empty() ? std::string()
+                                               : "; it has these keys that were not asked for: " +
+                                                     key_list(report_.unexpected_keys)) +
+              ". Load with allow_partial_load to load the rest");
     }
     return plan;
   }
@@ -118,14 +121,15 @@ class DefaultLoadPlanner : public LoadPlanner {
   void load_bytes(const ReadItem& item, c10::IValue value) override {
     auto found = by_key_.find(item.dest_index.fqn);
     if (found == by_key_.end()) {
-      throw CheckpointError("load plan names key '" + item.dest_index.fqn +
-                            "', which is not in the state dict being loaded");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "load plan names key '" + item.dest_index.fqn +
+                                "', which is not in the state dict being loaded");
     }
     std::lock_guard<std::mutex> lock(bytes_mutex_);
     *found->second->value = StateValue(std::move(value));
   }
 
-  LoadReport report() const override { return report_; }
+  IncompatibleKeys report() const override { return report_; }
 
  private:
   void plan_tensor(const std::string& key, const StateValue& value,
@@ -133,11 +137,12 @@ class DefaultLoadPlanner : public LoadPlanner {
     const std::vector<int64_t> shape = detail::global_shape(value);
     const at::ScalarType dtype = detail::value_dtype(value);
     if (shape != saved.size || dtype != saved.properties.dtype) {
-      throw CheckpointError("key '" + key + "': the checkpoint holds " +
-                            c10::toString(saved.properties.dtype) + " of shape " +
-                            detail::shape_string(saved.size) + ", the state dict expects " +
-                            c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
-                            "; convert one of them or load with another state dict");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            "key '" + key + "': the checkpoint holds " +
+                                c10::toString(saved.properties.dtype) + " of shape " +
+                                detail::shape_string(saved.size) + ", the state dict expects " +
+                                c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
+                                "; convert one of them or load with another state dict");
     }
     const std::vector<detail::LocalChunk>& chunks = chunk_cache_[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
@@ -160,26 +165,30 @@ class DefaultLoadPlanner : public LoadPlanner {
                               " of sizes " + detail::shape_string(sizes);
     const auto region = detail::uncovered_region(chunk.offsets, sizes, saved.chunks);
     if (!region) {
-      throw CheckpointError("key '" + key + "': the saved chunks cover " + std::to_string(covered) +
-                            " of the " + std::to_string(chunk.tensor.numel()) + " elements of " +
-                            local + "; the checkpoint is incomplete or its chunks overlap");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "key '" + key + "': the saved chunks cover " + std::to_string(covered) +
+                                " of the " + std::to_string(chunk.tensor.numel()) +
+                                " elements of " + local +
+                                "; the checkpoint is incomplete or its chunks overlap");
     }
     throw CheckpointError(
+        ErrorKind::kCorrupt,
         "key '" + key + "': no saved chunk holds elements " +
-        detail::region_string(region->offsets, region->sizes) + " of the tensor of shape " +
-        detail::shape_string(saved.size) + " (" + std::to_string(region->elements) + " of the " +
-        std::to_string(chunk.tensor.numel()) + " elements of " + local +
-        " are missing); the checkpoint is incomplete (a save that did not finish, or a "
-        "checkpoint saved without collectives whose last ranks' __<rank>.metadata files are "
-        "missing): load a complete checkpoint, or leave this key out of the state dict");
+            detail::region_string(region->offsets, region->sizes) + " of the tensor of shape " +
+            detail::shape_string(saved.size) + " (" + std::to_string(region->elements) +
+            " of the " + std::to_string(chunk.tensor.numel()) + " elements of " + local +
+            " are missing); the checkpoint is incomplete (a save that did not finish, or a "
+            "checkpoint saved without collectives whose last ranks' __<rank>.metadata files are "
+            "missing): load a complete checkpoint, or leave this key out of the state dict");
   }
 
   const detail::LocalChunk& find_chunk(const MetadataIndex& index) {
     // Filled while planning, read-only while the storage reader's threads call in.
     auto cached = chunk_cache_.find(index.fqn);
     if (cached == chunk_cache_.end()) {
-      throw CheckpointError("load plan names key '" + index.fqn +
-                            "', which is not a tensor of the state dict being loaded");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "load plan names key '" + index.fqn +
+                                "', which is not a tensor of the state dict being loaded");
     }
     const auto& chunks = cached->second;
     const int64_t hint = index.index.value_or(-1);
@@ -192,8 +201,8 @@ class DefaultLoadPlanner : public LoadPlanner {
         return chunk;
       }
     }
-    throw CheckpointError("load plan names a chunk of '" + index.fqn +
-                          "' that this rank does not hold");
+    throw CheckpointError(ErrorKind::kUsage, "load plan names a chunk of '" + index.fqn +
+                                                 "' that this rank does not hold");
   }
 
  protected:
@@ -203,7 +212,7 @@ class DefaultLoadPlanner : public LoadPlanner {
   std::unordered_map<std::string, const FlatEntry*> by_key_;
   std::unordered_map<std::string, std::vector<detail::LocalChunk>> chunk_cache_;
   std::mutex bytes_mutex_;
-  LoadReport report_;
+  IncompatibleKeys report_;
 };
 
 // Selects flat keys equal to a requested key or lying under one, by their object paths.
@@ -235,10 +244,11 @@ class EmptyStateDictLoadPlanner final : public DefaultLoadPlanner {
   void set_up(StateDict& state_dict, const Metadata& metadata, bool is_coordinator) override {
     if (!state_dict.empty()) {
       throw CheckpointError(
+          ErrorKind::kUsage,
           "the empty-state-dict load planner (load_from_keys) builds its state dict from the "
           "checkpoint, but was given one with " +
-          std::to_string(state_dict.size()) + " keys (the first: '" + state_dict.begin()->key +
-          "'); pass an empty StateDict, or load into this one with the default planner");
+              std::to_string(state_dict.size()) + " keys (the first: '" + state_dict.begin()->key +
+              "'); pass an empty StateDict, or load into this one with the default planner");
     }
     std::unordered_map<std::string, const ObjectPath*> paths;
     for (const auto& [key, path] : metadata.planner_data) {

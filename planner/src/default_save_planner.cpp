@@ -180,8 +180,9 @@ class DefaultSavePlanner final : public SavePlanner {
         }
         auto& stored = metadata.state_dict_metadata[it->second].second;
         if (item.is_tensor() != std::holds_alternative<TensorStorageMetadata>(stored)) {
-          throw CheckpointError("key '" + item.index.fqn +
-                                "' is a tensor on some ranks and a value on others");
+          throw CheckpointError(
+              ErrorKind::kUsage,
+              "key '" + item.index.fqn + "' is a tensor on some ranks and a value on others");
         }
         if (auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
           item.index.index = static_cast<int64_t>(tensor->chunks.size());
@@ -205,8 +206,8 @@ class DefaultSavePlanner final : public SavePlanner {
   WriteItemData resolve_data(const WriteItem& item) override {
     auto found = by_key_.find(item.index.fqn);
     if (found == by_key_.end()) {
-      throw CheckpointError("save plan names key '" + item.index.fqn +
-                            "', which is not in the state dict being saved");
+      throw CheckpointError(ErrorKind::kUsage, "save plan names key '" + item.index.fqn +
+                                                   "', which is not in the state dict being saved");
     }
     const StateValue& value = *found->second->value;
     if (item.type == WriteItemType::kBytes) {
@@ -217,9 +218,11 @@ class DefaultSavePlanner final : public SavePlanner {
         return chunk.tensor.detach();
       }
     }
-    throw CheckpointError("save plan names a chunk of '" + item.index.fqn + "' at offsets " +
-                          detail::shape_string(item.index.offset.value_or(std::vector<int64_t>{})) +
-                          " that this rank does not hold");
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "save plan names a chunk of '" + item.index.fqn + "' at offsets " +
+            detail::shape_string(item.index.offset.value_or(std::vector<int64_t>{})) +
+            " that this rank does not hold");
   }
 
  private:

@@ -189,9 +189,10 @@ class Decoder {
     }
   }
   [[noreturn]] void fail() const {
-    throw CheckpointError("a plan message from another rank is malformed (at byte " +
-                          std::to_string(pos_) + " of " + std::to_string(bytes_.size()) +
-                          "); do all ranks run the same dcpp build?");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "a plan message from another rank is malformed (at byte " +
+                              std::to_string(pos_) + " of " + std::to_string(bytes_.size()) +
+                              "); do all ranks run the same dcpp build?");
   }
   std::string_view bytes_;
   uint64_t pos_ = 0;

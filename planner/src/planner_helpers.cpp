@@ -37,9 +37,11 @@ std::vector<ReadItem> read_items_for_chunk(const std::string& fqn, const LocalCh
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const ChunkStorageMetadata& saved = chunks[c];
     if (saved.offsets.size() != dims || saved.sizes.size() != dims) {
-      throw CheckpointError("key '" + fqn + "': saved chunk " + std::to_string(c) + " has " +
-                            std::to_string(saved.offsets.size()) + " dimensions, the tensor " +
-                            std::to_string(dims) + "; the checkpoint's .metadata is inconsistent");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "key '" + fqn + "': saved chunk " + std::to_string(c) + " has " +
+                                std::to_string(saved.offsets.size()) + " dimensions, the tensor " +
+                                std::to_string(dims) +
+                                "; the checkpoint's .metadata is inconsistent");
     }
     ReadItem item;
     item.type = LoadItemType::kTensor;
@@ -96,8 +98,8 @@ c10::IValue to_saved_value(const StateValue& value) {
       return list;
     }
     default:
-      throw CheckpointError(std::string("a ") + value.kind_name() +
-                            " cannot be saved as a bytes item");
+      throw CheckpointError(ErrorKind::kUsage, std::string("a ") + value.kind_name() +
+                                                   " cannot be saved as a bytes item");
   }
 }
 

@@ -42,12 +42,13 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const TensorWriteData& data = *chunks[i].data;
     if (data.size != first.size || data.properties.dtype != first.properties.dtype) {
-      throw CheckpointError("key '" + key + "': rank " + std::to_string(chunks.front().rank) +
-                            " has a " + c10::toString(first.properties.dtype) +
-                            " tensor of shape " + shape_string(first.size) + ", rank " +
-                            std::to_string(chunks[i].rank) + " a " +
-                            c10::toString(data.properties.dtype) + " tensor of shape " +
-                            shape_string(data.size) + "; every rank must describe the same tensor");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "key '" + key + "': rank " + std::to_string(chunks.front().rank) + " has a " +
+              c10::toString(first.properties.dtype) + " tensor of shape " +
+              shape_string(first.size) + ", rank " + std::to_string(chunks[i].rank) + " a " +
+              c10::toString(data.properties.dtype) + " tensor of shape " + shape_string(data.size) +
+              "; every rank must describe the same tensor");
     }
     const ChunkStorageMetadata& chunk = data.chunk;
     bool inside =
@@ -59,15 +60,17 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
       volume *= chunk.sizes[d];
     }
     if (!inside) {
-      throw CheckpointError("key '" + key + "': " + describe(chunks[i]) +
-                            " lies outside the tensor's shape " + shape_string(first.size));
+      throw CheckpointError(ErrorKind::kUsage, "key '" + key + "': " + describe(chunks[i]) +
+                                                   " lies outside the tensor's shape " +
+                                                   shape_string(first.size));
     }
     for (std::size_t j = 0; j < i; ++j) {
       if (volume > 0 && overlap(chunk, chunks[j].data->chunk)) {
-        throw CheckpointError("key '" + key + "': " + describe(chunks[i]) + " overlaps " +
-                              describe(chunks[j]) +
-                              "; shards of a tensor must not overlap unless they are equal "
-                              "(replicas)");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "key '" + key + "': " + describe(chunks[i]) + " overlaps " +
+                                  describe(chunks[j]) +
+                                  "; shards of a tensor must not overlap unless they are equal "
+                                  "(replicas)");
       }
     }
     covered += volume;
@@ -77,10 +80,11 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
     for (const PlacedChunk& chunk : chunks) {
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(chunk.rank);
     }
-    throw CheckpointError("key '" + key + "': the chunks of ranks " + ranks + " cover " +
-                          std::to_string(covered) + " of the " + std::to_string(numel) +
-                          " elements of shape " + shape_string(first.size) +
-                          "; some rank is missing its shard");
+    throw CheckpointError(ErrorKind::kUsage, "key '" + key + "': the chunks of ranks " + ranks +
+                                                 " cover " + std::to_string(covered) + " of the " +
+                                                 std::to_string(numel) + " elements of shape " +
+                                                 shape_string(first.size) +
+                                                 "; some rank is missing its shard");
   }
 }
 

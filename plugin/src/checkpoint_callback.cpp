@@ -35,7 +35,10 @@ FailedSaves failed_saves_in_a_row(const std::vector<SaveRecord>& history) {
 [[noreturn]] void throw_too_many_failed_saves(const FailedSaves& failed) {
   std::string steps;
   for (int64_t step : failed.steps) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+  // The saves' own errors, with their kinds, were reported by the manager as they failed; this one
+  // stops the loop: the checkpoints are not being written (kIo), or another rank's are not.
   throw CheckpointError(
+      failed.count == 0 ? ErrorKind::kRankFailed : ErrorKind::kIo,
       failed.count == 0
           ? "another rank's checkpoint saves failed too often in a row (see its error); "
             "stopping the training loop rather than going on without checkpoints"
@@ -61,7 +64,8 @@ SaveRequest request_of(const TrainingContext& context) {
 CheckpointCallback::CheckpointCallback(std::shared_ptr<CheckpointManager> manager,
                                        CheckpointCallbackOptions options)
     : manager_(std::move(manager)), options_(std::move(options)) {
-  if (!manager_) throw CheckpointError("CheckpointCallback needs a CheckpointManager");
+  if (!manager_)
+    throw CheckpointError(ErrorKind::kUsage, "CheckpointCallback needs a CheckpointManager");
   if (options_.agree_every_steps < 1) options_.agree_every_steps = 1;
   if (!options_.preemption_signals.empty()) {
     install_preemption_handler(options_.preemption_signals);
@@ -81,10 +85,12 @@ void CheckpointCallback::on_train_begin(TrainingContext& context) {
   resumed_from_ = manager_->restore(context.state, options_.resume);
   if (!resumed_from_) {
     if (options_.require_resume) {
-      throw CheckpointError("no complete checkpoint under '" + root +
-                            "' to resume from, and CheckpointCallbackOptions::require_resume is "
-                            "set; check the root (a typo trains from step 0), or unset "
-                            "require_resume for the first run");
+      throw CheckpointError(
+          ErrorKind::kNotFound,
+          "no complete checkpoint under '" + root +
+              "' to resume from, and CheckpointCallbackOptions::require_resume is "
+              "set; check the root (a typo trains from step 0), or unset "
+              "require_resume for the first run");
     }
     if (coordinator) detail::logger().info("no checkpoint under '{}', starting fresh", root);
     return;
@@ -139,8 +145,9 @@ void CheckpointCallback::on_train_end(TrainingContext& context) {
   if (options_.export_at_end) {
     const StateValue* value = context.state.find(options_.export_key);
     if (value == nullptr) {
-      throw CheckpointError("export_at_end: the training context has no '" + options_.export_key +
-                            "'; set CheckpointCallbackOptions::export_key");
+      throw CheckpointError(ErrorKind::kUsage, "export_at_end: the training context has no '" +
+                                                   options_.export_key +
+                                                   "'; set CheckpointCallbackOptions::export_key");
     }
     StateDict exported;
     exported.insert(options_.export_key, *value);

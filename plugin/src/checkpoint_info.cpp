@@ -48,9 +48,10 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
   const fs::path file = path / kCheckpointInfoFile;
   std::ifstream in(file);
   if (!in) {
-    throw CheckpointError("no checkpoint manifest '" + file.string() +
-                          "': not a complete managed checkpoint (an incomplete one has no "
-                          "manifest); give a directory written by CheckpointManager");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "no checkpoint manifest '" + file.string() +
+                              "': not a complete managed checkpoint (an incomplete one has no "
+                              "manifest); give a directory written by CheckpointManager");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -63,9 +64,11 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     const std::string kind = j.value("kind", std::string(to_string(CheckpointKind::kFull)));
     const std::optional<CheckpointKind> parsed = parse_checkpoint_kind(kind);
     if (!parsed) {
-      throw CheckpointError("checkpoint manifest '" + file.string() + "' names the kind '" + kind +
-                            "', which this version of dcpp does not know (it knows \"full\" and "
-                            "\"export\"); read it with the dcpp version that wrote it");
+      throw CheckpointError(
+          ErrorKind::kCorrupt,
+          "checkpoint manifest '" + file.string() + "' names the kind '" + kind +
+              "', which this version of dcpp does not know (it knows \"full\" and "
+              "\"export\"); read it with the dcpp version that wrote it");
     }
     info.kind = *parsed;
     info.metrics = j.value("metrics", std::map<std::string, double>{});
@@ -78,7 +81,8 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     info.write_seconds = j.value("write_seconds", 0.0);
     return info;
   } catch (const json::exception& e) {
-    throw CheckpointError("checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
   }
 }
 

@@ -12,8 +12,8 @@
 //   save_history.h          what each save did: history(), the error wait() rethrows
 //   rank_agreement.h        the collectives (the only c10d collective calls of the plugin)
 
-#include "core/serial_worker.h"
 #include "checkpoint_pruning.h"
+#include "core/serial_worker.h"
 #include "phase_log.h"
 #include "save_history.h"
 #include "save_schedule.h"

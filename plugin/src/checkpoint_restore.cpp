@@ -47,11 +47,12 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
     steps += (steps.empty() ? "" : ", ") + std::to_string(info.step);
   }
   throw CheckpointError(
+      ErrorKind::kNotFound,
       "cannot resume from '" + path.string() + "' on rank " + std::to_string(rank) +
-      ": it is not a complete checkpoint (no .metadata); " +
-      (steps.empty()
-           ? "there is no complete checkpoint under '" + root.string() + "'"
-           : "the complete checkpoints under '" + root.string() + "' are of steps " + steps));
+          ": it is not a complete checkpoint (no .metadata); " +
+          (steps.empty()
+               ? "there is no complete checkpoint under '" + root.string() + "'"
+               : "the complete checkpoints under '" + root.string() + "' are of steps " + steps));
 }
 
 }  // namespace

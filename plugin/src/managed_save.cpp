@@ -100,7 +100,7 @@ ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
     record = save_blocking(resolved, request, CheckpointKind::kFull, result.path, record);
   } catch (const std::exception& e) {
     record.error = e.what();
-    history.add(record, /*thrown=*/true);
+    history.add(record);  // thrown to the caller: not reported again by wait()
     throw;
   }
   history.add(record);
@@ -159,7 +159,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       record.error = error_text(std::current_exception());
       detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,
                              record.error);
-      history.add(record);
+      history.add(record, std::current_exception());
       committed->set_exception(std::current_exception());
     }
   });
@@ -198,9 +198,10 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
     }
   }
   if (!detail::every_rank_ok(group, commit_error.empty())) {
-    throw CheckpointError("committing '" + final_path.string() + "' failed on rank " +
-                          std::to_string(options.coordinator_rank) +
-                          (commit_error.empty() ? "" : ": " + commit_error));
+    throw CheckpointError(ErrorKind::kIo, "committing '" + final_path.string() +
+                                              "' failed on rank " +
+                                              std::to_string(options.coordinator_rank) +
+                                              (commit_error.empty() ? "" : ": " + commit_error));
   }
   record.commit_seconds = seconds_since(start);
   log->record(operation, "commit", request.step, 0, record.commit_seconds, final_path.string());

@@ -31,9 +31,9 @@ bool ends_with(const std::string& text, const char* suffix) {
 
 CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)) {
   if (options.root.empty()) {
-    throw CheckpointError(
-        "CheckpointManagerOptions::root is empty; give the directory "
-        "that holds the step checkpoints");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "CheckpointManagerOptions::root is empty; give the directory "
+                          "that holds the step checkpoints");
   }
   group = options.process_group;
   if (group) {
@@ -52,8 +52,9 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
   }
   if (world > 1 && !group) {
     if (!options.store) {
-      throw CheckpointError("CheckpointManager with world_size " + std::to_string(world) +
-                            " needs options.process_group or options.store");
+      throw CheckpointError(ErrorKind::kUsage, "CheckpointManager with world_size " +
+                                                   std::to_string(world) +
+                                                   " needs options.process_group or options.store");
     }
     group = make_gloo_process_group(options.store, rank, world,
                                     ProcessGroupOptions().with_group_name(group_name));
@@ -75,10 +76,10 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
         a.world_size = world;
         a.group_options = ProcessGroupOptions().with_group_name(group_name + "-async");
       } else {
-        throw CheckpointError(
-            "an async CheckpointManager on several ranks needs "
-            "options.async_process_group or options.store (the uploads "
-            "need a process group of their own)");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "an async CheckpointManager on several ranks needs "
+                              "options.async_process_group or options.store (the uploads "
+                              "need a process group of their own)");
       }
     }
     checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
@@ -100,10 +101,11 @@ void CheckpointManager::Impl::prepare_root() {
   }
   error = detail::broadcast_text_from(group, error, options.coordinator_rank);
   if (!error.empty()) {
-    throw CheckpointError("checkpoint root '" + options.root.string() + "' cannot be used (rank " +
-                          std::to_string(options.coordinator_rank) + ": " + error +
-                          "); give CheckpointManagerOptions::root a directory the coordinator "
-                          "can create and every rank can write");
+    throw CheckpointError(ErrorKind::kIo,
+                          "checkpoint root '" + options.root.string() + "' cannot be used (rank " +
+                              std::to_string(options.coordinator_rank) + ": " + error +
+                              "); give CheckpointManagerOptions::root a directory the coordinator "
+                              "can create and every rank can write");
   }
 }
 

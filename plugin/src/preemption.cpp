@@ -26,8 +26,9 @@ extern "C" void on_preemption_signal(int) { g_preempted.store(true, std::memory_
 void install_preemption_handler(const std::vector<int>& signals) {
   for (int signal : signals) {
     if (signal <= 0 || signal >= NSIG) {
-      throw CheckpointError("installing the preemption handler: " + std::to_string(signal) +
-                            " is not a signal number; pass signals such as SIGTERM or SIGUSR1");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "installing the preemption handler: " + std::to_string(signal) +
+                                " is not a signal number; pass signals such as SIGTERM or SIGUSR1");
     }
     struct sigaction action {};
     action.sa_handler = on_preemption_signal;
@@ -35,8 +36,9 @@ void install_preemption_handler(const std::vector<int>& signals) {
     action.sa_flags = SA_RESTART;
     struct sigaction previous {};
     if (::sigaction(signal, &action, &previous) != 0) {
-      throw CheckpointError("installing the preemption handler for signal " +
-                            std::to_string(signal) + " failed: " + std::strerror(errno));
+      throw CheckpointError(ErrorKind::kIo, "installing the preemption handler for signal " +
+                                                std::to_string(signal) +
+                                                " failed: " + std::strerror(errno));
     }
     if (!g_replaced[signal]) {  // installed twice: the first previous handler is the one to keep
       g_previous[signal] = previous;

@@ -16,11 +16,16 @@ void SaveHistory::mark_saved(int64_t step) {
   saved_steps_.insert(step);
 }
 
-void SaveHistory::add(const SaveRecord& record, bool thrown) {
+void SaveHistory::add(const SaveRecord& record, std::exception_ptr unreported) {
   std::lock_guard<std::mutex> lock(mutex_);
   records_.push_back(record);
-  if (!record.ok && !thrown && !first_error_) {
-    first_error_ = std::make_exception_ptr(CheckpointError(record.error));
+  if (!unreported || first_error_) return;
+  try {
+    std::rethrow_exception(unreported);
+  } catch (const CheckpointError&) {
+    first_error_ = unreported;  // its kind and message as the save threw them
+  } catch (...) {
+    first_error_ = std::make_exception_ptr(CheckpointError(ErrorKind::kIo, record.error));
   }
 }
 

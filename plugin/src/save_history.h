@@ -21,15 +21,17 @@ class SaveHistory {
   /// The save of `step` committed on this rank.
   void mark_saved(int64_t step);
 
-  /// Appends `record`. A failed one (`!record.ok`) becomes the first error unless there is one
-  /// already or `thrown`: its error was thrown to the caller, so wait() does not report it again.
-  void add(const SaveRecord& record, bool thrown = false);
+  /// Appends `record`. `unreported`: the error of a failed save that was not thrown to the caller
+  /// (an async save's); it becomes the first error unless there is one already. A CheckpointError
+  /// is kept as it is (its kind included); anything else becomes a CheckpointError (kIo) with the
+  /// record's message.
+  void add(const SaveRecord& record, std::exception_ptr unreported = nullptr);
 
   /// Every record added, in order.
   std::vector<SaveRecord> records() const;
 
-  /// The first error (a CheckpointError with the failed record's message), or null; cleared, so
-  /// that it is reported once.
+  /// The first unreported error (a CheckpointError), or null; cleared, so that it is reported
+  /// once.
   std::exception_ptr take_first_error();
 
  private:

@@ -65,7 +65,8 @@ std::shared_ptr<Stateful> make_counter_stateful(int64_t& value) {
 std::shared_ptr<Stateful> make_function_stateful(std::function<StateDict()> get,
                                                  std::function<void(const StateDict&)> set) {
   if (!get || !set) {
-    throw CheckpointError("make_function_stateful needs both a getter and a setter");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "make_function_stateful needs both a getter and a setter");
   }
   return std::make_shared<FunctionStateful>(std::move(get), std::move(set));
 }

@@ -59,9 +59,10 @@ std::string number_text(double value) {
 void require_false(const StateDict& saved, const std::string& key, const std::string& optimizer) {
   with(saved, key, [&](const StateValue& v) {
     if (!is_none(v) && state_bool(v, key)) {
-      throw CheckpointError("the saved " + optimizer + " param group has " + key +
-                            "=True, which libtorch's " + optimizer +
-                            " does not implement; set it to False in Python before saving");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            "the saved " + optimizer + " param group has " + key +
+                                "=True, which libtorch's " + optimizer +
+                                " does not implement; set it to False in Python before saving");
     }
   });
 }
@@ -91,8 +92,9 @@ std::tuple<double, double> betas_of(const StateDict& saved, std::tuple<double, d
     }
   }
   if (items.size() != 2) {
-    throw CheckpointError("optimizer option 'betas' must be a pair of numbers, got a " +
-                          std::string(value->kind_name()));
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          "optimizer option 'betas' must be a pair of numbers, got a " +
+                              std::string(value->kind_name()));
   }
   return std::make_tuple(items[0], items[1]);
 }
@@ -175,10 +177,11 @@ class AdamFamilyCodec final : public OptimizerStateCodec {
       with(saved, "decoupled_weight_decay", [&](const StateValue& v) {
         if (!is_none(v) && state_bool(v, "decoupled_weight_decay")) {
           throw CheckpointError(
+              ErrorKind::kIncompatible,
               "the saved " + name_ +
-              " param group has decoupled_weight_decay=True: Python's Adam then decays weights "
-              "as AdamW does, which libtorch's " +
-              name_ + " does not implement; use torch::optim::AdamW to load this checkpoint");
+                  " param group has decoupled_weight_decay=True: Python's Adam then decays weights "
+                  "as AdamW does, which libtorch's " +
+                  name_ + " does not implement; use torch::optim::AdamW to load this checkpoint");
         }
       });
     }
@@ -395,8 +398,8 @@ std::vector<at::Tensor> tensors_of(const StateValue& value, const std::string& k
       add(StateValue(element));
     }
   } else {
-    throw CheckpointError("optimizer state '" + key + "' is a " + value.kind_name() +
-                          ", not a list");
+    throw CheckpointError(ErrorKind::kIncompatible, "optimizer state '" + key + "' is a " +
+                                                        value.kind_name() + ", not a list");
   }
   return out;
 }
@@ -501,8 +504,9 @@ class LBFGSCodec final : public OptimizerStateCodec {
       } else if (v.is_value() && v.value().isNone()) {
         options.line_search_fn(c10::nullopt);
       } else {
-        throw CheckpointError("optimizer option 'line_search_fn' is a " +
-                              std::string(v.kind_name()) + ", not a string or None");
+        throw CheckpointError(ErrorKind::kIncompatible, "optimizer option 'line_search_fn' is a " +
+                                                            std::string(v.kind_name()) +
+                                                            ", not a string or None");
       }
     });
     require_false(saved, "maximize", name());

@@ -69,16 +69,18 @@ class Flattener {
         }
         break;
       case StateValue::Kind::kStateful:
-        throw CheckpointError("state dict key '" + join_path(path) +
-                              "' holds a Stateful object that was not resolved to its state "
-                              "dict; pass it to save()/load(), which call state_dict()");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "state dict key '" + join_path(path) +
+                                  "' holds a Stateful object that was not resolved to its state "
+                                  "dict; pass it to save()/load(), which call state_dict()");
       default:
         break;
     }
     std::string key = join_path(path);
     if (!keys_.insert(key).second) {
-      throw CheckpointError("two state dict entries flatten to the same key '" + key +
-                            "'; rename one of them (dots in keys join with nesting)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "two state dict entries flatten to the same key '" + key +
+                                "'; rename one of them (dots in keys join with nesting)");
     }
     entries.push_back(FlatEntry{std::move(key), path, &value});
   }
@@ -104,9 +106,10 @@ namespace {
 [[noreturn]] void throw_path_conflict(const ObjectPath& path, std::size_t depth,
                                       const StateValue& found) {
   ObjectPath prefix(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(depth));
-  throw CheckpointError("cannot store key '" + join_path(path) + "': '" + join_path(prefix) +
-                        "' is a " + found.kind_name() + ", not a " +
-                        (std::holds_alternative<std::string>(path[depth]) ? "dict" : "list"));
+  throw CheckpointError(ErrorKind::kIncompatible,
+                        "cannot store key '" + join_path(path) + "': '" + join_path(prefix) +
+                            "' is a " + found.kind_name() + ", not a " +
+                            (std::holds_alternative<std::string>(path[depth]) ? "dict" : "list"));
 }
 
 StateValue& child_of(StateValue& container, const ObjectPath& path, std::size_t depth,
@@ -135,8 +138,8 @@ bool is_none(const StateValue& value) { return value.is_value() && value.value()
 
 void set_element(StateDict& root, const ObjectPath& path, StateValue value) {
   if (path.empty() || !std::holds_alternative<std::string>(path.front())) {
-    throw CheckpointError("cannot store key '" + join_path(path) +
-                          "': a path must start with a string key");
+    throw CheckpointError(ErrorKind::kUsage, "cannot store key '" + join_path(path) +
+                                                 "': a path must start with a string key");
   }
   StateValue* current = &root[std::get<std::string>(path.front())];
   for (std::size_t depth = 1; depth < path.size(); ++depth) {

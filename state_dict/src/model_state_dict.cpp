@@ -101,7 +101,8 @@ IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict
       message += " Unexpected keys (in the state dict, not in the model): " +
                  detail::quoted_list(keys.unexpected_keys) + ".";
     }
-    throw CheckpointError(message + " Pass StateDictOptions::strict = false to load the rest.");
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          message + " Pass StateDictOptions::strict = false to load the rest.");
   }
   c10::AutoGradMode no_grad(false);
   for (auto& [destination, piece] : copies) {

@@ -29,7 +29,8 @@ Registry& registry() {
 void register_optimizer_state_codec(std::type_index optimizer_type,
                                     std::shared_ptr<const OptimizerStateCodec> codec) {
   if (!codec) {
-    throw CheckpointError("register_optimizer_state_codec: the codec must not be null");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "register_optimizer_state_codec: the codec must not be null");
   }
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -49,10 +50,11 @@ std::shared_ptr<const OptimizerStateCodec> find_optimizer_state_codec(
   if (auto codec = detail::builtin_optimizer_state_codec(optimizer)) {
     return codec;
   }
-  throw CheckpointError(std::string("no optimizer state codec for optimizer type '") +
-                        typeid(optimizer).name() +
-                        "': register one with dcpp::register_optimizer_state_codec<YourOptimizer>() "
-                        "(see docs/state_dict.md)");
+  throw CheckpointError(
+      ErrorKind::kUsage,
+      std::string("no optimizer state codec for optimizer type '") + typeid(optimizer).name() +
+          "': register one with dcpp::register_optimizer_state_codec<YourOptimizer>() "
+          "(see docs/state_dict.md)");
 }
 
 double state_number(const StateValue& value, const std::string& key) {
@@ -70,9 +72,11 @@ double state_number(const StateValue& value, const std::string& key) {
   } else if (value.is_tensor() && value.tensor().numel() == 1) {
     return value.tensor().item<double>();
   }
-  throw CheckpointError("optimizer state '" + key + "' is a " + value.kind_name() +
-                        (value.is_value() ? " (" + value.value().tagKind() + ")" : std::string()) +
-                        ", not a number");
+  throw CheckpointError(
+      ErrorKind::kIncompatible,
+      "optimizer state '" + key + "' is a " + value.kind_name() +
+          (value.is_value() ? " (" + value.value().tagKind() + ")" : std::string()) +
+          ", not a number");
 }
 
 int64_t state_int(const StateValue& value, const std::string& key) {
@@ -90,14 +94,14 @@ at::Tensor state_tensor(const StateValue& value, const std::string& key) {
   if (value.is_value() && (value.value().isDouble() || value.value().isInt())) {
     return at::scalar_tensor(state_number(value, key), at::kDouble);
   }
-  throw CheckpointError("optimizer state '" + key + "' is a " + value.kind_name() +
-                        ", not a tensor");
+  throw CheckpointError(ErrorKind::kIncompatible, "optimizer state '" + key + "' is a " +
+                                                      value.kind_name() + ", not a tensor");
 }
 
 const StateValue& required(const StateDict& state, const std::string& key) {
   const StateValue* value = state.find(key);
   if (value == nullptr) {
-    throw CheckpointError("optimizer state has no '" + key + "'");
+    throw CheckpointError(ErrorKind::kIncompatible, "optimizer state has no '" + key + "'");
   }
   return *value;
 }

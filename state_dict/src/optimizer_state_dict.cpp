@@ -47,11 +47,12 @@ class ParameterIndex {
                                std::size_t index) const {
     auto found = by_impl_.find(param.unsafeGetTensorImpl());
     if (found == by_impl_.end()) {
-      throw CheckpointError("parameter " + std::to_string(index) +
-                            " of the optimizer's param group " + std::to_string(group) +
-                            " (shape " + shape_string(param.sizes()) +
-                            ") is not a parameter of the model layout: build the optimizer over "
-                            "the layout's local tensors (the model's parameters)");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "parameter " + std::to_string(index) + " of the optimizer's param group " +
+              std::to_string(group) + " (shape " + shape_string(param.sizes()) +
+              ") is not a parameter of the model layout: build the optimizer over "
+              "the layout's local tensors (the model's parameters)");
     }
     return *found->second;
   }
@@ -139,14 +140,16 @@ std::vector<std::string> string_list(const StateValue& value, const std::string&
   std::vector<std::string> out;
   auto add = [&](const c10::IValue& element) {
     if (!element.isString()) {
-      throw CheckpointError("optimizer state dict: '" + key + "' must be a list of FQN strings");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            "optimizer state dict: '" + key + "' must be a list of FQN strings");
     }
     out.push_back(element.toStringRef());
   };
   if (value.is_list()) {
     for (const StateValue& element : value.list()) {
       if (!element.is_value()) {
-        throw CheckpointError("optimizer state dict: '" + key + "' must be a list of FQN strings");
+        throw CheckpointError(ErrorKind::kIncompatible,
+                              "optimizer state dict: '" + key + "' must be a list of FQN strings");
       }
       add(element.value());
     }
@@ -155,8 +158,9 @@ std::vector<std::string> string_list(const StateValue& value, const std::string&
       add(element);
     }
   } else {
-    throw CheckpointError("optimizer state dict: '" + key + "' is a " + value.kind_name() +
-                          ", not a list of FQN strings");
+    throw CheckpointError(ErrorKind::kIncompatible, "optimizer state dict: '" + key + "' is a " +
+                                                        value.kind_name() +
+                                                        ", not a list of FQN strings");
   }
   return out;
 }
@@ -194,8 +198,8 @@ struct SavedOptimizer {
 std::pair<std::string, std::string> split_last(const std::string& rest, const std::string& key) {
   const auto dot = rest.rfind('.');
   if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size()) {
-    throw CheckpointError("flattened optimizer state dict key '" + key +
-                          "' is not '<prefix>.<fqn>.<name>'");
+    throw CheckpointError(ErrorKind::kIncompatible, "flattened optimizer state dict key '" + key +
+                                                        "' is not '<prefix>.<fqn>.<name>'");
   }
   return {rest.substr(0, dot), rest.substr(dot + 1)};
 }
@@ -207,28 +211,32 @@ SavedOptimizer parse_saved(const StateDict& state_dict) {
   if ((state != nullptr && state->is_dict()) || (groups != nullptr && groups->is_list())) {
     if (state != nullptr) {
       if (!state->is_dict()) {
-        throw CheckpointError("optimizer state dict: 'state' is a " +
-                              std::string(state->kind_name()) + ", not a dict keyed by FQN");
+        throw CheckpointError(ErrorKind::kIncompatible, "optimizer state dict: 'state' is a " +
+                                                            std::string(state->kind_name()) +
+                                                            ", not a dict keyed by FQN");
       }
       for (const auto& item : state->dict()) {
         if (!item.value.is_dict()) {
-          throw CheckpointError("optimizer state dict: 'state." + item.key + "' is a " +
-                                item.value.kind_name() + ", not a dict");
+          throw CheckpointError(ErrorKind::kIncompatible,
+                                "optimizer state dict: 'state." + item.key + "' is a " +
+                                    item.value.kind_name() + ", not a dict");
         }
         saved.state.emplace(item.key, item.value.dict());
       }
     }
     if (groups != nullptr) {
       if (!groups->is_list()) {
-        throw CheckpointError("optimizer state dict: 'param_groups' is a " +
-                              std::string(groups->kind_name()) + ", not a list");
+        throw CheckpointError(ErrorKind::kIncompatible,
+                              "optimizer state dict: 'param_groups' is a " +
+                                  std::string(groups->kind_name()) + ", not a list");
       }
       std::size_t i = 0;
       for (const StateValue& group : groups->list()) {
         const std::string where = "param_groups." + std::to_string(i++);
         if (!group.is_dict()) {
-          throw CheckpointError("optimizer state dict: '" + where + "' is a " + group.kind_name() +
-                                ", not a dict");
+          throw CheckpointError(
+              ErrorKind::kIncompatible,
+              "optimizer state dict: '" + where + "' is a " + group.kind_name() + ", not a dict");
         }
         const StateValue* params = group.dict().find(kParams);
         saved.group_fqns.push_back(params == nullptr ? std::vector<std::string>{}
@@ -346,12 +354,14 @@ void require_state_of_restored_options(const OptimizerStateCodec& codec,
   std::string options;
   for (const std::string& option : because) options += (options.empty() ? "" : ", ") + option;
   throw CheckpointError(
+      ErrorKind::kIncompatible,
       "set_optimizer_state_dict on rank " + std::to_string(rank) + ", the param group of '" +
-      members.front()->fqn + "': the saved " + codec.name() + " options (" + options +
-      ") keep per-parameter state (" + detail::quoted_list(lacking) +
-      ") that this optimizer's options do not, and none was given: a load target made from this "
-      "optimizer has no place for it. Nothing was loaded; make the optimizer with the saved "
-      "options before loading, so that their state is loaded with them");
+          members.front()->fqn + "': the saved " + codec.name() + " options (" + options +
+          ") keep per-parameter state (" + detail::quoted_list(lacking) +
+          ") that this optimizer's options do not, and none was given: a load target made from "
+          "this "
+          "optimizer has no place for it. Nothing was loaded; make the optimizer with the saved "
+          "options before loading, so that their state is loaded with them");
 }
 
 [[noreturn]] void throw_incompatible(const std::vector<std::string>& missing,
@@ -366,7 +376,8 @@ void require_state_of_restored_options(const OptimizerStateCodec& codec,
     message += " Unexpected (in the state dict, not in the optimizer): " +
                detail::quoted_list(unexpected) + ".";
   }
-  throw CheckpointError(message + " Pass StateDictOptions::strict = false to load the rest.");
+  throw CheckpointError(ErrorKind::kIncompatible,
+                        message + " Pass StateDictOptions::strict = false to load the rest.");
 }
 
 }  // namespace
@@ -489,9 +500,9 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
       try {
         codec->decode_options(*saved_options, *new_options[g]);
       } catch (const CheckpointError& error) {
-        throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) +
-                              ", the param group of '" + members.front()->fqn +
-                              "': " + error.what());
+        throw CheckpointError(error.kind(), "set_optimizer_state_dict on rank " +
+                                                std::to_string(rank) + ", the param group of '" +
+                                                members.front()->fqn + "': " + error.what());
       }
     }
     for (std::size_t p = 0; p < members.size(); ++p) {
@@ -515,7 +526,8 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
         }
         new_states.push_back(NewState{key, codec->decode_state(local, param)});
       } catch (const CheckpointError& error) {
-        throw CheckpointError("set_optimizer_state_dict on rank " + std::to_string(rank) + ", " +
+        throw CheckpointError(
+            error.kind(), "set_optimizer_state_dict on rank " + std::to_string(rank) + ", " +
                               codec->name() + " state of '" + placement.fqn + "': " + error.what());
       }
     }

@@ -29,25 +29,29 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shar
                               shape_string(shard.offsets) + ", sizes " +
                               shape_string(shard.tensor.sizes()) + ")";
     if (!shard.tensor.defined()) {
-      throw CheckpointError("ShardedTensor: " + which + " has no tensor");
+      throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which + " has no tensor");
     }
     if (shard.offsets.size() != global_shape_.size() ||
         static_cast<std::size_t>(shard.tensor.dim()) != global_shape_.size()) {
-      throw CheckpointError("ShardedTensor: " + which + " does not have the " +
-                            std::to_string(global_shape_.size()) + " dimensions of global shape " +
-                            shape_string(global_shape_));
+      throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which + " does not have the " +
+                                                   std::to_string(global_shape_.size()) +
+                                                   " dimensions of global shape " +
+                                                   shape_string(global_shape_));
     }
     for (std::size_t d = 0; d < global_shape_.size(); ++d) {
       if (shard.offsets[d] < 0 || shard.offsets[d] + shard.tensor.size(d) > global_shape_[d]) {
-        throw CheckpointError("ShardedTensor: " + which + " lies outside global shape " +
-                              shape_string(global_shape_) + " in dimension " + std::to_string(d));
+        throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which +
+                                                     " lies outside global shape " +
+                                                     shape_string(global_shape_) +
+                                                     " in dimension " + std::to_string(d));
       }
     }
     const at::ScalarType expected = dtype_.value_or(local_shards_.front().tensor.scalar_type());
     if (shard.tensor.scalar_type() != expected) {
-      throw CheckpointError("ShardedTensor: " + which + " has dtype " +
-                            std::string(c10::toString(shard.tensor.scalar_type())) + ", not " +
-                            c10::toString(expected));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "ShardedTensor: " + which + " has dtype " +
+                                std::string(c10::toString(shard.tensor.scalar_type())) + ", not " +
+                                c10::toString(expected));
     }
   }
 }
@@ -55,9 +59,10 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shar
 ShardedTensor ShardedTensor::from_chunk_of(const at::Tensor& full, int64_t dim, int64_t part,
                                            int64_t num_parts) {
   if (dim < 0 || dim >= full.dim() || num_parts <= 0 || part < 0 || part >= num_parts) {
-    throw CheckpointError("ShardedTensor::from_chunk_of: part " + std::to_string(part) + " of " +
-                          std::to_string(num_parts) + " along dim " + std::to_string(dim) +
-                          " is not valid for a tensor of shape " + shape_string(full.sizes()));
+    throw CheckpointError(ErrorKind::kUsage,
+                          "ShardedTensor::from_chunk_of: part " + std::to_string(part) + " of " +
+                              std::to_string(num_parts) + " along dim " + std::to_string(dim) +
+                              " is not valid for a tensor of shape " + shape_string(full.sizes()));
   }
   const int64_t length = full.size(dim);
   const int64_t base = length / num_parts;

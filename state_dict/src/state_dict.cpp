@@ -15,6 +15,16 @@ StateDict& StateDict::operator=(StateDict&&) noexcept = default;
 StateDict::~StateDict() = default;
 
 StateValue& StateDict::insert(const std::string& key, StateValue value) {
+  if (contains(key)) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "key '" + key +
+                              "' is already in the state dict; use insert_or_assign to replace its "
+                              "value");
+  }
+  return insert_or_assign(key, std::move(value));
+}
+
+StateValue& StateDict::insert_or_assign(const std::string& key, StateValue value) {
   auto found = index_.find(key);
   if (found != index_.end()) {
     items_[found->second].value = std::move(value);
@@ -48,9 +58,10 @@ const StateValue& StateDict::at(const std::string& key) const {
       }
       keys += (keys.empty() ? "'" : ", '") + item.key + "'";
     }
-    throw CheckpointError("state dict has no key '" + key + "' (" +
-                          (keys.empty() ? std::string("it is empty") : "its keys: " + keys) +
-                          "); check the key, or look it up with find() or contains()");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "state dict has no key '" + key + "' (" +
+                              (keys.empty() ? std::string("it is empty") : "its keys: " + keys) +
+                              "); check the key, or look it up with find() or contains()");
   }
   return *value;
 }
@@ -146,6 +157,7 @@ StateValue::StateValue(StateList list) : node_(std::move(list)) {}
 StateValue::StateValue(std::shared_ptr<Stateful> stateful) : node_(std::move(stateful)) {
   if (!std::get<std::shared_ptr<Stateful>>(node_)) {
     throw CheckpointError(
+        ErrorKind::kUsage,
         "a Stateful value must not be null: give a std::shared_ptr that holds the object");
   }
 }
@@ -156,8 +168,9 @@ template <typename T, typename Variant>
 auto& get_or_throw(Variant& node, const char* wanted, const char* actual) {
   auto* value = std::get_if<T>(&node);
   if (value == nullptr) {
-    throw CheckpointError(std::string("state dict value is a ") + actual + ", not a " + wanted +
-                          "; check its kind() before reading it as one");
+    throw CheckpointError(ErrorKind::kUsage, std::string("state dict value is a ") + actual +
+                                                 ", not a " + wanted +
+                                                 "; check its kind() before reading it as one");
   }
   return *value;
 }

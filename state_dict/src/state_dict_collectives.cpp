@@ -72,7 +72,7 @@ void gather_sharded_leaves(StateDict& state_dict,
   for (FlatEntry& entry : flatten_state_dict(state_dict)) {
     if (entry.value->is_sharded_tensor()) {
       if (entry.value->sharded_tensor().local_shards().size() > 1) {
-        throw CheckpointError("full_state_dict: sharded tensor '" + entry.key + "' holds " +
+        throw CheckpointError(ErrorKind::kUsage, "full_state_dict: sharded tensor '" + entry.key + "' holds " +
                               std::to_string(entry.value->sharded_tensor().local_shards().size()) +
                               " local shards; the state-dict helpers gather at most one per rank");
       }
@@ -128,7 +128,7 @@ void gather_sharded_leaves(StateDict& state_dict,
     for (int r = 0; r < size; ++r) {
       if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
           headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
-        throw CheckpointError(
+        throw CheckpointError(ErrorKind::kUsage,
             "full_state_dict: rank " + std::to_string(group->getRank()) + " holds " +
             std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
             " holds " + std::to_string(headers[r][0].item<int64_t>()) +
@@ -168,7 +168,7 @@ void gather_sharded_leaves(StateDict& state_dict,
           numel *= sizes[d];
           if (offsets[d] < 0 || sizes[d] < 0 ||
               offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
-            throw CheckpointError(
+            throw CheckpointError(ErrorKind::kUsage,
                 "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
                 "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
                 ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
@@ -186,7 +186,7 @@ void gather_sharded_leaves(StateDict& state_dict,
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (assemblies[i].covered < assemblies[i].whole.numel()) {
-      throw CheckpointError("full_state_dict: the shards of '" + entries[i].key + "' on the " +
+      throw CheckpointError(ErrorKind::kUsage, "full_state_dict: the shards of '" + entries[i].key + "' on the " +
                             std::to_string(size) + " rank(s) of the process group hold " +
                             std::to_string(assemblies[i].covered) + " of its " +
                             std::to_string(assemblies[i].whole.numel()) +
@@ -227,7 +227,7 @@ c10::IValue to_ivalue(const StateValue& value, const std::string& key) {
       return list;
     }
     default:
-      throw CheckpointError("broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
+      throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
                             value.kind_name() +
                             "; rank 0 must hold a full state dict (whole tensors and values)");
   }
@@ -252,7 +252,7 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   const std::vector<char> bytes(pickled.begin(), pickled.end());
   StateValue received(torch::jit::pickle_load(bytes));
   if (!received.is_dict()) {
-    throw CheckpointError("broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
+    throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
                           " received a " + received.kind_name() + " from rank 0, not a dict");
   }
   return std::move(received.dict());

@@ -10,7 +10,7 @@ namespace {
 
 void require_layout(const std::shared_ptr<const ModelLayout>& layout, const char* what) {
   if (!layout) {
-    throw CheckpointError(std::string(what) + ": the layout must not be null");
+    throw CheckpointError(ErrorKind::kUsage, std::string(what) + ": the layout must not be null");
   }
 }
 
@@ -48,8 +48,8 @@ class ModelStateful final : public Stateful {
 
 class OptimizerStateful final : public Stateful {
  public:
-  OptimizerStateful(std::shared_ptr<const ModelLayout> layout,
-                    torch::optim::Optimizer& optimizer, StateDictOptions options)
+  OptimizerStateful(std::shared_ptr<const ModelLayout> layout, torch::optim::Optimizer& optimizer,
+                    StateDictOptions options)
       : layout_(std::move(layout)), optimizer_(optimizer), options_(options) {}
   StateDict state_dict() override {
     return get_optimizer_state_dict(*layout_, optimizer_, options_);

@@ -18,12 +18,14 @@ StateDict state_of(Stateful& stateful, const ObjectPath& path) {
   } catch (const CheckpointError&) {
     throw;  // dcpp's own error type (a user's subclass too) passes as it is
   } catch (const std::exception& error) {
-    throw CheckpointError("key '" + join_path(path) + "': its Stateful's state_dict() threw: " +
-                          describe(error));
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "key '" + join_path(path) + "': its Stateful's state_dict() threw: " + describe(error));
   } catch (...) {
-    throw CheckpointError("key '" + join_path(path) +
-                          "': its Stateful's state_dict() threw an exception that is not a "
-                          "std::exception");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "key '" + join_path(path) +
+                              "': its Stateful's state_dict() threw an exception that is not a "
+                              "std::exception");
   }
 }
 

@@ -16,8 +16,7 @@ std::string shape_string(at::IntArrayRef shape) {
   return out.str();
 }
 
-bool contains_box(const Shard& shard, const std::vector<int64_t>& offsets,
-                  at::IntArrayRef sizes) {
+bool contains_box(const Shard& shard, const std::vector<int64_t>& offsets, at::IntArrayRef sizes) {
   for (std::size_t d = 0; d < offsets.size(); ++d) {
     if (offsets[d] < shard.offsets[d] ||
         offsets[d] + sizes[d] > shard.offsets[d] + shard.tensor.size(static_cast<int64_t>(d))) {
@@ -43,7 +42,8 @@ at::Tensor piece_of(const StateValue& value, at::IntArrayRef local_sizes,
                     const std::string& key) {
   const bool sharded = !global_shape.empty();
   const std::vector<int64_t> whole_shape = sharded ? global_shape : local_sizes.vec();
-  const std::vector<int64_t> where = sharded ? offsets : std::vector<int64_t>(local_sizes.size(), 0);
+  const std::vector<int64_t> where =
+      sharded ? offsets : std::vector<int64_t>(local_sizes.size(), 0);
   if (value.is_tensor()) {
     const at::Tensor& tensor = value.tensor();
     if (tensor.sizes() == local_sizes) {
@@ -52,12 +52,13 @@ at::Tensor piece_of(const StateValue& value, at::IntArrayRef local_sizes,
     if (sharded && tensor.sizes() == at::IntArrayRef(global_shape)) {
       return box_of(tensor, where, local_sizes);
     }
-    throw CheckpointError("state dict key '" + key + "' holds a tensor of shape " +
-                          shape_string(tensor.sizes()) + ", but the model's tensor has shape " +
-                          shape_string(local_sizes) +
-                          (sharded ? " (a piece of global shape " + shape_string(global_shape) + ")"
-                                   : std::string()) +
-                          "; was it saved from another model?");
+    throw CheckpointError(
+        ErrorKind::kIncompatible,
+        "state dict key '" + key + "' holds a tensor of shape " + shape_string(tensor.sizes()) +
+            ", but the model's tensor has shape " + shape_string(local_sizes) +
+            (sharded ? " (a piece of global shape " + shape_string(global_shape) + ")"
+                     : std::string()) +
+            "; was it saved from another model?");
   }
   if (value.is_sharded_tensor()) {
     const ShardedTensor& sharded_value = value.sharded_tensor();
@@ -65,10 +66,11 @@ at::Tensor piece_of(const StateValue& value, at::IntArrayRef local_sizes,
       return at::empty(local_sizes, at::TensorOptions().dtype(sharded_value.dtype()));
     }
     if (at::IntArrayRef(sharded_value.global_shape()) != at::IntArrayRef(whole_shape)) {
-      throw CheckpointError("state dict key '" + key + "' holds a sharded tensor of global shape " +
-                            shape_string(sharded_value.global_shape()) +
-                            ", but the model's tensor has global shape " +
-                            shape_string(whole_shape));
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            "state dict key '" + key + "' holds a sharded tensor of global shape " +
+                                shape_string(sharded_value.global_shape()) +
+                                ", but the model's tensor has global shape " +
+                                shape_string(whole_shape));
     }
     for (const Shard& shard : sharded_value.local_shards()) {
       if (contains_box(shard, where, local_sizes)) {
@@ -79,15 +81,17 @@ at::Tensor piece_of(const StateValue& value, at::IntArrayRef local_sizes,
         return box_of(shard.tensor, relative, local_sizes);
       }
     }
-    throw CheckpointError("state dict key '" + key +
-                          "' holds a sharded tensor with no local shard covering this process's "
-                          "piece (offsets " + shape_string(where) + ", sizes " +
-                          shape_string(local_sizes) +
-                          "); load it with dcpp::load into a target from get_*_state_dict of this "
-                          "layout, or pass a whole tensor");
+    throw CheckpointError(
+        ErrorKind::kIncompatible,
+        "state dict key '" + key +
+            "' holds a sharded tensor with no local shard covering this process's "
+            "piece (offsets " +
+            shape_string(where) + ", sizes " + shape_string(local_sizes) +
+            "); load it with dcpp::load into a target from get_*_state_dict of this "
+            "layout, or pass a whole tensor");
   }
-  throw CheckpointError("state dict key '" + key + "' holds a " + value.kind_name() +
-                        ", not a tensor");
+  throw CheckpointError(ErrorKind::kIncompatible, "state dict key '" + key + "' holds a " +
+                                                      value.kind_name() + ", not a tensor");
 }
 
 namespace {

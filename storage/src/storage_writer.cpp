@@ -5,10 +5,12 @@
 namespace dcpp {
 
 void StorageWriter::set_up_without_collectives(int rank) {
-  throw CheckpointError("rank " + std::to_string(rank) +
-                        ": this storage writer cannot save without collectives (it does not "
-                        "implement set_up_without_collectives); save with collectives, or use the "
-                        "file system writer");
+  throw CheckpointError(
+      ErrorKind::kUsage,
+      "rank " + std::to_string(rank) +
+          ": this storage writer cannot save without collectives (it does not "
+          "implement set_up_without_collectives); save with collectives, or use the "
+          "file system writer");
 }
 
 }  // namespace dcpp

@@ -66,7 +66,7 @@ class FailingWriter : public StorageWriter {
   void set_up(int, bool) override {}
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override { return plans; }
   std::vector<WriteResult> write_data(const SavePlan&, SavePlanner&) override {
-    throw CheckpointError("disk on fire");
+    throw CheckpointError(dcpp::ErrorKind::kIo, "disk on fire");
   }
   void finish(Metadata, const std::vector<std::vector<WriteResult>>&) override {}
 };

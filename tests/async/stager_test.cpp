@@ -71,7 +71,8 @@ TEST_CASE("staged copies equal the state at stage time and reuse their buffers")
     CHECK(sharded.global_shape() == std::vector<int64_t>{8, 6});
 
     auto staged = tensors_of(first);
-    CHECK(dcpp::test::bitwise_equal(staged.at("nested.model.big"), expected.at("nested.model.big")));
+    CHECK(
+        dcpp::test::bitwise_equal(staged.at("nested.model.big"), expected.at("nested.model.big")));
     CHECK(dcpp::test::bitwise_equal(staged.at("nested.model.transposed"),
                                     expected.at("nested.model.transposed")));
     CHECK(dcpp::test::bitwise_equal(staged.at("nested.model.flags"),
@@ -82,7 +83,8 @@ TEST_CASE("staged copies equal the state at stage time and reuse their buffers")
 
     // The source changes; the staged copy does not.
     state.mutate_everything();
-    CHECK(dcpp::test::bitwise_equal(staged.at("nested.model.big"), expected.at("nested.model.big")));
+    CHECK(
+        dcpp::test::bitwise_equal(staged.at("nested.model.big"), expected.at("nested.model.big")));
 
     // Same structure: same buffers, now holding the new values.
     const int64_t bytes = stager->staging_bytes();
@@ -97,7 +99,7 @@ TEST_CASE("staged copies equal the state at stage time and reuse their buffers")
     CHECK(stager->staging_bytes() == bytes);
 
     // A changed shape: new buffers, the old set released (bytes do not add up).
-    state.state.at("nested").dict().at("model").dict().insert("big", at::ones({10}));
+    state.state.at("nested").dict().at("model").dict().insert_or_assign("big", at::ones({10}));
     auto third = tensors_of(stager->stage(state.state).get());
     CHECK(third.at("nested.model.big").data_ptr() != staged.at("nested.model.big").data_ptr());
     CHECK(stager->staging_bytes() < bytes);

@@ -198,7 +198,7 @@ TEST_CASE("a PyTorch fixture loads in place into preallocated tensors") {
 
   dcpp::LoadOptions options;
   options.allow_partial_load = false;
-  const dcpp::LoadReport report =
+  const dcpp::IncompatibleKeys report =
       dcpp::load(target, dcpp::test::fixture("single_rank_mixed"), options);
 
   const json expected = manifest("single_rank_mixed")["state_dict"]["items"];

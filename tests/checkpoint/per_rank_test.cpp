@@ -223,7 +223,7 @@ TEST_CASE("PyTorch 2.14's use_collectives=False checkpoint loads into tensors an
   std::ifstream in(kFixture.string() + ".manifest.json");
   const nlohmann::json manifest = nlohmann::json::parse(in)["state_dict"]["items"];
   StateDict target = fixture_target();
-  const dcpp::LoadReport report = dcpp::load(target, kFixture);
+  const dcpp::IncompatibleKeys report = dcpp::load(target, kFixture);
   REQUIRE(report.missing_keys.empty());
   REQUIRE(report.unexpected_keys.empty());
   const StateDict whole = dcpp::load_from_keys(kFixture);

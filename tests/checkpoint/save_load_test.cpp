@@ -2,6 +2,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/model_state_dict.h>
 #include <dcpp/state_dict/stateful.h>
 
 #include <fstream>
@@ -259,7 +260,7 @@ TEST_CASE("keys a Stateful says may be missing are dropped when the checkpoint l
   StateDict target;
   target.insert("nested", StateDict());
   target.at("nested").dict().insert("v", versioned);
-  const dcpp::LoadReport report = dcpp::load(target, old_dir.path());  // strict
+  const dcpp::IncompatibleKeys report = dcpp::load(target, old_dir.path());  // strict
   REQUIRE(report.missing_keys.empty());
   REQUIRE(versioned->loaded_count == 7);
   REQUIRE_FALSE(versioned->loaded_flag.has_value());
@@ -285,9 +286,9 @@ TEST_CASE("keys a Stateful says may be missing are dropped when the checkpoint l
   StateDict strict_target;
   strict_target.insert("nested", StateDict());
   strict_target.at("nested").dict().insert("v", std::make_shared<Strict>());
-  REQUIRE_THROWS_WITH(dcpp::load(strict_target, old_dir.path()),
-                      Catch::Contains("'nested.v.options.flag'") &&
-                          Catch::Contains("'nested.v.extra'"));
+  REQUIRE_THROWS_WITH(
+      dcpp::load(strict_target, old_dir.path()),
+      Catch::Contains("'nested.v.options.flag'") && Catch::Contains("'nested.v.extra'"));
 }
 
 TEST_CASE("strict loads list missing keys, partial loads skip them") {
@@ -306,9 +307,13 @@ TEST_CASE("strict loads list missing keys, partial loads skip them") {
 
   dcpp::LoadOptions partial;
   partial.allow_partial_load = true;
-  const dcpp::LoadReport report = dcpp::load(target, dir.path(), partial);
+  const dcpp::IncompatibleKeys report = dcpp::load(target, dir.path(), partial);
   REQUIRE(report.missing_keys == std::vector<std::string>{"b", "c"});
   REQUIRE(report.unexpected_keys == std::vector<std::string>{"extra"});
+  // One type for both of PyTorch's reports: dcpp::load's and set_model_state_dict's.
+  static_assert(std::is_same_v<decltype(dcpp::load(target, dir.path())),
+                               decltype(dcpp::set_model_state_dict(
+                                   std::declval<torch::nn::Module&>(), target))>);
   REQUIRE(target.at("a").tensor().equal(at::ones({2})));
   REQUIRE(target.at("b").tensor().equal(at::zeros({2})));
 }

@@ -143,7 +143,7 @@ TEST_CASE("a zstd checkpoint round-trips bit for bit across dtypes, values and l
       target.insert(item.key, item.value);
     }
   }
-  target.insert("step", int64_t{0});
+  target.insert_or_assign("step", int64_t{0});
   dcpp::load(target, dir.path());
   for (const auto& item : original) {
     INFO(item.key);

@@ -453,7 +453,7 @@ class SparseSource final : public ByteSource {
   std::string describe() const override { return "sparse zip64 archive"; }
   void read(uint64_t offset, void* dst, std::size_t n) const override {
     if (offset > size_ || n > size_ - offset) {
-      throw CheckpointError("sparse read out of bounds");
+      throw CheckpointError(dcpp::ErrorKind::kCorrupt, "sparse read out of bounds");
     }
     char* out = static_cast<char*>(dst);
     uint64_t kept_before = 0;  // kept bytes before `pos`

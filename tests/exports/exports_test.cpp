@@ -31,7 +31,7 @@ bool mapped(const std::string& library) {
 /// A user's error type, derived from dcpp's.
 class UserError : public dcpp::CheckpointError {
  public:
-  UserError() : dcpp::CheckpointError("the user's state is not ready") {}
+  UserError() : dcpp::CheckpointError(dcpp::ErrorKind::kUsage, "the user's state is not ready") {}
 };
 
 /// A user's Stateful whose state_dict() throws: the library calls it and the error crosses it.

@@ -3,6 +3,8 @@
 
 #include "dcpp_test.h"
 
+#include <dcpp/checkpoint/checkpointer.h>
+
 #include <sys/wait.h>
 #include <array>
 #include <cstdio>
@@ -79,7 +81,45 @@ TEST_CASE("a rank failing while reading fails the load on every rank, naming the
   std::string output;
   REQUIRE(launch(3, "fail-read " + (dir / "ckpt").string() + " 2", &output) == 0);
   for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
-    CHECK(output.find(std::string(rank) + " failed as expected") != std::string::npos);
+    // The failed rank's own kind (its storage threw kIo), on every rank.
+    CHECK(output.find(std::string(rank) + " failed as expected (I/O)") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Flips a byte in the middle of each of `rank`'s own chunks of the model (row layout: no other
+// rank reads them) in the checkpoint `dir`.
+void corrupt_chunks_of(const std::filesystem::path& dir, int rank) {
+  const std::string file = "__" + std::to_string(rank) + "_0.distcp";
+  std::string bytes = dcpp::test::read_file(dir / file);
+  int flipped = 0;
+  for (const auto& [index, info] : dcpp::read_metadata(dir).storage_data) {
+    if (info.relative_path == file && index.fqn.rfind("model.", 0) == 0) {
+      bytes.at(static_cast<std::size_t>(info.offset + info.length / 2)) ^= 0x10;
+      ++flipped;
+    }
+  }
+  REQUIRE(flipped > 0);
+  dcpp::test::write_file(dir / file, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("one rank reading corrupt bytes fails the load with kCorrupt on every rank") {
+  // With "io0" rank 0's storage fails too: ranks that fail with different kinds are kRankFailed.
+  for (const auto& [argument, kind] :
+       {std::pair<std::string, std::string>{"2", "corrupt"},
+        std::pair<std::string, std::string>{"2io0", "rank failed"}}) {
+    dcpp::test::TempDir dir;
+    REQUIRE(launch(3, "save " + (dir / "ckpt").string() + " row") == 0);
+    corrupt_chunks_of(dir / "ckpt", 2);
+    std::string output;
+    REQUIRE(launch(3, "corrupt-read " + (dir / "ckpt").string() + " " + argument, &output) == 0);
+    for (const char* rank : {"[rank 0]", "[rank 1]", "[rank 2]"}) {
+      CHECK(output.find(std::string(rank) + " failed as expected (" + kind + ")") !=
+            std::string::npos);
+    }
   }
 }
 
@@ -117,6 +157,7 @@ TEST_CASE(
     REQUIRE(line != std::string::npos);
     const std::string text = output.substr(line, output.find('\n', line) - line);
     INFO(text);
+    CHECK(text.find("(rank failed)") != std::string::npos);
     CHECK(text.find("rank 1 (pid ") != std::string::npos);
     CHECK(text.find(") has exited") != std::string::npos);
   }

@@ -77,11 +77,11 @@ TEST_CASE("strict set lists missing and unexpected keys and changes nothing") {
 TEST_CASE("set_model_state_dict names the key of a shape mismatch or a non-tensor") {
   auto model = dcpp::test::small_model(1);
   StateDict sd = dcpp::get_model_state_dict(*model);
-  sd.insert("0.bias", at::zeros({7}));
+  sd.insert_or_assign("0.bias", at::zeros({7}));
   REQUIRE_THROWS_WITH(dcpp::set_model_state_dict(*model, sd), Catch::Contains("'0.bias'") &&
                                                                   Catch::Contains("[7]") &&
                                                                   Catch::Contains("[8]"));
-  sd.insert("0.bias", 3);
+  sd.insert_or_assign("0.bias", 3);
   REQUIRE_THROWS_WITH(dcpp::set_model_state_dict(*model, sd),
                       Catch::Contains("'0.bias'") && Catch::Contains("not a tensor"));
 }
@@ -198,7 +198,7 @@ TEST_CASE(
     gathered[rank] =
         dcpp::get_model_state_dict(layout, StateDictOptions().with_full_state_dict(true));
     // Whole tensors are not copied: keep what the replicated one held before the set below.
-    gathered[rank].insert("replicated", gathered[rank].at("replicated").tensor().clone());
+    gathered[rank].insert_or_assign("replicated", gathered[rank].at("replicated").tensor().clone());
     offloaded[rank] = dcpp::get_model_state_dict(
         layout, StateDictOptions().with_full_state_dict(true).with_cpu_offload(true));
 

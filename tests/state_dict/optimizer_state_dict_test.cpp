@@ -81,9 +81,7 @@ std::vector<Case> all_optimizers() {
   };
 }
 
-std::vector<at::Tensor> parameters_of(torch::nn::Sequential& model) {
-  return model->parameters();
-}
+std::vector<at::Tensor> parameters_of(torch::nn::Sequential& model) { return model->parameters(); }
 
 }  // namespace
 
@@ -168,9 +166,8 @@ TEST_CASE("Adam's state dict has Python's layout, names and types") {
     options.push_back(item.key);
   }
   REQUIRE(options == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "amsgrad",
-                                              "maximize", "foreach", "capturable",
-                                              "differentiable", "fused",
-                                              "decoupled_weight_decay", "params"});
+                                              "maximize", "foreach", "capturable", "differentiable",
+                                              "fused", "decoupled_weight_decay", "params"});
   const c10::IValue& betas = groups[0].dict().at("betas").value();
   REQUIRE(betas.isTuple());
   REQUIRE(betas.toTupleRef().elements()[1].toDouble() == 0.99);
@@ -235,7 +232,7 @@ TEST_CASE("strict optimizer set lists missing and unexpected state and changes n
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, adam);
   sd.at("state").dict().erase("2.bias");
   sd.at("state").dict().insert("9.weight", sd.at("state").dict().at("0.bias").dict());
-  sd.at("param_groups").list()[0].dict().insert("lr", 7.0);
+  sd.at("param_groups").list()[0].dict().insert_or_assign("lr", 7.0);
   REQUIRE_THROWS_WITH(dcpp::set_optimizer_state_dict(*layout, adam, sd),
                       Catch::Contains("'state.2.bias'") && Catch::Contains("'state.9.weight'") &&
                           Catch::Contains("Missing") && Catch::Contains("Unexpected"));
@@ -253,12 +250,12 @@ TEST_CASE("Python-only options are accepted when libtorch can honour them, refus
   const auto layout = dcpp::plain_layout(*model);
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, adam);
   StateDict& group = sd.at("param_groups").list()[0].dict();
-  group.insert("foreach", true);
-  group.insert("fused", false);
-  group.insert("initial_lr", 0.1);  // written by Python's LR schedulers
-  group.insert("weight_decay", 0);  // Python's default is the int 0
+  group.insert_or_assign("foreach", true);
+  group.insert_or_assign("fused", false);
+  group.insert_or_assign("initial_lr", 0.1);  // written by Python's LR schedulers
+  group.insert_or_assign("weight_decay", 0);  // Python's default is the int 0
   dcpp::set_optimizer_state_dict(*layout, adam, sd);
-  group.insert("maximize", true);
+  group.insert_or_assign("maximize", true);
   REQUIRE_THROWS_WITH(dcpp::set_optimizer_state_dict(*layout, adam, sd),
                       Catch::Contains("maximize=True") && Catch::Contains("'0.weight'"));
 }
@@ -267,9 +264,9 @@ TEST_CASE("an optimizer over tensors outside the layout is refused, naming it") 
   auto model = dcpp::test::small_model(1);
   const at::Tensor stray = at::zeros({5}, at::TensorOptions().requires_grad(true));
   torch::optim::SGD sgd({model->parameters()[0], stray}, torch::optim::SGDOptions(0.1));
-  REQUIRE_THROWS_WITH(dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), sgd),
-                      Catch::Contains("parameter 1 of the optimizer's param group 0") &&
-                          Catch::Contains("[5]"));
+  REQUIRE_THROWS_WITH(
+      dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), sgd),
+      Catch::Contains("parameter 1 of the optimizer's param group 0") && Catch::Contains("[5]"));
 }
 
 TEST_CASE("state of a sharded parameter is sharded like it") {
@@ -288,8 +285,8 @@ TEST_CASE("state of a sharded parameter is sharded like it") {
   // Set from whole tensors: the shard takes its rows.
   StateDict full = sd;
   const at::Tensor whole_avg = at::arange(24, at::kFloat).reshape({6, 4});
-  full.at("state").dict().at("w").dict().insert("exp_avg", whole_avg);
-  full.at("state").dict().at("w").dict().insert("exp_avg_sq", whole_avg * whole_avg);
+  full.at("state").dict().at("w").dict().insert_or_assign("exp_avg", whole_avg);
+  full.at("state").dict().at("w").dict().insert_or_assign("exp_avg_sq", whole_avg * whole_avg);
   dcpp::set_optimizer_state_dict(layout, adam, full);
   auto& states = adam.state();
   const auto& live = static_cast<torch::optim::AdamParamState&>(

@@ -41,51 +41,68 @@ struct Versions {
 
 std::vector<Versions> optimizers() {
   using namespace torch::optim;
-  const std::vector<std::string> adam_2_6 = {"lr",         "betas",          "eps",
-                                             "weight_decay", "amsgrad",      "maximize",
-                                             "foreach",    "capturable",     "differentiable",
-                                             "fused"};
-  const std::vector<std::string> adam_2_14 = {
-      "lr",      "betas",      "eps",            "weight_decay", "amsgrad",
-      "maximize", "foreach",   "capturable",     "differentiable", "fused",
-      "decoupled_weight_decay"};
-  const std::vector<std::string> adamw_2_6 = {"lr",         "betas",          "eps",
-                                              "weight_decay", "amsgrad",      "foreach",
-                                              "maximize",   "capturable",     "differentiable",
-                                              "fused"};
-  const std::vector<std::string> sgd = {"lr",       "momentum", "dampening",      "weight_decay",
-                                        "nesterov", "maximize", "foreach", "differentiable",
-                                        "fused"};
-  const std::vector<std::string> adagrad = {"lr",       "lr_decay", "eps", "weight_decay",
-                                            "initial_accumulator_value", "foreach", "maximize",
-                                            "differentiable", "fused"};
-  const std::vector<std::string> rmsprop = {"lr",         "momentum",     "alpha",  "eps",
-                                            "centered",   "weight_decay", "capturable",
-                                            "foreach",    "maximize",     "differentiable"};
-  const std::vector<std::string> lbfgs_2_6 = {"lr",           "max_iter",         "max_eval",
-                                              "tolerance_grad", "tolerance_change", "history_size",
-                                              "line_search_fn"};
+  const std::vector<std::string> adam_2_6 = {
+      "lr",       "betas",   "eps",        "weight_decay",   "amsgrad",
+      "maximize", "foreach", "capturable", "differentiable", "fused"};
+  const std::vector<std::string> adam_2_14 = {"lr",
+                                              "betas",
+                                              "eps",
+                                              "weight_decay",
+                                              "amsgrad",
+                                              "maximize",
+                                              "foreach",
+                                              "capturable",
+                                              "differentiable",
+                                              "fused",
+                                              "decoupled_weight_decay"};
+  const std::vector<std::string> adamw_2_6 = {
+      "lr",      "betas",    "eps",        "weight_decay",   "amsgrad",
+      "foreach", "maximize", "capturable", "differentiable", "fused"};
+  const std::vector<std::string> sgd = {"lr",           "momentum",       "dampening",
+                                        "weight_decay", "nesterov",       "maximize",
+                                        "foreach",      "differentiable", "fused"};
+  const std::vector<std::string> adagrad = {
+      "lr",       "lr_decay",       "eps",  "weight_decay", "initial_accumulator_value", "foreach",
+      "maximize", "differentiable", "fused"};
+  const std::vector<std::string> rmsprop = {"lr",       "momentum",      "alpha",      "eps",
+                                            "centered", "weight_decay",  "capturable", "foreach",
+                                            "maximize", "differentiable"};
+  const std::vector<std::string> lbfgs_2_6 = {
+      "lr",           "max_iter",      "max_eval", "tolerance_grad", "tolerance_change",
+      "history_size", "line_search_fn"};
   std::vector<std::string> lbfgs_2_14 = lbfgs_2_6;
   lbfgs_2_14.push_back("maximize");
   return {
-      {"SGD", [](auto p) -> std::unique_ptr<Optimizer> {
+      {"SGD",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9));
-       }, sgd, sgd},
-      {"Adam", [](auto p) -> std::unique_ptr<Optimizer> {
+       },
+       sgd, sgd},
+      {"Adam",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<Adam>(p, AdamOptions(0.1));
-       }, adam_2_6, adam_2_14},
-      {"AdamW", [](auto p) -> std::unique_ptr<Optimizer> {
+       },
+       adam_2_6, adam_2_14},
+      {"AdamW",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<AdamW>(p, AdamWOptions(0.1));
-       }, adamw_2_6, adam_2_14},  // 2.14's AdamW is an Adam: Adam's keys and order
-      {"Adagrad", [](auto p) -> std::unique_ptr<Optimizer> {
+       },
+       adamw_2_6, adam_2_14},  // 2.14's AdamW is an Adam: Adam's keys and order
+      {"Adagrad",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<Adagrad>(p, AdagradOptions(0.1));
-       }, adagrad, adagrad},
-      {"RMSprop", [](auto p) -> std::unique_ptr<Optimizer> {
+       },
+       adagrad, adagrad},
+      {"RMSprop",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<RMSprop>(p, RMSpropOptions(0.1));
-       }, rmsprop, rmsprop},
-      {"LBFGS", [](auto p) -> std::unique_ptr<Optimizer> {
+       },
+       rmsprop, rmsprop},
+      {"LBFGS",
+       [](auto p) -> std::unique_ptr<Optimizer> {
          return std::make_unique<LBFGS>(p, LBFGSOptions(0.1));
-       }, lbfgs_2_6, lbfgs_2_14},
+       },
+       lbfgs_2_6, lbfgs_2_14},
   };
 }
 
@@ -162,10 +179,10 @@ TEST_CASE("decoupled_weight_decay=True is AdamW's rule: AdamW takes it, Adam ref
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.1));
   torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(0.1));
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, adam);
-  first_group(sd).insert("lr", 0.02);
+  first_group(sd).insert_or_assign("lr", 0.02);
 
   // PyTorch 2.14's Adam(decoupled_weight_decay=True) (or AdamW).
-  first_group(sd).insert("decoupled_weight_decay", true);
+  first_group(sd).insert_or_assign("decoupled_weight_decay", true);
   dcpp::set_optimizer_state_dict(*layout, adamw, sd);
   REQUIRE(adamw.param_groups()[0].options().get_lr() == 0.02);
   REQUIRE_THROWS_AS(dcpp::set_optimizer_state_dict(*layout, adam, sd), dcpp::CheckpointError);
@@ -177,7 +194,7 @@ TEST_CASE("decoupled_weight_decay=True is AdamW's rule: AdamW takes it, Adam ref
 
   // False (2.14's Adam) is Adam's rule; AdamW takes it too, as Python's AdamW does (its
   // __setstate__ sets decoupled_weight_decay back to True for any state loaded into it).
-  first_group(sd).insert("decoupled_weight_decay", false);
+  first_group(sd).insert_or_assign("decoupled_weight_decay", false);
   dcpp::set_optimizer_state_dict(*layout, adam, sd);
   REQUIRE(adam.param_groups()[0].options().get_lr() == 0.02);
   dcpp::set_optimizer_state_dict(*layout, adamw, sd);
@@ -192,15 +209,16 @@ TEST_CASE("LBFGS accepts maximize=False (PyTorch 2.14) and refuses maximize=True
   const auto layout = dcpp::plain_layout(*model);
   torch::optim::LBFGS lbfgs(model->parameters(), torch::optim::LBFGSOptions(0.1));
   StateDict sd = dcpp::get_optimizer_state_dict(*layout, lbfgs);
-  first_group(sd).insert("lr", 0.03);
+  first_group(sd).insert_or_assign("lr", 0.03);
   dcpp::set_optimizer_state_dict(*layout, lbfgs, sd);
   REQUIRE(lbfgs.param_groups()[0].options().get_lr() == 0.03);
-  first_group(sd).insert("maximize", true);
+  first_group(sd).insert_or_assign("maximize", true);
   REQUIRE_THROWS_WITH(dcpp::set_optimizer_state_dict(*layout, lbfgs, sd),
                       Catch::Contains("maximize=True") && Catch::Contains("LBFGS"));
 }
 
-TEST_CASE("a checkpoint without the newer keys (PyTorch 2.6's) loads strictly through the adapters") {
+TEST_CASE(
+    "a checkpoint without the newer keys (PyTorch 2.6's) loads strictly through the adapters") {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"Adam", {"decoupled_weight_decay"}},
       {"AdamW", {"decoupled_weight_decay"}},
@@ -208,8 +226,8 @@ TEST_CASE("a checkpoint without the newer keys (PyTorch 2.6's) loads strictly th
   for (const auto& [name, dropped] : cases) {
     DYNAMIC_SECTION(name) {
       const auto all = optimizers();
-      const auto& v = *std::find_if(all.begin(), all.end(),
-                                    [&](const Versions& o) { return o.name == name; });
+      const auto& v =
+          *std::find_if(all.begin(), all.end(), [&](const Versions& o) { return o.name == name; });
       auto model = dcpp::test::small_model(1);
       auto saved = v.make(model->parameters());
       saved->param_groups()[0].options().set_lr(0.04);
@@ -219,7 +237,7 @@ TEST_CASE("a checkpoint without the newer keys (PyTorch 2.6's) loads strictly th
       auto other = dcpp::test::small_model(2);
       auto loaded = v.make(other->parameters());
       StateDict target = optimizer_target(other, *loaded);
-      const dcpp::LoadReport report = dcpp::load(target, dir.path());
+      const dcpp::IncompatibleKeys report = dcpp::load(target, dir.path());
       REQUIRE(report.missing_keys.empty());
       REQUIRE(loaded->param_groups()[0].options().get_lr() == 0.04);
       // The same through the app state, and in the flat layout.
@@ -229,8 +247,7 @@ TEST_CASE("a checkpoint without the newer keys (PyTorch 2.6's) loads strictly th
       app.insert("app", dcpp::make_app_state(dcpp::plain_layout(*app_target_model), *app_loaded));
       dcpp::test::TempDir app_dir;
       {
-        StateDict optim_sd =
-            dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), *saved);
+        StateDict optim_sd = dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), *saved);
         for (const std::string& key : dropped) {
           first_group(optim_sd).erase(key);
         }
@@ -256,9 +273,9 @@ TEST_CASE("an AdamW checkpoint loaded into libtorch's Adam through the adapters 
   auto other = dcpp::test::small_model(2);
   torch::optim::Adam adam(other->parameters(), torch::optim::AdamOptions(0.5));
   StateDict target = optimizer_target(other, adam);
-  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
-                      Catch::Contains("decoupled_weight_decay=True") &&
-                          Catch::Contains("use torch::optim::AdamW"));
+  REQUIRE_THROWS_WITH(
+      dcpp::load(target, dir.path()),
+      Catch::Contains("decoupled_weight_decay=True") && Catch::Contains("use torch::optim::AdamW"));
   REQUIRE(adam.param_groups()[0].options().get_lr() == 0.5);
   // The flat layout too.
   const auto flat = StateDictOptions().with_flatten_optimizer_state_dict(true);

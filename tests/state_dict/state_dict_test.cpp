@@ -12,7 +12,7 @@ TEST_CASE("a state dict keeps insertion order and unique keys") {
   dict.insert("b", 1);
   dict.insert("a", 2.5);
   dict.insert("c", "text");
-  dict.insert("b", true);  // replaces in place
+  dict.insert_or_assign("b", true);  // replaces in place
   std::vector<std::string> keys;
   for (const auto& item : dict) {
     keys.push_back(item.key);
@@ -25,6 +25,25 @@ TEST_CASE("a state dict keeps insertion order and unique keys") {
   REQUIRE_FALSE(dict.contains("a"));
   REQUIRE(dict.at("c").value().toStringRef() == "text");
   REQUIRE_THROWS_WITH(dict.at("missing"), Catch::Contains("'missing'"));
+}
+
+TEST_CASE("insert refuses a duplicate key as torch::OrderedDict does, insert_or_assign replaces") {
+  StateDict dict;
+  dict.insert("w", 1);
+  REQUIRE_THROWS_AS(dict.insert("w", 2), dcpp::CheckpointError);
+  REQUIRE_THROWS_WITH(dict.insert("w", 2),
+                      Catch::Contains("'w'") && Catch::Contains("insert_or_assign"));
+  try {
+    dict.insert("w", 2);
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  }
+  REQUIRE(dict.at("w").value().toInt() == 1);  // the failed insert left the value alone
+  dict.insert_or_assign("w", 3);
+  dict.insert_or_assign("v", 4);
+  REQUIRE(dict.size() == 2);
+  REQUIRE(dict.at("w").value().toInt() == 3);
+  REQUIRE(dict.begin()->key == "w");
 }
 
 TEST_CASE("IValues are sorted into tensors, dicts, lists and leaves") {

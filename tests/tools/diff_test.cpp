@@ -42,14 +42,14 @@ TEST_CASE("diff finds planted differences and names them") {
   dcpp::StateDict b = base_state();
   b.erase("gone");
   b.insert("new", at::zeros({1}));
-  b.insert("step", 8);
+  b.insert_or_assign("step", 8);
   dcpp::StateDict& model = b.at("model").dict();
   at::Tensor w = at::arange(12, at::kFloat).view({3, 4});
   w[1][2] = 6.5f;  // was 6: abs 0.5, rel 0.5/6.5
-  model.insert("w", w);
-  model.insert("b", at::ones({4}, at::kFloat));
-  model.insert("shape", at::zeros({3, 2}));
-  model.insert("ints", at::arange(5, at::kLong));
+  model.insert_or_assign("w", w);
+  model.insert_or_assign("b", at::ones({4}, at::kFloat));
+  model.insert_or_assign("shape", at::zeros({3, 2}));
+  model.insert_or_assign("ints", at::arange(5, at::kLong));
   dcpp::save(b, dir / "b");
 
   const json diff = dcpp::tools::diff_checkpoints(dir / "a", dir / "b");
@@ -137,7 +137,7 @@ TEST_CASE("a checkpoint and its safetensors conversion diff equal, values includ
   dcpp::test::TempDir other;
   dcpp::StateDict state = base_state();
   dcpp::save(state, other / "a");
-  state.insert("step", 8);
+  state.insert_or_assign("step", 8);
   dcpp::save(state, other / "b");
   REQUIRE(run_cli("convert " + (other / "b").string() + " " + (other / "b.safetensors").string() +
                   " --to safetensors")

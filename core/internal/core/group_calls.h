@@ -7,6 +7,8 @@
 // calls in the same order. Not thread-safe. A null group is this process alone, rank 0 of 1: the
 // collectives then return their input.
 
+#include <dcpp/core/checkpoint_error.h>
+
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -52,8 +54,9 @@ class GroupCalls {
   /// bytes, on message_device().
   std::string broadcast_bytes(const std::string& bytes, int root, const std::string& what);
 
-  /// Throws CheckpointError("<caller> on rank R of N: <message>").
-  [[noreturn]] void fail(const std::string& message) const;
+  /// Throws CheckpointError(kind, "<caller> on rank R of N: <message>"). The collectives' own
+  /// failures (a dead peer, a timeout) are ErrorKind::kRankFailed.
+  [[noreturn]] void fail(ErrorKind kind, const std::string& message) const;
 
  private:
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const;

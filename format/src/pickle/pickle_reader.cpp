@@ -141,9 +141,9 @@ void PickleVm::fail(const std::string& problem) const {
   } else {
     std::snprintf(opcode, sizeof opcode, "0x%02x", op_);
   }
-  throw CheckpointError(std::string(source_) + ": malformed pickle at byte " +
-                        std::to_string(op_pos_) + " (opcode " + opcode +
-                        "): " + printable(problem));
+  throw CheckpointError(ErrorKind::kCorrupt, std::string(source_) + ": malformed pickle at byte " +
+                                                 std::to_string(op_pos_) + " (opcode " + opcode +
+                                                 "): " + printable(problem));
 }
 
 PyObject* PickleVm::make(PyKind kind) {

@@ -18,7 +18,8 @@ constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);
 
 PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
   if (protocol != 2 && protocol != 4) {
-    throw CheckpointError("dcpp writes pickle protocols 2 and 4, not " + std::to_string(protocol));
+    throw CheckpointError(ErrorKind::kUsage,
+                          "dcpp writes pickle protocols 2 and 4, not " + std::to_string(protocol));
   }
   out_.push_back(static_cast<char>(op::kProto));
   out_.push_back(static_cast<char>(protocol));
@@ -43,7 +44,7 @@ void PickleWriter::raw_u64(uint64_t value) {
 
 void PickleWriter::op(uint8_t code) {
   if (finished_) {
-    throw CheckpointError("PickleWriter used after finish()");
+    throw CheckpointError(ErrorKind::kUsage, "PickleWriter used after finish()");
   }
   if (protocol_ >= 4 && frame_start_ == kNoFrame) {
     frame_start_ = out_.size();
@@ -140,8 +141,8 @@ void PickleWriter::string_op(std::string_view value) {
     op(op::kBinUnicode8);
     raw_u64(size);
   } else {
-    throw CheckpointError("a string of " + std::to_string(size) +
-                          " bytes does not fit in a protocol 2 pickle");
+    throw CheckpointError(ErrorKind::kUsage, "a string of " + std::to_string(size) +
+                                                 " bytes does not fit in a protocol 2 pickle");
   }
   raw(value.data(), value.size());
 }

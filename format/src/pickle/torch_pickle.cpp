@@ -89,8 +89,9 @@ void put_int_tuple(PickleWriter& writer, const std::vector<int64_t>& values) {
 void put_tensor(PickleWriter& writer, const TensorRef& tensor) {
   const DtypeName* entry = find_dtype(tensor.dtype);
   if (entry == nullptr) {
-    throw CheckpointError(std::string("torch.save cannot write a tensor of dtype ") +
-                          c10::toString(tensor.dtype) + " (quantized or unknown to dcpp)");
+    throw CheckpointError(ErrorKind::kUsage,
+                          std::string("torch.save cannot write a tensor of dtype ") +
+                              c10::toString(tensor.dtype) + " (quantized or unknown to dcpp)");
   }
   const bool v3 = entry->storage_class == nullptr;
   int64_t numel = tensor.storage_numel;
@@ -128,7 +129,7 @@ void put_tensor(PickleWriter& writer, const TensorRef& tensor) {
 void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::Tensor>& tensors,
                int depth) {
   if (depth > 1000) {
-    throw CheckpointError("torch.save value nests deeper than 1000 levels");
+    throw CheckpointError(ErrorKind::kUsage, "torch.save value nests deeper than 1000 levels");
   }
   if (value.isNone()) {
     writer.put_none();
@@ -162,8 +163,9 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
     const c10::TypePtr key_type = dict.keyType();
     if (key_type->kind() != c10::TypeKind::StringType &&
         key_type->kind() != c10::TypeKind::IntType) {
-      throw CheckpointError("torch.save of a dict with " + key_type->str() +
-                            " keys: dcpp writes dicts with str or int keys only");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "torch.save of a dict with " + key_type->str() +
+                                " keys: dcpp writes dicts with str or int keys only");
     }
     std::vector<std::pair<c10::IValue, c10::IValue>> entries;
     entries.reserve(dict.size());
@@ -175,7 +177,7 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
   } else if (value.isTensor()) {
     const at::Tensor& tensor = value.toTensor();
     if (!tensor.defined()) {
-      throw CheckpointError("torch.save of an undefined tensor");
+      throw CheckpointError(ErrorKind::kUsage, "torch.save of an undefined tensor");
     }
     TensorRef ref;
     ref.storage_key = std::to_string(tensors.size());
@@ -187,9 +189,10 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
     put_tensor(writer, ref);
     tensors.push_back(tensor);
   } else {
-    throw CheckpointError("dcpp cannot torch.save a value of type " + value.tagKind() +
-                          " (only None, bool, int, float, complex, str, tuple, list, dict with "
-                          "str or int keys, and tensors)");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "dcpp cannot torch.save a value of type " + value.tagKind() +
+                              " (only None, bool, int, float, complex, str, tuple, list, dict with "
+                              "str or int keys, and tensors)");
   }
 }
 
@@ -224,7 +227,8 @@ class TensorDecoder {
   explicit TensorDecoder(std::string_view what) : what_(what) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(std::string(what_) + ": data.pkl " + printable(problem));
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          std::string(what_) + ": data.pkl " + printable(problem));
   }
 
   int64_t get_int(const PyObject& object, const char* field) const {
@@ -384,7 +388,7 @@ class ValueDecoder {
       : load_tensor_(load_tensor), what_(what), tensors_(what) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw CheckpointError(std::string(what_) + ": " + printable(problem));
+    throw CheckpointError(ErrorKind::kCorrupt, std::string(what_) + ": " + printable(problem));
   }
 
   c10::IValue convert(const PyObject& object, int depth) {
@@ -487,8 +491,9 @@ class ValueDecoder {
 std::string python_dtype_name(at::ScalarType dtype) {
   const DtypeName* entry = find_dtype(dtype);
   if (entry == nullptr) {
-    throw CheckpointError(std::string("dtype ") + c10::toString(dtype) +
-                          " has no name in Python's torch module that dcpp knows");
+    throw CheckpointError(ErrorKind::kUsage,
+                          std::string("dtype ") + c10::toString(dtype) +
+                              " has no name in Python's torch module that dcpp knows");
   }
   return entry->python_name;
 }
@@ -505,10 +510,12 @@ at::ScalarType dtype_from_python_name(std::string_view name, std::string_view wh
     return *dtype;
   }
   if (is_python_dtype_name(name)) {
-    throw CheckpointError(std::string(what) + ": dtype torch." + std::string(name) +
-                          " is not supported by this build of dcpp and libtorch");
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          std::string(what) + ": dtype torch." + std::string(name) +
+                              " is not supported by this build of dcpp and libtorch");
   }
-  throw CheckpointError(std::string(what) + ": unknown dtype torch." + printable(name));
+  throw CheckpointError(ErrorKind::kIncompatible,
+                        std::string(what) + ": unknown dtype torch." + printable(name));
 }
 
 bool is_python_dtype_name(std::string_view name) {
@@ -521,9 +528,10 @@ bool is_python_dtype_name(std::string_view name) {
 std::string storage_class_name(at::ScalarType dtype) {
   const DtypeName* entry = find_dtype(dtype);
   if (entry == nullptr || entry->storage_class == nullptr) {
-    throw CheckpointError(std::string("dtype ") + c10::toString(dtype) +
-                          " has no typed storage class in PyTorch (torch.save writes it with "
-                          "_rebuild_tensor_v3 over UntypedStorage)");
+    throw CheckpointError(ErrorKind::kUsage,
+                          std::string("dtype ") + c10::toString(dtype) +
+                              " has no typed storage class in PyTorch (torch.save writes it with "
+                              "_rebuild_tensor_v3 over UntypedStorage)");
   }
   return entry->storage_class;
 }
@@ -532,7 +540,8 @@ at::ScalarType dtype_from_storage_class(std::string_view name) {
   for (const DtypeName& entry : kDtypes) {
     if (entry.storage_class != nullptr && name == entry.storage_class) return entry.dtype;
   }
-  throw CheckpointError("unknown or unsupported storage class torch." + printable(name));
+  throw CheckpointError(ErrorKind::kIncompatible,
+                        "unknown or unsupported storage class torch." + printable(name));
 }
 
 std::string encode_tensor_pickle(const TensorRef& tensor) {

@@ -31,8 +31,9 @@ constexpr uint64_t kParallelReadThreshold = uint64_t{8} << 20;
 constexpr uint64_t kMaxCentralDirectory = uint64_t{256} << 20;
 
 [[noreturn]] void throw_malformed(const ByteSource& source, const std::string& what) {
-  throw CheckpointError(source.describe() + ": not a valid torch.save zip archive (" + what +
-                        "); the data is corrupted or was not written by torch.save");
+  throw CheckpointError(ErrorKind::kCorrupt,
+                        source.describe() + ": not a valid torch.save zip archive (" + what +
+                            "); the data is corrupted or was not written by torch.save");
 }
 
 }  // namespace
@@ -269,8 +270,10 @@ const ZipRecordInfo* ZipBlobReader::find(std::string_view name) const {
 const ZipRecordInfo& ZipBlobReader::get(std::string_view name) const {
   const ZipRecordInfo* record = find(name);
   if (record == nullptr) {
-    throw CheckpointError(source_.describe() + ": the zip archive has no record '" +
-                          std::string(name) + "'; the data is corrupted or not a torch.save file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source_.describe() + ": the zip archive has no record '" +
+                              std::string(name) +
+                              "'; the data is corrupted or not a torch.save file");
   }
   return *record;
 }
@@ -279,10 +282,11 @@ void ZipBlobReader::check_range(const ZipRecordInfo& record, uint64_t offset, ui
   const uint64_t size = source_.size();
   if (record.data_offset > size || record.size > size - record.data_offset ||
       offset > record.size || n > record.size - offset) {
-    throw CheckpointError(source_.describe() + ": read of " + std::to_string(n) +
-                          " bytes at offset " + std::to_string(offset) + " of zip record '" +
-                          record.name + "' (" + std::to_string(record.size) +
-                          " bytes) is out of bounds");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source_.describe() + ": read of " + std::to_string(n) +
+                              " bytes at offset " + std::to_string(offset) + " of zip record '" +
+                              record.name + "' (" + std::to_string(record.size) +
+                              " bytes) is out of bounds");
   }
 }
 
@@ -306,8 +310,10 @@ namespace {
                                      uint32_t crc) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "CRC-32 %08x, expected %08x", crc, record.crc32);
-  throw CheckpointError(source.describe() + ": zip record '" + record.name + "' has " + buf +
-                        "; the data is corrupted: restore the file or load an earlier checkpoint");
+  throw CheckpointError(
+      ErrorKind::kCorrupt,
+      source.describe() + ": zip record '" + record.name + "' has " + buf +
+          "; the data is corrupted: restore the file or load an earlier checkpoint");
 }
 
 }  // namespace
@@ -315,8 +321,8 @@ namespace {
 uint32_t ZipBlobReader::read(const ZipRecordInfo& record, void* dst, bool verify_crc) const {
   check_range(record, 0, record.size);
   if (record.size > std::numeric_limits<std::size_t>::max()) {
-    throw CheckpointError(source_.describe() + ": zip record '" + record.name +
-                          "' is too large for this platform");
+    throw CheckpointError(ErrorKind::kCorrupt, source_.describe() + ": zip record '" + record.name +
+                                                   "' is too large for this platform");
   }
   auto* out = static_cast<uint8_t*>(dst);
   uint32_t crc = 0;

@@ -31,8 +31,9 @@ constexpr uint64_t kFoldThreshold = uint64_t{16} << 10;
 ZipBlobWriter::ZipBlobWriter(ByteSink& sink, std::string archive_name)
     : sink_(sink), archive_name_(std::move(archive_name)) {
   if (archive_name_.empty() || archive_name_.find('/') != std::string::npos) {
-    throw CheckpointError("zip archive root name '" + archive_name_ +
-                          "' is invalid: it must be non-empty and contain no '/'");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "zip archive root name '" + archive_name_ +
+                              "' is invalid: it must be non-empty and contain no '/'");
   }
 }
 
@@ -54,25 +55,28 @@ void ZipBlobWriter::fold_payload(uint32_t crc, uint64_t size) {
 void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) {
   const std::string full_name = archive_name_ + "/" + std::string(name);
   if (finished_ || failed_) {
-    throw CheckpointError("cannot add record '" + full_name + "' to a zip archive that is " +
-                          (finished_ ? "finished" : "broken by an earlier write error"));
+    throw CheckpointError(ErrorKind::kUsage,
+                          "cannot add record '" + full_name + "' to a zip archive that is " +
+                              (finished_ ? "finished" : "broken by an earlier write error"));
   }
   if (name.empty() || full_name.size() > kMax16) {
-    throw CheckpointError("zip record name '" + full_name +
-                          "' is empty or longer than 65535 bytes");
+    throw CheckpointError(ErrorKind::kUsage, "zip record name '" + full_name +
+                                                 "' is empty or longer than 65535 bytes");
   }
   if (size != 0 && data == nullptr) {
-    throw CheckpointError("zip record '" + full_name + "' has no data for its " +
-                          std::to_string(size) + " bytes");
+    throw CheckpointError(ErrorKind::kUsage, "zip record '" + full_name + "' has no data for its " +
+                                                 std::to_string(size) + " bytes");
   }
   if (size > std::numeric_limits<std::size_t>::max()) {
-    throw CheckpointError("zip record '" + full_name + "' is too large for this platform");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "zip record '" + full_name + "' is too large for this platform");
   }
   if (entries_.size() >= kMax32) {
-    throw CheckpointError("too many records in zip archive '" + archive_name_ + "'");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "too many records in zip archive '" + archive_name_ + "'");
   }
   if (!names_.insert(std::string(name)).second) {
-    throw CheckpointError("zip record '" + full_name + "' is written twice");
+    throw CheckpointError(ErrorKind::kUsage, "zip record '" + full_name + "' is written twice");
   }
 
   failed_ = true;  // until this record is complete: a sink error leaves the archive unusable
@@ -155,8 +159,10 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
 
 uint64_t ZipBlobWriter::finish() {
   if (finished_ || failed_) {
-    throw CheckpointError("cannot finish zip archive '" + archive_name_ + "': it is " +
-                          (finished_ ? "already finished" : "broken by an earlier write error"));
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "cannot finish zip archive '" + archive_name_ + "': it is " +
+            (finished_ ? "already finished" : "broken by an earlier write error"));
   }
   finished_ = true;
   failed_ = true;
@@ -187,8 +193,9 @@ uint64_t ZipBlobWriter::finish() {
     directory += e.name;
     directory += z64;
     if (directory.size() >= kMax32) {
-      throw CheckpointError("the central directory of zip archive '" + archive_name_ +
-                            "' reaches 4 GiB; write fewer records");
+      throw CheckpointError(ErrorKind::kUsage, "the central directory of zip archive '" +
+                                                   archive_name_ +
+                                                   "' reaches 4 GiB; write fewer records");
     }
   }
 

@@ -48,10 +48,11 @@ class LayoutCheck {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw CheckpointError(source_.describe() +
-                          ": the zip archive is not laid out as torch.save writes it (" + what +
-                          "); the data is corrupted: restore the file or load an earlier "
-                          "checkpoint");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          source_.describe() +
+                              ": the zip archive is not laid out as torch.save writes it (" + what +
+                              "); the data is corrupted: restore the file or load an earlier "
+                              "checkpoint");
   }
 
   void expect(bool ok, const ZipRecordInfo& record, const char* what) const {

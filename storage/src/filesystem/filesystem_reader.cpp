@@ -51,10 +51,11 @@ void check_relative_path(const std::string& path, const fs::path& directory) {
     escapes = escapes || part == ".." || part == ".";
   }
   if (escapes) {
-    throw CheckpointError("checkpoint " + directory.string() + ": .metadata names data file '" +
-                          path +
-                          "', which is not inside the checkpoint directory; refusing to "
-                          "read it (the .metadata is malformed or hostile)");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "checkpoint " + directory.string() + ": .metadata names data file '" +
+                              path +
+                              "', which is not inside the checkpoint directory; refusing to "
+                              "read it (the .metadata is malformed or hostile)");
   }
 }
 
@@ -63,8 +64,9 @@ class FileSystemReader final : public StorageReader {
   FileSystemReader(fs::path directory, FileSystemReaderOptions options)
       : directory_(std::move(directory)), options_(options) {
     if (options_.thread_count < 1) {
-      throw CheckpointError("FileSystemReaderOptions::thread_count must be at least 1, not " +
-                            std::to_string(options_.thread_count));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "FileSystemReaderOptions::thread_count must be at least 1, not " +
+                                std::to_string(options_.thread_count));
     }
   }
 
@@ -75,9 +77,11 @@ class FileSystemReader final : public StorageReader {
       if (!ranks.empty()) {
         return read_per_rank_metadata(ranks);
       }
-      throw CheckpointError("no complete checkpoint at " + directory_.string() +
-                            ": .metadata is missing, and so is __0.metadata (the directory does "
-                            "not exist, or a save into it did not finish)");
+      throw CheckpointError(
+          ErrorKind::kNotFound,
+          "no complete checkpoint at " + directory_.string() +
+              ": .metadata is missing, and so is __0.metadata (the directory does "
+              "not exist, or a save into it did not finish)");
     }
     checksum_file_ = detail::kChecksumFileName;
     detail::File file(path, detail::File::Mode::kRead);
@@ -144,10 +148,11 @@ class FileSystemReader final : public StorageReader {
   const StorageInfo& storage_info(const MetadataIndex& index) const {
     auto found = storage_.find(index);
     if (found == storage_.end()) {
-      throw CheckpointError("checkpoint " + directory_.string() +
-                            ": .metadata has no storage "
-                            "entry for a chunk of '" +
-                            index.fqn + "'; the checkpoint is incomplete or malformed");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "checkpoint " + directory_.string() +
+                                ": .metadata has no storage "
+                                "entry for a chunk of '" +
+                                index.fqn + "'; the checkpoint is incomplete or malformed");
     }
     return *found->second;
   }
@@ -169,10 +174,11 @@ class FileSystemReader final : public StorageReader {
       const StorageInfo& info = storage_info(item->storage_index);
       if (info.offset < 0 || info.length < 0 || static_cast<uint64_t>(info.offset) > file_size ||
           static_cast<uint64_t>(info.length) > file_size - static_cast<uint64_t>(info.offset)) {
-        throw CheckpointError(where(item) + ": the item at bytes [" + std::to_string(info.offset) +
-                              ", " + std::to_string(info.offset + info.length) +
-                              ") lies past the end of the " + std::to_string(file_size) +
-                              "-byte file; the file is truncated, load an earlier checkpoint");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where(item) + ": the item at bytes [" + std::to_string(info.offset) +
+                                  ", " + std::to_string(info.offset + info.length) +
+                                  ") lies past the end of the " + std::to_string(file_size) +
+                                  "-byte file; the file is truncated, load an earlier checkpoint");
       }
     }
     // Safetensors blobs (DCP's SAFETENSORS format) by offset: each header is read once.
@@ -191,9 +197,10 @@ class FileSystemReader final : public StorageReader {
         const detail::StoredLayout layout =
             detail::sniff_stored_layout(file, static_cast<uint64_t>(info.offset));
         if (layout == detail::StoredLayout::kZstd) {
-          throw CheckpointError(item_where +
-                                ": the item is a zstd frame but .metadata lists no "
-                                "stream transform for it; the checkpoint is inconsistent");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                item_where +
+                                    ": the item is a zstd frame but .metadata lists no "
+                                    "stream transform for it; the checkpoint is inconsistent");
         }
         if (layout == detail::StoredLayout::kSafetensors) {
           const uint64_t offset = static_cast<uint64_t>(info.offset);
@@ -281,11 +288,12 @@ class FileSystemReader final : public StorageReader {
     const detail::ItemChecksum* expected =
         checksums_->find(file, static_cast<uint64_t>(info.offset));
     if (expected == nullptr || expected->length != static_cast<uint64_t>(info.length)) {
-      throw CheckpointError(where + ": the checksum file " +
-                            (directory_ / checksum_file_).string() +
-                            " has no entry for the item at bytes [" + std::to_string(info.offset) +
-                            ", " + std::to_string(info.offset + info.length) +
-                            "), though it matches .metadata; the checkpoint is inconsistent");
+      throw CheckpointError(
+          ErrorKind::kCorrupt,
+          where + ": the checksum file " + (directory_ / checksum_file_).string() +
+              " has no entry for the item at bytes [" + std::to_string(info.offset) + ", " +
+              std::to_string(info.offset + info.length) +
+              "), though it matches .metadata; the checkpoint is inconsistent");
     }
     return expected;
   }
@@ -300,7 +308,8 @@ class FileSystemReader final : public StorageReader {
   Chunk find_chunk(const ReadItem& item, const std::string& where) const {
     auto found = tensors_.find(item.storage_index.fqn);
     if (found == tensors_.end()) {
-      throw CheckpointError(where + ": .metadata does not describe it as a tensor");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ": .metadata does not describe it as a tensor");
     }
     const TensorStorageMetadata& tensor = *found->second;
     const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
@@ -317,7 +326,8 @@ class FileSystemReader final : public StorageReader {
       }
     }
     if (chunk == nullptr) {
-      throw CheckpointError(where + ": .metadata lists no chunk at these offsets");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ": .metadata lists no chunk at these offsets");
     }
     return Chunk{&tensor, chunk};
   }

@@ -82,15 +82,16 @@ class FileSystemWriter final : public StorageWriter {
   FileSystemWriter(fs::path directory, FileSystemWriterOptions options)
       : directory_(std::move(directory)), options_(options) {
     if (options_.thread_count < 1) {
-      throw CheckpointError("FileSystemWriterOptions::thread_count must be at least 1, not " +
-                            std::to_string(options_.thread_count));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "FileSystemWriterOptions::thread_count must be at least 1, not " +
+                                std::to_string(options_.thread_count));
     }
     if (options_.compression == Compression::kZstd &&
         (options_.compression_level < 1 || options_.compression_level > 19)) {
-      throw CheckpointError(
-          "FileSystemWriterOptions::compression_level must be 1 to 19 for "
-          "zstd, not " +
-          std::to_string(options_.compression_level));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "FileSystemWriterOptions::compression_level must be 1 to 19 for "
+                            "zstd, not " +
+                                std::to_string(options_.compression_level));
     }
   }
 
@@ -98,31 +99,36 @@ class FileSystemWriter final : public StorageWriter {
     local_rank_.reset();
     create_directory();
     if (!options_.overwrite && holds_checkpoint()) {
-      throw CheckpointError("directory " + directory_.string() +
-                            " already holds a checkpoint; save to a new directory, or set "
-                            "FileSystemWriterOptions::overwrite to replace it");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "directory " + directory_.string() +
+                                " already holds a checkpoint; save to a new directory, or set "
+                                "FileSystemWriterOptions::overwrite to replace it");
     }
   }
 
   void set_up_without_collectives(int rank) override {
     if (rank < 0) {
-      throw CheckpointError("a save without collectives needs this process's rank, not " +
-                            std::to_string(rank));
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "a save without collectives needs this process's rank, not " + std::to_string(rank));
     }
     local_rank_ = rank;
     create_directory();
     if (fs::exists(directory_ / kMetadataFile)) {
       throw CheckpointError(
+          ErrorKind::kUsage,
           "directory " + directory_.string() +
-          " holds a checkpoint saved with collectives (.metadata); a save without collectives "
-          "cannot replace it (.metadata would still be loaded instead, and no rank may remove "
-          "it before every rank has saved): save to a new directory, or delete this one first");
+              " holds a checkpoint saved with collectives (.metadata); a save without collectives "
+              "cannot replace it (.metadata would still be loaded instead, and no rank may remove "
+              "it before every rank has saved): save to a new directory, or delete this one first");
     }
     if (!options_.overwrite && fs::exists(directory_ / metadata_file())) {
-      throw CheckpointError("directory " + directory_.string() + " already holds rank " +
-                            std::to_string(rank) + "'s part of a checkpoint (" + metadata_file() +
-                            "); save to a new directory, or set "
-                            "FileSystemWriterOptions::overwrite to replace it");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "directory " + directory_.string() + " already holds rank " +
+                                std::to_string(rank) + "'s part of a checkpoint (" +
+                                metadata_file() +
+                                "); save to a new directory, or set "
+                                "FileSystemWriterOptions::overwrite to replace it");
     }
   }
 
@@ -144,7 +150,8 @@ class FileSystemWriter final : public StorageWriter {
 
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override {
     if (plan.storage_data.empty()) {
-      throw CheckpointError("save plan has no file prefix: prepare_global_plan was not applied");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "save plan has no file prefix: prepare_global_plan was not applied");
     }
     std::vector<std::vector<const WriteItem*>> files;
     if (options_.single_file_per_rank) {
@@ -194,9 +201,9 @@ class FileSystemWriter final : public StorageWriter {
     std::error_code error;
     fs::rename(directory_ / metadata_temp_file(), directory_ / metadata_file(), error);
     if (error) {
-      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
-                            metadata_temp_file() + " to " + metadata_file() +
-                            " failed: " + error.message());
+      throw CheckpointError(ErrorKind::kIo, "cannot commit checkpoint " + directory_.string() +
+                                                ": renaming " + metadata_temp_file() + " to " +
+                                                metadata_file() + " failed: " + error.message());
     }
     if (options_.sync_files) {
       detail::sync_directory(directory_);
@@ -231,8 +238,8 @@ class FileSystemWriter final : public StorageWriter {
     std::error_code error;
     fs::create_directories(directory_, error);
     if (error) {
-      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
-                            error.message());
+      throw CheckpointError(ErrorKind::kIo, "cannot create checkpoint directory " +
+                                                directory_.string() + ": " + error.message());
     }
   }
 
@@ -345,9 +352,9 @@ class FileSystemWriter final : public StorageWriter {
     std::error_code error;
     fs::rename(directory_ / checksum_temp_file(), directory_ / checksum_file(), error);
     if (error) {
-      throw CheckpointError("cannot commit checkpoint " + directory_.string() + ": renaming " +
-                            checksum_temp_file() + " to " + checksum_file() +
-                            " failed: " + error.message());
+      throw CheckpointError(ErrorKind::kIo, "cannot commit checkpoint " + directory_.string() +
+                                                ": renaming " + checksum_temp_file() + " to " +
+                                                checksum_file() + " failed: " + error.message());
     }
     if (options_.sync_files) {
       // Durable before `.metadata` is renamed: a `.metadata` never outlives its checksums.

@@ -46,11 +46,12 @@ bool overlap(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
 
 [[noreturn]] void disagree(const std::string& key, const RankMetadata& a, const RankMetadata& b,
                            const std::string& what) {
-  throw CheckpointError("per-rank checkpoint: key '" + key + "': " + a.path + " (rank " +
-                        std::to_string(a.rank) + ") and " + b.path + " (rank " +
-                        std::to_string(b.rank) + ") disagree: " + what +
-                        "; these files do not belong to one checkpoint (a save that mixed jobs, or "
-                        "an overwrite that did not finish on every rank): save it again");
+  throw CheckpointError(
+      ErrorKind::kCorrupt,
+      "per-rank checkpoint: key '" + key + "': " + a.path + " (rank " + std::to_string(a.rank) +
+          ") and " + b.path + " (rank " + std::to_string(b.rank) + ") disagree: " + what +
+          "; these files do not belong to one checkpoint (a save that mixed jobs, or "
+          "an overwrite that did not finish on every rank): save it again");
 }
 
 // One key of the merged view while it is built: where each chunk came from and where chunks
@@ -121,18 +122,20 @@ void check_rank_sequence(const fs::path& directory, const std::vector<int>& rank
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] != static_cast<int>(i)) {
       throw CheckpointError(
-          "per-rank checkpoint " + directory.string() +
-          " is incomplete: " + (directory / rank_metadata_file_name(static_cast<int>(i))).string() +
-          " is missing, though " + rank_metadata_file_name(ranks[i]) +
-          " exists (that rank's save did not finish, or its file was lost); restore it, or "
-          "load an earlier checkpoint");
+          ErrorKind::kNotFound,
+          "per-rank checkpoint " + directory.string() + " is incomplete: " +
+              (directory / rank_metadata_file_name(static_cast<int>(i))).string() +
+              " is missing, though " + rank_metadata_file_name(ranks[i]) +
+              " exists (that rank's save did not finish, or its file was lost); restore it, or "
+              "load an earlier checkpoint");
     }
   }
 }
 
 Metadata merge_rank_metadata(const std::vector<RankMetadata>& ranks) {
   if (ranks.empty()) {
-    throw CheckpointError("per-rank checkpoint: no __<rank>.metadata to merge");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "per-rank checkpoint: no __<rank>.metadata to merge");
   }
   Metadata merged;
   std::unordered_map<std::string, MergedKey> keys;

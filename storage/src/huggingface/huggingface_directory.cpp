@@ -42,8 +42,9 @@ std::string read_whole(const fs::path& path, uint64_t limit, const std::string& 
   File file(path, File::Mode::kRead);
   const uint64_t size = file.size();
   if (size > limit) {
-    throw CheckpointError(what + " is " + std::to_string(size) + " bytes, more than the " +
-                          std::to_string(limit) + "-byte limit; it is not an index");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + " is " + std::to_string(size) + " bytes, more than the " +
+                              std::to_string(limit) + "-byte limit; it is not an index");
   }
   std::string bytes(size, '\0');
   file.read_exactly(0, bytes.data(), bytes.size());
@@ -59,17 +60,20 @@ std::map<std::string, std::string> read_index(const fs::path& directory) {
   try {
     index = json::parse(text);
   } catch (const json::exception& error) {
-    throw CheckpointError(what + " is not valid JSON (" + error.what() +
-                          "); the index is damaged, restore it or remove it to read every "
-                          "*.safetensors file");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + " is not valid JSON (" + error.what() +
+                              "); the index is damaged, restore it or remove it to read every "
+                              "*.safetensors file");
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    throw CheckpointError(what + " has no \"weight_map\" object; the index is malformed");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          what + " has no \"weight_map\" object; the index is malformed");
   }
   std::map<std::string, std::string> weight_map;
   for (const auto& [key, file] : index["weight_map"].items()) {
     if (!file.is_string()) {
-      throw CheckpointError(what + ", key '" + key + "': its file is not a string");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            what + ", key '" + key + "': its file is not a string");
     }
     const std::string name = file.get<std::string>();
     const fs::path relative(name);
@@ -78,14 +82,17 @@ std::map<std::string, std::string> read_index(const fs::path& directory) {
       escapes = escapes || part == ".." || part == "." || part.empty();
     }
     if (escapes) {
-      throw CheckpointError(what + ", key '" + key + "': file '" + name +
-                            "' is not inside the checkpoint directory; refusing to read it (the "
-                            "index is malformed or hostile)");
+      throw CheckpointError(
+          ErrorKind::kCorrupt,
+          what + ", key '" + key + "': file '" + name +
+              "' is not inside the checkpoint directory; refusing to read it (the "
+              "index is malformed or hostile)");
     }
     if (!fs::is_regular_file(directory / relative)) {
-      throw CheckpointError(what + ", key '" + key + "': file '" + name +
-                            "' does not exist; the checkpoint is incomplete (download or copy "
-                            "the missing file)");
+      throw CheckpointError(ErrorKind::kNotFound,
+                            what + ", key '" + key + "': file '" + name +
+                                "' does not exist; the checkpoint is incomplete (download or copy "
+                                "the missing file)");
     }
     weight_map.emplace(key, name);
   }
@@ -105,8 +112,8 @@ std::vector<std::string> list_files(const fs::path& directory) {
     }
   }
   if (error) {
-    throw CheckpointError("cannot list Hugging Face checkpoint directory " + directory.string() +
-                          ": " + error.message());
+    throw CheckpointError(ErrorKind::kIo, "cannot list Hugging Face checkpoint directory " +
+                                              directory.string() + ": " + error.message());
   }
   std::sort(files.begin(), files.end());
   static const std::regex numbered("model-([0-9]{5})-of-([0-9]{5})\\.safetensors");
@@ -122,10 +129,11 @@ std::vector<std::string> list_files(const fs::path& directory) {
       if (present.count(i) == 0) {
         char missing[64];
         std::snprintf(missing, sizeof(missing), "model-%05d-of-%05d.safetensors", i, count);
-        throw CheckpointError("Hugging Face checkpoint " + directory.string() + " has no " +
-                              kHuggingFaceIndexFile + " and lacks " + missing +
-                              ": it is incomplete (a save that did not finish, or a partial "
-                              "copy); load another checkpoint");
+        throw CheckpointError(ErrorKind::kNotFound,
+                              "Hugging Face checkpoint " + directory.string() + " has no " +
+                                  kHuggingFaceIndexFile + " and lacks " + missing +
+                                  ": it is incomplete (a save that did not finish, or a partial "
+                                  "copy); load another checkpoint");
       }
     }
   }
@@ -141,25 +149,28 @@ std::optional<std::map<std::string, std::vector<int64_t>>> sharding_info(
   try {
     info = json::parse(*text);
   } catch (const json::exception& error) {
-    throw CheckpointError(where + ": __metadata__ " + kShardingInfoKey + " is not valid JSON (" +
-                          error.what() + ")");
+    throw CheckpointError(ErrorKind::kCorrupt, where + ": __metadata__ " + kShardingInfoKey +
+                                                   " is not valid JSON (" + error.what() + ")");
   }
   if (!info.is_object()) {
-    throw CheckpointError(where + ": __metadata__ " + kShardingInfoKey + " is not an object");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where + ": __metadata__ " + kShardingInfoKey + " is not an object");
   }
   std::map<std::string, std::vector<int64_t>> offsets;
   for (const auto& [key, entry] : info.items()) {
     if (!entry.is_object() || !entry.contains("saved_offsets") ||
         !entry["saved_offsets"].is_array()) {
-      throw CheckpointError(where + ", key '" + key + "': " + kShardingInfoKey +
-                            " has no \"saved_offsets\" list");
+      throw CheckpointError(
+          ErrorKind::kCorrupt,
+          where + ", key '" + key + "': " + kShardingInfoKey + " has no \"saved_offsets\" list");
     }
     std::vector<int64_t> values;
     for (const json& value : entry["saved_offsets"]) {
       if (!value.is_number_unsigned() ||
           value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        throw CheckpointError(where + ", key '" + key + "': " + kShardingInfoKey +
-                              " saved_offsets hold a value that is not a non-negative integer");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where + ", key '" + key + "': " + kShardingInfoKey +
+                                  " saved_offsets hold a value that is not a non-negative integer");
       }
       values.push_back(value.get<int64_t>());
     }
@@ -199,14 +210,16 @@ TensorStorageMetadata tensor_metadata(const std::string& key, const std::vector<
   tensor.size.assign(dims, 0);
   for (const Chunk& chunk : chunks) {
     if (chunk.storage.dtype != tensor.properties.dtype || chunk.storage.shape.size() != dims) {
-      throw CheckpointError(where(chunk) + ": this chunk is " + c10::toString(chunk.storage.dtype) +
-                            " of " + std::to_string(chunk.storage.shape.size()) +
-                            " dimensions, unlike another chunk of the tensor; the files do not "
-                            "belong to one checkpoint");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where(chunk) + ": this chunk is " + c10::toString(chunk.storage.dtype) +
+                                " of " + std::to_string(chunk.storage.shape.size()) +
+                                " dimensions, unlike another chunk of the tensor; the files do not "
+                                "belong to one checkpoint");
     }
     for (std::size_t d = 0; d < dims; ++d) {
       if (chunk.offsets[d] > std::numeric_limits<int64_t>::max() - chunk.storage.shape[d]) {
-        throw CheckpointError(where(chunk) + ": saved_offsets + shape overflow");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where(chunk) + ": saved_offsets + shape overflow");
       }
       tensor.size[d] = std::max(tensor.size[d], chunk.offsets[d] + chunk.storage.shape[d]);
     }
@@ -236,16 +249,18 @@ TensorStorageMetadata tensor_metadata(const std::string& key, const std::vector<
         overlap = a < b + chunks[j].storage.shape[d] && b < a + chunks[i].storage.shape[d];
       }
       if (overlap) {
-        throw CheckpointError(where(chunks[i]) + ": this chunk overlaps the chunk in " +
-                              (directory / files[chunks[j].storage.file]).string() +
-                              "; the files do not belong to one checkpoint");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              where(chunks[i]) + ": this chunk overlaps the chunk in " +
+                                  (directory / files[chunks[j].storage.file]).string() +
+                                  "; the files do not belong to one checkpoint");
       }
     }
   }
   if (covered != total) {
-    throw CheckpointError("Hugging Face checkpoint " + directory.string() + ", key '" + key +
-                          "': its chunks cover only part of its global shape; a file of the "
-                          "checkpoint is missing");
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "Hugging Face checkpoint " + directory.string() + ", key '" + key +
+                              "': its chunks cover only part of its global shape; a file of the "
+                              "checkpoint is missing");
   }
   return tensor;
 }
@@ -254,8 +269,8 @@ TensorStorageMetadata tensor_metadata(const std::string& key, const std::vector<
 
 HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
   if (!fs::is_directory(directory)) {
-    throw CheckpointError("no Hugging Face checkpoint at " + directory.string() +
-                          ": not a directory");
+    throw CheckpointError(ErrorKind::kNotFound, "no Hugging Face checkpoint at " +
+                                                    directory.string() + ": not a directory");
   }
   HuggingFaceDirectory result;
   result.directory = directory;
@@ -269,9 +284,10 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
     result.files = list_files(directory);
   }
   if (result.files.empty()) {
-    throw CheckpointError("no Hugging Face checkpoint at " + directory.string() +
-                          ": it has no *.safetensors file" +
-                          (weight_map ? std::string(" named by its index") : std::string()));
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "no Hugging Face checkpoint at " + directory.string() +
+                              ": it has no *.safetensors file" +
+                              (weight_map ? std::string(" named by its index") : std::string()));
   }
   std::vector<std::string> order;  // keys, first seen first
   std::map<std::string, std::vector<Chunk>> by_key;
@@ -287,14 +303,16 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
       if (weight_map) {
         auto listed = weight_map->find(tensor.name);
         if (listed == weight_map->end()) {
-          throw CheckpointError(at_key + ": the index " + kHuggingFaceIndexFile +
-                                " does not list this tensor; the index and the files disagree");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                at_key + ": the index " + kHuggingFaceIndexFile +
+                                    " does not list this tensor; the index and the files disagree");
         }
         if (listed->second == result.files[f]) {
           placed.insert(tensor.name);
         } else if (!sharding) {
-          throw CheckpointError(at_key + ": the index places this tensor in '" + listed->second +
-                                "'; the index and the files disagree");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                at_key + ": the index places this tensor in '" + listed->second +
+                                    "'; the index and the files disagree");
         }
       }
       Chunk chunk;
@@ -302,13 +320,15 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
       if (sharding) {
         auto found = sharding->find(tensor.name);
         if (found == sharding->end()) {
-          throw CheckpointError(at_key + ": the file's " + kShardingInfoKey +
-                                " has no saved_offsets for it");
+          throw CheckpointError(ErrorKind::kCorrupt, at_key + ": the file's " + kShardingInfoKey +
+                                                         " has no saved_offsets for it");
         }
         if (found->second.size() != tensor.shape.size()) {
-          throw CheckpointError(at_key + ": " + kShardingInfoKey + " gives " +
-                                std::to_string(found->second.size()) + " offsets for a tensor of " +
-                                std::to_string(tensor.shape.size()) + " dimensions");
+          throw CheckpointError(ErrorKind::kCorrupt, at_key + ": " + kShardingInfoKey + " gives " +
+                                                         std::to_string(found->second.size()) +
+                                                         " offsets for a tensor of " +
+                                                         std::to_string(tensor.shape.size()) +
+                                                         " dimensions");
         }
         chunk.offsets = found->second;
       }
@@ -319,10 +339,11 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
       if (inserted) order.push_back(tensor.name);
       for (const Chunk& other : slot->second) {
         if (other.offsets == chunk.offsets) {
-          throw CheckpointError(at_key + ": " +
-                                (directory / result.files[other.storage.file]).string() +
-                                " holds this tensor at the same offsets too; the files do not "
-                                "belong to one checkpoint");
+          throw CheckpointError(ErrorKind::kCorrupt,
+                                at_key + ": " +
+                                    (directory / result.files[other.storage.file]).string() +
+                                    " holds this tensor at the same offsets too; the files do not "
+                                    "belong to one checkpoint");
         }
       }
       slot->second.push_back(std::move(chunk));
@@ -331,9 +352,10 @@ HuggingFaceDirectory scan_huggingface_directory(const fs::path& directory) {
   if (weight_map) {
     for (const auto& [key, file] : *weight_map) {
       if (placed.count(key) == 0) {
-        throw CheckpointError("Hugging Face index " + (directory / kHuggingFaceIndexFile).string() +
-                              ", key '" + key + "': file '" + file +
-                              "' does not hold this tensor; the index and the files disagree");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              "Hugging Face index " + (directory / kHuggingFaceIndexFile).string() +
+                                  ", key '" + key + "': file '" + file +
+                                  "' does not hold this tensor; the index and the files disagree");
       }
     }
   }

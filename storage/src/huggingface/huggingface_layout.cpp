@@ -38,16 +38,20 @@ HuggingFaceLayout compute_huggingface_layout(const std::vector<HuggingFaceTensor
   uint64_t in_file = 0;
   for (const HuggingFaceTensorSpec& spec : tensors) {
     if (!safetensors_dtype_name(spec.dtype)) {
-      throw CheckpointError("tensor '" + spec.fqn + "' is " + c10::toString(spec.dtype) +
-                            ", which safetensors cannot hold; cast it (or leave it out) to save "
-                            "in Hugging Face format");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "tensor '" + spec.fqn + "' is " + c10::toString(spec.dtype) +
+              ", which safetensors cannot hold; cast it (or leave it out) to save "
+              "in Hugging Face format");
     }
     const auto nbytes = safetensors_nbytes(spec.dtype, spec.shape);
     if (!nbytes) {
-      throw CheckpointError("tensor '" + spec.fqn + "': its shape overflows 64-bit byte sizes");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "tensor '" + spec.fqn + "': its shape overflows 64-bit byte sizes");
     }
     if (!layout.by_fqn.emplace(spec.fqn, layout.tensors.size()).second) {
-      throw CheckpointError("tensor '" + spec.fqn + "' is placed twice in the Hugging Face layout");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "tensor '" + spec.fqn + "' is placed twice in the Hugging Face layout");
     }
     HuggingFacePlacedTensor placed;
     placed.spec = spec;
@@ -56,14 +60,15 @@ HuggingFaceLayout compute_huggingface_layout(const std::vector<HuggingFaceTensor
     if (!fqn_to_index_mapping.empty()) {
       auto found = fqn_to_index_mapping.find(spec.fqn);
       if (found == fqn_to_index_mapping.end()) {
-        throw CheckpointError("tensor '" + spec.fqn +
-                              "' is not in fqn_to_index_mapping; map every tensor saved to a "
-                              "file index (1 to N)");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "tensor '" + spec.fqn +
+                                  "' is not in fqn_to_index_mapping; map every tensor saved to a "
+                                  "file index (1 to N)");
       }
       if (found->second < 1 || found->second > 99999) {
-        throw CheckpointError("fqn_to_index_mapping maps '" + spec.fqn + "' to " +
-                              std::to_string(found->second) +
-                              "; file indices run from 1 to at most 99999");
+        throw CheckpointError(ErrorKind::kUsage, "fqn_to_index_mapping maps '" + spec.fqn +
+                                                     "' to " + std::to_string(found->second) +
+                                                     "; file indices run from 1 to at most 99999");
       }
       file_of.push_back(found->second - 1);
       file_count = std::max(file_count, found->second);
@@ -78,9 +83,10 @@ HuggingFaceLayout compute_huggingface_layout(const std::vector<HuggingFaceTensor
     layout.tensors.push_back(std::move(placed));
   }
   if (file_count > 99999) {
-    throw CheckpointError("the save needs " + std::to_string(file_count) +
-                          " files, more than the 99999 Hugging Face names allow; raise the "
-                          "maximum file size");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the save needs " + std::to_string(file_count) +
+                              " files, more than the 99999 Hugging Face names allow; raise the "
+                              "maximum file size");
   }
   layout.files.resize(static_cast<std::size_t>(file_count));
   for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
@@ -133,7 +139,8 @@ std::string encode_rank_layout(const HuggingFaceLayout& layout, const std::strin
   for (const std::string& fqn : fqns) {
     const HuggingFacePlacedTensor* tensor = layout.find(fqn);
     if (tensor == nullptr) {
-      throw CheckpointError("tensor '" + fqn + "' has no place in the Hugging Face layout");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "tensor '" + fqn + "' has no place in the Hugging Face layout");
     }
     tensors[fqn] = {{"file", tensor->file},
                     {"offset", tensor->offset},
@@ -161,8 +168,10 @@ HuggingFaceRankLayout decode_rank_layout(const std::string& text) {
     }
     if (layout.files.size() != layout.staging_files.size()) throw std::out_of_range("files");
   } catch (const std::exception& error) {
-    throw CheckpointError(std::string("the Hugging Face save plan's layout is malformed (") +
-                          error.what() + "); prepare_global_plan of this writer was not applied");
+    throw CheckpointError(ErrorKind::kUsage,
+                          std::string("the Hugging Face save plan's layout is malformed (") +
+                              error.what() +
+                              "); prepare_global_plan of this writer was not applied");
   }
   return layout;
 }

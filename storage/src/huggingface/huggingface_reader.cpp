@@ -35,8 +35,9 @@ class HuggingFaceReader final : public StorageReader {
   HuggingFaceReader(fs::path directory, HuggingFaceReaderOptions options)
       : directory_(std::move(directory)), options_(options) {
     if (options_.thread_count < 1) {
-      throw CheckpointError("HuggingFaceReaderOptions::thread_count must be at least 1, not " +
-                            std::to_string(options_.thread_count));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "HuggingFaceReaderOptions::thread_count must be at least 1, not " +
+                                std::to_string(options_.thread_count));
     }
   }
 
@@ -56,9 +57,10 @@ class HuggingFaceReader final : public StorageReader {
     std::map<std::size_t, std::vector<const ReadItem*>> by_file;
     for (const ReadItem& item : plan.items) {
       if (item.type == LoadItemType::kBytes) {
-        throw CheckpointError("Hugging Face checkpoint " + directory_.string() + ": key '" +
-                              item.storage_index.fqn +
-                              "' is asked for as a value, but the directory holds only tensors");
+        throw CheckpointError(
+            ErrorKind::kIncompatible,
+            "Hugging Face checkpoint " + directory_.string() + ": key '" + item.storage_index.fqn +
+                "' is asked for as a value, but the directory holds only tensors");
       }
       by_file[chunk(item.storage_index).file].push_back(&item);
     }
@@ -73,8 +75,9 @@ class HuggingFaceReader final : public StorageReader {
   const detail::HuggingFaceChunk& chunk(const MetadataIndex& index) const {
     auto found = scanned_.chunks.find(index);
     if (found == scanned_.chunks.end()) {
-      throw CheckpointError("Hugging Face checkpoint " + directory_.string() + ": key '" +
-                            index.fqn + "' has no chunk at the offsets asked for");
+      throw CheckpointError(ErrorKind::kCorrupt, "Hugging Face checkpoint " + directory_.string() +
+                                                     ": key '" + index.fqn +
+                                                     "' has no chunk at the offsets asked for");
     }
     return found->second;
   }
@@ -102,14 +105,16 @@ class HuggingFaceReader final : public StorageReader {
                item.storage_offsets[d] <= stored.shape[d] - item.lengths[d];
     }
     if (!inside) {
-      throw CheckpointError(where + ": the load plan asks for a box outside the stored tensor");
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            where + ": the load plan asks for a box outside the stored tensor");
     }
     at::Tensor dest = planner.resolve_tensor(item);
     if (dest.scalar_type() != stored.dtype || dest.sizes().vec() != item.lengths) {
-      throw CheckpointError(where + ": the destination is " + c10::toString(dest.scalar_type()) +
-                            " of shape " + c10::str(dest.sizes()) + ", the file holds " +
-                            c10::toString(stored.dtype) + " (a box of " +
-                            c10::str(c10::IntArrayRef(item.lengths)) + " asked for)");
+      throw CheckpointError(ErrorKind::kIncompatible,
+                            where + ": the destination is " + c10::toString(dest.scalar_type()) +
+                                " of shape " + c10::str(dest.sizes()) + ", the file holds " +
+                                c10::toString(stored.dtype) + " (a box of " +
+                                c10::str(c10::IntArrayRef(item.lengths)) + " asked for)");
     }
     const bool direct = dest.is_contiguous() && dest.device().is_cpu();
     at::Tensor buffer =

@@ -51,8 +51,9 @@ class HuggingFaceWriter final : public StorageWriter {
   HuggingFaceWriter(fs::path directory, HuggingFaceWriterOptions options)
       : directory_(std::move(directory)), options_(std::move(options)) {
     if (options_.thread_count < 1) {
-      throw CheckpointError("HuggingFaceWriterOptions::thread_count must be at least 1, not " +
-                            std::to_string(options_.thread_count));
+      throw CheckpointError(ErrorKind::kUsage,
+                            "HuggingFaceWriterOptions::thread_count must be at least 1, not " +
+                                std::to_string(options_.thread_count));
     }
   }
 
@@ -60,14 +61,15 @@ class HuggingFaceWriter final : public StorageWriter {
     std::error_code error;
     fs::create_directories(directory_, error);
     if (error) {
-      throw CheckpointError("cannot create checkpoint directory " + directory_.string() + ": " +
-                            error.message());
+      throw CheckpointError(ErrorKind::kIo, "cannot create checkpoint directory " +
+                                                directory_.string() + ": " + error.message());
     }
     if (is_huggingface_directory(directory_) || fs::exists(directory_ / ".metadata")) {
-      throw CheckpointError("directory " + directory_.string() +
-                            " already holds a checkpoint (*.safetensors files, " +
-                            kHuggingFaceIndexFile +
-                            " or .metadata); save the Hugging Face checkpoint to a new directory");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "directory " + directory_.string() +
+              " already holds a checkpoint (*.safetensors files, " + kHuggingFaceIndexFile +
+              " or .metadata); save the Hugging Face checkpoint to a new directory");
     }
     layout_.reset();
   }
@@ -79,8 +81,9 @@ class HuggingFaceWriter final : public StorageWriter {
     for (const SavePlan& plan : plans) {
       for (const WriteItem& item : plan.items) {
         if (!item.is_tensor() || !item.tensor_data) {
-          throw CheckpointError("cannot save to Hugging Face checkpoint " + directory_.string() +
-                                ": " + refuse_value(item.index.fqn));
+          throw CheckpointError(ErrorKind::kUsage, "cannot save to Hugging Face checkpoint " +
+                                                       directory_.string() + ": " +
+                                                       refuse_value(item.index.fqn));
         }
         if (seen.insert(item.index.fqn).second) {
           specs.push_back(detail::HuggingFaceTensorSpec{
@@ -114,13 +117,15 @@ class HuggingFaceWriter final : public StorageWriter {
     std::vector<std::unique_ptr<detail::File>> files(layout.files.size());
     for (const WriteItem& item : plan.items) {
       if (!item.is_tensor() || !item.tensor_data) {
-        throw CheckpointError("cannot save to Hugging Face checkpoint " + directory_.string() +
-                              ": " + refuse_value(item.index.fqn));
+        throw CheckpointError(ErrorKind::kUsage, "cannot save to Hugging Face checkpoint " +
+                                                     directory_.string() + ": " +
+                                                     refuse_value(item.index.fqn));
       }
       auto found = layout.tensors.find(item.index.fqn);
       if (found == layout.tensors.end()) {
-        throw CheckpointError("tensor '" + item.index.fqn +
-                              "' has no place in the Hugging Face layout this rank received");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "tensor '" + item.index.fqn +
+                                  "' has no place in the Hugging Face layout this rank received");
       }
       std::unique_ptr<detail::File>& file = files[found->second.file];
       if (!file) {
@@ -146,9 +151,9 @@ class HuggingFaceWriter final : public StorageWriter {
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override {
     if (!layout_) {
-      throw CheckpointError(
-          "Hugging Face writer: finish without prepare_global_plan on this "
-          "rank (finish runs on the coordinator)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "Hugging Face writer: finish without prepare_global_plan on this "
+                            "rank (finish runs on the coordinator)");
     }
     const detail::HuggingFaceLayout& layout = *layout_;
     // Every tensor whole: the chunks written add up to its bytes (the plan was checked to cover
@@ -161,10 +166,11 @@ class HuggingFaceWriter final : public StorageWriter {
     }
     for (const detail::HuggingFacePlacedTensor& tensor : layout.tensors) {
       if (written[tensor.spec.fqn] != tensor.nbytes) {
-        throw CheckpointError("cannot commit Hugging Face checkpoint " + directory_.string() +
-                              ": tensor '" + tensor.spec.fqn + "' got " +
-                              std::to_string(written[tensor.spec.fqn]) + " of its " +
-                              std::to_string(tensor.nbytes) + " bytes from the ranks");
+        throw CheckpointError(ErrorKind::kUsage,
+                              "cannot commit Hugging Face checkpoint " + directory_.string() +
+                                  ": tensor '" + tensor.spec.fqn + "' got " +
+                                  std::to_string(written[tensor.spec.fqn]) + " of its " +
+                                  std::to_string(tensor.nbytes) + " bytes from the ranks");
       }
     }
     for (const detail::HuggingFaceFile& file : layout.files) {
@@ -208,7 +214,8 @@ class HuggingFaceWriter final : public StorageWriter {
     const std::string where = "Hugging Face checkpoint " + directory_.string() + ", file " +
                               file_name + ", key '" + item.index.fqn + "'";
     if (data.size != placed.shape || data.properties.dtype != placed.dtype) {
-      throw CheckpointError(where + ": the plan's global shape or dtype differs from the layout's");
+      throw CheckpointError(ErrorKind::kUsage,
+                            where + ": the plan's global shape or dtype differs from the layout's");
     }
     const std::size_t dims = placed.shape.size();
     bool inside = data.chunk.offsets.size() == dims && data.chunk.sizes.size() == dims;
@@ -217,20 +224,21 @@ class HuggingFaceWriter final : public StorageWriter {
                data.chunk.offsets[d] <= placed.shape[d] - data.chunk.sizes[d];
     }
     if (!inside) {
-      throw CheckpointError(where + ": the chunk lies outside the tensor");
+      throw CheckpointError(ErrorKind::kUsage, where + ": the chunk lies outside the tensor");
     }
     WriteItemData resolved = planner.resolve_data(item);
     const at::Tensor* given = std::get_if<at::Tensor>(&resolved);
     if (given == nullptr) {
-      throw CheckpointError("cannot save to " + directory_.string() + ": " +
-                            refuse_value(item.index.fqn));
+      throw CheckpointError(ErrorKind::kUsage, "cannot save to " + directory_.string() + ": " +
+                                                   refuse_value(item.index.fqn));
     }
     at::Tensor tensor = given->to(at::kCPU).contiguous();
     if (tensor.scalar_type() != placed.dtype || tensor.sizes().vec() != data.chunk.sizes) {
-      throw CheckpointError(where + ": the planner resolved a " +
-                            c10::toString(tensor.scalar_type()) + " tensor of shape " +
-                            c10::str(tensor.sizes()) + " for a chunk of shape " +
-                            c10::str(c10::IntArrayRef(data.chunk.sizes)));
+      throw CheckpointError(ErrorKind::kUsage, where + ": the planner resolved a " +
+                                                   c10::toString(tensor.scalar_type()) +
+                                                   " tensor of shape " + c10::str(tensor.sizes()) +
+                                                   " for a chunk of shape " +
+                                                   c10::str(c10::IntArrayRef(data.chunk.sizes)));
     }
     const char* bytes = static_cast<const char*>(tensor.data_ptr());
     const detail::BoxRuns runs =
@@ -251,8 +259,9 @@ class HuggingFaceWriter final : public StorageWriter {
     std::error_code error;
     fs::rename(directory_ / from, directory_ / to, error);
     if (error) {
-      throw CheckpointError("cannot commit Hugging Face checkpoint " + directory_.string() +
-                            ": renaming " + from + " to " + to + " failed: " + error.message());
+      throw CheckpointError(ErrorKind::kIo, "cannot commit Hugging Face checkpoint " +
+                                                directory_.string() + ": renaming " + from +
+                                                " to " + to + " failed: " + error.message());
     }
   }
 

@@ -23,7 +23,9 @@
 namespace {
 
 struct Broken : dcpp::Stateful {
-  dcpp::StateDict state_dict() override { throw dcpp::CheckpointError("this rank cannot stage"); }
+  dcpp::StateDict state_dict() override {
+    throw dcpp::CheckpointError(dcpp::ErrorKind::kUsage, "this rank cannot stage");
+  }
   void load_state_dict(const dcpp::StateDict&) override {}
 };
 

@@ -69,7 +69,7 @@ TEST_CASE("a state resharded to another world size compares with the pieces of e
     CHECK(compare_with_saved(rank_state(r, 3), saved).equal());
   }
   dcpp::StateDict whole = rank_state(0, 1);  // one rank, plain tensor
-  whole.insert("w", kWeight.clone());
+  whole.insert_or_assign("w", kWeight.clone());
   CHECK(compare_with_saved(whole, saved).equal());
 }
 
@@ -87,7 +87,7 @@ TEST_CASE("one flipped bit of a loaded tensor is a mismatch naming the key and b
 
 TEST_CASE("a changed value, a missing key and an extra key are mismatches") {
   dcpp::StateDict state = rank_state(0, 2);
-  state.insert("position", int64_t{85});
+  state.insert_or_assign("position", int64_t{85});
   state.erase("lr");
   state.insert("extra", at::zeros({1}));
   const crash::Comparison c = compare_with_saved(state, saved_by(2));
@@ -100,14 +100,14 @@ TEST_CASE("a changed value, a missing key and an extra key are mismatches") {
 
 TEST_CASE("a doubles' last bit counts: values compare exactly") {
   dcpp::StateDict state = rank_state(0, 2);
-  state.insert("lr", std::nextafter(0.1, 1.0));
+  state.insert_or_assign("lr", std::nextafter(0.1, 1.0));
   CHECK(compare_with_saved(state, saved_by(2)).mismatches.size() == 1);
 }
 
 TEST_CASE("saved ranks that disagree on a replicated tensor are reported") {
   std::vector<Record> saved = saved_by(2);
   dcpp::StateDict other = rank_state(1, 2);
-  other.insert("step", at::tensor({8}, at::kLong));
+  other.insert_or_assign("step", at::tensor({8}, at::kLong));
   saved[1] = make_record(other);
   const crash::Comparison c = compare_with_saved(rank_state(0, 2), saved);
   REQUIRE_FALSE(c.equal());

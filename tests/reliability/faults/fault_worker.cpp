@@ -5,6 +5,8 @@
 //                                 fits, then step 2, which does not; prints "failed as expected: "
 //                                 and the error, then "step 1 intact" once step 1 is still the
 //                                 latest checkpoint and loads back bit for bit.
+//   fault_worker save DIR         one process (no launcher) saves a small state dict into DIR;
+//                                 prints "saved", or "failed (<ErrorKind>): " and the error.
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -32,11 +34,27 @@ bool equal(const dcpp::StateDict& a, const dcpp::StateDict& b) {
   return x.equal(y) && a.at("step").value().toInt() == b.at("step").value().toInt();
 }
 
+// `fault_worker save DIR`: exit 0 once it has printed what happened.
+int save_alone(const char* directory) {
+  dcpp::StateDict sd;
+  sd.insert("weight", at::arange(16, at::kFloat));
+  try {
+    dcpp::save(sd, directory);
+    std::printf("saved\n");
+  } catch (const dcpp::CheckpointError& error) {
+    std::printf("failed (%s): %s\n", dcpp::to_string(error.kind()), error.what_without_backtrace());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "save") {
+    return save_alone(argv[2]);
+  }
   if (argc != 3 || std::string(argv[1]) != "disk-full") {
-    std::fprintf(stderr, "usage: %s disk-full ROOT\n", argv[0]);
+    std::fprintf(stderr, "usage: %s disk-full ROOT | save DIR\n", argv[0]);
     return 2;
   }
   auto group = dcpp::make_gloo_process_group_from_env();

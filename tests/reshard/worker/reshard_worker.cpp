@@ -1,4 +1,5 @@
 // One rank of a resharding test, started by dcpp-launch with the torchrun variables set.
+// A mode that must fail prints "failed as expected (<its ErrorKind>): <message>".
 //
 //   reshard_worker save DIR LAYOUT      saves the test state, sharded as LAYOUT over the ranks
 //   reshard_worker save-local DIR LAYOUT  the same, without collectives: each rank saves alone
@@ -12,6 +13,10 @@
 //   reshard_worker fail-read DIR RANK   loads DIR (saved "row"), but rank RANK's storage fails
 //                                       while reading: every rank must get a CheckpointError
 //                                       naming RANK and the cause
+//   reshard_worker corrupt-read DIR RANK[io0]  loads DIR (saved "row"; the test flipped a byte in
+//                                       each of rank RANK's chunks): every rank must get a
+//                                       CheckpointError naming RANK; with "io0" rank 0's storage
+//                                       fails too
 //   reshard_worker fail-apply DIR RANK  loads DIR (saved "row") into a Stateful whose
 //                                       load_state_dict() throws on rank RANK only: every rank
 //                                       must get a CheckpointError naming RANK (none may hang)
@@ -243,7 +248,7 @@ class FailingReader final : public dcpp::StorageReader {
   }
   void read_data(const dcpp::LoadPlan& plan, dcpp::LoadPlanner& planner) override {
     if (fail_) {
-      throw dcpp::CheckpointError("input/output error reading shard files");
+      throw dcpp::CheckpointError(dcpp::ErrorKind::kIo, "input/output error reading shard files");
     }
     inner_->read_data(plan, planner);
   }
@@ -425,23 +430,32 @@ int main(int argc, char** argv) {
                   ok ? "equal" : "DIFFERENT");
       return ok ? 0 : 1;
     }
-    if (mode == "fail-read") {
+    if (mode == "fail-read" || mode == "corrupt-read") {
+      // fail-read: rank RANK's storage fails (kIo). corrupt-read: the test flipped a byte in each
+      // of rank RANK's own chunks, so RANK alone reads corrupt bytes; with "io0" rank 0's storage
+      // fails too (two kinds).
+      const int failing = std::stoi(arg);
+      const bool storage_fails = mode == "fail-read"
+                                     ? rank.index == failing
+                                     : arg.find("io0") != std::string::npos && rank.index == 0;
+      const std::string cause = mode == "fail-read" ? "input/output error" : "";
       dcpp::LoadOptions options;
       options.process_group = group;
       dcpp::StateDict target = state("row", rank, true);
-      FailingReader reader(dir, rank.index == std::stoi(arg));
+      FailingReader reader(dir, storage_fails);
       try {
         dcpp::load(target, reader, options);
       } catch (const dcpp::CheckpointError& error) {
         const std::string message = error.what_without_backtrace();
-        std::printf("failed as expected: %s\n", message.c_str());
-        return message.find("rank " + arg) != std::string::npos &&
-                       message.find("input/output error") != std::string::npos
+        std::printf("failed as expected (%s): %s\n", dcpp::to_string(error.kind()),
+                    message.c_str());
+        return message.find("rank " + std::to_string(failing) + ": ") != std::string::npos &&
+                       message.find(cause) != std::string::npos
                    ? 0
                    : 1;
       }
-      std::fprintf(stderr, "rank %d: load succeeded although rank %s failed\n", rank.index,
-                   arg.c_str());
+      std::fprintf(stderr, "rank %d: load succeeded although rank %d failed\n", rank.index,
+                   failing);
       return 1;
     }
     if (mode == "fail-apply" || mode == "atomic-read") {
@@ -469,7 +483,8 @@ int main(int argc, char** argv) {
         dcpp::load(target, reader, options);
       } catch (const dcpp::CheckpointError& error) {
         const std::string message = error.what_without_backtrace();
-        std::printf("failed as expected: %s\n", message.c_str());
+        std::printf("failed as expected (%s): %s\n", dcpp::to_string(error.kind()),
+                    message.c_str());
         const std::string cause =
             mode == "fail-apply" ? "the model rejected its state" : "input/output error";
         bool ok = message.find("rank " + arg + ": ") != std::string::npos &&
@@ -501,8 +516,8 @@ int main(int argc, char** argv) {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const bool committed = std::filesystem::exists(std::filesystem::path(dir) / ".metadata");
-        std::printf("failed as expected after %.1f s: %s\n", seconds,
-                    error.what_without_backtrace());
+        std::printf("failed as expected (%s) after %.1f s: %s\n", dcpp::to_string(error.kind()),
+                    seconds, error.what_without_backtrace());
         return seconds < 20 && !committed ? 0 : 1;
       }
       std::fprintf(stderr, "rank %d: save succeeded although rank %s died\n", rank.index,
@@ -532,7 +547,8 @@ int main(int argc, char** argv) {
         const bool named = message.find("rank " + arg) != std::string::npos &&
                            message.find(cause) != std::string::npos;
         const bool committed = std::filesystem::exists(std::filesystem::path(dir) / ".metadata");
-        std::printf("failed as expected: %s\n", message.c_str());
+        std::printf("failed as expected (%s): %s\n", dcpp::to_string(error.kind()),
+                    message.c_str());
         return named && !committed ? 0 : 1;
       }
       std::fprintf(stderr, "rank %d: save succeeded although rank %s failed\n", rank.index,

@@ -120,9 +120,9 @@ class FutureWaiter {
  private:
   void check_valid() const {
     if (!state_) {
-      throw CheckpointError(
-          "waiting on an invalid dcpp::Future (default-constructed): use the "
-          "futures of an AsyncSaveResponse or of AsyncStager::stage()");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "waiting on an invalid dcpp::Future (default-constructed): use the "
+                            "futures of an AsyncSaveResponse or of AsyncStager::stage()");
     }
   }
 };
@@ -197,6 +197,7 @@ class Promise {
   void abandon() {
     if (state_ && !state_->ready()) {
       state_->complete(std::make_exception_ptr(CheckpointError(
+          ErrorKind::kUsage,
           "the background work behind this future ended without a result (its owner was "
           "destroyed or failed); the checkpoint it stood for was not written")));
     }

@@ -99,10 +99,10 @@ DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_write
 /// only. The path overload reads DCP's layout, or, when `directory` has no `.metadata` but
 /// `model.safetensors.index.json` or `*.safetensors` files, a Hugging Face directory
 /// (make_huggingface_reader, with `options.file_system.thread_count`).
-DCPP_API LoadReport load(StateDict& state_dict, const std::filesystem::path& directory,
-                         const LoadOptions& options = {});
-DCPP_API LoadReport load(StateDict& state_dict, StorageReader& storage_reader,
-                         const LoadOptions& options = {});
+DCPP_API IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
+                               const LoadOptions& options = {});
+DCPP_API IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
+                               const LoadOptions& options = {});
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
 /// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face

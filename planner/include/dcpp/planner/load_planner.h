@@ -4,6 +4,7 @@
 #include <dcpp/core/export.h>
 #include <dcpp/format/metadata.h>
 #include <dcpp/planner/plan.h>
+#include <dcpp/state_dict/incompatible_keys.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <ATen/core/Tensor.h>
@@ -14,15 +15,6 @@
 #include <vector>
 
 namespace dcpp {
-
-/// Keys a load found on one side only.
-struct DCPP_API LoadReport {
-  /// In the state dict being loaded, absent from the checkpoint: an error unless partial loads
-  /// are allowed.
-  std::vector<std::string> missing_keys;
-  /// In the checkpoint, not asked for: never an error (loading part of a checkpoint is normal).
-  std::vector<std::string> unexpected_keys;
-};
 
 /// The load protocol, called in this order on every rank: set_up, create_local_plan,
 /// [create_global_plan on the coordinator], finish_plan, then, while the storage reader reads,
@@ -40,7 +32,8 @@ class DCPP_API LoadPlanner {
   virtual at::Tensor resolve_tensor(const ReadItem& item) = 0;
   virtual void commit_tensor(const ReadItem& item, const at::Tensor& tensor) = 0;
   virtual void load_bytes(const ReadItem& item, c10::IValue value) = 0;
-  virtual LoadReport report() const = 0;
+  /// The keys found on one side only (valid after set_up).
+  virtual IncompatibleKeys report() const = 0;
 };
 
 /// DCP's `DefaultLoadPlanner`: loads every tensor of the state dict in place (intersecting its

@@ -34,7 +34,7 @@ class DCPP_API TrainingContext {
 
   /// Adds (or replaces) one thing to checkpoint.
   TrainingContext& add(const std::string& name, StateValue value) {
-    state.insert(name, std::move(value));
+    state.insert_or_assign(name, std::move(value));
     return *this;
   }
 

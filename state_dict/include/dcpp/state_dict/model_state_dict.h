@@ -3,6 +3,7 @@
 // `get_model_state_dict` / `set_model_state_dict`.
 
 #include <dcpp/core/export.h>
+#include <dcpp/state_dict/incompatible_keys.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/state_dict_options.h>
@@ -15,14 +16,6 @@ class Module;
 }  // namespace torch::nn
 
 namespace dcpp {
-
-/// What set_model_state_dict found on one side only (PyTorch's `_IncompatibleKeys`).
-struct DCPP_API IncompatibleKeys {
-  /// Keys of the model (this process's placements) that the state dict lacks.
-  std::vector<std::string> missing_keys;
-  /// Keys of the state dict that the model (this process's placements) lacks.
-  std::vector<std::string> unexpected_keys;
-};
 
 /// One entry per placement of `layout` (parameters and buffers), in placement order, keyed by FQN:
 /// a whole tensor as a plain tensor, a sharded one as a ShardedTensor of the global shape holding

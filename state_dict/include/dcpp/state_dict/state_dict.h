@@ -35,8 +35,11 @@ class DCPP_API StateDict {
   StateDict& operator=(StateDict&&) noexcept;
   ~StateDict();
 
-  /// Adds `key` at the end, or replaces its value in place if present.
+  /// Adds `key` at the end. Throws CheckpointError naming the key when it is already present (as
+  /// `torch::OrderedDict::insert` does); the dict is then unchanged.
   StateValue& insert(const std::string& key, StateValue value);
+  /// Adds `key` at the end, or replaces its value in place (keeping its position) if present.
+  StateValue& insert_or_assign(const std::string& key, StateValue value);
   /// The value of `key`, default-inserted (None) at the end when absent.
   StateValue& operator[](const std::string& key);
   /// Throws CheckpointError naming the key when absent.
