@@ -7,6 +7,7 @@
 
 #include "checkpoint_commit.h"
 #include "checkpoint_manager_impl.h"
+#include "core/exception_message.h"
 #include "core/logging.h"
 #include "rank_agreement.h"
 #include "state_tools.h"
@@ -22,16 +23,6 @@ using detail::seconds_since;
 using detail::SteadyClock;
 
 namespace {
-
-std::string error_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
 
 // Bytes of the items `rank` wrote: the file system writer names each rank's files `__<rank>_*`.
 int64_t bytes_written_by(const Metadata& metadata, int rank) {
@@ -156,7 +147,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       committed->set_value();
       if (is_coordinator()) prune();
     } catch (...) {
-      record.error = error_text(std::current_exception());
+      record.error = detail::exception_message(std::current_exception());
       detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,
                              record.error);
       history.add(record, std::current_exception());
