@@ -11,8 +11,8 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
-#include <dcpp/extend.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/extend.h>
 
 #include "bench_common.h"
 

@@ -29,7 +29,7 @@ at::Device GroupCalls::message_device() const {
 
 void GroupCalls::fail(ErrorKind kind, const std::string& message) const {
   throw CheckpointError(kind, caller_ + " on rank " + std::to_string(rank()) + " of " +
-                        std::to_string(size()) + ": " + message);
+                                  std::to_string(size()) + ": " + message);
 }
 
 void GroupCalls::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const {
@@ -39,7 +39,8 @@ void GroupCalls::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::str
     const std::string cause = explain_failure_
                                   ? explain_failure_()
                                   : "a rank died, timed out or called another collective";
-    fail(ErrorKind::kRankFailed, what + " failed: " + cause + ". The process group said: " + error.what());
+    fail(ErrorKind::kRankFailed,
+         what + " failed: " + cause + ". The process group said: " + error.what());
   }
 }
 

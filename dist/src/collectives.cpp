@@ -45,9 +45,10 @@ class OverProcessGroup final : public Collectives {
       std::vector<std::string> parts = decode_strings(reply);
       const int rank = static_cast<int>(peers.size());
       if (parts.size() != 2) {
-        throw CheckpointError(ErrorKind::kCorrupt, "the first checkpoint message from rank " + std::to_string(rank) +
-                              " is malformed (" + std::to_string(parts.size()) +
-                              " parts, not 2); every rank must run the same dcpp build");
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              "the first checkpoint message from rank " + std::to_string(rank) +
+                                  " is malformed (" + std::to_string(parts.size()) +
+                                  " parts, not 2); every rank must run the same dcpp build");
       }
       peers.push_back(decode_process_identity(parts[0], rank));
       reply = std::move(parts[1]);

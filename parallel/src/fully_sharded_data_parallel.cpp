@@ -29,7 +29,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     std::shared_ptr<torch::nn::Module> module, c10::intrusive_ptr<c10d::ProcessGroup> process_group)
     : module_(std::move(module)), group_(std::move(process_group)) {
   if (module_ == nullptr || !group_) {
-    throw CheckpointError(ErrorKind::kUsage,
+    throw CheckpointError(
+        ErrorKind::kUsage,
         "FullyShardedDataParallel: the module and the process group must not be null");
   }
   at::NoGradGuard no_grad;

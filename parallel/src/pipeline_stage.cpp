@@ -23,7 +23,8 @@ void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer, 
                  int data_tag, const std::string& what) {
   if (tensor.dim() > kMaxDims) {
     calls.fail(ErrorKind::kUsage, what + " has " + std::to_string(tensor.dim()) +
-               " dimensions; a pipeline stage sends at most " + std::to_string(kMaxDims));
+                                      " dimensions; a pipeline stage sends at most " +
+                                      std::to_string(kMaxDims));
   }
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
   header[0] = static_cast<int64_t>(tensor.scalar_type());
@@ -41,7 +42,8 @@ at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag, int 
   calls.recv(header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
   if (h[1] < 0 || h[1] > kMaxDims) {
-    calls.fail(ErrorKind::kUsage, "received a bad header for " + what + " from rank " + std::to_string(peer));
+    calls.fail(ErrorKind::kUsage,
+               "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
   at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));
@@ -57,7 +59,8 @@ PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_
       first_index_(first_index),
       group_(std::move(process_group)) {
   if (modules_.is_empty() || !group_ || first_index_ < 0) {
-    throw CheckpointError(ErrorKind::kUsage,
+    throw CheckpointError(
+        ErrorKind::kUsage,
         "PipelineStage: needs the stage's modules, a process group and a first index >= 0");
   }
 }
@@ -66,9 +69,10 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
                                            int64_t end) {
   const auto size = static_cast<int64_t>(whole->size());
   if (begin < 0 || end > size || begin >= end) {
-    throw CheckpointError(ErrorKind::kUsage, "PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
-                          std::to_string(end) + ") are not a non-empty range of the " +
-                          std::to_string(size) + " modules of the Sequential");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "PipelineStage::slice: modules [" + std::to_string(begin) + ", " +
+                              std::to_string(end) + ") are not a non-empty range of the " +
+                              std::to_string(size) + " modules of the Sequential");
   }
   torch::nn::Sequential out;
   for (int64_t i = begin; i < end; ++i) {
@@ -80,9 +84,10 @@ torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, i
 std::pair<int64_t, int64_t> PipelineStage::even_bounds(int64_t num_modules, int stage,
                                                        int num_stages) {
   if (num_stages <= 0 || stage < 0 || stage >= num_stages || num_modules < num_stages) {
-    throw CheckpointError(ErrorKind::kUsage, "PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
-                          std::to_string(num_stages) + " cannot own a non-empty part of " +
-                          std::to_string(num_modules) + " modules");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "PipelineStage::even_bounds: stage " + std::to_string(stage) + " of " +
+                              std::to_string(num_stages) + " cannot own a non-empty part of " +
+                              std::to_string(num_modules) + " modules");
   }
   const int64_t base = num_modules / num_stages, longer = num_modules % num_stages;
   const int64_t begin = stage * base + std::min<int64_t>(stage, longer);
@@ -94,7 +99,7 @@ std::string PipelineStage::global_name(const std::string& local_name) const {
   const std::string head = local_name.substr(0, dot);
   if (head.empty() || head.find_first_not_of("0123456789") != std::string::npos) {
     throw CheckpointError(ErrorKind::kUsage, "PipelineStage: the stage-local name '" + local_name +
-                          "' does not start with a module index");
+                                                 "' does not start with a module index");
   }
   const std::string rest = dot == std::string::npos ? "" : local_name.substr(dot);
   return std::to_string(first_index_ + std::stoll(head)) + rest;
