@@ -71,11 +71,13 @@ std::vector<at::Tensor> GroupCalls::all_gather(const at::Tensor& tensor, const s
 }
 
 void GroupCalls::send(const at::Tensor& tensor, int peer, int tag, const std::string& what) {
+  if (!group_) fail(ErrorKind::kUsage, "sending " + what + " needs a process group");
   std::vector<at::Tensor> buffers{tensor.contiguous()};
   wait(group_->send(buffers, peer, tag), "sending " + what + " to rank " + std::to_string(peer));
 }
 
 void GroupCalls::recv(at::Tensor& tensor, int peer, int tag, const std::string& what) {
+  if (!group_) fail(ErrorKind::kUsage, "receiving " + what + " needs a process group");
   std::vector<at::Tensor> buffers{tensor};
   wait(group_->recv(buffers, peer, tag),
        "receiving " + what + " from rank " + std::to_string(peer));

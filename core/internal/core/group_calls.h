@@ -42,6 +42,7 @@ class GroupCalls {
   /// Every rank's `tensor` (the same shape and dtype on every rank), in rank order, on its device.
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& what);
   /// Point to point: sends `tensor` to `peer` / receives into `tensor` (contiguous) from `peer`.
+  /// Without a group there is no peer: CheckpointError (kUsage).
   void send(const at::Tensor& tensor, int peer, int tag, const std::string& what);
   void recv(at::Tensor& tensor, int peer, int tag, const std::string& what);
 
