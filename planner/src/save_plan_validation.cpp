@@ -1,6 +1,7 @@
 #include "planner/save_plan_validation.h"
 
 #include "format/shape_string.h"
+#include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -51,19 +52,13 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
               "; every rank must describe the same tensor");
     }
     const ChunkStorageMetadata& chunk = data.chunk;
-    bool inside =
-        chunk.offsets.size() == first.size.size() && chunk.sizes.size() == first.size.size();
-    int64_t volume = 1;
-    for (std::size_t d = 0; inside && d < first.size.size(); ++d) {
-      inside = chunk.offsets[d] >= 0 && chunk.sizes[d] >= 0 &&
-               chunk.offsets[d] + chunk.sizes[d] <= first.size[d];
-      volume *= chunk.sizes[d];
-    }
-    if (!inside) {
+    if (!detail::box_lies_inside(chunk.offsets, chunk.sizes, first.size)) {
       throw CheckpointError(ErrorKind::kUsage, "key '" + key + "': " + describe(chunks[i]) +
                                                    " lies outside the tensor's shape " +
                                                    shape_string(first.size));
     }
+    int64_t volume = 1;
+    for (const int64_t size : chunk.sizes) volume *= size;
     for (std::size_t j = 0; j < i; ++j) {
       if (volume > 0 && overlap(chunk, chunks[j].data->chunk)) {
         throw CheckpointError(ErrorKind::kUsage,

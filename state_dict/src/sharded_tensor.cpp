@@ -1,5 +1,7 @@
 #include <dcpp/state_dict/sharded_tensor.h>
 
+#include "state_dict/box.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
@@ -38,13 +40,10 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shar
                                                    " dimensions of global shape " +
                                                    shape_string(global_shape_));
     }
-    for (std::size_t d = 0; d < global_shape_.size(); ++d) {
-      if (shard.offsets[d] < 0 || shard.offsets[d] + shard.tensor.size(d) > global_shape_[d]) {
-        throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which +
-                                                     " lies outside global shape " +
-                                                     shape_string(global_shape_) +
-                                                     " in dimension " + std::to_string(d));
-      }
+    if (!detail::box_lies_inside(shard.offsets, shard.tensor.sizes(), global_shape_)) {
+      throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which +
+                                                   " lies outside global shape " +
+                                                   shape_string(global_shape_));
     }
     const at::ScalarType expected = dtype_.value_or(local_shards_.front().tensor.scalar_type());
     if (shard.tensor.scalar_type() != expected) {

@@ -15,6 +15,7 @@
 #include "tensor_piece.h"
 
 #include "core/group_calls.h"
+#include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -163,17 +164,14 @@ void gather_sharded_leaves(StateDict& state_dict,
         std::vector<int64_t> offsets(rank_meta + m, rank_meta + m + dims);
         std::vector<int64_t> sizes(rank_meta + m + dims, rank_meta + m + 2 * dims);
         m += 2 * dims;
-        int64_t numel = 1;
-        for (std::size_t d = 0; d < sizes.size(); ++d) {
-          numel *= sizes[d];
-          if (offsets[d] < 0 || sizes[d] < 0 ||
-              offsets[d] + sizes[d] > assembly.whole.size(static_cast<int64_t>(d))) {
-            throw CheckpointError(ErrorKind::kUsage,
-                "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
-                "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
-                ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
-          }
+        if (!box_lies_inside(offsets, sizes, assembly.whole.sizes())) {
+          throw CheckpointError(ErrorKind::kUsage,
+              "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
+              "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
+              ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
         }
+        int64_t numel = 1;
+        for (const int64_t size : sizes) numel *= size;
         if (numel > 0) {
           const at::Tensor piece = at::from_blob(rank_bytes + b, sizes,
                                                  at::TensorOptions().dtype(assembly.whole.dtype()));

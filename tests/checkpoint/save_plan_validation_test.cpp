@@ -5,6 +5,8 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/planner/save_planner.h>
 
+#include <limits>
+
 using dcpp::SavePlan;
 using dcpp::detail::validate_global_save_plan;
 
@@ -48,6 +50,14 @@ TEST_CASE("a chunk outside the tensor, a gap and a shape disagreement are errors
                       Catch::Contains("[8, 4]") && Catch::Contains("[9, 4]"));
   REQUIRE_THROWS_WITH(validate_global_save_plan({rows(0, 4), rows(4, 4, {8, 4}, at::kDouble)}),
                       Catch::Contains("Float") && Catch::Contains("Double"));
+}
+
+TEST_CASE("a chunk whose offset plus size overflows int64 lies outside the tensor") {
+  // A plan from another rank is decoded from its message: offsets near INT64_MAX must not wrap
+  // around into the tensor.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  REQUIRE_THROWS_WITH(validate_global_save_plan({rows(0, 8), rows(huge, 2)}),
+                      Catch::Contains("outside") && Catch::Contains("rank 1"));
 }
 
 TEST_CASE("an empty shard at another rank's offset is not taken for a replica of it") {
