@@ -27,15 +27,10 @@
 namespace {
 
 // Writes `.metadata` for real but no data: each item is recorded at a made-up place.
-class MetadataOnlyWriter final : public dcpp::StorageWriter {
+class MetadataOnlyWriter final : public dcpp::FileSystemWriter {
  public:
   explicit MetadataOnlyWriter(std::filesystem::path dir)
-      : inner_(dcpp::make_filesystem_writer(
-            std::move(dir), dcpp::FileSystemWriterOptions().with_sync_files(false))) {}
-  void set_up(int rank, bool is_coordinator) override { inner_->set_up(rank, is_coordinator); }
-  std::vector<dcpp::SavePlan> prepare_global_plan(std::vector<dcpp::SavePlan> plans) override {
-    return inner_->prepare_global_plan(std::move(plans));
-  }
+      : FileSystemWriter(std::move(dir), dcpp::FileSystemWriterOptions().with_sync_files(false)) {}
   std::vector<dcpp::WriteResult> write_data(const dcpp::SavePlan& plan,
                                             dcpp::SavePlanner&) override {
     std::vector<dcpp::WriteResult> results;
@@ -46,13 +41,6 @@ class MetadataOnlyWriter final : public dcpp::StorageWriter {
     }
     return results;
   }
-  void finish(dcpp::Metadata metadata,
-              const std::vector<std::vector<dcpp::WriteResult>>& results) override {
-    inner_->finish(std::move(metadata), results);
-  }
-
- private:
-  std::unique_ptr<dcpp::StorageWriter> inner_;
 };
 
 }  // namespace

@@ -121,8 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   static const ScratchCheckpoint checkpoint;
   checkpoint.write_metadata(data, size);
   try {
-    const std::unique_ptr<dcpp::StorageReader> reader =
-        dcpp::make_filesystem_reader(checkpoint.directory());
+    const auto reader = std::make_unique<dcpp::FileSystemReader>(checkpoint.directory());
     const dcpp::Metadata metadata = reader->read_metadata();
     reader->set_up(metadata, /*rank=*/0, /*is_coordinator=*/true);
     for (const auto& [key, storage] : metadata.state_dict_metadata) {

@@ -42,7 +42,7 @@ class AssemblingPlanner final : public LoadPlanner {
 class DcpSource final : public CheckpointSource {
  public:
   explicit DcpSource(const std::filesystem::path& directory)
-      : directory_(directory), reader_(make_filesystem_reader(directory)) {
+      : directory_(directory), reader_(std::make_unique<FileSystemReader>(directory)) {
     metadata_ = reader_->read_metadata();
     reader_->set_up(metadata_, 0, true);
     std::map<std::string, ObjectPath> paths(metadata_.planner_data.begin(),

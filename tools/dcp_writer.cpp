@@ -1,6 +1,6 @@
 // A DCP checkpoint from any source, through dcpp's own `save` (its planner, file system writer and
 // commit protocol), streamed: the state dict handed to `save` holds meta placeholders, and the
-// planner reads each tensor from the source only when the writer asks for it (`resolve_data`),
+// planner reads each tensor from the source only when the writer asks for it (`lookup_object`),
 // which the file system writer does one item at a time with one thread.
 
 #include "destination.h"
@@ -18,28 +18,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class StreamingSavePlanner final : public SavePlanner {
+// DCP's default planning over the conversion's placeholder state dict; a tensor's data is read
+// from the source only when the writer asks for it.
+class StreamingSavePlanner final : public DefaultSavePlanner {
  public:
-  explicit StreamingSavePlanner(Conversion& conversion)
-      : conversion_(conversion), inner_(make_default_save_planner()) {
+  explicit StreamingSavePlanner(Conversion& conversion) : conversion_(conversion) {
     for (const SourceEntry& entry : conversion.source().entries()) {
       if (entry.is_tensor) by_key_.emplace(join_path(entry.path), &entry);
     }
   }
-  void set_up(StateDict& state_dict, bool is_coordinator) override {
-    inner_->set_up(state_dict, is_coordinator);
-  }
-  SavePlan create_local_plan() override { return inner_->create_local_plan(); }
-  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
-      std::vector<SavePlan> plans) override {
-    return inner_->create_global_plan(std::move(plans));
-  }
-  SavePlan finish_plan(SavePlan plan) override { return inner_->finish_plan(std::move(plan)); }
-  WriteItemData resolve_data(const WriteItem& item) override {
-    if (!item.is_tensor()) return inner_->resolve_data(item);
-    auto found = by_key_.find(item.index.fqn);
+
+ protected:
+  WriteItemData lookup_object(const MetadataIndex& index) override {
+    if (!index.offset) return DefaultSavePlanner::lookup_object(index);  // a value, not a tensor
+    auto found = by_key_.find(index.fqn);
     if (found == by_key_.end()) {
-      throw CheckpointError(ErrorKind::kUsage, "the save plan names tensor '" + item.index.fqn +
+      throw CheckpointError(ErrorKind::kUsage, "the save plan names tensor '" + index.fqn +
                                                    "', which the source does not hold");
     }
     return conversion_.read_tensor(*found->second);
@@ -47,7 +41,6 @@ class StreamingSavePlanner final : public SavePlanner {
 
  private:
   Conversion& conversion_;
-  std::shared_ptr<SavePlanner> inner_;
   std::unordered_map<std::string, const SourceEntry*> by_key_;
 };
 

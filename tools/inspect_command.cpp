@@ -63,7 +63,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
   if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
   const bool huggingface = is_huggingface_directory(checkpoint);
   CachedMetadataReader reader(huggingface ? make_huggingface_reader(checkpoint)
-                                          : make_filesystem_reader(checkpoint));
+                                          : std::make_unique<FileSystemReader>(checkpoint));
   const Metadata& metadata = reader.metadata();
   std::map<std::string, ObjectPath> paths;
   for (const auto& [key, path] : metadata.planner_data) {

@@ -236,7 +236,7 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
   return impl_->async_save(
       state_dict,
       [directory, options]() -> std::shared_ptr<StorageWriter> {
-        return make_filesystem_writer(directory, options);
+        return std::make_shared<FileSystemWriter>(directory, options);
       },
       directory.string());
 }

@@ -15,10 +15,10 @@
 #include <dcpp/storage/huggingface_storage.h>
 
 #include "dist/collectives.h"
+#include "dist/spmd_step.h"
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
 #include "planner/plan_codec.h"
-#include "spmd_step.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -95,8 +95,8 @@ std::unique_ptr<detail::Collectives> collectives_for(
 
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options) {
-  auto writer = make_filesystem_writer(directory, options.file_system);
-  return save(state_dict, *writer, options);
+  FileSystemWriter writer(directory, options.file_system);
+  return save(state_dict, writer, options);
 }
 
 // A save without collectives: DCP's `use_collectives=False` path (local plan, a global plan of
@@ -122,12 +122,12 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
   }
   return detail::run_alone(rank, "checkpoint save", "saving without collectives", [&] {
     std::shared_ptr<SavePlanner> planner =
-        options.planner ? options.planner : make_default_save_planner();
+        options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
     StateDict resolved = resolve_statefuls(state_dict);
     storage_writer.set_up_without_collectives(rank);
     planner->set_up(resolved, rank == options.coordinator_rank);
     std::vector<SavePlan> plans;
-    plans.push_back(planner->create_local_plan());
+    plans.push_back(storage_writer.prepare_local_plan(planner->create_local_plan()));
     auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
     global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
     if (global_plans.size() != 1) {
@@ -157,7 +157,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   const bool is_coordinator = ranks->rank() == coordinator;
   const char* operation = "checkpoint save";
   std::shared_ptr<SavePlanner> planner =
-      options.planner ? options.planner : make_default_save_planner();
+      options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
   StateDict resolved;
 
   // 1. Every rank plans what it holds.
@@ -165,7 +165,8 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
     resolved = resolve_statefuls(state_dict);
     storage_writer.set_up(ranks->rank(), is_coordinator);
     planner->set_up(resolved, is_coordinator);
-    return detail::encode_save_plan(planner->create_local_plan());
+    return detail::encode_save_plan(
+        storage_writer.prepare_local_plan(planner->create_local_plan()));
   });
   // 2. The coordinator merges the plans and sends every rank its final plan.
   Metadata metadata;
@@ -218,7 +219,7 @@ std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory
     return make_huggingface_reader(
         directory, HuggingFaceReaderOptions().with_thread_count(options.thread_count));
   }
-  return make_filesystem_reader(directory, options);
+  return std::make_unique<FileSystemReader>(directory, options);
 }
 
 }  // namespace
@@ -236,7 +237,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   const bool is_coordinator = ranks->rank() == coordinator;
   const char* operation = "checkpoint load";
   std::shared_ptr<LoadPlanner> planner =
-      options.planner ? options.planner : make_default_load_planner(options.allow_partial_load);
+      options.planner ? options.planner
+                      : std::make_shared<DefaultLoadPlanner>(options.allow_partial_load);
   Metadata metadata;
   std::optional<StatefulSwap> statefuls;
   std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
@@ -251,7 +253,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
     }
     storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
     planner->set_up(scratch ? *scratch : state_dict, metadata, is_coordinator);
-    return detail::encode_load_plan(planner->create_local_plan());
+    return detail::encode_load_plan(
+        storage_reader.prepare_local_plan(planner->create_local_plan()));
   });
   // 2. The coordinator sees every plan and may adjust them.
   const std::string central =
@@ -261,7 +264,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
           plans.push_back(detail::decode_load_plan(bytes));
         }
         std::vector<std::string> encoded;
-        for (const LoadPlan& plan : planner->create_global_plan(std::move(plans))) {
+        plans = storage_reader.prepare_global_plan(planner->create_global_plan(std::move(plans)));
+        for (const LoadPlan& plan : plans) {
           encoded.push_back(detail::encode_load_plan(plan));
         }
         return detail::encode_strings(encoded);

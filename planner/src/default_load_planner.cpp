@@ -28,110 +28,35 @@ std::string key_list(const std::vector<std::string>& keys) {
   return joined;
 }
 
-class DefaultLoadPlanner : public LoadPlanner {
- public:
-  explicit DefaultLoadPlanner(bool allow_partial_load) : allow_partial_load_(allow_partial_load) {}
-
-  void set_up(StateDict& state_dict, const Metadata& metadata, bool is_coordinator) override {
-    metadata_ = &metadata;
-    entries_ = flatten_state_dict(state_dict);
-    by_key_.clear();
-    for (const FlatEntry& entry : entries_) {
-      by_key_.emplace(entry.key, &entry);
-    }
+// A local chunk the saved chunks do not cover: names the key and the region no chunk holds.
+[[noreturn]] void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
+                                  const TensorStorageMetadata& saved, int64_t covered) {
+  const std::vector<int64_t> sizes = chunk.tensor.sizes().vec();
+  const std::string local = "the local chunk at offsets " + detail::shape_string(chunk.offsets) +
+                            " of sizes " + detail::shape_string(sizes);
+  const auto region = detail::uncovered_region(chunk.offsets, sizes, saved.chunks);
+  if (!region) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "key '" + key + "': the saved chunks cover " + std::to_string(covered) +
+                              " of the " + std::to_string(chunk.tensor.numel()) + " elements of " +
+                              local + "; the checkpoint is incomplete or its chunks overlap");
   }
+  throw CheckpointError(
+      ErrorKind::kCorrupt,
+      "key '" + key + "': no saved chunk holds elements " +
+          detail::region_string(region->offsets, region->sizes) + " of the tensor of shape " +
+          detail::shape_string(saved.size) + " (" + std::to_string(region->elements) + " of the " +
+          std::to_string(chunk.tensor.numel()) + " elements of " + local +
+          " are missing); the checkpoint is incomplete (a save that did not finish, or a "
+          "checkpoint saved without collectives whose last ranks' __<rank>.metadata files are "
+          "missing): load a complete checkpoint, or leave this key out of the state dict");
+}
 
-  LoadPlan create_local_plan() override {
-    std::unordered_map<std::string, const StorageMetadata*> saved;
-    for (const auto& [key, storage] : metadata_->state_dict_metadata) {
-      saved.emplace(key, &storage);
-    }
-    report_ = IncompatibleKeys{};
-    chunk_cache_.clear();
-    LoadPlan plan;
-    for (const FlatEntry& entry : entries_) {
-      auto found = saved.find(entry.key);
-      if (found == saved.end()) {
-        report_.missing_keys.push_back(entry.key);
-        continue;
-      }
-      const StateValue& value = *entry.value;
-      const bool wants_tensor = value.is_tensor() || value.is_sharded_tensor();
-      if (const auto* tensor = std::get_if<TensorStorageMetadata>(found->second)) {
-        if (!wants_tensor) {
-          throw CheckpointError(ErrorKind::kIncompatible,
-                                "key '" + entry.key + "' is a tensor in the checkpoint but a " +
-                                    value.kind_name() + " in the state dict being loaded");
-        }
-        plan_tensor(entry.key, value, *tensor, plan);
-      } else {
-        if (wants_tensor) {
-          throw CheckpointError(ErrorKind::kIncompatible,
-                                "key '" + entry.key +
-                                    "' is a non-tensor value in the checkpoint but a tensor in the "
-                                    "state dict being loaded");
-        }
-        ReadItem item;
-        item.type = LoadItemType::kBytes;
-        item.dest_index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
-        item.storage_index = item.dest_index;
-        plan.items.push_back(std::move(item));
-      }
-    }
-    std::unordered_set<std::string> requested;
-    for (const FlatEntry& entry : entries_) {
-      requested.insert(entry.key);
-    }
-    for (const auto& [key, storage] : metadata_->state_dict_metadata) {
-      if (requested.count(key) == 0) {
-        report_.unexpected_keys.push_back(key);
-      }
-    }
-    if (!report_.missing_keys.empty() && !allow_partial_load_) {
-      throw CheckpointError(
-          ErrorKind::kIncompatible,
-          "the checkpoint lacks " + std::to_string(report_.missing_keys.size()) +
-              " key(s) of the state dict being loaded: " + key_list(report_.missing_keys) +
-              (report_.unexpected_keys.empty() ? std::string()
-                                               : "; it has these keys that were not asked for: " +
-                                                     key_list(report_.unexpected_keys)) +
-              ". Load with allow_partial_load to load the rest");
-    }
-    return plan;
-  }
+}  // namespace
 
-  std::vector<LoadPlan> create_global_plan(std::vector<LoadPlan> plans) override { return plans; }
-  LoadPlan finish_plan(LoadPlan central_plan) override { return central_plan; }
+struct DefaultLoadPlanner::State {
+  explicit State(bool allow_partial_load) : allow_partial_load(allow_partial_load) {}
 
-  // CPU destinations are read into in place; others (CUDA) through a CPU scratch tensor that
-  // commit_tensor copies over, as DCP does.
-  at::Tensor resolve_tensor(const ReadItem& item) override {
-    const detail::LocalChunk& chunk = find_chunk(item.dest_index);
-    at::Tensor view = detail::narrow_to_box(chunk.tensor, item.dest_offsets, item.lengths);
-    return view.device().is_cpu() ? view : at::empty(view.sizes(), view.options().device(at::kCPU));
-  }
-
-  void commit_tensor(const ReadItem& item, const at::Tensor& tensor) override {
-    const detail::LocalChunk& chunk = find_chunk(item.dest_index);
-    if (!chunk.tensor.device().is_cpu()) {
-      detail::narrow_to_box(chunk.tensor, item.dest_offsets, item.lengths).copy_(tensor);
-    }
-  }
-
-  void load_bytes(const ReadItem& item, c10::IValue value) override {
-    auto found = by_key_.find(item.dest_index.fqn);
-    if (found == by_key_.end()) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "load plan names key '" + item.dest_index.fqn +
-                                "', which is not in the state dict being loaded");
-    }
-    std::lock_guard<std::mutex> lock(bytes_mutex_);
-    *found->second->value = StateValue(std::move(value));
-  }
-
-  IncompatibleKeys report() const override { return report_; }
-
- private:
   void plan_tensor(const std::string& key, const StateValue& value,
                    const TensorStorageMetadata& saved, LoadPlan& plan) {
     const std::vector<int64_t> shape = detail::global_shape(value);
@@ -144,7 +69,7 @@ class DefaultLoadPlanner : public LoadPlanner {
                                 c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
                                 "; convert one of them or load with another state dict");
     }
-    const std::vector<detail::LocalChunk>& chunks = chunk_cache_[key] = detail::local_chunks(value);
+    const std::vector<detail::LocalChunk>& chunks = chunk_cache[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       int64_t covered = 0;
       std::vector<ReadItem> items = detail::read_items_for_chunk(
@@ -157,35 +82,10 @@ class DefaultLoadPlanner : public LoadPlanner {
     }
   }
 
-  // A local chunk the saved chunks do not cover: names the key and the region no chunk holds.
-  [[noreturn]] static void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
-                                           const TensorStorageMetadata& saved, int64_t covered) {
-    const std::vector<int64_t> sizes = chunk.tensor.sizes().vec();
-    const std::string local = "the local chunk at offsets " + detail::shape_string(chunk.offsets) +
-                              " of sizes " + detail::shape_string(sizes);
-    const auto region = detail::uncovered_region(chunk.offsets, sizes, saved.chunks);
-    if (!region) {
-      throw CheckpointError(ErrorKind::kCorrupt,
-                            "key '" + key + "': the saved chunks cover " + std::to_string(covered) +
-                                " of the " + std::to_string(chunk.tensor.numel()) +
-                                " elements of " + local +
-                                "; the checkpoint is incomplete or its chunks overlap");
-    }
-    throw CheckpointError(
-        ErrorKind::kCorrupt,
-        "key '" + key + "': no saved chunk holds elements " +
-            detail::region_string(region->offsets, region->sizes) + " of the tensor of shape " +
-            detail::shape_string(saved.size) + " (" + std::to_string(region->elements) +
-            " of the " + std::to_string(chunk.tensor.numel()) + " elements of " + local +
-            " are missing); the checkpoint is incomplete (a save that did not finish, or a "
-            "checkpoint saved without collectives whose last ranks' __<rank>.metadata files are "
-            "missing): load a complete checkpoint, or leave this key out of the state dict");
-  }
-
-  const detail::LocalChunk& find_chunk(const MetadataIndex& index) {
+  const detail::LocalChunk& find_chunk(const MetadataIndex& index) const {
     // Filled while planning, read-only while the storage reader's threads call in.
-    auto cached = chunk_cache_.find(index.fqn);
-    if (cached == chunk_cache_.end()) {
+    auto cached = chunk_cache.find(index.fqn);
+    if (cached == chunk_cache.end()) {
       throw CheckpointError(ErrorKind::kUsage,
                             "load plan names key '" + index.fqn +
                                 "', which is not a tensor of the state dict being loaded");
@@ -205,15 +105,151 @@ class DefaultLoadPlanner : public LoadPlanner {
                                                  "' that this rank does not hold");
   }
 
- protected:
-  bool allow_partial_load_;
-  const Metadata* metadata_ = nullptr;
-  std::vector<FlatEntry> entries_;
-  std::unordered_map<std::string, const FlatEntry*> by_key_;
-  std::unordered_map<std::string, std::vector<detail::LocalChunk>> chunk_cache_;
-  std::mutex bytes_mutex_;
-  IncompatibleKeys report_;
+  const bool allow_partial_load;
+  StateDict* state_dict = nullptr;
+  const Metadata* metadata = nullptr;
+  bool is_coordinator = false;
+  std::vector<FlatEntry> entries;
+  std::unordered_map<std::string, const FlatEntry*> by_key;
+  std::unordered_map<std::string, std::vector<detail::LocalChunk>> chunk_cache;
+  std::mutex bytes_mutex;
+  IncompatibleKeys report;
 };
+
+DefaultLoadPlanner::DefaultLoadPlanner(bool allow_partial_load)
+    : state_(std::make_unique<State>(allow_partial_load)) {}
+DefaultLoadPlanner::~DefaultLoadPlanner() = default;
+
+void DefaultLoadPlanner::set_up(StateDict& state_dict, const Metadata& metadata,
+                                bool is_coordinator) {
+  state_->state_dict = &state_dict;
+  state_->metadata = &metadata;
+  state_->is_coordinator = is_coordinator;
+  state_->entries = flatten_state_dict(state_dict);
+  state_->by_key.clear();
+  for (const FlatEntry& entry : state_->entries) {
+    state_->by_key.emplace(entry.key, &entry);
+  }
+}
+
+LoadPlan DefaultLoadPlanner::create_local_plan() {
+  State& s = *state_;
+  std::unordered_map<std::string, const StorageMetadata*> saved;
+  for (const auto& [key, storage] : metadata().state_dict_metadata) {
+    saved.emplace(key, &storage);
+  }
+  s.report = IncompatibleKeys{};
+  s.chunk_cache.clear();
+  LoadPlan plan;
+  for (const FlatEntry& entry : s.entries) {
+    auto found = saved.find(entry.key);
+    if (found == saved.end()) {
+      s.report.missing_keys.push_back(entry.key);
+      continue;
+    }
+    const StateValue& value = *entry.value;
+    const bool wants_tensor = value.is_tensor() || value.is_sharded_tensor();
+    if (const auto* tensor = std::get_if<TensorStorageMetadata>(found->second)) {
+      if (!wants_tensor) {
+        throw CheckpointError(ErrorKind::kIncompatible,
+                              "key '" + entry.key + "' is a tensor in the checkpoint but a " +
+                                  value.kind_name() + " in the state dict being loaded");
+      }
+      s.plan_tensor(entry.key, value, *tensor, plan);
+    } else {
+      if (wants_tensor) {
+        throw CheckpointError(ErrorKind::kIncompatible,
+                              "key '" + entry.key +
+                                  "' is a non-tensor value in the checkpoint but a tensor in the "
+                                  "state dict being loaded");
+      }
+      ReadItem item;
+      item.type = LoadItemType::kBytes;
+      item.dest_index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
+      item.storage_index = item.dest_index;
+      plan.items.push_back(std::move(item));
+    }
+  }
+  std::unordered_set<std::string> requested;
+  for (const FlatEntry& entry : s.entries) {
+    requested.insert(entry.key);
+  }
+  for (const auto& [key, storage] : metadata().state_dict_metadata) {
+    if (requested.count(key) == 0) {
+      s.report.unexpected_keys.push_back(key);
+    }
+  }
+  if (!s.report.missing_keys.empty() && !s.allow_partial_load) {
+    throw CheckpointError(
+        ErrorKind::kIncompatible,
+        "the checkpoint lacks " + std::to_string(s.report.missing_keys.size()) +
+            " key(s) of the state dict being loaded: " + key_list(s.report.missing_keys) +
+            (s.report.unexpected_keys.empty() ? std::string()
+                                              : "; it has these keys that were not asked for: " +
+                                                    key_list(s.report.unexpected_keys)) +
+            ". Load with allow_partial_load to load the rest");
+  }
+  return plan;
+}
+
+std::vector<LoadPlan> DefaultLoadPlanner::create_global_plan(std::vector<LoadPlan> plans) {
+  return plans;
+}
+
+LoadPlan DefaultLoadPlanner::finish_plan(LoadPlan central_plan) { return central_plan; }
+
+at::Tensor DefaultLoadPlanner::resolve_tensor(const ReadItem& item) {
+  at::Tensor destination = transform_tensor(item, lookup_tensor(item.dest_index));
+  return destination.device().is_cpu()
+             ? destination
+             : at::empty(destination.sizes(), destination.options().device(at::kCPU));
+}
+
+void DefaultLoadPlanner::commit_tensor(const ReadItem& item, const at::Tensor& tensor) {
+  at::Tensor destination = transform_tensor(item, lookup_tensor(item.dest_index));
+  if (!destination.device().is_cpu()) {
+    destination.copy_(tensor);
+  }
+}
+
+void DefaultLoadPlanner::load_bytes(const ReadItem& item, c10::IValue value) {
+  auto found = state_->by_key.find(item.dest_index.fqn);
+  if (found == state_->by_key.end()) {
+    throw CheckpointError(ErrorKind::kUsage, "load plan names key '" + item.dest_index.fqn +
+                                                 "', which is not in the state dict being loaded");
+  }
+  std::lock_guard<std::mutex> lock(state_->bytes_mutex);
+  *found->second->value = StateValue(std::move(value));
+}
+
+IncompatibleKeys DefaultLoadPlanner::report() const { return state_->report; }
+
+at::Tensor DefaultLoadPlanner::lookup_tensor(const MetadataIndex& index) {
+  return state_->find_chunk(index).tensor;
+}
+
+at::Tensor DefaultLoadPlanner::transform_tensor(const ReadItem& item, const at::Tensor& tensor) {
+  return detail::narrow_to_box(tensor, item.dest_offsets, item.lengths);
+}
+
+StateDict& DefaultLoadPlanner::state_dict() const {
+  if (state_->state_dict == nullptr) {
+    throw CheckpointError(ErrorKind::kUsage, "DefaultLoadPlanner::state_dict() before set_up()");
+  }
+  return *state_->state_dict;
+}
+
+const Metadata& DefaultLoadPlanner::metadata() const {
+  if (state_->metadata == nullptr) {
+    throw CheckpointError(ErrorKind::kUsage, "DefaultLoadPlanner::metadata() before set_up()");
+  }
+  return *state_->metadata;
+}
+
+bool DefaultLoadPlanner::is_coordinator() const { return state_->is_coordinator; }
+bool DefaultLoadPlanner::allow_partial_load() const { return state_->allow_partial_load; }
+
+namespace {
 
 // Selects flat keys equal to a requested key or lying under one, by their object paths.
 bool is_selected(const std::string& key, const ObjectPath* path,
@@ -278,10 +314,6 @@ class EmptyStateDictLoadPlanner final : public DefaultLoadPlanner {
 };
 
 }  // namespace
-
-std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load) {
-  return std::make_shared<DefaultLoadPlanner>(allow_partial_load);
-}
 
 std::shared_ptr<LoadPlanner> make_empty_state_dict_load_planner(std::vector<std::string> keys) {
   return std::make_shared<EmptyStateDictLoadPlanner>(std::move(keys));

@@ -121,119 +121,135 @@ void dedup_save_plans(std::vector<SavePlan>& plans) {
   }
 }
 
-class DefaultSavePlanner final : public SavePlanner {
- public:
-  void set_up(StateDict& state_dict, bool is_coordinator) override {
-    entries_ = flatten_state_dict(state_dict);
-    by_key_.clear();
-    for (const FlatEntry& entry : entries_) {
-      by_key_.emplace(entry.key, &entry);
-    }
-  }
-
-  SavePlan create_local_plan() override {
-    SavePlan plan;
-    for (const FlatEntry& entry : entries_) {
-      const StateValue& value = *entry.value;
-      if (value.is_tensor()) {
-        plan.items.push_back(tensor_write_item(entry.key, detail::local_chunks(value).front(),
-                                               value.tensor().sizes().vec(),
-                                               WriteItemType::kTensor));
-      } else if (value.is_sharded_tensor()) {
-        const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
-        const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
-        for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
-          // An empty shard (a rank left without rows by an uneven split) holds nothing, and its
-          // offsets may equal another rank's real shard: planning it would make the two look like
-          // replicas. Only an empty tensor keeps its (empty) chunk, so that it is recorded.
-          if (chunk.tensor.numel() == 0 && !tensor_is_empty) {
-            continue;
-          }
-          plan.items.push_back(tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
-        }
-      } else {
-        WriteItem item;
-        item.index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
-        item.type = WriteItemType::kBytes;
-        plan.items.push_back(std::move(item));
-      }
-      plan.planner_data.emplace_back(entry.key, entry.path);
-    }
-    return plan;
-  }
-
-  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
-      std::vector<SavePlan> plans) override {
-    dedup_save_plans(plans);
-    detail::validate_global_save_plan(plans);
-    Metadata metadata;
-    std::unordered_map<std::string_view, std::size_t> position;  // views of the plans' keys
-    for (SavePlan& plan : plans) {
-      for (WriteItem& item : plan.items) {
-        auto [it, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
-        if (added) {
-          metadata.state_dict_metadata.emplace_back(
-              item.index.fqn, item.is_tensor()
-                                  ? StorageMetadata(TensorStorageMetadata{
-                                        item.tensor_data->properties, item.tensor_data->size, {}})
-                                  : StorageMetadata(BytesStorageMetadata{}));
-        }
-        auto& stored = metadata.state_dict_metadata[it->second].second;
-        if (item.is_tensor() != std::holds_alternative<TensorStorageMetadata>(stored)) {
-          throw CheckpointError(
-              ErrorKind::kUsage,
-              "key '" + item.index.fqn + "' is a tensor on some ranks and a value on others");
-        }
-        if (auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
-          item.index.index = static_cast<int64_t>(tensor->chunks.size());
-          tensor->chunks.push_back(item.tensor_data->chunk);
-        }
-      }
-    }
-    std::unordered_set<std::string_view> seen;
-    for (const SavePlan& plan : plans) {
-      for (const auto& [key, path] : plan.planner_data) {
-        if (seen.insert(key).second) {
-          metadata.planner_data.emplace_back(key, path);
-        }
-      }
-    }
-    return {std::move(plans), std::move(metadata)};
-  }
-
-  SavePlan finish_plan(SavePlan central_plan) override { return central_plan; }
-
-  WriteItemData resolve_data(const WriteItem& item) override {
-    auto found = by_key_.find(item.index.fqn);
-    if (found == by_key_.end()) {
-      throw CheckpointError(ErrorKind::kUsage, "save plan names key '" + item.index.fqn +
-                                                   "', which is not in the state dict being saved");
-    }
-    const StateValue& value = *found->second->value;
-    if (item.type == WriteItemType::kBytes) {
-      return detail::to_saved_value(value);
-    }
-    for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
-      if (item.index.offset == chunk.offsets) {
-        return chunk.tensor.detach();
-      }
-    }
-    throw CheckpointError(
-        ErrorKind::kUsage,
-        "save plan names a chunk of '" + item.index.fqn + "' at offsets " +
-            detail::shape_string(item.index.offset.value_or(std::vector<int64_t>{})) +
-            " that this rank does not hold");
-  }
-
- private:
-  std::vector<FlatEntry> entries_;
-  std::unordered_map<std::string, const FlatEntry*> by_key_;
-};
-
 }  // namespace
 
-std::shared_ptr<SavePlanner> make_default_save_planner() {
-  return std::make_shared<DefaultSavePlanner>();
+struct DefaultSavePlanner::State {
+  StateDict* state_dict = nullptr;
+  bool is_coordinator = false;
+  std::vector<FlatEntry> entries;
+  std::unordered_map<std::string, const FlatEntry*> by_key;
+};
+
+DefaultSavePlanner::DefaultSavePlanner() : state_(std::make_unique<State>()) {}
+DefaultSavePlanner::~DefaultSavePlanner() = default;
+
+void DefaultSavePlanner::set_up(StateDict& state_dict, bool is_coordinator) {
+  state_->state_dict = &state_dict;
+  state_->is_coordinator = is_coordinator;
+  state_->entries = flatten_state_dict(state_dict);
+  state_->by_key.clear();
+  for (const FlatEntry& entry : state_->entries) {
+    state_->by_key.emplace(entry.key, &entry);
+  }
 }
+
+SavePlan DefaultSavePlanner::create_local_plan() {
+  SavePlan plan;
+  for (const FlatEntry& entry : state_->entries) {
+    const StateValue& value = *entry.value;
+    if (value.is_tensor()) {
+      plan.items.push_back(tensor_write_item(entry.key, detail::local_chunks(value).front(),
+                                             value.tensor().sizes().vec(), WriteItemType::kTensor));
+    } else if (value.is_sharded_tensor()) {
+      const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
+      const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+      for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
+        // An empty shard (a rank left without rows by an uneven split) holds nothing, and its
+        // offsets may equal another rank's real shard: planning it would make the two look like
+        // replicas. Only an empty tensor keeps its (empty) chunk, so that it is recorded.
+        if (chunk.tensor.numel() == 0 && !tensor_is_empty) {
+          continue;
+        }
+        plan.items.push_back(tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
+      }
+    } else {
+      WriteItem item;
+      item.index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
+      item.type = WriteItemType::kBytes;
+      plan.items.push_back(std::move(item));
+    }
+    plan.planner_data.emplace_back(entry.key, entry.path);
+  }
+  return plan;
+}
+
+std::pair<std::vector<SavePlan>, Metadata> DefaultSavePlanner::create_global_plan(
+    std::vector<SavePlan> plans) {
+  dedup_save_plans(plans);
+  detail::validate_global_save_plan(plans);
+  Metadata metadata;
+  std::unordered_map<std::string_view, std::size_t> position;  // views of the plans' keys
+  for (SavePlan& plan : plans) {
+    for (WriteItem& item : plan.items) {
+      auto [it, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
+      if (added) {
+        metadata.state_dict_metadata.emplace_back(
+            item.index.fqn, item.is_tensor()
+                                ? StorageMetadata(TensorStorageMetadata{
+                                      item.tensor_data->properties, item.tensor_data->size, {}})
+                                : StorageMetadata(BytesStorageMetadata{}));
+      }
+      auto& stored = metadata.state_dict_metadata[it->second].second;
+      if (item.is_tensor() != std::holds_alternative<TensorStorageMetadata>(stored)) {
+        throw CheckpointError(
+            ErrorKind::kUsage,
+            "key '" + item.index.fqn + "' is a tensor on some ranks and a value on others");
+      }
+      if (auto* tensor = std::get_if<TensorStorageMetadata>(&stored)) {
+        item.index.index = static_cast<int64_t>(tensor->chunks.size());
+        tensor->chunks.push_back(item.tensor_data->chunk);
+      }
+    }
+  }
+  std::unordered_set<std::string_view> seen;
+  for (const SavePlan& plan : plans) {
+    for (const auto& [key, path] : plan.planner_data) {
+      if (seen.insert(key).second) {
+        metadata.planner_data.emplace_back(key, path);
+      }
+    }
+  }
+  return {std::move(plans), std::move(metadata)};
+}
+
+SavePlan DefaultSavePlanner::finish_plan(SavePlan central_plan) { return central_plan; }
+
+WriteItemData DefaultSavePlanner::resolve_data(const WriteItem& item) {
+  return transform_object(item, lookup_object(item.index));
+}
+
+WriteItemData DefaultSavePlanner::lookup_object(const MetadataIndex& index) {
+  auto found = state_->by_key.find(index.fqn);
+  if (found == state_->by_key.end()) {
+    throw CheckpointError(ErrorKind::kUsage, "save plan names key '" + index.fqn +
+                                                 "', which is not in the state dict being saved");
+  }
+  const StateValue& value = *found->second->value;
+  if (!value.is_tensor() && !value.is_sharded_tensor()) {
+    return detail::to_saved_value(value);
+  }
+  for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
+    if (index.offset == chunk.offsets) {
+      return chunk.tensor.detach();
+    }
+  }
+  throw CheckpointError(ErrorKind::kUsage,
+                        "save plan names a chunk of '" + index.fqn + "' at offsets " +
+                            detail::shape_string(index.offset.value_or(std::vector<int64_t>{})) +
+                            " that this rank does not hold");
+}
+
+WriteItemData DefaultSavePlanner::transform_object(const WriteItem&, WriteItemData object) {
+  return object;
+}
+
+const StateDict& DefaultSavePlanner::state_dict() const {
+  if (state_->state_dict == nullptr) {
+    throw CheckpointError(ErrorKind::kUsage, "DefaultSavePlanner::state_dict() before set_up()");
+  }
+  return *state_->state_dict;
+}
+
+bool DefaultSavePlanner::is_coordinator() const { return state_->is_coordinator; }
 
 }  // namespace dcpp

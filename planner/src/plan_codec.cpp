@@ -291,6 +291,7 @@ std::string encode_load_plan(const LoadPlan& plan) {
     e.ints(item.storage_offsets);
     e.ints(item.lengths);
   }
+  e.str(plan.storage_data);
   return e.take();
 }
 
@@ -306,6 +307,7 @@ LoadPlan decode_load_plan(std::string_view bytes) {
     item.storage_offsets = d.ints();
     item.lengths = d.ints();
   }
+  plan.storage_data = d.str();
   d.finish();
   return plan;
 }

@@ -13,4 +13,6 @@ void StorageWriter::set_up_without_collectives(int rank) {
           "file system writer");
 }
 
+SavePlan StorageWriter::prepare_local_plan(SavePlan plan) { return plan; }
+
 }  // namespace dcpp

@@ -30,8 +30,9 @@ std::shared_ptr<dcpp::AsyncStager> stager_named(const std::string& name) {
   return dcpp::make_blocking_stager(options);
 }
 
-dcpp::AsyncCheckpointerOptions options_with(std::shared_ptr<dcpp::AsyncStager> stager,
-                                            dcpp::InFlightPolicy policy = dcpp::InFlightPolicy::kWait) {
+dcpp::AsyncCheckpointerOptions options_with(
+    std::shared_ptr<dcpp::AsyncStager> stager,
+    dcpp::InFlightPolicy policy = dcpp::InFlightPolicy::kWait) {
   dcpp::AsyncCheckpointerOptions options;
   options.stager = std::move(stager);
   options.in_flight_policy = policy;
@@ -43,7 +44,7 @@ std::shared_ptr<GatedWriter> gated_writer(const std::filesystem::path& directory
                                           std::shared_ptr<Gate> release) {
   dcpp::FileSystemWriterOptions options;
   options.sync_files = false;
-  return std::make_shared<GatedWriter>(dcpp::make_filesystem_writer(directory, options),
+  return std::make_shared<GatedWriter>(std::make_unique<dcpp::FileSystemWriter>(directory, options),
                                        std::move(release));
 }
 

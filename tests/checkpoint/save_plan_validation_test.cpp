@@ -69,11 +69,11 @@ TEST_CASE("an empty shard at another rank's offset is not taken for a replica of
   for (const auto& [begin, rows] : pieces) {
     dcpp::StateDict state;
     state.insert("w", dcpp::ShardedTensor({10, 2}, {{full.narrow(0, begin, rows), {begin, 0}}}));
-    auto planner = dcpp::make_default_save_planner();
+    auto planner = std::make_shared<dcpp::DefaultSavePlanner>();
     planner->set_up(state, plans.empty());
     plans.push_back(planner->create_local_plan());
   }
-  auto planner = dcpp::make_default_save_planner();
+  auto planner = std::make_shared<dcpp::DefaultSavePlanner>();
   const auto [global_plans, metadata] = planner->create_global_plan(plans);
   REQUIRE(global_plans.at(1).items.empty());
   REQUIRE(global_plans.at(2).items.size() == 1);

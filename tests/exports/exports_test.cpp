@@ -50,7 +50,7 @@ TEST_CASE("this program runs against dcpp's shared libraries") {
   CHECK(dcpp::dim0_split(10, 0, 2).size == 5);
   CHECK(dcpp::make_blocking_stager() != nullptr);
   CHECK(dcpp::step_directory_name(7).find('7') != std::string::npos);
-  CHECK(dcpp::make_default_save_planner() != nullptr);
+  CHECK(std::make_shared<dcpp::DefaultSavePlanner>() != nullptr);
   for (const char* library : {"libdcpp_state_dict.so", "libdcpp_parallel.so",
                               "libdcpp_checkpoint.so", "libdcpp_async.so", "libdcpp_plugin.so"}) {
     INFO(library);

@@ -59,9 +59,12 @@ void check_relative_path(const std::string& path, const fs::path& directory) {
   }
 }
 
-class FileSystemReader final : public StorageReader {
+}  // namespace
+
+// Hidden: as a nested class of an exported class, its members would otherwise be exported too.
+class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
  public:
-  FileSystemReader(fs::path directory, FileSystemReaderOptions options)
+  Impl(fs::path directory, FileSystemReaderOptions options)
       : directory_(std::move(directory)), options_(options) {
     if (options_.thread_count < 1) {
       throw CheckpointError(ErrorKind::kUsage,
@@ -70,7 +73,7 @@ class FileSystemReader final : public StorageReader {
     }
   }
 
-  Metadata read_metadata() override {
+  Metadata read_metadata() {
     const fs::path path = directory_ / ".metadata";
     if (!fs::exists(path)) {
       const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
@@ -101,7 +104,7 @@ class FileSystemReader final : public StorageReader {
     return metadata;
   }
 
-  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override {
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) {
     storage_.clear();
     transforms_.clear();
     for (const auto& [index, info] : metadata.storage_data) {
@@ -120,7 +123,7 @@ class FileSystemReader final : public StorageReader {
     }
   }
 
-  void read_data(const LoadPlan& plan, LoadPlanner& planner) override {
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) {
     std::map<std::string, std::vector<const ReadItem*>> by_file;
     for (const ReadItem& item : plan.items) {
       by_file[storage_info(item.storage_index).relative_path].push_back(&item);
@@ -131,6 +134,9 @@ class FileSystemReader final : public StorageReader {
       read_file(files[i].first, files[i].second, planner);
     });
   }
+
+  const fs::path& directory() const { return directory_; }
+  const FileSystemReaderOptions& options() const { return options_; }
 
  private:
   // A checkpoint saved without collectives: its ranks' metadata, merged.
@@ -157,8 +163,8 @@ class FileSystemReader final : public StorageReader {
     return *found->second;
   }
 
-  void read_file(const std::string& name, std::vector<const ReadItem*> items,
-                 LoadPlanner& planner) const {
+  void read_file(const std::string& name, std::vector<const ReadItem*> items, LoadPlanner& planner)
+      const {
     std::sort(items.begin(), items.end(), [&](const ReadItem* a, const ReadItem* b) {
       return storage_info(a->storage_index).offset < storage_info(b->storage_index).offset;
     });
@@ -363,11 +369,21 @@ class FileSystemReader final : public StorageReader {
   std::string checksum_file_ = detail::kChecksumFileName;  // for messages
 };
 
-}  // namespace
+FileSystemReader::FileSystemReader(std::filesystem::path directory, FileSystemReaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(directory), options)) {}
+FileSystemReader::~FileSystemReader() = default;
 
-std::unique_ptr<StorageReader> make_filesystem_reader(std::filesystem::path directory,
-                                                      FileSystemReaderOptions options) {
-  return std::make_unique<FileSystemReader>(std::move(directory), options);
+Metadata FileSystemReader::read_metadata() { return impl_->read_metadata(); }
+
+void FileSystemReader::set_up(const Metadata& metadata, int rank, bool is_coordinator) {
+  impl_->set_up(metadata, rank, is_coordinator);
 }
+
+void FileSystemReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
+  impl_->read_data(plan, planner);
+}
+
+const std::filesystem::path& FileSystemReader::directory() const { return impl_->directory(); }
+const FileSystemReaderOptions& FileSystemReader::options() const { return impl_->options(); }
 
 }  // namespace dcpp

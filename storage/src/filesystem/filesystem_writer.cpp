@@ -77,9 +77,12 @@ std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
   return buckets;
 }
 
-class FileSystemWriter final : public StorageWriter {
+}  // namespace
+
+// Hidden: as a nested class of an exported class, its members would otherwise be exported too.
+class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
  public:
-  FileSystemWriter(fs::path directory, FileSystemWriterOptions options)
+  Impl(fs::path directory, FileSystemWriterOptions options)
       : directory_(std::move(directory)), options_(options) {
     if (options_.thread_count < 1) {
       throw CheckpointError(ErrorKind::kUsage,
@@ -95,7 +98,7 @@ class FileSystemWriter final : public StorageWriter {
     }
   }
 
-  void set_up(int rank, bool is_coordinator) override {
+  void set_up(int rank, bool is_coordinator) {
     local_rank_.reset();
     create_directory();
     if (!options_.overwrite && holds_checkpoint()) {
@@ -106,7 +109,7 @@ class FileSystemWriter final : public StorageWriter {
     }
   }
 
-  void set_up_without_collectives(int rank) override {
+  void set_up_without_collectives(int rank) {
     if (rank < 0) {
       throw CheckpointError(
           ErrorKind::kUsage,
@@ -132,7 +135,7 @@ class FileSystemWriter final : public StorageWriter {
     }
   }
 
-  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override {
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) {
     if (local_rank_) {
       const std::string tag =
           fs::exists(directory_ / metadata_file()) ? detail::random_tag(8) + "_" : "";
@@ -143,12 +146,14 @@ class FileSystemWriter final : public StorageWriter {
     }
     const std::string tag = holds_checkpoint() ? detail::random_tag(8) + "_" : "";
     for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-      plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+      if (plans[rank].storage_data.empty()) {  // as DCP: a prefix a subclass chose stays
+        plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+      }
     }
     return plans;
   }
 
-  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override {
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) {
     if (plan.storage_data.empty()) {
       throw CheckpointError(ErrorKind::kUsage,
                             "save plan has no file prefix: prepare_global_plan was not applied");
@@ -173,7 +178,7 @@ class FileSystemWriter final : public StorageWriter {
     return all;
   }
 
-  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override {
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) {
     std::set<std::string> referenced;
     for (const auto& rank_results : results) {
       for (const WriteResult& result : rank_results) {
@@ -213,6 +218,9 @@ class FileSystemWriter final : public StorageWriter {
       remove_unreferenced_data_files(referenced);
     }
   }
+
+  const fs::path& directory() const { return directory_; }
+  const FileSystemWriterOptions& options() const { return options_; }
 
  private:
   // This save's file names: DCP's, or rank r's own when saving without collectives.
@@ -267,9 +275,8 @@ class FileSystemWriter final : public StorageWriter {
            !detail::find_rank_metadata_files(directory_).empty();
   }
 
-  std::vector<WriteResult> write_file(const std::string& name,
-                                      const std::vector<const WriteItem*>& items,
-                                      SavePlanner& planner) {
+  std::vector<WriteResult> write_file(
+      const std::string& name, const std::vector<const WriteItem*>& items, SavePlanner& planner) {
     detail::File file(directory_ / name, detail::File::Mode::kCreateTruncate);
     detail::FileSink sink(file);
     std::vector<WriteResult> results;
@@ -433,11 +440,32 @@ class FileSystemWriter final : public StorageWriter {
   std::optional<int> local_rank_;  // set while saving without collectives
 };
 
-}  // namespace
+FileSystemWriter::FileSystemWriter(std::filesystem::path directory, FileSystemWriterOptions options)
+    : impl_(std::make_unique<Impl>(std::move(directory), options)) {}
+FileSystemWriter::~FileSystemWriter() = default;
 
-std::unique_ptr<StorageWriter> make_filesystem_writer(std::filesystem::path directory,
-                                                      FileSystemWriterOptions options) {
-  return std::make_unique<FileSystemWriter>(std::move(directory), options);
+void FileSystemWriter::set_up(int rank, bool is_coordinator) {
+  impl_->set_up(rank, is_coordinator);
 }
+
+void FileSystemWriter::set_up_without_collectives(int rank) {
+  impl_->set_up_without_collectives(rank);
+}
+
+std::vector<SavePlan> FileSystemWriter::prepare_global_plan(std::vector<SavePlan> plans) {
+  return impl_->prepare_global_plan(std::move(plans));
+}
+
+std::vector<WriteResult> FileSystemWriter::write_data(const SavePlan& plan, SavePlanner& planner) {
+  return impl_->write_data(plan, planner);
+}
+
+void FileSystemWriter::finish(Metadata metadata,
+                              const std::vector<std::vector<WriteResult>>& results) {
+  impl_->finish(std::move(metadata), results);
+}
+
+const std::filesystem::path& FileSystemWriter::directory() const { return impl_->directory(); }
+const FileSystemWriterOptions& FileSystemWriter::options() const { return impl_->options(); }
 
 }  // namespace dcpp

@@ -48,8 +48,8 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
-#include <dcpp/extend.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/extend.h>
 
 #include <ATen/ATen.h>
 
@@ -238,23 +238,17 @@ bool check(const dcpp::StateDict& loaded, Rank rank) {
 }
 
 // The file system reader, but read_data fails on one rank, as a failing disk would.
-class FailingReader final : public dcpp::StorageReader {
+class FailingReader final : public dcpp::FileSystemReader {
  public:
-  FailingReader(const std::string& dir, bool fail)
-      : inner_(dcpp::make_filesystem_reader(dir)), fail_(fail) {}
-  dcpp::Metadata read_metadata() override { return inner_->read_metadata(); }
-  void set_up(const dcpp::Metadata& metadata, int rank, bool is_coordinator) override {
-    inner_->set_up(metadata, rank, is_coordinator);
-  }
+  FailingReader(const std::string& dir, bool fail) : FileSystemReader(dir), fail_(fail) {}
   void read_data(const dcpp::LoadPlan& plan, dcpp::LoadPlanner& planner) override {
     if (fail_) {
       throw dcpp::CheckpointError(dcpp::ErrorKind::kIo, "input/output error reading shard files");
     }
-    inner_->read_data(plan, planner);
+    FileSystemReader::read_data(plan, planner);
   }
 
  private:
-  std::unique_ptr<dcpp::StorageReader> inner_;
   bool fail_;
 };
 
@@ -285,30 +279,19 @@ class ModelHolder final : public dcpp::Stateful {
 
 // The file system writer, but one rank dies outright (SIGKILL: no destructor, no message) as
 // soon as it starts writing.
-class DyingWriter final : public dcpp::StorageWriter {
+class DyingWriter final : public dcpp::FileSystemWriter {
  public:
   DyingWriter(const std::string& dir, bool die)
-      : inner_(dcpp::make_filesystem_writer(
-            dir, dcpp::FileSystemWriterOptions().with_sync_files(false))),
-        die_(die) {}
-  void set_up(int rank, bool is_coordinator) override { inner_->set_up(rank, is_coordinator); }
-  std::vector<dcpp::SavePlan> prepare_global_plan(std::vector<dcpp::SavePlan> plans) override {
-    return inner_->prepare_global_plan(std::move(plans));
-  }
+      : FileSystemWriter(dir, dcpp::FileSystemWriterOptions().with_sync_files(false)), die_(die) {}
   std::vector<dcpp::WriteResult> write_data(const dcpp::SavePlan& plan,
                                             dcpp::SavePlanner& planner) override {
     if (die_) {
       std::raise(SIGKILL);
     }
-    return inner_->write_data(plan, planner);
-  }
-  void finish(dcpp::Metadata metadata,
-              const std::vector<std::vector<dcpp::WriteResult>>& results) override {
-    inner_->finish(std::move(metadata), results);
+    return FileSystemWriter::write_data(plan, planner);
   }
 
  private:
-  std::unique_ptr<dcpp::StorageWriter> inner_;
   bool die_;
 };
 

@@ -22,7 +22,7 @@ namespace dcpp {
 struct DCPP_API SaveOptions {
   /// Used when no storage writer is given.
   FileSystemWriterOptions file_system;
-  /// Default: make_default_save_planner().
+  /// Default: a DefaultSavePlanner.
   std::shared_ptr<SavePlanner> planner;
   /// The ranks saving (loading) together, every one calling with its own part of the state;
   /// null: this process alone. Plans and results travel over it as CPU tensors, so it must be a
@@ -50,7 +50,7 @@ struct DCPP_API SaveOptions {
 struct DCPP_API LoadOptions {
   /// Used when no storage reader is given.
   FileSystemReaderOptions file_system;
-  /// Default: make_default_load_planner(allow_partial_load).
+  /// Default: a DefaultLoadPlanner(allow_partial_load).
   std::shared_ptr<LoadPlanner> planner;
   /// Load what the checkpoint has and leave the rest untouched, instead of failing on keys the
   /// checkpoint lacks (DCP's `allow_partial_load`).

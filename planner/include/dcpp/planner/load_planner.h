@@ -41,7 +41,53 @@ class DCPP_API LoadPlanner {
 /// non-tensor values. A key missing from the checkpoint is a CheckpointError listing every missing
 /// key, unless `allow_partial_load`. Tensor dtype and global shape must match the checkpoint's
 /// exactly.
-DCPP_API std::shared_ptr<LoadPlanner> make_default_load_planner(bool allow_partial_load = false);
+///
+/// Subclass it as in Python: override `lookup_tensor` / `transform_tensor` to choose where a read
+/// lands, or a protocol step (`set_up` to adapt the state dict, `load_bytes`), calling this
+/// class's version from yours.
+class DCPP_API DefaultLoadPlanner : public LoadPlanner {
+ public:
+  explicit DefaultLoadPlanner(bool allow_partial_load = false);
+  ~DefaultLoadPlanner() override;
+  DefaultLoadPlanner(const DefaultLoadPlanner&) = delete;
+  DefaultLoadPlanner& operator=(const DefaultLoadPlanner&) = delete;
+
+  void set_up(StateDict& state_dict, const Metadata& metadata, bool is_coordinator) override;
+  /// The read items that fill every local chunk of every tensor, and one per value. Throws
+  /// CheckpointError: kIncompatible on missing keys (unless allow_partial_load), a tensor where
+  /// the checkpoint has a value (or the reverse), another dtype or global shape; kCorrupt when
+  /// the saved chunks leave part of a local chunk uncovered, naming the key and the region.
+  LoadPlan create_local_plan() override;
+  std::vector<LoadPlan> create_global_plan(std::vector<LoadPlan> plans) override;
+  LoadPlan finish_plan(LoadPlan central_plan) override;
+  /// `transform_tensor(item, lookup_tensor(item.dest_index))`, read into in place when it is on
+  /// the CPU; otherwise (CUDA) a CPU scratch tensor that `commit_tensor` copies over, as DCP does.
+  at::Tensor resolve_tensor(const ReadItem& item) override;
+  void commit_tensor(const ReadItem& item, const at::Tensor& tensor) override;
+  /// Replaces the state dict's value at the item's key.
+  void load_bytes(const ReadItem& item, c10::IValue value) override;
+  IncompatibleKeys report() const override;
+
+ protected:
+  /// This rank's tensor that `index` names: the state dict's tensor, or its local shard at
+  /// `index.offset`. Throws CheckpointError (kUsage) when it has none. Valid after
+  /// create_local_plan; called from the storage reader's threads.
+  virtual at::Tensor lookup_tensor(const MetadataIndex& index);
+  /// Where `item` lands in `tensor`, the tensor `lookup_tensor` found: by default the view of the
+  /// box at `item.dest_offsets` of sizes `item.lengths`. An override returns a tensor of those
+  /// sizes and of the saved dtype. Called from the storage reader's threads.
+  virtual at::Tensor transform_tensor(const ReadItem& item, const at::Tensor& tensor);
+
+  /// What set_up was given, and the option this planner was made with.
+  StateDict& state_dict() const;
+  const Metadata& metadata() const;
+  bool is_coordinator() const;
+  bool allow_partial_load() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 /// DCP's `_EmptyStateDictLoadPlanner`: fills an empty state dict with everything the checkpoint
 /// holds (tensors allocated on the CPU at their full global shape), nested back along

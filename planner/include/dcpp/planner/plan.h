@@ -67,6 +67,9 @@ struct DCPP_API ReadItem {
 
 struct DCPP_API LoadPlan {
   std::vector<ReadItem> items;
+  /// Set by the storage reader's prepare_local_plan / prepare_global_plan, if it wants; opaque to
+  /// everything else.
+  std::string storage_data;
 };
 
 }  // namespace dcpp

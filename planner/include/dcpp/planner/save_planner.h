@@ -41,6 +41,45 @@ class DCPP_API SavePlanner {
 /// DCP's `DefaultSavePlanner`: flattens nested dicts and lists (keeping `planner_data` so keys with
 /// dots survive); a chunk present on several ranks is written once, by the rank with the fewest
 /// planned bytes (DCP's `dedup_save_plans`).
-DCPP_API std::shared_ptr<SavePlanner> make_default_save_planner();
+///
+/// Subclass it as in Python: override `lookup_object` / `transform_object` to change what an item
+/// writes, or a protocol step, calling this class's version from yours.
+class DCPP_API DefaultSavePlanner : public SavePlanner {
+ public:
+  DefaultSavePlanner();
+  ~DefaultSavePlanner() override;
+  DefaultSavePlanner(const DefaultSavePlanner&) = delete;
+  DefaultSavePlanner& operator=(const DefaultSavePlanner&) = delete;
+
+  void set_up(StateDict& state_dict, bool is_coordinator) override;
+  /// One item per tensor, per non-empty local shard, and per non-tensor leaf.
+  SavePlan create_local_plan() override;
+  /// Removes duplicates, checks that every tensor's chunks tile it without overlap, and builds
+  /// the Metadata. Throws CheckpointError (kUsage) naming the key and ranks otherwise.
+  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(
+      std::vector<SavePlan> plans) override;
+  SavePlan finish_plan(SavePlan central_plan) override;
+  /// `transform_object(item, lookup_object(item.index))`.
+  WriteItemData resolve_data(const WriteItem& item) override;
+
+ protected:
+  /// What `index` names in the state dict: this rank's chunk at `index.offset` of a tensor (a
+  /// plain tensor is one chunk at the origin), or a non-tensor value as it is saved. Throws
+  /// CheckpointError (kUsage) when the state dict has no such key or chunk. Called from the
+  /// storage writer's threads, as resolve_data is.
+  virtual WriteItemData lookup_object(const MetadataIndex& index);
+  /// What is written for `item`, given what `lookup_object` found: by default `object` itself.
+  /// An override may change a tensor's values, not its dtype or sizes (the Metadata already
+  /// records them). Called from the storage writer's threads.
+  virtual WriteItemData transform_object(const WriteItem& item, WriteItemData object);
+
+  /// The state dict given to set_up (Stateful values resolved), and whether this rank coordinates.
+  const StateDict& state_dict() const;
+  bool is_coordinator() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace dcpp

@@ -47,13 +47,33 @@ struct DCPP_API FileSystemReaderOptions {
   }
 };
 
-/// Reads DCP's directory layout. Paths in `.metadata` must name files inside `directory`
-/// (no "..", no absolute paths): anything else is a CheckpointError. Reads every item format
-/// PyTorch 2.14 writes: `torch.save` archives, archives in zstd frames (`stream.zstd/1`), and the
-/// SAFETENSORS serialization format's blobs (docs/format.md).
-/// A directory without `.metadata` but with `__<rank>.metadata` files (saved without collectives)
+/// DCP's `FileSystemReader`: reads DCP's directory layout. Paths in `.metadata` must name files
+/// inside `directory` (no "..", no absolute paths): anything else is a CheckpointError. Reads
+/// every item format PyTorch 2.14 writes: `torch.save` archives, archives in zstd frames
+/// (`stream.zstd/1`), and the SAFETENSORS serialization format's blobs (docs/format.md). A
+/// directory without `.metadata` but with `__<rank>.metadata` files (saved without collectives)
 /// reads as the merge of those files, checked against their `__<rank>.checksums` (docs/format.md).
-DCPP_API std::unique_ptr<StorageReader> make_filesystem_reader(
-    std::filesystem::path directory, FileSystemReaderOptions options = {});
+/// Throws CheckpointError (kUsage) on bad options.
+///
+/// Subclass it as in Python: override a step (prepare_local_plan, prepare_global_plan,
+/// read_data, ...) and call this class's version from yours.
+class DCPP_API FileSystemReader : public StorageReader {
+ public:
+  explicit FileSystemReader(std::filesystem::path directory, FileSystemReaderOptions options = {});
+  ~FileSystemReader() override;
+  FileSystemReader(const FileSystemReader&) = delete;
+  FileSystemReader& operator=(const FileSystemReader&) = delete;
+
+  Metadata read_metadata() override;
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+
+  const std::filesystem::path& directory() const;
+  const FileSystemReaderOptions& options() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace dcpp

@@ -6,10 +6,12 @@
 #include <dcpp/planner/load_planner.h>
 #include <dcpp/planner/plan.h>
 
+#include <vector>
+
 namespace dcpp {
 
-/// One load, on every rank: read_metadata, set_up, read_data. Implementations throw
-/// CheckpointError naming the file and key.
+/// One load, on every rank: read_metadata, set_up, prepare_local_plan, [prepare_global_plan on
+/// the coordinator], read_data. Implementations throw CheckpointError naming the file and key.
 class DCPP_API StorageReader {
  public:
   virtual ~StorageReader() = default;
@@ -17,6 +19,12 @@ class DCPP_API StorageReader {
   virtual Metadata read_metadata() = 0;
   /// `metadata` must outlive the following `read_data`.
   virtual void set_up(const Metadata& metadata, int rank, bool is_coordinator) = 0;
+  /// This rank's plan, as the planner made it, before it goes to the coordinator. The default
+  /// returns it unchanged.
+  virtual LoadPlan prepare_local_plan(LoadPlan plan);
+  /// Every rank's plan after the planner's global step (plans[i] belongs to rank i). The default
+  /// returns them unchanged.
+  virtual std::vector<LoadPlan> prepare_global_plan(std::vector<LoadPlan> plans);
   /// Reads every item of `plan`: tensor boxes into `planner.resolve_tensor(item)` followed by
   /// `commit_tensor`, values into `load_bytes`. Blocks until done.
   virtual void read_data(const LoadPlan& plan, LoadPlanner& planner) = 0;

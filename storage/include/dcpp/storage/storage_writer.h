@@ -10,11 +10,11 @@
 
 namespace dcpp {
 
-/// One save, on every rank: set_up, [prepare_global_plan on the coordinator], write_data, then
-/// [finish on the coordinator, after every rank's write_data returned]. Without collectives, every
-/// rank calls all of them itself: set_up_without_collectives, prepare_global_plan, write_data,
-/// finish. A writer is reused for
-/// later saves only after `finish` or a failure. Implementations throw CheckpointError.
+/// One save, on every rank: set_up, prepare_local_plan, [prepare_global_plan on the coordinator],
+/// write_data, then [finish on the coordinator, after every rank's write_data returned]. Without
+/// collectives, every rank calls all of them itself: set_up_without_collectives,
+/// prepare_local_plan, prepare_global_plan, write_data, finish. A writer is reused for later saves
+/// only after `finish` or a failure. Implementations throw CheckpointError.
 class DCPP_API StorageWriter {
  public:
   virtual ~StorageWriter() = default;
@@ -25,6 +25,9 @@ class DCPP_API StorageWriter {
   /// commits this rank's part under names of its own (`__<rank>.metadata`). The default throws
   /// CheckpointError: a writer must opt in.
   virtual void set_up_without_collectives(int rank);
+  /// This rank's plan, as the planner made it, before it goes to the coordinator: a writer may
+  /// add its own `storage_data`. The default returns it unchanged.
+  virtual SavePlan prepare_local_plan(SavePlan plan);
   /// Sets each rank's `storage_data` (plans[i] belongs to rank i).
   virtual std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) = 0;
   /// Writes the items of this rank's final plan, getting their data from `planner.resolve_data`.

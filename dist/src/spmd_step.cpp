@@ -4,7 +4,7 @@
 // that every rank throws what the failed ranks threw: a corrupt file on one rank is kCorrupt on
 // all, not merely "a rank failed".
 
-#include "spmd_step.h"
+#include "dist/spmd_step.h"
 
 #include "core/exception_message.h"
 #include "planner/plan_codec.h"

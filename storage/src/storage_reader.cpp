@@ -1,0 +1,11 @@
+#include <dcpp/storage/storage_reader.h>
+
+namespace dcpp {
+
+LoadPlan StorageReader::prepare_local_plan(LoadPlan plan) { return plan; }
+
+std::vector<LoadPlan> StorageReader::prepare_global_plan(std::vector<LoadPlan> plans) {
+  return plans;
+}
+
+}  // namespace dcpp
