@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     }
   }
   dcpp::SaveOptions options;
-  options.process_group = group;
+  options.ranks.process_group = group;
   MetadataOnlyWriter writer(dir);
   group->barrier()->wait();
   const auto start = std::chrono::steady_clock::now();

@@ -61,9 +61,7 @@ void save_training(const dcpp::ModelLayout& layout, torch::optim::Optimizer& opt
   dcpp::StateDict state;
   state.insert("model", dcpp::get_model_state_dict(layout));
   state.insert("optim", dcpp::get_optimizer_state_dict(layout, optimizer));
-  dcpp::SaveOptions options;
-  options.process_group = group;
-  dcpp::save(state, dir, options);
+  dcpp::save(state, dir, dcpp::SaveOptions().with_process_group(group));
 }
 
 void restore_training(const dcpp::ModelLayout& layout, torch::optim::Optimizer& optimizer,
@@ -71,9 +69,8 @@ void restore_training(const dcpp::ModelLayout& layout, torch::optim::Optimizer& 
   dcpp::StateDict state;  // this layout's own state dicts are the targets
   state.insert("model", dcpp::get_model_state_dict(layout));
   state.insert("optim", dcpp::get_optimizer_state_dict(layout, optimizer));
-  dcpp::LoadOptions options;
-  options.process_group = group;
-  dcpp::load(state, dir, options);  // reads only the pieces this rank holds
+  // Reads only the pieces this rank holds.
+  dcpp::load(state, dir, dcpp::LoadOptions().with_process_group(group));
   dcpp::set_model_state_dict(layout, state.at("model").dict());
   dcpp::set_optimizer_state_dict(layout, optimizer, state.at("optim").dict());
 }

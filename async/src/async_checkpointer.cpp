@@ -72,7 +72,7 @@ class AsyncCheckpointer::Impl {
     if (!options_.stager) {
       options_.stager = make_blocking_stager();
     }
-    group_ = options_.process_group;
+    group_ = options_.ranks.process_group;
     if (!group_ && options_.store && options_.world_size > 1) {
       group_ = make_gloo_process_group(options_.store, options_.rank, options_.world_size,
                                        options_.group_options);
@@ -182,8 +182,8 @@ class AsyncCheckpointer::Impl {
   // Never throws.
   std::exception_ptr upload(Job& job, Metadata& committed) {
     SaveOptions save_options;
-    save_options.process_group = group_;
-    save_options.coordinator_rank = options_.coordinator_rank;
+    save_options.ranks.process_group = group_;
+    save_options.ranks.coordinator_rank = options_.ranks.coordinator_rank;
     save_options.planner = options_.planner;
     try {
       std::shared_ptr<StorageWriter> writer = job.make_writer();

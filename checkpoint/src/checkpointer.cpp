@@ -104,8 +104,8 @@ Metadata save(const StateDict& state_dict, const std::filesystem::path& director
 Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& storage_writer,
                                   const SaveOptions& options) {
   int rank = options.rank;
-  if (options.process_group) {
-    const int group_rank = options.process_group->getRank();
+  if (options.ranks.process_group) {
+    const int group_rank = options.ranks.process_group->getRank();
     if (rank != -1 && rank != group_rank) {
       throw CheckpointError(ErrorKind::kUsage,
                             "SaveOptions::rank is " + std::to_string(rank) +
@@ -125,7 +125,7 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
         options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
     StateDict resolved = resolve_statefuls(state_dict);
     storage_writer.set_up_without_collectives(rank);
-    planner->set_up(resolved, rank == options.coordinator_rank);
+    planner->set_up(resolved, rank == options.ranks.coordinator_rank);
     std::vector<SavePlan> plans;
     plans.push_back(storage_writer.prepare_local_plan(planner->create_local_plan()));
     auto [global_plans, metadata] = planner->create_global_plan(std::move(plans));
@@ -152,8 +152,8 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   if (!options.use_collectives) {
     return save_without_collectives(state_dict, storage_writer, options);
   }
-  const int coordinator = options.coordinator_rank;
-  auto ranks = collectives_for(options.process_group, coordinator);
+  const int coordinator = options.ranks.coordinator_rank;
+  auto ranks = collectives_for(options.ranks.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;
   const char* operation = "checkpoint save";
   std::shared_ptr<SavePlanner> planner =
@@ -232,8 +232,8 @@ IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& direct
 
 IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
                       const LoadOptions& options) {
-  const int coordinator = options.coordinator_rank;
-  auto ranks = collectives_for(options.process_group, coordinator);
+  const int coordinator = options.ranks.coordinator_rank;
+  auto ranks = collectives_for(options.ranks.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;
   const char* operation = "checkpoint load";
   std::shared_ptr<LoadPlanner> planner =

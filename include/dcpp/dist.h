@@ -1,5 +1,7 @@
 #pragma once
 // Process groups for checkpoint traffic: a Gloo group from torchrun's (or dcpp-launch's)
-// environment variables or from a store, and the launcher's environment itself.
+// environment variables or from a store, the launcher's environment itself, and Ranks, the
+// process group and coordinator rank that the options of saving and loading share.
 
 #include <dcpp/dist/process_group.h>
+#include <dcpp/dist/ranks.h>

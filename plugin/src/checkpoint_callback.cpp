@@ -80,7 +80,7 @@ CheckpointCallback::~CheckpointCallback() {
 
 void CheckpointCallback::on_train_begin(TrainingContext& context) {
   if (!options_.resume_enabled) return;
-  const bool coordinator = manager_->rank() == manager_->options().coordinator_rank;
+  const bool coordinator = manager_->rank() == manager_->options().ranks.coordinator_rank;
   const std::string root = manager_->options().root.string();
   resumed_from_ = manager_->restore(context.state, options_.resume);
   if (!resumed_from_) {
@@ -120,7 +120,7 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
   if (context.step % options_.agree_every_steps == 0) {
     // Time-based saves follow the coordinator's clock; a signal on any rank counts for all, and
     // so do too many failed saves (a commit fails on the coordinator only).
-    const bool time_due = manager_->rank() == manager_->options().coordinator_rank &&
+    const bool time_due = manager_->rank() == manager_->options().ranks.coordinator_rank &&
                           manager_->is_save_due(context.step);
     const FailedSaves failed = failed_saves_in_a_row(manager_->history());
     const bool too_many = options_.max_consecutive_failed_saves > 0 &&

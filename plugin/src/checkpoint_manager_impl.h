@@ -39,7 +39,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// manager_setup.cpp. Collective; throws as CheckpointManager's constructor says.
   explicit Impl(CheckpointManagerOptions options);
 
-  bool is_coordinator() const { return rank == options.coordinator_rank; }
+  bool is_coordinator() const { return rank == options.ranks.coordinator_rank; }
 
   /// managed_save.cpp: CheckpointManager::save.
   ManagedSave save(const StateDict& state, const SaveRequest& request);

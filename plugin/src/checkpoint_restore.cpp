@@ -59,8 +59,8 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
-  const std::optional<fs::path> chosen =
-      choose_checkpoint(request, options.root, group, is_coordinator(), options.coordinator_rank);
+  const std::optional<fs::path> chosen = choose_checkpoint(
+      request, options.root, group, is_coordinator(), options.ranks.coordinator_rank);
   if (!chosen) return std::nullopt;
   const fs::path& path = *chosen;
   require_complete(path, options.root, rank);
@@ -79,8 +79,8 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
   const int64_t bytes = detail::tensor_bytes(resolve_statefuls(target));
   log->record("load", "plan", info.step, bytes, seconds_since(start), path.string());
   LoadOptions load_options;
-  load_options.process_group = group;
-  load_options.coordinator_rank = options.coordinator_rank;
+  load_options.ranks.process_group = group;
+  load_options.ranks.coordinator_rank = options.ranks.coordinator_rank;
   load_options.allow_partial_load = request.allow_partial_load;
   load_options.all_or_nothing = request.all_or_nothing;
   log->begin("load", "read", info.step, path.string());

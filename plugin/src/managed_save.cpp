@@ -165,8 +165,8 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   SaveOptions save_options;
   save_options.file_system = options.file_system;
   save_options.file_system.overwrite = true;
-  save_options.process_group = group;
-  save_options.coordinator_rank = options.coordinator_rank;
+  save_options.ranks.process_group = group;
+  save_options.ranks.coordinator_rank = options.ranks.coordinator_rank;
   log->begin(operation, "write", request.step, temporary.string());
   auto start = SteadyClock::now();
   // Throws on every rank when any rank failed.
@@ -191,7 +191,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   if (!detail::every_rank_ok(group, commit_error.empty())) {
     throw CheckpointError(ErrorKind::kIo, "committing '" + final_path.string() +
                                               "' failed on rank " +
-                                              std::to_string(options.coordinator_rank) +
+                                              std::to_string(options.ranks.coordinator_rank) +
                                               (commit_error.empty() ? "" : ": " + commit_error));
   }
   record.commit_seconds = seconds_since(start);

@@ -35,7 +35,7 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
                           "CheckpointManagerOptions::root is empty; give the directory "
                           "that holds the step checkpoints");
   }
-  group = options.process_group;
+  group = options.ranks.process_group;
   if (group) {
     rank = group->getRank();
     world = group->getSize();
@@ -52,24 +52,24 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
   }
   if (world > 1 && !group) {
     if (!options.store) {
-      throw CheckpointError(ErrorKind::kUsage, "CheckpointManager with world_size " +
-                                                   std::to_string(world) +
-                                                   " needs options.process_group or options.store");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "CheckpointManager with world_size " + std::to_string(world) +
+                                " needs options.ranks.process_group or options.store");
     }
     group = make_gloo_process_group(options.store, rank, world,
                                     ProcessGroupOptions().with_group_name(group_name));
   }
   log = std::make_unique<detail::PhaseLog>(
-      rank == options.coordinator_rank ? options.metrics_file : fs::path(), rank);
+      rank == options.ranks.coordinator_rank ? options.metrics_file : fs::path(), rank);
   if (options.async) {
     AsyncCheckpointerOptions a;
     a.stager = options.stager;
     a.file_system = options.file_system;
     a.file_system.overwrite = true;  // a temporary directory an earlier failed try left
-    a.coordinator_rank = options.coordinator_rank;
+    a.ranks.coordinator_rank = options.ranks.coordinator_rank;
     if (world > 1) {
       if (options.async_process_group) {
-        a.process_group = options.async_process_group;
+        a.ranks.process_group = options.async_process_group;
       } else if (options.store) {
         a.store = options.store;
         a.rank = rank;
@@ -99,11 +99,11 @@ void CheckpointManager::Impl::prepare_root() {
       error = e.what();
     }
   }
-  error = detail::broadcast_text_from(group, error, options.coordinator_rank);
+  error = detail::broadcast_text_from(group, error, options.ranks.coordinator_rank);
   if (!error.empty()) {
     throw CheckpointError(ErrorKind::kIo,
                           "checkpoint root '" + options.root.string() + "' cannot be used (rank " +
-                              std::to_string(options.coordinator_rank) + ": " + error +
+                              std::to_string(options.ranks.coordinator_rank) + ": " + error +
                               "); give CheckpointManagerOptions::root a directory the coordinator "
                               "can create and every rank can write");
   }

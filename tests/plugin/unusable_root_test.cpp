@@ -48,7 +48,7 @@ std::vector<std::string> manager_errors(const fs::path& root) {
   return run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
     dcpp::CheckpointManagerOptions options;
     options.root = root;
-    options.process_group = std::move(group);
+    options.ranks.process_group = std::move(group);
     options.async = false;  // an async manager needs a second group: beside the point here
     dcpp::CheckpointManager manager(options);
   });
@@ -92,7 +92,7 @@ TEST_CASE("a save into a directory below a file fails on every rank with a Check
     dcpp::StateDict state;
     state.insert("w", at::arange(4, at::kFloat));
     dcpp::SaveOptions options;
-    options.process_group = std::move(group);
+    options.ranks.process_group = std::move(group);
     dcpp::save(state, path, options);
   });
   for (int rank = 0; rank < 2; ++rank) {

@@ -71,7 +71,7 @@ TEST_CASE("sharded Adam state is sharded like its parameter, gathers whole, and 
     state.insert("optim", dcpp::make_optimizer_stateful(
                               std::make_shared<dcpp::test::ListedLayout>(layout), adam));
     dcpp::SaveOptions save_options;
-    save_options.process_group = group;
+    save_options.ranks.process_group = group;
     dcpp::save(state, dir.path(), save_options);
   });
 

@@ -29,7 +29,7 @@ void save_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
   state.insert("model", get_model_state_dict(layout));
   state.insert("optim", get_optimizer_state_dict(layout, optimizer));
   SaveOptions options;
-  options.process_group = group;
+  options.ranks.process_group = group;
   options.file_system.sync_files = false;
   save(state, directory, options);
 }
@@ -43,7 +43,7 @@ void load_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
   state.insert("model", get_model_state_dict(layout));
   state.insert("optim", get_optimizer_state_dict(layout, optimizer));
   LoadOptions options;
-  options.process_group = group;
+  options.ranks.process_group = group;
   load(state, directory, options);
   set_model_state_dict(layout, state.at("model").dict());
   set_optimizer_state_dict(layout, optimizer, state.at("optim").dict());

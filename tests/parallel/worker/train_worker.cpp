@@ -49,7 +49,7 @@ void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>&
   result.insert("losses", at::tensor(losses, at::kDouble));
   result.insert("params", dcpp::test::tensors_of(trainer.layout()));
   dcpp::SaveOptions options;
-  options.process_group = group;
+  options.ranks.process_group = group;
   options.file_system.sync_files = false;
   dcpp::save(result, directory, options);
 }

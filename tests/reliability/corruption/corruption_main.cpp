@@ -163,7 +163,7 @@ LoadOutcome load_everywhere(RankPool& pool, const fs::path& checkpoint) {
   const auto errors = pool.run([&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
     dcpp::StateDict state = make_rank_state(rank, pool.size(), false);
     dcpp::LoadOptions options;
-    options.process_group = group;
+    options.ranks.process_group = group;
     options.file_system.verify_checksums = true;
     dcpp::load(state, checkpoint, options);
     std::string where;
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
     RankPool pool(options.ranks, "corruption");
     const auto saved = pool.run([&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
       dcpp::SaveOptions save_options;
-      save_options.process_group = group;
+      save_options.ranks.process_group = group;
       save_options.file_system.sync_files = false;
       dcpp::save(make_rank_state(rank, options.ranks, true), checkpoint, save_options);
     });

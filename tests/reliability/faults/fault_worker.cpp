@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   dcpp::CheckpointManagerOptions options;
   options.root = argv[2];
   options.async = false;
-  options.process_group = group;
+  options.ranks.process_group = group;
   options.rank = rank;
   options.world_size = ranks;
   dcpp::CheckpointManager manager(options);

@@ -316,7 +316,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "hf-save") {
       dcpp::SaveOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       auto writer = dcpp::make_huggingface_writer(
           dir, dcpp::HuggingFaceWriterOptions().with_max_file_size(400).with_sync_files(false));
       dcpp::save(tensors_only(state(arg, rank, false)), *writer, options);
@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "hf-load") {
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       const std::size_t colon = arg.find(':');
       dcpp::StateDict target = tensors_only(state(arg.substr(0, colon), rank, true));
       if (colon != std::string::npos && arg.substr(colon) == ":floats") {
@@ -342,7 +342,7 @@ int main(int argc, char** argv) {
       const dcpp::StateDict whole = dcpp::load_from_keys(dir);
       dcpp::StateDict target = sharded_zeros(whole, arg, rank);
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       dcpp::load(target, dir, options);
       const bool ok = equal_to_whole(target, whole);
       std::printf("%zu entries loaded as %s on %d ranks: %s\n", whole.size(), arg.c_str(),
@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       dcpp::SaveOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       options.use_collectives = false;
       options.file_system.sync_files = false;
       dcpp::save(state("row", rank, false), dir, options);
@@ -363,7 +363,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "save" || mode == "save-local") {
       dcpp::SaveOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       options.use_collectives = mode == "save";
       options.file_system.sync_files = false;
       dcpp::save(state(arg, rank, false), dir, options);
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "load") {
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       dcpp::StateDict target = state(arg, rank, true);
       dcpp::load(target, dir, options);
       return check(target, rank) ? 0 : 1;
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
         }
       }
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       dcpp::load(target, dir, options);
       bool ok = target.at("step").value().toInt() == whole.at("step").value().toInt();
       for (const auto& item : target) {
@@ -423,7 +423,7 @@ int main(int argc, char** argv) {
                                      : arg.find("io0") != std::string::npos && rank.index == 0;
       const std::string cause = mode == "fail-read" ? "input/output error" : "";
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       dcpp::StateDict target = state("row", rank, true);
       FailingReader reader(dir, storage_fails);
       try {
@@ -444,7 +444,7 @@ int main(int argc, char** argv) {
     if (mode == "fail-apply" || mode == "atomic-read") {
       const bool this_rank = rank.index == std::stoi(arg);
       dcpp::LoadOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       options.all_or_nothing = mode == "atomic-read";
       dcpp::StateDict target = state("row", rank, false);  // the saved values: a load changes them
       for (auto& item : target.at("model").dict()) {       // sentinels, then compared bit for bit
@@ -490,7 +490,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "die-save") {
       dcpp::SaveOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       DyingWriter writer(dir, rank.index == std::stoi(arg));
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -521,7 +521,7 @@ int main(int argc, char** argv) {
                   c10::IValue(c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get())));
       }
       dcpp::SaveOptions options;
-      options.process_group = group;
+      options.ranks.process_group = group;
       try {
         dcpp::save(sd, dir, options);
       } catch (const dcpp::CheckpointError& error) {

@@ -6,6 +6,7 @@
 #include <dcpp/async/future.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/dist/ranks.h>
 #include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer.h>
@@ -16,6 +17,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 namespace dcpp {
 
@@ -55,18 +57,17 @@ struct DCPP_API AsyncCheckpointerOptions {
   /// ranks' save waiting for it until the group's timeout, then failing.
   InFlightPolicy in_flight_policy = InFlightPolicy::kWait;
 
-  /// Several ranks: a process group used only by this checkpointer's background saves (never the
-  /// training loop's: c10d groups are not thread-safe, and collectives from two threads would
-  /// interleave). Give one, or a `store` from which the checkpointer makes its own.
-  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  /// Several ranks: `ranks.process_group`, a process group used only by this checkpointer's
+  /// background saves (never the training loop's: c10d groups are not thread-safe, and collectives
+  /// from two threads would interleave). Give one, or a `store` from which the checkpointer makes
+  /// its own. `ranks.coordinator_rank` writes `.metadata`.
+  Ranks ranks;
   /// With `store`: the checkpointer makes a Gloo group of `world_size` ranks named
   /// `group_options.group_name` from it (collective: every rank constructs its checkpointer).
   c10::intrusive_ptr<c10d::Store> store;
   int rank = 0;
   int world_size = 1;
   ProcessGroupOptions group_options = ProcessGroupOptions().with_group_name("dcpp-async");
-  /// The rank that writes `.metadata`.
-  int coordinator_rank = 0;
 
   /// Writer options for async_save(state, directory); default planner when null.
   FileSystemWriterOptions file_system;
@@ -75,6 +76,50 @@ struct DCPP_API AsyncCheckpointerOptions {
   /// is), so that writing yields the CPU to the training loop; 19 (the default) writes on CPU time
   /// the loop leaves idle.
   int uploader_nice = 19;
+
+  AsyncCheckpointerOptions& with_stager(std::shared_ptr<AsyncStager> value) {
+    stager = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_in_flight_policy(InFlightPolicy value) {
+    in_flight_policy = value;
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_ranks(Ranks value) {
+    ranks = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> value) {
+    ranks.with_process_group(std::move(value));
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_coordinator_rank(int value) {
+    ranks.with_coordinator_rank(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_store(c10::intrusive_ptr<c10d::Store> value, int rank_,
+                                       int world_size_) {
+    store = std::move(value);
+    rank = rank_;
+    world_size = world_size_;
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_group_options(ProcessGroupOptions value) {
+    group_options = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_file_system(FileSystemWriterOptions value) {
+    file_system = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_planner(std::shared_ptr<SavePlanner> value) {
+    planner = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_uploader_nice(int value) {
+    uploader_nice = value;
+    return *this;
+  }
 };
 
 /// Saves state dicts in the background, one at a time. async_save stages (through the stager) and

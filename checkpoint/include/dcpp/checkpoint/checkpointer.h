@@ -3,6 +3,7 @@
 // every rank of a process group.
 
 #include <dcpp/core/export.h>
+#include <dcpp/dist/ranks.h>
 #include <dcpp/format/metadata.h>
 #include <dcpp/planner/load_planner.h>
 #include <dcpp/planner/save_planner.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dcpp {
@@ -24,14 +26,8 @@ struct DCPP_API SaveOptions {
   FileSystemWriterOptions file_system;
   /// Default: a DefaultSavePlanner.
   std::shared_ptr<SavePlanner> planner;
-  /// The ranks saving (loading) together, every one calling with its own part of the state;
-  /// null: this process alone. Plans and results travel over it as CPU tensors, so it must be a
-  /// group that runs CPU collectives (Gloo); use a group of its own for checkpoints, so they never
-  /// interleave with training collectives. Its timeout bounds how long a dead rank can stall the
-  /// others.
-  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
-  /// The rank that builds the global plan and writes `.metadata`.
-  int coordinator_rank = 0;
+  /// The ranks saving together (default: this process alone).
+  Ranks ranks;
   /// DCP's `use_collectives`. When false, this rank saves alone, for jobs whose ranks must not
   /// coordinate: it plans only what it holds (nothing is deduplicated across ranks: a replicated
   /// tensor or a value every rank holds is written by every rank), writes its own data files
@@ -45,6 +41,35 @@ struct DCPP_API SaveOptions {
   /// This process's rank when saving without collectives and without a process group (with one,
   /// the group's rank is used and this must be -1 or equal to it). Ignored with collectives.
   int rank = -1;
+
+  SaveOptions& with_file_system(FileSystemWriterOptions value) {
+    file_system = std::move(value);
+    return *this;
+  }
+  SaveOptions& with_planner(std::shared_ptr<SavePlanner> value) {
+    planner = std::move(value);
+    return *this;
+  }
+  SaveOptions& with_ranks(Ranks value) {
+    ranks = std::move(value);
+    return *this;
+  }
+  SaveOptions& with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> value) {
+    ranks.with_process_group(std::move(value));
+    return *this;
+  }
+  SaveOptions& with_coordinator_rank(int value) {
+    ranks.with_coordinator_rank(value);
+    return *this;
+  }
+  SaveOptions& with_use_collectives(bool value) {
+    use_collectives = value;
+    return *this;
+  }
+  SaveOptions& with_rank(int value) {
+    rank = value;
+    return *this;
+  }
 };
 
 struct DCPP_API LoadOptions {
@@ -55,14 +80,8 @@ struct DCPP_API LoadOptions {
   /// Load what the checkpoint has and leave the rest untouched, instead of failing on keys the
   /// checkpoint lacks (DCP's `allow_partial_load`).
   bool allow_partial_load = false;
-  /// The ranks saving (loading) together, every one calling with its own part of the state;
-  /// null: this process alone. Plans and results travel over it as CPU tensors, so it must be a
-  /// group that runs CPU collectives (Gloo); use a group of its own for checkpoints, so they never
-  /// interleave with training collectives. Its timeout bounds how long a dead rank can stall the
-  /// others.
-  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
-  /// The rank that builds the global plan and writes `.metadata`.
-  int coordinator_rank = 0;
+  /// The ranks loading together (default: this process alone).
+  Ranks ranks;
   /// Read and verify everything into scratch copies first, and copy into the state dict's tensors
   /// (and hand Statefuls their state) only once every rank has succeeded: a failed load, on any
   /// rank, leaves every rank's state dict exactly as it was. Costs one extra copy, on its device,
@@ -73,6 +92,35 @@ struct DCPP_API LoadOptions {
   /// failing) leaves some tensors loaded and others not, and each rank whose own reads succeeded
   /// has already handed its Statefuls their state.
   bool all_or_nothing = false;
+
+  LoadOptions& with_file_system(FileSystemReaderOptions value) {
+    file_system = std::move(value);
+    return *this;
+  }
+  LoadOptions& with_planner(std::shared_ptr<LoadPlanner> value) {
+    planner = std::move(value);
+    return *this;
+  }
+  LoadOptions& with_allow_partial_load(bool value) {
+    allow_partial_load = value;
+    return *this;
+  }
+  LoadOptions& with_ranks(Ranks value) {
+    ranks = std::move(value);
+    return *this;
+  }
+  LoadOptions& with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> value) {
+    ranks.with_process_group(std::move(value));
+    return *this;
+  }
+  LoadOptions& with_coordinator_rank(int value) {
+    ranks.with_coordinator_rank(value);
+    return *this;
+  }
+  LoadOptions& with_all_or_nothing(bool value) {
+    all_or_nothing = value;
+    return *this;
+  }
 };
 
 /// Saves `state_dict` as a DCP checkpoint in `directory`. Stateful values are saved as their

@@ -17,6 +17,7 @@
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/core/export.h>
+#include <dcpp/dist/ranks.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_kind.h>
 #include <dcpp/plugin/retention_policy.h>
@@ -35,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dcpp {
@@ -57,20 +59,19 @@ struct DCPP_API CheckpointManagerOptions {
   /// Data files, fsync. `overwrite` is forced on for the temporary directory.
   FileSystemWriterOptions file_system;
 
-  /// Several ranks: either `process_group` (used from the training thread: sync saves, loads, the
-  /// agreement collectives; keep it apart from the training loop's group) and, for async saves,
-  /// `async_process_group` (used only by the background uploads); or a `store` with `rank` and
-  /// `world_size`, from which the manager makes both (Gloo groups "dcpp-manager" and
+  /// Several ranks: either `ranks.process_group` (used from the training thread: sync saves,
+  /// loads, the agreement collectives; keep it apart from the training loop's group) and, for
+  /// async saves, `async_process_group` (used only by the background uploads); or a `store` with
+  /// `rank` and `world_size`, from which the manager makes both (Gloo groups "dcpp-manager" and
   /// "dcpp-manager-async"; the N-th manager a rank makes from a store adds "-N", so managers
   /// made in the same order on every rank, one after the other or side by side, never share a
-  /// group). Neither: one process.
-  c10::intrusive_ptr<c10d::ProcessGroup> process_group;
+  /// group). Neither: one process. `ranks.coordinator_rank` writes `.metadata`, the manifest,
+  /// renames and prunes.
+  Ranks ranks;
   c10::intrusive_ptr<c10d::ProcessGroup> async_process_group;
   c10::intrusive_ptr<c10d::Store> store;
   int rank = 0;
   int world_size = 1;
-  /// The rank that writes `.metadata`, the manifest, renames and prunes.
-  int coordinator_rank = 0;
 
   /// Append one JSON object per save and load phase to this file (coordinator rank only);
   /// empty: off.
@@ -97,8 +98,32 @@ struct DCPP_API CheckpointManagerOptions {
     async = value;
     return *this;
   }
+  CheckpointManagerOptions& with_stager(std::shared_ptr<AsyncStager> value) {
+    stager = std::move(value);
+    return *this;
+  }
   CheckpointManagerOptions& with_retention(RetentionPolicy value) {
     retention = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_file_system(FileSystemWriterOptions value) {
+    file_system = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_ranks(Ranks value) {
+    ranks = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_process_group(c10::intrusive_ptr<c10d::ProcessGroup> value) {
+    ranks.with_process_group(std::move(value));
+    return *this;
+  }
+  CheckpointManagerOptions& with_coordinator_rank(int value) {
+    ranks.with_coordinator_rank(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_async_process_group(c10::intrusive_ptr<c10d::ProcessGroup> value) {
+    async_process_group = std::move(value);
     return *this;
   }
   CheckpointManagerOptions& with_store(c10::intrusive_ptr<c10d::Store> value, int rank_,

@@ -1,0 +1,86 @@
+// The options of saving and loading (SaveOptions, LoadOptions, AsyncCheckpointerOptions,
+// CheckpointManagerOptions): each holds its process group and coordinator rank in one Ranks, set
+// whole (with_ranks) or field by field (with_process_group, with_coordinator_rank), in one chain
+// with the struct's other with_ setters.
+
+#include "dcpp_test.h"
+
+#include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+namespace {
+
+c10::intrusive_ptr<c10d::ProcessGroup> one_rank_group() {
+  return dcpp::make_gloo_process_group(c10::make_intrusive<c10d::HashStore>(), 0, 1);
+}
+
+}  // namespace
+
+TEST_CASE("Ranks defaults to this process alone, coordinated by rank 0") {
+  const dcpp::Ranks ranks;
+  CHECK(!ranks.process_group);
+  CHECK(ranks.coordinator_rank == 0);
+  CHECK(!dcpp::SaveOptions().ranks.process_group);
+  CHECK(dcpp::LoadOptions().ranks.coordinator_rank == 0);
+  CHECK(!dcpp::AsyncCheckpointerOptions().ranks.process_group);
+  CHECK(dcpp::CheckpointManagerOptions().ranks.coordinator_rank == 0);
+}
+
+TEST_CASE("every options struct sets its Ranks whole or field by field") {
+  const auto group = one_rank_group();
+  const dcpp::Ranks ranks = dcpp::Ranks().with_process_group(group).with_coordinator_rank(2);
+  CHECK(ranks.process_group == group);
+  CHECK(ranks.coordinator_rank == 2);
+
+  const dcpp::SaveOptions save =
+      dcpp::SaveOptions()
+          .with_process_group(group)
+          .with_coordinator_rank(2)
+          .with_use_collectives(false)
+          .with_rank(0)
+          .with_file_system(dcpp::FileSystemWriterOptions().with_overwrite(true));
+  CHECK(save.ranks.process_group == group);
+  CHECK(save.ranks.coordinator_rank == 2);
+  CHECK(!save.use_collectives);
+  CHECK(save.rank == 0);
+  CHECK(save.file_system.overwrite);
+
+  const dcpp::LoadOptions load =
+      dcpp::LoadOptions().with_ranks(ranks).with_allow_partial_load(true).with_all_or_nothing(true);
+  CHECK(load.ranks.process_group == group);
+  CHECK(load.ranks.coordinator_rank == 2);
+  CHECK(load.allow_partial_load);
+  CHECK(load.all_or_nothing);
+
+  const dcpp::AsyncCheckpointerOptions async =
+      dcpp::AsyncCheckpointerOptions()
+          .with_process_group(group)
+          .with_coordinator_rank(2)
+          .with_in_flight_policy(dcpp::InFlightPolicy::kFail)
+          .with_uploader_nice(0);
+  CHECK(async.ranks.process_group == group);
+  CHECK(async.ranks.coordinator_rank == 2);
+  CHECK(async.in_flight_policy == dcpp::InFlightPolicy::kFail);
+  CHECK(async.uploader_nice == 0);
+
+  const dcpp::CheckpointManagerOptions manager =
+      dcpp::CheckpointManagerOptions().with_root("ckpt").with_ranks(ranks).with_async(false);
+  CHECK(manager.ranks.process_group == group);
+  CHECK(manager.ranks.coordinator_rank == 2);
+  CHECK(!manager.async);
+}
+
+TEST_CASE("a save and a load take their group through the with_ setters") {
+  dcpp::test::TempDir dir;
+  const auto group = one_rank_group();
+  dcpp::StateDict state;
+  state.insert("w", at::arange(4, at::kFloat));
+  dcpp::save(state, dir / "ckpt", dcpp::SaveOptions().with_process_group(group));
+
+  dcpp::StateDict target;
+  target.insert("w", at::zeros({4}, at::kFloat));
+  dcpp::load(target, dir / "ckpt", dcpp::LoadOptions().with_process_group(group));
+  CHECK(at::equal(target.at("w").tensor(), at::arange(4, at::kFloat)));
+}
