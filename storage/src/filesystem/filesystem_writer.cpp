@@ -140,7 +140,9 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       const std::string tag =
           fs::exists(directory_ / metadata_file()) ? detail::random_tag(8) + "_" : "";
       for (SavePlan& plan : plans) {
-        plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
+        if (plan.storage_data.empty()) {
+          plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
+        }
       }
       return plans;
     }

@@ -82,7 +82,9 @@ class DCPP_API FileSystemWriter : public StorageWriter {
 
   void set_up(int rank, bool is_coordinator) override;
   void set_up_without_collectives(int rank) override;
-  /// Gives every plan without `storage_data` the file name prefix of its rank.
+  /// Gives every plan without `storage_data` the file name prefix of its rank (with a random tag
+  /// when the directory holds a checkpoint, so that its files stay intact until the commit). A
+  /// prefix a subclass set stays: it must name files no existing checkpoint uses.
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
