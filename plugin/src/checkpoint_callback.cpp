@@ -6,6 +6,7 @@
 
 #include "core/logging.h"
 #include "rank_agreement.h"
+#include "save_schedule.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/preemption.h>
@@ -114,9 +115,7 @@ void CheckpointCallback::save(TrainingContext& context) {
 }
 
 void CheckpointCallback::on_step_end(TrainingContext& context) {
-  const bool periodic_by_step = manager_->options().save_every_steps > 0 &&
-                                context.step % manager_->options().save_every_steps == 0;
-  bool preempt = false, due = periodic_by_step;
+  bool preempt = false, due = detail::is_step_due(manager_->options(), context.step);
   if (context.step % options_.agree_every_steps == 0) {
     // Time-based saves follow the coordinator's clock; a signal on any rank counts for all, and
     // so do too many failed saves (a commit fails on the coordinator only).

@@ -10,6 +10,10 @@
 
 namespace dcpp::detail {
 
+/// The step rule alone: whether save_every_steps is set and `step` is a multiple of it. The same
+/// on every rank, so ranks need not agree on it.
+bool is_step_due(const CheckpointManagerOptions& options, int64_t step);
+
 /// Not thread-safe: the training thread alone asks and restarts. Reads its rules and its clock
 /// from `options`, which must outlive it (the manager owns both).
 class SaveSchedule {
@@ -19,8 +23,7 @@ class SaveSchedule {
   /// The time rule counts from the first restart(); call it before the first is_due().
   explicit SaveSchedule(const CheckpointManagerOptions& options) : options_(options) {}
 
-  /// Whether `step` is a multiple of save_every_steps (when set), or save_every_seconds (when
-  /// set) passed on the clock since the last restart(). Calls the clock only for the time rule.
+  /// Whether is_step_due(options, step), or save_every_seconds (when set) passed on the clock since the last restart(). Calls the clock only for the time rule.
   bool is_due(int64_t step) const;
 
   /// A save starts now: the time rule counts from here. Calls the clock once.
