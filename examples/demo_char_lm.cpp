@@ -132,9 +132,9 @@ int main(int argc, char** argv) {
           .with_store(store, env.rank, env.world_size)
           .with_retention(dcpp::RetentionPolicy().with_keep_latest(3))
           .with_metrics_file(dir + "/../metrics.jsonl"));
-  dcpp::CheckpointCallbackOptions callback_options;
-  callback_options.preemption_signals = {SIGUSR1};  // SIGTERM keeps killing: the launcher uses it
-  dcpp::CheckpointCallback checkpoints(manager, callback_options);
+  // SIGTERM keeps killing: the launcher uses it.
+  dcpp::CheckpointCallback checkpoints(
+      manager, dcpp::CheckpointCallbackOptions().with_preemption_signals({SIGUSR1}));
 
   const auto load_start = std::chrono::steady_clock::now();
   checkpoints.on_train_begin(context);

@@ -109,9 +109,9 @@ bool retention(const Job& job, const fs::path& root) {
 
 // Resuming from a given step (or path) rather than the latest, through the callback's options.
 bool resume_from_step(const Job& job, const fs::path& root) {
-  dcpp::CheckpointCallbackOptions options;
-  options.resume.step = 12;  // or: options.resume.path = root / "step-00000012";
-  options.save_at_end = false;
+  const auto options = dcpp::CheckpointCallbackOptions()
+                           .with_resume(dcpp::RestoreRequest().with_step(12))  // or .with_path()
+                           .with_save_at_end(false);
   dcpp::CheckpointCallback checkpoints(
       std::make_shared<dcpp::CheckpointManager>(job.manager_options(root)), options);
   Training training;
@@ -150,8 +150,7 @@ bool missing_step(const Job& job, const fs::path& root) {
 
 // A job that must continue refuses to start fresh on a root without a checkpoint (a typo).
 bool require_resume(const Job& job, const fs::path& root) {
-  dcpp::CheckpointCallbackOptions options;
-  options.require_resume = true;
+  const auto options = dcpp::CheckpointCallbackOptions().with_require_resume(true);
   dcpp::CheckpointCallback checkpoints(
       std::make_shared<dcpp::CheckpointManager>(job.manager_options(root.string() + "-typo")),
       options);

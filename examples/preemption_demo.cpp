@@ -50,10 +50,10 @@ int main(int argc, char** argv) {
   options.with_root(dir).with_save_every_steps(1000).with_async(true);
   if (distributed) options.with_store(store, env.rank, env.world_size);
   auto manager = std::make_shared<dcpp::CheckpointManager>(options);
-  dcpp::CheckpointCallbackOptions callback_options;
-  callback_options.preemption_signals = {SIGTERM, SIGUSR1, SIGINT};
-  callback_options.save_at_end = true;
-  dcpp::CheckpointCallback checkpoints(manager, callback_options);
+  dcpp::CheckpointCallback checkpoints(manager,
+                                       dcpp::CheckpointCallbackOptions()
+                                           .with_preemption_signals({SIGTERM, SIGUSR1, SIGINT})
+                                           .with_save_at_end(true));
 
   checkpoints.on_train_begin(context);
   if (checkpoints.resumed_from()) {

@@ -1,7 +1,7 @@
 // The options of saving and loading (SaveOptions, LoadOptions, AsyncCheckpointerOptions,
 // CheckpointManagerOptions): each holds its process group and coordinator rank in one Ranks, set
 // whole (with_ranks) or field by field (with_process_group, with_coordinator_rank), in one chain
-// with the struct's other with_ setters.
+// with the struct's other with_ setters. The other options structs chain theirs the same way.
 
 #include "dcpp_test.h"
 
@@ -9,6 +9,8 @@
 #include <dcpp/dist.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <csignal>
 
 namespace {
 
@@ -70,6 +72,49 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
   CHECK(manager.ranks.process_group == group);
   CHECK(manager.ranks.coordinator_rank == 2);
   CHECK(!manager.async);
+}
+
+TEST_CASE("the stagers', the callback's and a restore's options chain their with_ setters") {
+  const dcpp::TbbStagerOptions tbb = dcpp::TbbStagerOptions()
+                                         .with_concurrency(3)
+                                         .with_nice(0)
+                                         .with_piece_bytes(1 << 20)
+                                         .with_synchronize_after_execute(true);
+  CHECK(tbb.concurrency == 3);
+  CHECK(tbb.nice == 0);
+  CHECK(tbb.piece_bytes == (1 << 20));
+  CHECK(tbb.synchronize_after_execute);
+  CHECK(dcpp::BlockingStagerOptions().with_piece_bytes(4096).piece_bytes == 4096);
+
+  const dcpp::CheckpointCallbackOptions callback =
+      dcpp::CheckpointCallbackOptions()
+          .with_resume(dcpp::RestoreRequest()
+                           .with_step(12)
+                           .with_exclude_from_loading({"optim"})
+                           .with_allow_partial_load(true)
+                           .with_all_or_nothing(true))
+          .with_resume_enabled(false)
+          .with_require_resume(true)
+          .with_preemption_signals({SIGUSR2})
+          .with_max_consecutive_failed_saves(5)
+          .with_agree_every_steps(4)
+          .with_save_at_end(false)
+          .with_export_at_end("model", at::kBFloat16);
+  CHECK(callback.resume.step == 12);
+  CHECK(callback.resume.path.empty());
+  CHECK(callback.resume.exclude_from_loading == std::vector<std::string>{"optim"});
+  CHECK(callback.resume.allow_partial_load);
+  CHECK(callback.resume.all_or_nothing);
+  CHECK(!callback.resume_enabled);
+  CHECK(callback.require_resume);
+  CHECK(callback.preemption_signals == std::vector<int>{SIGUSR2});
+  CHECK(callback.max_consecutive_failed_saves == 5);
+  CHECK(callback.agree_every_steps == 4);
+  CHECK(!callback.save_at_end);
+  CHECK(callback.export_at_end);
+  CHECK(callback.export_key == "model");
+  CHECK(callback.export_dtype == at::kBFloat16);
+  CHECK(dcpp::RestoreRequest().with_path("ckpt/step-00000012").path == "ckpt/step-00000012");
 }
 
 TEST_CASE("a save and a load take their group through the with_ setters") {

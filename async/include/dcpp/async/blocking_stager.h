@@ -13,6 +13,11 @@ namespace dcpp {
 struct DCPP_API BlockingStagerOptions {
   /// Largest piece of a tensor copied at once (bytes).
   int64_t piece_bytes = int64_t{4} << 20;
+
+  BlockingStagerOptions& with_piece_bytes(int64_t bytes) {
+    piece_bytes = bytes;
+    return *this;
+  }
 };
 
 /// Copies on the thread that calls stage(), which returns when the copy is done (its future is

@@ -26,6 +26,23 @@ struct DCPP_API TbbStagerOptions {
   int64_t piece_bytes = int64_t{4} << 20;
   /// should_synchronize_after_execute(): false makes async_save return at once.
   bool synchronize_after_execute = false;
+
+  TbbStagerOptions& with_concurrency(int n) {
+    concurrency = n;
+    return *this;
+  }
+  TbbStagerOptions& with_nice(int value) {
+    nice = value;
+    return *this;
+  }
+  TbbStagerOptions& with_piece_bytes(int64_t bytes) {
+    piece_bytes = bytes;
+    return *this;
+  }
+  TbbStagerOptions& with_synchronize_after_execute(bool value) {
+    synchronize_after_execute = value;
+    return *this;
+  }
 };
 
 /// Copies on a TBB task arena of `options.concurrency` threads. stage() resolves Stateful

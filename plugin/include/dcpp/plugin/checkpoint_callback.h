@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dcpp {
@@ -48,6 +49,43 @@ struct DCPP_API CheckpointCallbackOptions {
   bool export_at_end = false;
   std::string export_key = "model";
   std::optional<at::ScalarType> export_dtype;
+
+  CheckpointCallbackOptions& with_resume_enabled(bool value) {
+    resume_enabled = value;
+    return *this;
+  }
+  CheckpointCallbackOptions& with_resume(RestoreRequest request) {
+    resume = std::move(request);
+    return *this;
+  }
+  CheckpointCallbackOptions& with_require_resume(bool value) {
+    require_resume = value;
+    return *this;
+  }
+  CheckpointCallbackOptions& with_preemption_signals(std::vector<int> signals) {
+    preemption_signals = std::move(signals);
+    return *this;
+  }
+  CheckpointCallbackOptions& with_max_consecutive_failed_saves(int n) {
+    max_consecutive_failed_saves = n;
+    return *this;
+  }
+  CheckpointCallbackOptions& with_agree_every_steps(int64_t n) {
+    agree_every_steps = n;
+    return *this;
+  }
+  CheckpointCallbackOptions& with_save_at_end(bool value) {
+    save_at_end = value;
+    return *this;
+  }
+  /// Turns export_at_end on for `key`, cast to `dtype` when given.
+  CheckpointCallbackOptions& with_export_at_end(std::string key,
+                                                std::optional<at::ScalarType> dtype = {}) {
+    export_at_end = true;
+    export_key = std::move(key);
+    export_dtype = dtype;
+    return *this;
+  }
 };
 
 /// Not thread-safe: the training thread calls its hooks. Hooks that save or load are collective

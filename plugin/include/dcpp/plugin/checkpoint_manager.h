@@ -191,6 +191,27 @@ struct DCPP_API RestoreRequest {
   /// A restore that fails leaves the state as it was (LoadOptions::all_or_nothing), for one more
   /// copy of it in memory while it runs.
   bool all_or_nothing = false;
+
+  RestoreRequest& with_path(std::filesystem::path value) {
+    path = std::move(value);
+    return *this;
+  }
+  RestoreRequest& with_step(int64_t value) {
+    step = value;
+    return *this;
+  }
+  RestoreRequest& with_exclude_from_loading(std::vector<std::string> keys) {
+    exclude_from_loading = std::move(keys);
+    return *this;
+  }
+  RestoreRequest& with_allow_partial_load(bool value) {
+    allow_partial_load = value;
+    return *this;
+  }
+  RestoreRequest& with_all_or_nothing(bool value) {
+    all_or_nothing = value;
+    return *this;
+  }
 };
 
 /// Owns the step checkpoints under one root. Every member function that saves, loads or decides
