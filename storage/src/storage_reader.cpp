@@ -1,3 +1,5 @@
+// The StorageReader hooks a reader may leave alone: plans pass through unchanged.
+
 #include <dcpp/storage/storage_reader.h>
 
 namespace dcpp {

@@ -1,3 +1,6 @@
+// The StorageWriter defaults: plans pass through, and saving without collectives is refused
+// until a writer opts in.
+
 #include <dcpp/storage/storage_writer.h>
 
 #include <dcpp/core/checkpoint_error.h>
