@@ -1,7 +1,8 @@
 #include "chunk_coverage.h"
 
+#include "state_dict/box.h"
+
 #include <algorithm>
-#include <numeric>
 
 namespace dcpp::tools {
 
@@ -14,20 +15,6 @@ std::string box_string(const ChunkStorageMetadata& chunk) {
     return s + "]";
   };
   return "chunk at offsets " + join(chunk.offsets) + " of sizes " + join(chunk.sizes);
-}
-
-bool is_empty(const ChunkStorageMetadata& chunk) {
-  return std::any_of(chunk.sizes.begin(), chunk.sizes.end(), [](int64_t s) { return s == 0; });
-}
-
-bool overlap(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
-  if (is_empty(a) || is_empty(b)) return false;
-  for (std::size_t d = 0; d < a.offsets.size(); ++d) {
-    if (a.offsets[d] >= b.offsets[d] + b.sizes[d] || b.offsets[d] >= a.offsets[d] + a.sizes[d]) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -59,22 +46,11 @@ std::vector<std::string> chunk_coverage_problems(const std::vector<int64_t>& sha
     covered += volume;
     valid.push_back(&chunk);
   }
-  // Sorted by the first offset, a chunk can only overlap the ones that start before it ends.
-  if (shape.empty()) {
-    if (valid.size() > 1) problems.push_back("the 0-d tensor has " + std::to_string(valid.size()) +
-                                             " chunks, which overlap");
-  } else {
-    std::sort(valid.begin(), valid.end(), [](const auto* a, const auto* b) {
-      return a->offsets[0] < b->offsets[0];
-    });
-    for (std::size_t i = 0; i < valid.size(); ++i) {
-      const int64_t end = valid[i]->offsets[0] + valid[i]->sizes[0];
-      for (std::size_t j = i + 1; j < valid.size() && valid[j]->offsets[0] < end; ++j) {
-        if (overlap(*valid[i], *valid[j])) {
-          problems.push_back(box_string(*valid[i]) + " overlaps the " + box_string(*valid[j]));
-        }
-      }
-    }
+  std::vector<detail::BoxView> boxes;
+  for (const ChunkStorageMetadata* chunk : valid) boxes.push_back({chunk->offsets, chunk->sizes});
+  if (const auto pair = detail::first_overlap(boxes)) {
+    problems.push_back(box_string(*valid[pair->first]) + " overlaps the " +
+                       box_string(*valid[pair->second]));
   }
   Volume total = 1;
   for (int64_t size : shape) total *= static_cast<Volume>(std::max<int64_t>(size, 0));

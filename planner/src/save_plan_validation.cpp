@@ -23,15 +23,6 @@ std::string describe(const PlacedChunk& chunk) {
          shape_string(chunk.data->chunk.sizes) + " from rank " + std::to_string(chunk.rank);
 }
 
-bool overlap(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
-  for (std::size_t d = 0; d < a.offsets.size(); ++d) {
-    if (a.offsets[d] + a.sizes[d] <= b.offsets[d] || b.offsets[d] + b.sizes[d] <= a.offsets[d]) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chunks,
                      bool require_cover) {
   const TensorWriteData& first = *chunks.front().data;
@@ -40,6 +31,8 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
     numel *= s;
   }
   int64_t covered = 0;
+  std::vector<BoxView> boxes;  // every chunk, once each lies inside the tensor
+  boxes.reserve(chunks.size());
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const TensorWriteData& data = *chunks[i].data;
     if (data.size != first.size || data.properties.dtype != first.properties.dtype) {
@@ -59,16 +52,15 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
     }
     int64_t volume = 1;
     for (const int64_t size : chunk.sizes) volume *= size;
-    for (std::size_t j = 0; j < i; ++j) {
-      if (volume > 0 && overlap(chunk, chunks[j].data->chunk)) {
-        throw CheckpointError(ErrorKind::kUsage,
-                              "key '" + key + "': " + describe(chunks[i]) + " overlaps " +
-                                  describe(chunks[j]) +
-                                  "; shards of a tensor must not overlap unless they are equal "
-                                  "(replicas)");
-      }
-    }
     covered += volume;
+    boxes.push_back(BoxView{chunk.offsets, chunk.sizes});
+  }
+  if (const auto pair = first_overlap(boxes)) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "key '" + key + "': " + describe(chunks[pair->second]) + " overlaps " +
+                              describe(chunks[pair->first]) +
+                              "; shards of a tensor must not overlap unless they are equal "
+                              "(replicas)");
   }
   if (require_cover && covered != numel) {
     std::string ranks;

@@ -6,6 +6,7 @@
 #include "format/file_io.h"
 #include "format/metadata_pickle.h"
 #include "format/shape_string.h"
+#include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -28,20 +29,6 @@ bool same_properties(const TensorProperties& a, const TensorProperties& b) {
 std::string chunk_string(const ChunkStorageMetadata& chunk) {
   return "the chunk at offsets " + shape_string(chunk.offsets) + " of sizes " +
          shape_string(chunk.sizes);
-}
-
-bool is_empty(const ChunkStorageMetadata& chunk) {
-  return std::any_of(chunk.sizes.begin(), chunk.sizes.end(), [](int64_t s) { return s <= 0; });
-}
-
-bool overlap(const ChunkStorageMetadata& a, const ChunkStorageMetadata& b) {
-  if (a.offsets.size() != b.offsets.size() || is_empty(a) || is_empty(b)) return false;
-  for (std::size_t d = 0; d < a.offsets.size(); ++d) {
-    if (a.offsets[d] >= b.offsets[d] + b.sizes[d] || b.offsets[d] >= a.offsets[d] + a.sizes[d]) {
-      return false;
-    }
-  }
-  return true;
 }
 
 [[noreturn]] void disagree(const std::string& key, const RankMetadata& a, const RankMetadata& b,
@@ -67,28 +54,20 @@ void check_no_overlap(const std::string& key, const TensorStorageMetadata& tenso
                       const MergedKey& merged) {
   const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
   if (tensor.size.empty()) return;  // a 0-d tensor has one chunk: equal offsets were merged
-  std::vector<std::size_t> order;   // chunks of the tensor's rank (the load planner names others)
+  std::vector<std::size_t> of_rank;  // chunks of the tensor's rank (the load planner names others)
+  std::vector<BoxView> boxes;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     if (chunks[i].offsets.size() == tensor.size.size() &&
         chunks[i].sizes.size() == tensor.size.size()) {
-      order.push_back(i);
+      of_rank.push_back(i);
+      boxes.push_back(BoxView{chunks[i].offsets, chunks[i].sizes});
     }
   }
-  // Sorted by the first offset, a chunk can only overlap those that start before it ends.
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return chunks[a].offsets.at(0) < chunks[b].offsets.at(0);
-  });
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const ChunkStorageMetadata& a = chunks[order[i]];
-    const int64_t end = a.offsets[0] + a.sizes[0];
-    for (std::size_t j = i + 1; j < order.size() && chunks[order[j]].offsets[0] < end; ++j) {
-      const ChunkStorageMetadata& b = chunks[order[j]];
-      if (overlap(a, b)) {
-        disagree(key, *merged.chunk_origin[order[i]], *merged.chunk_origin[order[j]],
-                 chunk_string(a) + " overlaps " + chunk_string(b) +
-                     " (saved shards may be equal replicas, never partly overlap)");
-      }
-    }
+  if (const auto pair = first_overlap(boxes)) {
+    const std::size_t a = of_rank[pair->first], b = of_rank[pair->second];
+    disagree(key, *merged.chunk_origin[a], *merged.chunk_origin[b],
+             chunk_string(chunks[a]) + " overlaps " + chunk_string(chunks[b]) +
+                 " (saved shards may be equal replicas, never partly overlap)");
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "format/file_io.h"
 #include "format/safetensors_header.h"
+#include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/huggingface_storage.h>
@@ -234,27 +235,18 @@ TensorStorageMetadata tensor_metadata(const std::string& key, const std::vector<
                 ? too_large
                 : total * static_cast<uint64_t>(size);
   }
-  std::vector<unsigned __int128> volumes;
   for (const Chunk& chunk : chunks) {
     unsigned __int128 volume = 1;
     for (int64_t size : chunk.storage.shape) volume *= static_cast<uint64_t>(size);
-    volumes.push_back(volume);
     covered += volume;
   }
-  for (std::size_t i = 0; i < chunks.size(); ++i) {
-    for (std::size_t j = 0; j < i && volumes[i] != 0; ++j) {
-      bool overlap = volumes[j] != 0;
-      for (std::size_t d = 0; d < dims && overlap; ++d) {
-        const int64_t a = chunks[i].offsets[d], b = chunks[j].offsets[d];
-        overlap = a < b + chunks[j].storage.shape[d] && b < a + chunks[i].storage.shape[d];
-      }
-      if (overlap) {
-        throw CheckpointError(ErrorKind::kCorrupt,
-                              where(chunks[i]) + ": this chunk overlaps the chunk in " +
-                                  (directory / files[chunks[j].storage.file]).string() +
-                                  "; the files do not belong to one checkpoint");
-      }
-    }
+  std::vector<BoxView> boxes;
+  for (const Chunk& chunk : chunks) boxes.push_back(BoxView{chunk.offsets, chunk.storage.shape});
+  if (const auto pair = first_overlap(boxes)) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where(chunks[pair->second]) + ": this chunk overlaps the chunk in " +
+                              (directory / files[chunks[pair->first].storage.file]).string() +
+                              "; the files do not belong to one checkpoint");
   }
   if (covered != total) {
     throw CheckpointError(ErrorKind::kNotFound,
