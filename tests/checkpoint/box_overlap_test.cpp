@@ -58,7 +58,7 @@ TEST_CASE("the overlapping pair is found, in input order, along the dimension ch
   CHECK((pair->first == 30 || pair->first == 31));
 }
 
-TEST_CASE("empty boxes overlap nothing; two 0-d boxes are the same element") {
+TEST_CASE("empty boxes overlap nothing, and two 0-d boxes are the same element") {
   CHECK_FALSE(first_overlap(views({{{0, 0}, {0, 4}}, {{0, 0}, {4, 4}}, {{2, 2}, {-1, 3}}})));
   const auto pair = first_overlap(views({{{}, {}}, {{}, {}}}));
   REQUIRE(pair);
