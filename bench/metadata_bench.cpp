@@ -1,13 +1,16 @@
 // The metadata path at scale: planning, the plan exchange, the global plan and `.metadata` for a
 // large number of tensors, on every rank of a job. Run it under dcpp-launch:
 //
-//   build/tools/dcpp-launch -n 4 -- build/bench/metadata_bench [--tensors N] [--sharded] [--dir D]
+//   build/tools/dcpp-launch -n 4 -- build/bench/metadata_bench [--tensors N]
+//                                     [--sharded | --replicated] [--dir D]
 //
-// N tensors in all (default 100,000): each rank owns N / ranks of them, or with --sharded every
-// tensor is split by rows over all ranks (N x ranks chunks). Data items are not written (a storage
-// writer records where they would go), so the time is planning + exchange + metadata + commit. As
-// a baseline in the same run, rank 0 times pickling the same number of entries with the codec
-// alone.
+// N tensors in all (default 100,000): each rank owns N / ranks of them; with --sharded every
+// tensor is split by rows over all ranks (N x ranks chunks); with --replicated every rank holds
+// every tensor, as data parallel ranks do (N chunks, each written by one rank). Data items are not
+// written (a storage writer records where they would go), so the time is planning + exchange +
+// metadata + commit. Every rank prints the checkpoint traffic it sent and received during the
+// save (checkpoint_traffic()): a rank other than the coordinator receives its own final plan and
+// the committed Metadata, whatever the world size.
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -47,11 +50,13 @@ class MetadataOnlyWriter final : public dcpp::FileSystemWriter {
 
 int main(int argc, char** argv) {
   int64_t tensors = 100000;
-  bool sharded = false;
+  bool sharded = false, replicated = false;
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "dcpp-metadata-bench";
   CLI::App app("Planning and .metadata at scale: N tensors over the ranks", "metadata_bench");
   app.add_option("--tensors", tensors, "tensors in all");
-  app.add_flag("--sharded", sharded, "every tensor sharded over every rank");
+  auto* sharded_flag = app.add_flag("--sharded", sharded, "every tensor sharded over every rank");
+  app.add_flag("--replicated", replicated, "every tensor on every rank (data parallel)")
+      ->excludes(sharded_flag);
   app.add_option("--dir", dir, "scratch directory");
   bench::parse_or_exit(app, argc, argv);
   auto group = dcpp::make_gloo_process_group_from_env();
@@ -66,7 +71,7 @@ int main(int argc, char** argv) {
         "layers." + std::to_string(i / 16) + ".block.weight" + std::to_string(i % 16);
     if (sharded) {
       state.insert(key, dcpp::ShardedTensor({ranks, 4}, {{row[rank].unsqueeze(0), {rank, 0}}}));
-    } else if (i % ranks == rank) {
+    } else if (replicated || i % ranks == rank) {
       state.insert(key, row[0]);
     }
   }
@@ -74,16 +79,28 @@ int main(int argc, char** argv) {
   options.ranks.process_group = group;
   MetadataOnlyWriter writer(dir);
   group->barrier()->wait();
+  const dcpp::CheckpointTraffic traffic_before = dcpp::checkpoint_traffic();
   const auto start = std::chrono::steady_clock::now();
   const double start_cpu = bench::thread_cpu_seconds();
   const dcpp::Metadata metadata = dcpp::save(state, writer, options);
   const double save_seconds = bench::seconds_since(start);
   const double save_cpu_seconds = bench::thread_cpu_seconds() - start_cpu;
+  const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
+  std::printf("traffic of the save: sent %lld bytes in %lld messages, received %lld bytes in %lld "
+              "messages\n",
+              static_cast<long long>(traffic.bytes_sent - traffic_before.bytes_sent),
+              static_cast<long long>(traffic.messages_sent - traffic_before.messages_sent),
+              static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
+              static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
+  group->barrier()->wait();  // the traffic lines before rank 0's report
   if (rank == 0) {
     const auto size = std::filesystem::file_size(dir / ".metadata");
     const std::size_t chunks = metadata.storage_data.size();
     std::printf("%lld tensors, %zu chunks on %d ranks%s\n", static_cast<long long>(tensors), chunks,
-                ranks, sharded ? " (every tensor sharded over all ranks)" : "");
+                ranks,
+                sharded      ? " (every tensor sharded over all ranks)"
+                : replicated ? " (every tensor on every rank)"
+                             : "");
     std::printf(
         "plan + exchange + metadata + commit: %.3f s, %.3f s of CPU on rank 0   (target < 2 s)\n",
         save_seconds, save_cpu_seconds);

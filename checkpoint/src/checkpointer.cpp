@@ -1,15 +1,17 @@
 // save() and load(): DCP's `state_dict_saver` / `state_dict_loader` steps, SPMD over the ranks of a
 // process group (or one process). Protocol, the same on every rank:
-//   save: plan locally -> all-gather plans -> coordinator plans globally, broadcasts final plans ->
-//         write -> all-gather results -> coordinator commits `.metadata`, broadcasts the outcome.
-//   load: read `.metadata`, plan locally -> all-gather -> coordinator's global plan -> read ->
-//         all-gather the outcome.
+//   save: plan locally -> gather the plans at the coordinator -> it plans globally and scatters
+//         each rank its final plan -> write -> gather the results at the coordinator -> it
+//         commits `.metadata` and broadcasts the outcome and the Metadata.
+//   load: read `.metadata`, plan locally -> gather at the coordinator -> it scatters the final
+//         plans -> read -> agree on the outcome.
 //   save without collectives: plan locally -> a global plan of this plan alone -> write -> commit
 //         `__<rank>.metadata`; no collective (DCP's use_collectives=False, without its barrier).
-// Every step exchanges each rank's status with its payload (spmd_step.h), so a failure anywhere
-// becomes the same CheckpointError, of the same kind, on every rank before the next step starts;
-// nothing is committed after a failure, and no rank waits in a collective that the others will
-// never join.
+// A rank other than the coordinator sends and receives its own plans and results only, so its
+// traffic does not grow with the world size. Every step also settles every rank's status
+// (spmd_step.h), so a failure anywhere becomes the same CheckpointError, of the same kind, on
+// every rank before the next step starts; nothing is committed after a failure, and no rank waits
+// in a collective that the others will never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/huggingface_storage.h>
@@ -160,18 +162,19 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
       options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
   StateDict resolved;
 
-  // 1. Every rank plans what it holds.
-  std::vector<std::string> local_plans = detail::exchange(*ranks, operation, "planning", [&] {
-    resolved = resolve_statefuls(state_dict);
-    storage_writer.set_up(ranks->rank(), is_coordinator);
-    planner->set_up(resolved, is_coordinator);
-    return detail::encode_save_plan(
-        storage_writer.prepare_local_plan(planner->create_local_plan()));
-  });
-  // 2. The coordinator merges the plans and sends every rank its final plan.
+  // 1. Every rank plans what it holds; the coordinator receives the plans.
+  const std::vector<std::string> local_plans =
+      detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
+        resolved = resolve_statefuls(state_dict);
+        storage_writer.set_up(ranks->rank(), is_coordinator);
+        planner->set_up(resolved, is_coordinator);
+        return detail::encode_save_plan(
+            storage_writer.prepare_local_plan(planner->create_local_plan()));
+      });
+  // 2. The coordinator merges the plans and sends every rank its own final plan.
   Metadata metadata;
-  const std::string central =
-      detail::from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+  const std::string central = detail::scatter_from_coordinator(
+      *ranks, coordinator, operation, "global planning", [&] {
         std::vector<SavePlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_save_plan(bytes));
@@ -183,15 +186,14 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
         for (const SavePlan& plan : global_plans) {
           encoded.push_back(detail::encode_save_plan(plan));
         }
-        return detail::encode_strings(encoded);
+        return encoded;
       });
   // 3. Every rank writes its items; the coordinator learns where they landed.
-  std::vector<std::string> results = detail::exchange(*ranks, operation, "writing", [&] {
-    const std::vector<std::string> plans = detail::decode_strings(central);
-    const SavePlan final_plan = planner->finish_plan(
-        detail::decode_save_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
-    return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
-  });
+  const std::vector<std::string> results =
+      detail::gather_at_coordinator(*ranks, coordinator, operation, "writing", [&] {
+        const SavePlan final_plan = planner->finish_plan(detail::decode_save_plan(central));
+        return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
+      });
   // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.
   const std::string committed =
       detail::from_coordinator(*ranks, coordinator, operation, "committing", [&] {
@@ -243,51 +245,48 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   std::optional<StatefulSwap> statefuls;
   std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
 
-  // 1. Every rank reads the metadata and plans its reads.
-  std::vector<std::string> local_plans = detail::exchange(*ranks, operation, "planning", [&] {
-    statefuls.emplace(state_dict);
-    metadata = storage_reader.read_metadata();
-    drop_optional_keys_missing_from(*statefuls, metadata);
-    if (options.all_or_nothing) {
-      scratch = detail::make_load_scratch(state_dict);
-    }
-    storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
-    planner->set_up(scratch ? *scratch : state_dict, metadata, is_coordinator);
-    return detail::encode_load_plan(
-        storage_reader.prepare_local_plan(planner->create_local_plan()));
-  });
-  // 2. The coordinator sees every plan and may adjust them.
-  const std::string central =
-      detail::from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
+  // 1. Every rank reads the metadata and plans its reads; the coordinator receives the plans.
+  const std::vector<std::string> local_plans =
+      detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
+        statefuls.emplace(state_dict);
+        metadata = storage_reader.read_metadata();
+        drop_optional_keys_missing_from(*statefuls, metadata);
+        if (options.all_or_nothing) {
+          scratch = detail::make_load_scratch(state_dict);
+        }
+        storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
+        planner->set_up(scratch ? *scratch : state_dict, metadata, is_coordinator);
+        return detail::encode_load_plan(
+            storage_reader.prepare_local_plan(planner->create_local_plan()));
+      });
+  // 2. The coordinator sees every plan, may adjust them, and sends every rank its own.
+  const std::string central = detail::scatter_from_coordinator(
+      *ranks, coordinator, operation, "global planning", [&] {
         std::vector<LoadPlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_load_plan(bytes));
         }
-        std::vector<std::string> encoded;
         plans = storage_reader.prepare_global_plan(planner->create_global_plan(std::move(plans)));
+        std::vector<std::string> encoded;
         for (const LoadPlan& plan : plans) {
           encoded.push_back(detail::encode_load_plan(plan));
         }
-        return detail::encode_strings(encoded);
+        return encoded;
       });
   // 3. Every rank reads its items (into the targets, or the scratch copy) and, reading into the
   // targets, hands the Statefuls their state; all learn whether every rank succeeded.
-  detail::exchange(*ranks, operation, "reading", [&] {
-    const std::vector<std::string> plans = detail::decode_strings(central);
-    const LoadPlan final_plan = planner->finish_plan(
-        detail::decode_load_plan(plans.at(static_cast<std::size_t>(ranks->rank()))));
+  detail::agree(*ranks, operation, "reading", [&] {
+    const LoadPlan final_plan = planner->finish_plan(detail::decode_load_plan(central));
     storage_reader.read_data(final_plan, *planner);
     if (!scratch) {
       statefuls->commit();
     }
-    return std::string();
   });
   // 4. All or nothing: every rank read and verified everything; now the targets change.
   if (scratch) {
-    detail::exchange(*ranks, operation, "applying the loaded state", [&] {
+    detail::agree(*ranks, operation, "applying the loaded state", [&] {
       detail::apply_loaded_scratch(state_dict, *scratch);
       statefuls->commit();
-      return std::string();
     });
   }
   return planner->report();

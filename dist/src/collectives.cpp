@@ -1,19 +1,50 @@
+// Byte collectives over c10d (collectives.h). Variable-length messages travel as a length, then
+// the bytes; gather and scatter are point to point with the root, so a rank other than the root
+// sends and receives its own messages only.
+
 #include "dist/collectives.h"
 
 #include "peer_processes.h"
-#include "planner/plan_codec.h"
 
 #include "core/group_calls.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/checkpoint_traffic.h>
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <cstring>
 
-namespace dcpp::detail {
+namespace dcpp {
 
 namespace {
+
+std::atomic<int64_t> bytes_sent{0}, bytes_received{0}, messages_sent{0}, messages_received{0};
+
+void count_sent(int64_t bytes, int64_t messages = 1) {
+  bytes_sent += bytes;
+  messages_sent += messages;
+}
+
+void count_received(int64_t bytes, int64_t messages = 1) {
+  bytes_received += bytes;
+  messages_received += messages;
+}
+
+}  // namespace
+
+CheckpointTraffic checkpoint_traffic() {
+  return CheckpointTraffic{bytes_sent.load(), bytes_received.load(), messages_sent.load(),
+                           messages_received.load()};
+}
+
+namespace detail {
+
+namespace {
+
+constexpr int64_t kLengthBytes = sizeof(int64_t);
+constexpr int kMessageTag = 0;  // messages between two ranks arrive in the order they were sent
 
 class SingleProcess final : public Collectives {
  public:
@@ -21,6 +52,11 @@ class SingleProcess final : public Collectives {
   int size() const override { return 1; }
   std::vector<std::string> all_gather(const std::string& bytes) override { return {bytes}; }
   std::string broadcast(const std::string& bytes, int root) override { return bytes; }
+  std::vector<std::string> gather(const std::string& bytes, int root) override { return {bytes}; }
+  std::string scatter(const std::vector<std::string>& per_rank, int root) override {
+    return per_rank.at(0);
+  }
+  std::vector<int64_t> max_over_ranks(std::vector<int64_t> values) override { return values; }
 };
 
 class OverProcessGroup final : public Collectives {
@@ -34,35 +70,111 @@ class OverProcessGroup final : public Collectives {
   int rank() const override { return calls_.rank(); }
   int size() const override { return calls_.size(); }
 
-  // The first all-gather also carries every rank's process identity, so that a later failure
-  // can name the rank whose process has exited.
   std::vector<std::string> all_gather(const std::string& bytes) override {
-    if (!peers_.empty()) return gather_bytes(bytes);
-    std::vector<std::string> replies =
-        gather_bytes(encode_strings({encode_process_identity(this_process()), bytes}));
-    std::vector<ProcessIdentity> peers;
-    for (std::string& reply : replies) {
-      std::vector<std::string> parts = decode_strings(reply);
-      const int rank = static_cast<int>(peers.size());
-      if (parts.size() != 2) {
-        throw CheckpointError(ErrorKind::kCorrupt,
-                              "the first checkpoint message from rank " + std::to_string(rank) +
-                                  " is malformed (" + std::to_string(parts.size()) +
-                                  " parts, not 2); every rank must run the same dcpp build");
-      }
-      peers.push_back(decode_process_identity(parts[0], rank));
-      reply = std::move(parts[1]);
-    }
-    peers_ = std::move(peers);
-    return replies;
+    know_peers();
+    return gather_padded(bytes);
   }
 
   std::string broadcast(const std::string& bytes, int root) override {
-    return calls_.broadcast_bytes(bytes, root, "a message");
+    know_peers();
+    std::string out = calls_.broadcast_bytes(bytes, root, "a message");
+    if (rank() == root) {
+      count_sent(kLengthBytes + static_cast<int64_t>(bytes.size()));
+    } else {
+      count_received(kLengthBytes + static_cast<int64_t>(out.size()));
+    }
+    return out;
+  }
+
+  std::vector<std::string> gather(const std::string& bytes, int root) override {
+    know_peers();
+    if (rank() != root) {
+      send_bytes(bytes, root, "a message to the coordinator");
+      return {};
+    }
+    std::vector<std::string> out(static_cast<std::size_t>(size()));
+    for (int peer = 0; peer < size(); ++peer) {
+      out[static_cast<std::size_t>(peer)] =
+          peer == root ? bytes : receive_bytes(peer, "the message of rank " + std::to_string(peer));
+    }
+    return out;
+  }
+
+  std::string scatter(const std::vector<std::string>& per_rank, int root) override {
+    know_peers();
+    if (rank() != root) {
+      return receive_bytes(root, "this rank's message from the coordinator");
+    }
+    if (per_rank.size() != static_cast<std::size_t>(size())) {
+      calls_.fail(ErrorKind::kUsage, "scatter from rank " + std::to_string(root) + " got " +
+                                         std::to_string(per_rank.size()) + " messages for " +
+                                         std::to_string(size()) + " ranks");
+    }
+    for (int peer = 0; peer < size(); ++peer) {
+      if (peer != root) {
+        send_bytes(per_rank[static_cast<std::size_t>(peer)], peer,
+                   "the message of rank " + std::to_string(peer));
+      }
+    }
+    return per_rank[static_cast<std::size_t>(root)];
+  }
+
+  std::vector<int64_t> max_over_ranks(std::vector<int64_t> values) override {
+    know_peers();
+    const int64_t bytes = kLengthBytes * static_cast<int64_t>(values.size());
+    values = calls_.all_reduce(std::move(values), c10d::ReduceOp::MAX, "the ranks' status");
+    count_sent(bytes);
+    count_received(bytes);
+    return values;
   }
 
  private:
-  std::vector<std::string> gather_bytes(const std::string& bytes) {
+  // Every rank's process identity, once, so that a later failure can name the rank whose process
+  // has exited.
+  void know_peers() {
+    if (!peers_.empty()) return;
+    std::vector<std::string> identities = gather_padded(encode_process_identity(this_process()));
+    std::vector<ProcessIdentity> peers;
+    for (const std::string& identity : identities) {
+      peers.push_back(decode_process_identity(identity, static_cast<int>(peers.size())));
+    }
+    peers_ = std::move(peers);
+  }
+
+  void send_bytes(const std::string& bytes, int peer, const std::string& what) {
+    const auto length = static_cast<int64_t>(bytes.size());
+    calls_.send(at::full({1}, length, at::TensorOptions().dtype(at::kLong)).to(device_), peer,
+                kMessageTag, "the size of " + what);
+    if (length > 0) {
+      at::Tensor payload = at::empty({length}, at::kByte);
+      std::memcpy(payload.data_ptr(), bytes.data(), bytes.size());
+      calls_.send(payload.to(device_), peer, kMessageTag, what);
+    }
+    count_sent(kLengthBytes + length, length > 0 ? 2 : 1);
+  }
+
+  std::string receive_bytes(int peer, const std::string& what) {
+    at::Tensor length_tensor = at::empty({1}, at::TensorOptions().dtype(at::kLong).device(device_));
+    calls_.recv(length_tensor, peer, kMessageTag, "the size of " + what);
+    const int64_t length = length_tensor.cpu().item<int64_t>();
+    if (length < 0) {
+      calls_.fail(ErrorKind::kCorrupt, "rank " + std::to_string(peer) + " announced " + what +
+                                           " of " + std::to_string(length) +
+                                           " bytes; every rank must run the same dcpp build");
+    }
+    std::string out;
+    if (length > 0) {
+      at::Tensor payload = at::empty({length}, at::TensorOptions().dtype(at::kByte).device(device_));
+      calls_.recv(payload, peer, kMessageTag, what);
+      const at::Tensor on_cpu = payload.cpu();
+      out.assign(static_cast<const char*>(on_cpu.data_ptr()), static_cast<std::size_t>(length));
+    }
+    count_received(kLengthBytes + length, length > 0 ? 2 : 1);
+    return out;
+  }
+
+  // Every rank's `bytes` on every rank, each padded to the longest: two all-gathers.
+  std::vector<std::string> gather_padded(const std::string& bytes) {
     const int n = size();
     const at::Tensor lengths = gather_tensor(
         at::full({1}, static_cast<int64_t>(bytes.size()), at::TensorOptions().dtype(at::kLong)),
@@ -81,6 +193,9 @@ class OverProcessGroup final : public Collectives {
       out[static_cast<std::size_t>(r)].assign(data,
                                               static_cast<std::size_t>(lengths[r].item<int64_t>()));
     }
+    const int64_t message = kLengthBytes + mine.numel();
+    count_sent(message, 2);
+    count_received(message * (n - 1), 2 * static_cast<int64_t>(n - 1));
     return out;
   }
 
@@ -89,7 +204,7 @@ class OverProcessGroup final : public Collectives {
     return at::stack(calls_.all_gather(tensor.to(device_), what)).cpu();
   }
 
-  // Which peer process has exited, once the first all-gather told every rank's identity.
+  // Which peer process has exited, once the ranks told each other who they are.
   std::string describe_peers() const {
     return peers_.empty() ? "the ranks failed before they first exchanged messages, so the rank "
                             "that died cannot be named"
@@ -98,7 +213,7 @@ class OverProcessGroup final : public Collectives {
 
   GroupCalls calls_;
   at::Device device_;
-  std::vector<ProcessIdentity> peers_;  // by rank; empty until the first all-gather
+  std::vector<ProcessIdentity> peers_;  // by rank; empty until the first call
 };
 
 }  // namespace
@@ -112,4 +227,6 @@ std::unique_ptr<Collectives> make_process_group_collectives(
   return std::make_unique<OverProcessGroup>(std::move(group));
 }
 
-}  // namespace dcpp::detail
+}  // namespace detail
+
+}  // namespace dcpp
