@@ -51,6 +51,31 @@ TEST_CASE("a checkpoint saved by 4 ranks loads on 1 to 4 ranks in another shardi
   save_with_load_with(4);
 }
 
+namespace {
+
+// The bytes rank `rank` received during a save of the replicated layout on `ranks` ranks.
+long long received_by(int rank, int ranks) {
+  dcpp::test::TempDir dir;
+  std::string output;
+  REQUIRE(launch(ranks, "traffic " + (dir / "ckpt").string() + " replicated", &output) == 0);
+  const std::string prefix = "rank " + std::to_string(rank) + " received ";
+  const std::size_t at = output.find(prefix);
+  REQUIRE(at != std::string::npos);
+  return std::stoll(output.substr(at + prefix.size()));
+}
+
+}  // namespace
+
+TEST_CASE("a rank other than the coordinator receives as much on 4 ranks as on 2") {
+  // Every rank plans every tensor (data parallel): the coordinator receives every rank's plan, the
+  // others only their own final plan, the status and the Metadata. Were plans all-gathered, rank 1
+  // would receive the three other ranks' plans on 4 ranks and one on 2.
+  const long long on_two = received_by(1, 2), on_four = received_by(1, 4);
+  const long long identities = 2 * 300;  // two more process identities (host names vary)
+  CHECK(on_four <= on_two + identities);
+  CHECK(received_by(0, 4) > received_by(0, 2));  // the coordinator receives every plan
+}
+
 TEST_CASE("every layout saved by 4 ranks loads as every other layout on 2") {
   for (const char* saved_as : kLayouts) {
     for (const char* loaded_as : kLayouts) {

@@ -369,6 +369,18 @@ int main(int argc, char** argv) {
       dcpp::save(state(arg, rank, false), dir, options);
       return 0;
     }
+    if (mode == "traffic") {
+      dcpp::SaveOptions options;
+      options.ranks.process_group = group;
+      options.file_system.sync_files = false;
+      const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
+      dcpp::save(state(arg, rank, false), dir, options);
+      const dcpp::CheckpointTraffic after = dcpp::checkpoint_traffic();
+      std::printf("rank %d received %lld bytes, sent %lld bytes\n", rank.index,
+                  static_cast<long long>(after.bytes_received - before.bytes_received),
+                  static_cast<long long>(after.bytes_sent - before.bytes_sent));
+      return 0;
+    }
     if (mode == "load") {
       dcpp::LoadOptions options;
       options.ranks.process_group = group;
