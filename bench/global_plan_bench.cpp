@@ -45,9 +45,10 @@ std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors) {
       dcpp::WriteItem item;
       item.index = dcpp::MetadataIndex{tensor_key(t), offsets, std::nullopt};
       item.type = dcpp::WriteItemType::kShard;
-      item.tensor_data = dcpp::TensorWriteData{
-          dcpp::ChunkStorageMetadata{offsets, {kRowsPerRank, kColumns}}, dcpp::TensorProperties{},
-          {ranks * kRowsPerRank, kColumns}};
+      item.tensor_data =
+          dcpp::TensorWriteData{dcpp::ChunkStorageMetadata{offsets, {kRowsPerRank, kColumns}},
+                                dcpp::TensorProperties{},
+                                {ranks * kRowsPerRank, kColumns}};
       plan.items.push_back(std::move(item));
       plan.planner_data.emplace_back(tensor_key(t), dcpp::ObjectPath{tensor_key(t)});
     }
@@ -56,7 +57,8 @@ std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors) {
 }
 
 // Where each rank's items landed: one data file per rank, items back to back.
-std::vector<std::vector<dcpp::WriteResult>> write_results(const std::vector<dcpp::SavePlan>& plans) {
+std::vector<std::vector<dcpp::WriteResult>> write_results(
+    const std::vector<dcpp::SavePlan>& plans) {
   std::vector<std::vector<dcpp::WriteResult>> results(plans.size());
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     const std::string file = plans[rank].storage_data + "0.distcp";
@@ -161,8 +163,9 @@ int main(int argc, char** argv) {
                 static_cast<double>(f.metadata_bytes) / 1e6, f.peak_mib, total / f.copy,
                 total / f.raw_write);
   }
-  std::printf("total: the three timed steps, wall; CPU: the same on this thread (target at 1,024 "
-              "ranks: < 10 s on one core, < 4096 MiB peak)\n/copy, /write: total over a deep copy "
-              "of the local plans and over a raw write() of .metadata's bytes\n");
+  std::printf(
+      "total: the three timed steps, wall; CPU: the same on this thread (target at 1,024 "
+      "ranks: < 10 s on one core, < 4096 MiB peak)\n/copy, /write: total over a deep copy "
+      "of the local plans and over a raw write() of .metadata's bytes\n");
   return 0;
 }

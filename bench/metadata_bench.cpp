@@ -86,12 +86,13 @@ int main(int argc, char** argv) {
   const double save_seconds = bench::seconds_since(start);
   const double save_cpu_seconds = bench::thread_cpu_seconds() - start_cpu;
   const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
-  std::printf("traffic of the save: sent %lld bytes in %lld messages, received %lld bytes in %lld "
-              "messages\n",
-              static_cast<long long>(traffic.bytes_sent - traffic_before.bytes_sent),
-              static_cast<long long>(traffic.messages_sent - traffic_before.messages_sent),
-              static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
-              static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
+  std::printf(
+      "traffic of the save: sent %lld bytes in %lld messages, received %lld bytes in %lld "
+      "messages\n",
+      static_cast<long long>(traffic.bytes_sent - traffic_before.bytes_sent),
+      static_cast<long long>(traffic.messages_sent - traffic_before.messages_sent),
+      static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
+      static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
   group->barrier()->wait();  // the traffic lines before rank 0's report
   if (rank == 0) {
     const auto size = std::filesystem::file_size(dir / ".metadata");

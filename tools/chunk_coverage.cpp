@@ -36,7 +36,8 @@ std::vector<std::string> chunk_coverage_problems(const std::vector<int64_t>& sha
     for (std::size_t d = 0; d < shape.size(); ++d) {
       const int64_t offset = chunk.offsets[d];
       const int64_t size = chunk.sizes[d];
-      inside = inside && offset >= 0 && size >= 0 && offset <= shape[d] && size <= shape[d] - offset;
+      inside =
+          inside && offset >= 0 && size >= 0 && offset <= shape[d] && size <= shape[d] - offset;
       volume *= static_cast<Volume>(std::max<int64_t>(size, 0));
     }
     if (!inside) {

@@ -173,8 +173,8 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
       });
   // 2. The coordinator merges the plans and sends every rank its own final plan.
   Metadata metadata;
-  const std::string central = detail::scatter_from_coordinator(
-      *ranks, coordinator, operation, "global planning", [&] {
+  const std::string central =
+      detail::scatter_from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
         std::vector<SavePlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_save_plan(bytes));
@@ -260,8 +260,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
             storage_reader.prepare_local_plan(planner->create_local_plan()));
       });
   // 2. The coordinator sees every plan, may adjust them, and sends every rank its own.
-  const std::string central = detail::scatter_from_coordinator(
-      *ranks, coordinator, operation, "global planning", [&] {
+  const std::string central =
+      detail::scatter_from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
         std::vector<LoadPlan> plans;
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_load_plan(bytes));

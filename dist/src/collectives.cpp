@@ -164,7 +164,8 @@ class OverProcessGroup final : public Collectives {
     }
     std::string out;
     if (length > 0) {
-      at::Tensor payload = at::empty({length}, at::TensorOptions().dtype(at::kByte).device(device_));
+      at::Tensor payload =
+          at::empty({length}, at::TensorOptions().dtype(at::kByte).device(device_));
       calls_.recv(payload, peer, kMessageTag, what);
       const at::Tensor on_cpu = payload.cpu();
       out.assign(static_cast<const char*>(on_cpu.data_ptr()), static_cast<std::size_t>(length));

@@ -141,8 +141,8 @@ std::string scatter_from_coordinator(Collectives& ranks, int coordinator, const 
     std::vector<std::string> payloads = global();
     if (payloads.size() != size) {
       throw CheckpointError(ErrorKind::kUsage, std::string(step) + " gave " +
-                                                   std::to_string(payloads.size()) +
-                                                   " plans for " + std::to_string(size) +
+                                                   std::to_string(payloads.size()) + " plans for " +
+                                                   std::to_string(size) +
                                                    " ranks; a global plan has one per rank");
     }
     return payloads;
@@ -158,7 +158,8 @@ std::string scatter_from_coordinator(Collectives& ranks, int coordinator, const 
       }
     } catch (...) {
       const std::exception_ptr error = std::current_exception();
-      messages.assign(size, encode_step_message(exception_kind(error), exception_message(error), ""));
+      messages.assign(size,
+                      encode_step_message(exception_kind(error), exception_message(error), ""));
     }
   }
   const std::string sender = "the coordinator (rank " + std::to_string(coordinator) + ")";

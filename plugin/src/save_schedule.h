@@ -23,7 +23,8 @@ class SaveSchedule {
   /// The time rule counts from the first restart(); call it before the first is_due().
   explicit SaveSchedule(const CheckpointManagerOptions& options) : options_(options) {}
 
-  /// Whether is_step_due(options, step), or save_every_seconds (when set) passed on the clock since the last restart(). Calls the clock only for the time rule.
+  /// Whether is_step_due(options, step), or save_every_seconds (when set) passed on the clock since
+  /// the last restart(). Calls the clock only for the time rule.
   bool is_due(int64_t step) const;
 
   /// A save starts now: the time rule counts from here. Calls the clock once.

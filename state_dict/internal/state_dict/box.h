@@ -20,7 +20,8 @@ inline bool box_lies_inside(c10::ArrayRef<int64_t> offsets, c10::ArrayRef<int64_
                             c10::ArrayRef<int64_t> shape) {
   if (offsets.size() != shape.size() || sizes.size() != shape.size()) return false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] > shape[d] || sizes[d] > shape[d] - offsets[d]) {
+    if (offsets[d] < 0 || sizes[d] < 0 || offsets[d] > shape[d] ||
+        sizes[d] > shape[d] - offsets[d]) {
       return false;
     }
   }
@@ -36,7 +37,7 @@ struct BoxView {
 /// Where a box of `size` > 0 at `offset` ends, saturated at INT64_MAX instead of overflowing.
 inline int64_t box_end(int64_t offset, int64_t size) {
   return offset > std::numeric_limits<int64_t>::max() - size ? std::numeric_limits<int64_t>::max()
-                                                            : offset + size;
+                                                             : offset + size;
 }
 
 /// Whether two boxes of as many dimensions share an element (a box with a size of 0 or less shares
@@ -86,8 +87,9 @@ inline std::optional<std::pair<std::size_t, std::size_t>> first_overlap(
                    [&](std::size_t a, std::size_t b) { return start(a) < start(b); });
   std::vector<std::size_t> open;  // boxes that start before the current one and end after it
   for (const std::size_t i : order) {
-    open.erase(std::remove_if(open.begin(), open.end(), [&](std::size_t o) { return end(o) <= start(i); }),
-               open.end());
+    open.erase(
+        std::remove_if(open.begin(), open.end(), [&](std::size_t o) { return end(o) <= start(i); }),
+        open.end());
     for (const std::size_t o : open) {
       if (boxes_overlap(boxes[i], boxes[o])) return std::make_pair(std::min(i, o), std::max(i, o));
     }

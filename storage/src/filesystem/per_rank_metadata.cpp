@@ -53,7 +53,7 @@ struct MergedKey {
 void check_no_overlap(const std::string& key, const TensorStorageMetadata& tensor,
                       const MergedKey& merged) {
   const std::vector<ChunkStorageMetadata>& chunks = tensor.chunks;
-  if (tensor.size.empty()) return;  // a 0-d tensor has one chunk: equal offsets were merged
+  if (tensor.size.empty()) return;   // a 0-d tensor has one chunk: equal offsets were merged
   std::vector<std::size_t> of_rank;  // chunks of the tensor's rank (the load planner names others)
   std::vector<BoxView> boxes;
   for (std::size_t i = 0; i < chunks.size(); ++i) {

@@ -39,7 +39,8 @@ struct DCPP_API CheckpointCallbackOptions {
   /// throws at once, whatever this says.
   int max_consecutive_failed_saves = 2;
   /// Agree on saving every this many steps (an all-reduce of {preempted, time-due, too many failed
-  /// saves} flags over the manager's group; one process: no collective). 1: a signal is honoured at the next step end.
+  /// saves} flags over the manager's group; one process: no collective). 1: a signal is honoured at
+  /// the next step end.
   int64_t agree_every_steps = 1;
 
   /// At train end, save a full checkpoint of the last step (unless there is one already).
