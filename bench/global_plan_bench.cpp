@@ -118,12 +118,13 @@ Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
   global_plans = writer.prepare_global_plan(std::move(global_plans));
   f.prepare = bench::seconds_since(start);
 
+  const double planning_cpu = bench::thread_cpu_seconds() - cpu_start;
   const auto results = write_results(global_plans);  // what the ranks send back: not timed
   const double cpu_before_finish = bench::thread_cpu_seconds();
   start = bench::Clock::now();
   writer.finish(std::move(metadata), results);
   f.finish = bench::seconds_since(start);
-  f.cpu = (cpu_before_finish - cpu_start) + (bench::thread_cpu_seconds() - cpu_before_finish);
+  f.cpu = planning_cpu + (bench::thread_cpu_seconds() - cpu_before_finish);
 
   for (const auto& rank_results : results) f.chunks += rank_results.size();
   f.metadata_bytes = fs::file_size(dir / ".metadata");
