@@ -164,8 +164,14 @@ class OverProcessGroup final : public Collectives {
     }
     std::string out;
     if (length > 0) {
-      at::Tensor payload =
-          at::empty({length}, at::TensorOptions().dtype(at::kByte).device(device_));
+      at::Tensor payload;
+      try {
+        payload = at::empty({length}, at::TensorOptions().dtype(at::kByte).device(device_));
+      } catch (const std::exception& error) {
+        calls_.fail(ErrorKind::kIo, "cannot hold " + what + ", " + std::to_string(length) +
+                                        " bytes from rank " + std::to_string(peer) + ": " +
+                                        error.what() + "; give this rank more memory");
+      }
       calls_.recv(payload, peer, kMessageTag, what);
       const at::Tensor on_cpu = payload.cpu();
       out.assign(static_cast<const char*>(on_cpu.data_ptr()), static_cast<std::size_t>(length));
