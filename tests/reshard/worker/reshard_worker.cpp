@@ -40,6 +40,11 @@
 //                                       Hugging Face) sharded as LAYOUT and compares every tensor
 //                                       and value with the same checkpoint loaded whole
 //
+// save, load, fixture and whole take lists: `load D1,D2 row,col` loads D1 as row then D2 as col,
+// and one DIR serves every layout of the list (`load D row,col`), all in one process, so a test
+// starts the ranks once for many checks (a process takes half a second of libtorch's start-up).
+// The exit code is the first failed run's.
+//
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
 // cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven
 // (dim-0 parts of 1, 2, 3... rows weight), block (2-D: a grid of 2 x ranks/2 blocks when the rank
@@ -295,21 +300,9 @@ class DyingWriter final : public dcpp::FileSystemWriter {
   bool die_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s save|load|fail DIR LAYOUT|RANK\n", argv[0]);
-    return 2;
-  }
-  const std::string mode = argv[1], dir = argv[2], arg = argv[3];
-  if (mode == "die-save") {
-    std::signal(SIGTERM, SIG_IGN);  // dcpp-launch stops the survivors; they must fail by themselves
-  }
-  const auto timeout = mode == "die-save" ? std::chrono::seconds(3) : std::chrono::seconds(60);
-  auto group =
-      dcpp::make_gloo_process_group_from_env(dcpp::ProcessGroupOptions().with_timeout(timeout));
-  const Rank rank{group->getRank(), group->getSize()};
+// One run of `mode` on DIR with ARG (a layout or a rank); the process's exit code for it.
+int run(const std::string& mode, const std::string& dir, const std::string& arg,
+        const c10::intrusive_ptr<c10d::ProcessGroup>& group, const Rank& rank) {
   try {
     if (mode.rfind("hf-", 0) == 0) {
       exact_values = true;
@@ -555,4 +548,53 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+std::vector<std::string> split_at_commas(const std::string& list) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
+    parts.push_back(list.substr(start, comma - start));
+  }
+  parts.push_back(list.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s MODE DIR[,DIR...] LAYOUT[,LAYOUT...]|RANK\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  if (mode == "die-save") {
+    std::signal(SIGTERM, SIG_IGN);  // dcpp-launch stops the survivors; they must fail by themselves
+  }
+  const auto timeout = mode == "die-save" ? std::chrono::seconds(3) : std::chrono::seconds(60);
+  auto group =
+      dcpp::make_gloo_process_group_from_env(dcpp::ProcessGroupOptions().with_timeout(timeout));
+  const Rank rank{group->getRank(), group->getSize()};
+  const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole";
+  const std::vector<std::string> args =
+      batched ? split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
+  std::vector<std::string> dirs =
+      batched ? split_at_commas(argv[2]) : std::vector{std::string(argv[2])};
+  if (dirs.size() == 1) {
+    dirs.resize(args.size(), dirs.front());
+  }
+  if (dirs.size() != args.size()) {
+    std::fprintf(stderr, "%zu directories for %zu layouts\n", dirs.size(), args.size());
+    return 2;
+  }
+  int status = 0;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const int code = run(mode, dirs[i], args[i], group, rank);
+    if (code != 0) {
+      std::fprintf(stderr, "rank %d: %s %s %s exited %d\n", rank.index, mode.c_str(),
+                   dirs[i].c_str(), args[i].c_str(), code);
+      status = status == 0 ? code : status;
+    }
+  }
+  return status;
 }
