@@ -8,6 +8,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,36 +49,54 @@ struct Result {
   at::Tensor losses;
   dcpp::StateDict params;
 };
+using Results = std::map<std::string, Result>;  // by model
+
+// The models of a launch, given to the worker as one list.
+std::string joined(const std::vector<std::string>& models) {
+  std::string list;
+  for (const std::string& model : models) {
+    list += (list.empty() ? "" : ",") + model;
+  }
+  return list;
+}
 
 Result read_result(const std::filesystem::path& directory) {
   dcpp::StateDict loaded = dcpp::load_from_keys(directory);
   return {loaded.at("losses").tensor(), loaded.at("params").dict()};
 }
 
-// An uninterrupted run of K + M steps in `layout`.
-Result uninterrupted(const std::string& model, const Layout& layout,
-                     const dcpp::test::TempDir& dir) {
+// Uninterrupted runs of K + M steps in `layout`, one launch for every model.
+Results uninterrupted(const std::vector<std::string>& models, const Layout& layout,
+                      const dcpp::test::TempDir& dir) {
   const auto result = dir / ("run-" + std::string(layout.name) + std::to_string(layout.ranks));
-  launch(layout, model + " " + layout.name + " run " + std::to_string(kStepsBefore + kStepsAfter) +
-                     " " + result.string());
-  return read_result(result);
+  launch(layout, joined(models) + " " + layout.name + " run " +
+                     std::to_string(kStepsBefore + kStepsAfter) + " " + result.string());
+  Results results;
+  for (const std::string& model : models) {
+    results[model] = read_result(result / model);
+  }
+  return results;
 }
 
 // K steps in `first`, saved, restored in `second`, M more steps: the losses of all K + M steps
-// and the final parameters.
-Result resumed(const std::string& model, const Layout& first, const Layout& second,
-               const dcpp::test::TempDir& dir) {
+// and the final parameters, for every model (one launch in each layout).
+Results resumed(const std::vector<std::string>& models, const Layout& first, const Layout& second,
+                const dcpp::test::TempDir& dir) {
   const std::string tag = std::string(first.name) + std::to_string(first.ranks) + "-" +
                           second.name + std::to_string(second.ranks);
   const auto checkpoint = dir / ("ckpt-" + tag);
   const auto before = dir / ("before-" + tag), after = dir / ("after-" + tag);
-  launch(first, model + " " + first.name + " save " + std::to_string(kStepsBefore) + " " +
+  launch(first, joined(models) + " " + first.name + " save " + std::to_string(kStepsBefore) + " " +
                     checkpoint.string() + " " + before.string());
-  launch(second, model + " " + second.name + " resume " + std::to_string(kStepsBefore) + " " +
-                     std::to_string(kStepsAfter) + " " + checkpoint.string() + " " +
+  launch(second, joined(models) + " " + second.name + " resume " + std::to_string(kStepsBefore) +
+                     " " + std::to_string(kStepsAfter) + " " + checkpoint.string() + " " +
                      after.string());
-  Result head = read_result(before), tail = read_result(after);
-  return {at::cat({head.losses, tail.losses}), std::move(tail.params)};
+  Results results;
+  for (const std::string& model : models) {
+    Result head = read_result(before / model), tail = read_result(after / model);
+    results[model] = {at::cat({head.losses, tail.losses}), std::move(tail.params)};
+  }
+  return results;
 }
 
 double relative_difference(const at::Tensor& actual, const at::Tensor& expected) {
@@ -114,45 +133,43 @@ void check_close(const Result& actual, const Result& expected, double tolerance)
   }
 }
 
-void resume_on_the_same_layout(const std::string& model) {
+void resume_on_the_same_layout(const std::vector<std::string>& models) {
   dcpp::test::TempDir dir;
   for (const Layout& layout : {kSingle, kDdp2, kFsdp2, kFsdp3, kPipeline2}) {
-    INFO(model << ": " << layout.str() << " saved after " << kStepsBefore << " steps, resumed");
-    check_bitwise(resumed(model, layout, layout, dir), uninterrupted(model, layout, dir));
+    Results resumed_runs = resumed(models, layout, layout, dir);
+    Results uninterrupted_runs = uninterrupted(models, layout, dir);
+    for (const std::string& model : models) {
+      INFO(model << ": " << layout.str() << " saved after " << kStepsBefore << " steps, resumed");
+      check_bitwise(resumed_runs.at(model), uninterrupted_runs.at(model));
+    }
   }
 }
 
-void resume_on_another_layout(const std::string& model) {
+void resume_on_another_layout(const std::vector<std::string>& models) {
   dcpp::test::TempDir dir;
-  const Result reference = uninterrupted(model, kSingle, dir);
+  const Results reference = uninterrupted(models, kSingle, dir);
   const std::pair<Layout, Layout> pairs[] = {{kFsdp3, kDdp2},      {kFsdp2, kSingle},
                                              {kPipeline2, kFsdp3}, {kSingle, kFsdp2},
                                              {kDdp2, kPipeline2},  {kFsdp2, kFsdp3}};
   for (const auto& [first, second] : pairs) {
-    INFO(model << ": " << first.str() << " -> " << second.str());
-    check_close(resumed(model, first, second, dir), reference, relative_tolerance(model));
+    Results resumed_runs = resumed(models, first, second, dir);
+    for (const std::string& model : models) {
+      INFO(model << ": " << first.str() << " -> " << second.str());
+      check_close(resumed_runs.at(model), reference.at(model), relative_tolerance(model));
+    }
   }
 }
 
 }  // namespace
 
-TEST_CASE("an MLP resumed on the same layout trains to the bit as an uninterrupted run") {
-  resume_on_the_same_layout("mlp");
+TEST_CASE("an MLP and a transformer block resumed on the same layout train to the bit as before") {
+  resume_on_the_same_layout({"mlp", "transformer"});
 }
-TEST_CASE("an MLP resumed on another layout trains as the single-process run") {
-  resume_on_another_layout("mlp");
+TEST_CASE("an MLP resumed on another layout trains as one process, in float32 and float64") {
+  resume_on_another_layout({"mlp", "mlp-f64"});
 }
-TEST_CASE("a float64 MLP resumed on another layout trains as the single-process run") {
-  resume_on_another_layout("mlp-f64");
-}
-TEST_CASE("a transformer block resumed on the same layout trains to the bit as before") {
-  resume_on_the_same_layout("transformer");
-}
-TEST_CASE("a transformer block resumed on another layout trains as the single-process run") {
-  resume_on_another_layout("transformer");
-}
-TEST_CASE("a float64 transformer block resumed on another layout trains as one process") {
-  resume_on_another_layout("transformer-f64");
+TEST_CASE("a transformer block resumed on another layout trains as one process, in f32 and f64") {
+  resume_on_another_layout({"transformer", "transformer-f64"});
 }
 
 TEST_CASE("FSDP placements are dim-0 shards with global shapes and offsets, a rank may hold none") {

@@ -8,7 +8,10 @@
 //                                                      "placement FQN sizes=.. global=..
 //                                                      offsets=.."
 //
-// MODEL: mlp | transformer. LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
+// MODEL: mlp | transformer, or -f64 of either, or a comma-separated list of them, run one after
+// the other in this process (each from its own seed), its CKPT and RESULT in CKPT/MODEL and
+// RESULT/MODEL: a test starts the ranks once for several models (a process takes half a second
+// of libtorch's start-up). LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
 // RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the
 // mean over the global batch) and "params.<fqn>" (the final parameters, sharded as trained).
 
@@ -54,50 +57,76 @@ void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>&
   dcpp::save(result, directory, options);
 }
 
+std::vector<std::string> split_at_commas(const std::string& list) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
+    parts.push_back(list.substr(start, comma - start));
+  }
+  parts.push_back(list.substr(start));
+  return parts;
+}
+
+// Runs `mode` for `model`; `args` as on the command line, MODEL's paths already its own.
+bool run(const std::string& model, const std::vector<std::string>& args,
+         const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  const dcpp::test::ModelSpec spec = dcpp::test::model_spec(model);
+  const std::string& layout = args[1];
+  const std::string& mode = args[2];
+  const bool resume = mode == "resume";
+  auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group);
+  torch::optim::Adam optimizer(trainer->parameters(), torch::optim::AdamOptions(1e-2));
+  if (mode == "describe") {
+    for (const dcpp::ParameterPlacement& placement : trainer->layout().placements()) {
+      std::ostringstream line;
+      line << "placement " << placement.fqn << " sizes=" << placement.local.sizes()
+           << " global=" << at::IntArrayRef(placement.global_shape)
+           << " offsets=" << at::IntArrayRef(placement.offsets) << "\n";
+      std::fputs(line.str().c_str(), stdout);
+    }
+  } else if (mode == "run" && args.size() == 5) {
+    write_result(*trainer, train(*trainer, optimizer, spec, 0, std::stoll(args[3])), args[4],
+                 group);
+  } else if (mode == "save" && args.size() == 6) {
+    const auto losses = train(*trainer, optimizer, spec, 0, std::stoll(args[3]));
+    dcpp::test::save_training(trainer->layout(), optimizer, args[4], group);
+    write_result(*trainer, losses, args[5], group);
+  } else if (resume && args.size() == 7) {
+    dcpp::test::load_training(trainer->layout(), optimizer, args[5], group);
+    write_result(*trainer,
+                 train(*trainer, optimizer, spec, std::stoll(args[3]), std::stoll(args[4])),
+                 args[6], group);
+  } else {
+    std::fprintf(stderr, "bad arguments for mode '%s'\n", mode.c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() < 3) {
-    std::fprintf(stderr, "usage: %s MODEL LAYOUT run|save|resume ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL[,MODEL...] LAYOUT run|save|resume ...\n", argv[0]);
     return 2;
   }
   try {
     at::set_num_threads(1);  // the same arithmetic on every run
-    const dcpp::test::ModelSpec spec = dcpp::test::model_spec(args[0]);
-    const std::string& layout = args[1];
-    const std::string& mode = args[2];
     c10::intrusive_ptr<c10d::ProcessGroup> group;
-    if (layout != "single") {
+    if (args[1] != "single") {
       group = dcpp::make_gloo_process_group_from_env(
           dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
     }
-    const bool resume = mode == "resume";
-    auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group);
-    torch::optim::Adam optimizer(trainer->parameters(), torch::optim::AdamOptions(1e-2));
-    if (mode == "describe") {
-      for (const dcpp::ParameterPlacement& placement : trainer->layout().placements()) {
-        std::ostringstream line;
-        line << "placement " << placement.fqn << " sizes=" << placement.local.sizes()
-             << " global=" << at::IntArrayRef(placement.global_shape)
-             << " offsets=" << at::IntArrayRef(placement.offsets) << "\n";
-        std::fputs(line.str().c_str(), stdout);
+    const std::size_t first_path = args[2] == "resume" ? 5 : 4;  // CKPT and RESULT from here
+    for (const std::string& model : split_at_commas(args[0])) {
+      std::vector<std::string> own = args;
+      for (std::size_t i = first_path; i < own.size(); ++i) {
+        own[i] += "/" + model;
       }
-    } else if (mode == "run" && args.size() == 5) {
-      write_result(*trainer, train(*trainer, optimizer, spec, 0, std::stoll(args[3])), args[4],
-                   group);
-    } else if (mode == "save" && args.size() == 6) {
-      const auto losses = train(*trainer, optimizer, spec, 0, std::stoll(args[3]));
-      dcpp::test::save_training(trainer->layout(), optimizer, args[4], group);
-      write_result(*trainer, losses, args[5], group);
-    } else if (resume && args.size() == 7) {
-      dcpp::test::load_training(trainer->layout(), optimizer, args[5], group);
-      write_result(*trainer,
-                   train(*trainer, optimizer, spec, std::stoll(args[3]), std::stoll(args[4])),
-                   args[6], group);
-    } else {
-      std::fprintf(stderr, "bad arguments for mode '%s'\n", mode.c_str());
-      return 2;
+      if (!run(model, own, group)) {
+        return 2;
+      }
     }
     return 0;
   } catch (const std::exception& error) {
