@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 namespace {
 
 int launch(int ranks, const std::string& arguments) {
@@ -31,21 +33,36 @@ TEST_CASE("a Hugging Face directory written by N ranks loads on M ranks in anoth
       {3, "row", 2, "col"},      {2, "col", 3, "row"},        {4, "block", 3, "uneven"},
       {3, "uneven", 2, "block"}, {2, "replicated", 3, "col"}, {3, "col", 1, "row"},
   };
-  for (const Case& c : cases) {
-    INFO(c.save_ranks << " ranks " << c.saved_as << " -> " << c.load_ranks << " ranks "
-                      << c.loaded_as);
-    dcpp::test::TempDir dir;
-    const std::string path = (dir / "hf").string();
-    REQUIRE(launch(c.save_ranks, "hf-save " + path + " " + c.saved_as) == 0);
+  // The ranks start once per world size: every save on N ranks in one launch, then every load.
+  dcpp::test::TempDir dir;
+  const auto path = [&](std::size_t n) { return dir / ("hf" + std::to_string(n)); };
+  std::map<int, std::pair<std::string, std::string>> saves, loads;  // ranks -> (dirs, layouts)
+  const auto add = [](std::pair<std::string, std::string>& list, const std::string& directory,
+                      const std::string& layout) {
+    list.first += (list.first.empty() ? "" : ",") + directory;
+    list.second += (list.second.empty() ? "" : ",") + layout;
+  };
+  for (std::size_t n = 0; n < std::size(cases); ++n) {
+    add(saves[cases[n].save_ranks], path(n).string(), cases[n].saved_as);
+    add(loads[cases[n].load_ranks], path(n).string(), cases[n].loaded_as);
+  }
+  for (const auto& [ranks, list] : saves) {
+    REQUIRE(launch(ranks, "hf-save " + list.first + " " + list.second) == 0);
+  }
+  for (std::size_t n = 0; n < std::size(cases); ++n) {
+    INFO(cases[n].save_ranks << " ranks " << cases[n].saved_as << " -> " << cases[n].load_ranks
+                             << " ranks " << cases[n].loaded_as);
     // Consolidated: one file set and its index, nothing staged left over.
-    REQUIRE(std::filesystem::exists(dir / "hf" / dcpp::kHuggingFaceIndexFile));
+    REQUIRE(std::filesystem::exists(path(n) / dcpp::kHuggingFaceIndexFile));
     const auto index =
-        nlohmann::json::parse(dcpp::test::read_file(dir / "hf" / dcpp::kHuggingFaceIndexFile));
+        nlohmann::json::parse(dcpp::test::read_file(path(n) / dcpp::kHuggingFaceIndexFile));
     CHECK(index["weight_map"].size() == 5);
-    for (const auto& entry : std::filesystem::directory_iterator(dir / "hf")) {
+    for (const auto& entry : std::filesystem::directory_iterator(path(n))) {
       CHECK(entry.path().filename().string().front() != '.');
     }
-    REQUIRE(launch(c.load_ranks, "hf-load " + path + " " + c.loaded_as) == 0);
+  }
+  for (const auto& [ranks, list] : loads) {
+    REQUIRE(launch(ranks, "hf-load " + list.first + " " + list.second) == 0);
   }
 }
 

@@ -40,10 +40,10 @@
 //                                       Hugging Face) sharded as LAYOUT and compares every tensor
 //                                       and value with the same checkpoint loaded whole
 //
-// save, load, fixture and whole take lists: `load D1,D2 row,col` loads D1 as row then D2 as col,
-// and one DIR serves every layout of the list (`load D row,col`), all in one process, so a test
-// starts the ranks once for many checks (a process takes half a second of libtorch's start-up).
-// The exit code is the first failed run's.
+// save, load, fixture, whole, hf-save and hf-load take lists: `load D1,D2 row,col` loads D1 as row
+// then D2 as col, and one DIR serves every layout of the list (`load D row,col`), all in one
+// process, so a test starts the ranks once for many checks (a process takes half a second of
+// libtorch's start-up). The exit code is the first failed run's.
 //
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
 // cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven
@@ -575,7 +575,8 @@ int main(int argc, char** argv) {
   auto group =
       dcpp::make_gloo_process_group_from_env(dcpp::ProcessGroupOptions().with_timeout(timeout));
   const Rank rank{group->getRank(), group->getSize()};
-  const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole";
+  const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole" ||
+                       mode == "hf-save" || mode == "hf-load";
   const std::vector<std::string> args =
       batched ? split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
   std::vector<std::string> dirs =
