@@ -2,7 +2,7 @@
 // large number of tensors, on every rank of a job. Run it under dcpp-launch:
 //
 //   build/tools/dcpp-launch -n 4 -- build/bench/metadata_bench [--tensors N]
-//                                     [--sharded | --replicated] [--dir D]
+//                                     [--sharded | --replicated] [--saves S] [--dir D]
 //
 // N tensors in all (default 100,000): each rank owns N / ranks of them; with --sharded every
 // tensor is split by rows over all ranks (N x ranks chunks); with --replicated every rank holds
@@ -10,7 +10,10 @@
 // written (a storage writer records where they would go), so the time is planning + exchange +
 // metadata + commit. Every rank prints the checkpoint traffic it sent and received during the
 // save (checkpoint_traffic()): a rank other than the coordinator receives its own final plan and
-// the committed Metadata, whatever the world size.
+// the committed Metadata, whatever the world size. With --saves S (2 or more), S saves of the same
+// state go through one SavePlanCache: from the second on, the ranks send tokens instead of plans
+// and the coordinator reuses the global plan (plan caching); each save's time and traffic is
+// printed.
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -51,12 +54,16 @@ class MetadataOnlyWriter final : public dcpp::FileSystemWriter {
 int main(int argc, char** argv) {
   int64_t tensors = 100000;
   bool sharded = false, replicated = false;
+  int saves = 1;
   std::filesystem::path dir = std::filesystem::temp_directory_path() / "dcpp-metadata-bench";
   CLI::App app("Planning and .metadata at scale: N tensors over the ranks", "metadata_bench");
   app.add_option("--tensors", tensors, "tensors in all");
   auto* sharded_flag = app.add_flag("--sharded", sharded, "every tensor sharded over every rank");
   app.add_flag("--replicated", replicated, "every tensor on every rank (data parallel)")
       ->excludes(sharded_flag);
+  app.add_option("--saves", saves,
+                 "saves of the same state; from 2, through a SavePlanCache (plan caching)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "scratch directory");
   bench::parse_or_exit(app, argc, argv);
   auto group = dcpp::make_gloo_process_group_from_env();
@@ -77,39 +84,50 @@ int main(int argc, char** argv) {
   }
   dcpp::SaveOptions options;
   options.ranks.process_group = group;
-  MetadataOnlyWriter writer(dir);
-  group->barrier()->wait();
-  const dcpp::CheckpointTraffic traffic_before = dcpp::checkpoint_traffic();
-  const auto start = std::chrono::steady_clock::now();
-  const double start_cpu = bench::thread_cpu_seconds();
-  const dcpp::Metadata metadata = dcpp::save(state, writer, options);
-  const double save_seconds = bench::seconds_since(start);
-  const double save_cpu_seconds = bench::thread_cpu_seconds() - start_cpu;
-  const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
-  std::printf(
-      "traffic of the save: sent %lld bytes in %lld messages, received %lld bytes in %lld "
-      "messages\n",
-      static_cast<long long>(traffic.bytes_sent - traffic_before.bytes_sent),
-      static_cast<long long>(traffic.messages_sent - traffic_before.messages_sent),
-      static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
-      static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
+  if (saves > 1) {
+    options.plan_cache = std::make_shared<dcpp::SavePlanCache>();
+  }
+  dcpp::Metadata metadata;
+  std::vector<std::pair<double, double>> times;  // wall and rank 0's CPU, per save
+  for (int n = 1; n <= saves; ++n) {
+    MetadataOnlyWriter writer(dir / ("save-" + std::to_string(n)));
+    group->barrier()->wait();
+    const dcpp::CheckpointTraffic traffic_before = dcpp::checkpoint_traffic();
+    const int64_t reused_before = options.plan_cache ? options.plan_cache->reused_plans() : 0;
+    const auto start = std::chrono::steady_clock::now();
+    const double start_cpu = bench::thread_cpu_seconds();
+    metadata = dcpp::save(state, writer, options);
+    times.emplace_back(bench::seconds_since(start), bench::thread_cpu_seconds() - start_cpu);
+    const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
+    std::printf(
+        "save %d%s: sent %lld bytes in %lld messages, received %lld bytes in %lld messages\n", n,
+        options.plan_cache && options.plan_cache->reused_plans() > reused_before
+            ? " (global plan reused)"
+            : "",
+        static_cast<long long>(traffic.bytes_sent - traffic_before.bytes_sent),
+        static_cast<long long>(traffic.messages_sent - traffic_before.messages_sent),
+        static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
+        static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
+  }
   group->barrier()->wait();  // the traffic lines before rank 0's report
   if (rank == 0) {
-    const auto size = std::filesystem::file_size(dir / ".metadata");
+    const auto size = std::filesystem::file_size(dir / "save-1" / ".metadata");
     const std::size_t chunks = metadata.storage_data.size();
     std::printf("%lld tensors, %zu chunks on %d ranks%s\n", static_cast<long long>(tensors), chunks,
                 ranks,
                 sharded      ? " (every tensor sharded over all ranks)"
                 : replicated ? " (every tensor on every rank)"
                              : "");
-    std::printf(
-        "plan + exchange + metadata + commit: %.3f s, %.3f s of CPU on rank 0   (target < 2 s)\n",
-        save_seconds, save_cpu_seconds);
+    for (std::size_t n = 0; n < times.size(); ++n) {
+      std::printf(
+          "save %zu: plan + exchange + metadata + commit: %.3f s, %.3f s of CPU on rank 0%s\n",
+          n + 1, times[n].first, times[n].second, n == 0 ? "   (target < 2 s)" : "");
+    }
     std::printf(".metadata: %.1f MB, %.0f bytes per chunk\n", size / 1e6,
                 static_cast<double>(size) / static_cast<double>(chunks));
     const auto decode_start = std::chrono::steady_clock::now();
     const double decode_start_cpu = bench::thread_cpu_seconds();
-    const dcpp::Metadata read_back = dcpp::read_metadata(dir);
+    const dcpp::Metadata read_back = dcpp::read_metadata(dir / "save-1");
     std::printf("reading it back (decode): %.3f s, %.3f s of CPU, %zu entries\n",
                 bench::seconds_since(decode_start), bench::thread_cpu_seconds() - decode_start_cpu,
                 read_back.state_dict_metadata.size());

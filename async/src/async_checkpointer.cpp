@@ -185,6 +185,7 @@ class AsyncCheckpointer::Impl {
     save_options.ranks.process_group = group_;
     save_options.ranks.coordinator_rank = options_.ranks.coordinator_rank;
     save_options.planner = options_.planner;
+    save_options.plan_cache = options_.plan_cache;
     try {
       std::shared_ptr<StorageWriter> writer = job.make_writer();
       std::exception_ptr staging_error;

@@ -2,7 +2,9 @@
 // process group (or one process). Protocol, the same on every rank:
 //   save: plan locally -> gather the plans at the coordinator -> it plans globally and scatters
 //         each rank its final plan -> write -> gather the results at the coordinator -> it
-//         commits `.metadata` and broadcasts the outcome and the Metadata.
+//         commits `.metadata` and broadcasts the outcome and the Metadata. With a SavePlanCache,
+//         unchanged plans travel as tokens and the global plan is reused
+//         (cached_save_planning.h).
 //   load: read `.metadata`, plan locally -> gather at the coordinator -> it scatters the final
 //         plans -> read -> agree on the outcome.
 //   save without collectives: plan locally -> a global plan of this plan alone -> write -> commit
@@ -16,6 +18,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/huggingface_storage.h>
 
+#include "cached_save_planning.h"
 #include "dist/collectives.h"
 #include "dist/spmd_step.h"
 #include "format/metadata_pickle.h"
@@ -29,6 +32,7 @@
 
 #include <functional>
 #include <optional>
+#include <typeinfo>
 #include <unordered_set>
 
 namespace dcpp {
@@ -162,36 +166,33 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
       options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
   StateDict resolved;
 
-  // 1. Every rank plans what it holds; the coordinator receives the plans.
-  const std::vector<std::string> local_plans =
-      detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
-        resolved = resolve_statefuls(state_dict);
-        storage_writer.set_up(ranks->rank(), is_coordinator);
-        planner->set_up(resolved, is_coordinator);
-        return detail::encode_save_plan(
-            storage_writer.prepare_local_plan(planner->create_local_plan()));
-      });
-  // 2. The coordinator merges the plans and sends every rank its own final plan.
-  Metadata metadata;
-  const std::string central =
-      detail::scatter_from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
-        std::vector<SavePlan> plans;
-        for (const std::string& bytes : local_plans) {
-          plans.push_back(detail::decode_save_plan(bytes));
-        }
-        auto [global_plans, global_metadata] = planner->create_global_plan(std::move(plans));
-        metadata = std::move(global_metadata);
-        global_plans = storage_writer.prepare_global_plan(std::move(global_plans));
-        std::vector<std::string> encoded;
-        for (const SavePlan& plan : global_plans) {
-          encoded.push_back(detail::encode_save_plan(plan));
-        }
-        return encoded;
-      });
+  // 1-2. Every rank plans what it holds; the coordinator merges the plans (or reuses the cached
+  // merge) and sends every rank its own final plan.
+  detail::SavePlanningSteps steps;
+  steps.local = [&] {
+    resolved = resolve_statefuls(state_dict);
+    storage_writer.set_up(ranks->rank(), is_coordinator);
+    planner->set_up(resolved, is_coordinator);
+    return storage_writer.prepare_local_plan(planner->create_local_plan());
+  };
+  steps.global = [&](std::vector<SavePlan> plans) {
+    return planner->create_global_plan(std::move(plans));
+  };
+  steps.prepare_global = [&](std::vector<SavePlan> plans) {
+    return storage_writer.prepare_global_plan(std::move(plans));
+  };
+  const SavePlanner& planner_object = *planner;
+  const std::string context =
+      std::to_string(ranks->size()) + " ranks, rank " + std::to_string(ranks->rank()) +
+      ", coordinator " + std::to_string(coordinator) + ", planner " +
+      typeid(planner_object).name() + ", writer " + typeid(storage_writer).name();
+  detail::SavePlanning planning =
+      detail::plan_save(*ranks, coordinator, options.plan_cache.get(), context, steps);
+  Metadata& metadata = planning.metadata;
   // 3. Every rank writes its items; the coordinator learns where they landed.
   const std::vector<std::string> results =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "writing", [&] {
-        const SavePlan final_plan = planner->finish_plan(detail::decode_save_plan(central));
+        const SavePlan final_plan = planner->finish_plan(std::move(planning.final_plan));
         return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
       });
   // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.
@@ -209,6 +210,7 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
         }
         return detail::encode_metadata_message(metadata);
       });
+  detail::keep_save_plans(options.plan_cache.get());
   return is_coordinator ? metadata : detail::decode_metadata_message(committed);
 }
 

@@ -79,6 +79,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   int rank = 0;
   int world = 1;
   std::unique_ptr<AsyncCheckpointer> checkpointer;  // null for sync saves
+  /// The plan cache of blocking periodic saves (null without plan caching); async saves have
+  /// their own in the AsyncCheckpointer.
+  std::shared_ptr<SavePlanCache> blocking_plan_cache;
   std::unique_ptr<detail::PhaseLog> log;
   /// Steps handed to an async save by save() (the training thread's own): a second save of one
   /// waits for the first's outcome.

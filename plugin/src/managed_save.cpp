@@ -167,6 +167,9 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   save_options.file_system.overwrite = true;
   save_options.ranks.process_group = group;
   save_options.ranks.coordinator_rank = options.ranks.coordinator_rank;
+  if (kind == CheckpointKind::kFull) {
+    save_options.plan_cache = blocking_plan_cache;
+  }
   log->begin(operation, "write", request.step, temporary.string());
   auto start = SteadyClock::now();
   // Throws on every rank when any rank failed.

@@ -61,9 +61,15 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
   }
   log = std::make_unique<detail::PhaseLog>(
       rank == options.ranks.coordinator_rank ? options.metrics_file : fs::path(), rank);
+  if (options.plan_caching) {
+    blocking_plan_cache = std::make_shared<SavePlanCache>();
+  }
   if (options.async) {
     AsyncCheckpointerOptions a;
     a.stager = options.stager;
+    if (options.plan_caching) {
+      a.plan_cache = std::make_shared<SavePlanCache>();
+    }
     a.file_system = options.file_system;
     a.file_system.overwrite = true;  // a temporary directory an earlier failed try left
     a.ranks.coordinator_rank = options.ranks.coordinator_rank;

@@ -32,6 +32,7 @@ TEST_CASE("Ranks defaults to this process alone, coordinated by rank 0") {
 
 TEST_CASE("every options struct sets its Ranks whole or field by field") {
   const auto group = one_rank_group();
+  const auto cache = std::make_shared<dcpp::SavePlanCache>();
   const dcpp::Ranks ranks = dcpp::Ranks().with_process_group(group).with_coordinator_rank(2);
   CHECK(ranks.process_group == group);
   CHECK(ranks.coordinator_rank == 2);
@@ -42,11 +43,13 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
           .with_coordinator_rank(2)
           .with_use_collectives(false)
           .with_rank(0)
+          .with_plan_cache(cache)
           .with_file_system(dcpp::FileSystemWriterOptions().with_overwrite(true));
   CHECK(save.ranks.process_group == group);
   CHECK(save.ranks.coordinator_rank == 2);
   CHECK(!save.use_collectives);
   CHECK(save.rank == 0);
+  CHECK(save.plan_cache == cache);
   CHECK(save.file_system.overwrite);
 
   const dcpp::LoadOptions load =
@@ -61,17 +64,24 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
           .with_process_group(group)
           .with_coordinator_rank(2)
           .with_in_flight_policy(dcpp::InFlightPolicy::kFail)
+          .with_plan_cache(cache)
           .with_uploader_nice(0);
   CHECK(async.ranks.process_group == group);
   CHECK(async.ranks.coordinator_rank == 2);
   CHECK(async.in_flight_policy == dcpp::InFlightPolicy::kFail);
   CHECK(async.uploader_nice == 0);
+  CHECK(async.plan_cache == cache);
 
-  const dcpp::CheckpointManagerOptions manager =
-      dcpp::CheckpointManagerOptions().with_root("ckpt").with_ranks(ranks).with_async(false);
+  const dcpp::CheckpointManagerOptions manager = dcpp::CheckpointManagerOptions()
+                                                     .with_root("ckpt")
+                                                     .with_ranks(ranks)
+                                                     .with_async(false)
+                                                     .with_plan_caching(false);
   CHECK(manager.ranks.process_group == group);
   CHECK(manager.ranks.coordinator_rank == 2);
   CHECK(!manager.async);
+  CHECK(!manager.plan_caching);
+  CHECK(dcpp::CheckpointManagerOptions().plan_caching);
 }
 
 TEST_CASE("the stagers', the callback's and a restore's options chain their with_ setters") {

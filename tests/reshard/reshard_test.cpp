@@ -85,6 +85,21 @@ TEST_CASE("a rank other than the coordinator receives as much on 4 ranks as on 2
   CHECK(received_by(0, 4) > received_by(0, 2));  // the coordinator receives every plan
 }
 
+TEST_CASE("periodic saves through a plan cache reuse the global plan until the structure changes") {
+  // The worker checks on every rank which of its six saves reused the global plan (a tensor added
+  // on one rank, a rank's cache lost, the coordinator's lost) and that tokens cost less traffic
+  // than plans; every save must then load back resharded.
+  dcpp::test::TempDir dir;
+  std::string output;
+  REQUIRE(launch(3, "plan-cache " + dir.path().string() + " row", &output) == 0);
+  CHECK(count(output, "plan cache: as expected") == 3);
+  std::string saves;
+  for (int n = 1; n <= 6; ++n) {
+    saves += (saves.empty() ? "" : ",") + (dir / std::to_string(n)).string();
+  }
+  REQUIRE(launch(2, "load " + saves + " col") == 0);
+}
+
 TEST_CASE("every layout saved by 4 ranks loads as every other layout on 2") {
   dcpp::test::TempDir dir;
   std::string saved_dirs, saved_layouts, load_dirs, load_layouts;

@@ -36,14 +36,19 @@
 //   reshard_worker hf-load DIR LAYOUT   loads such a directory (dcpp's or Python's) sharded as
 //                                       LAYOUT; exit 0 iff every element equals. LAYOUT:floats
 //                                       leaves out the integer tensor "model.i"
+//   reshard_worker plan-cache DIR LAYOUT  saves DIR/1 .. DIR/6 through a SavePlanCache: the same
+//                                       structure twice, a tensor added on the last rank, rank 1's
+//                                       cache lost, the coordinator's lost, the same again; checks
+//                                       which saves reused the global plan and that tokens cost
+//                                       less traffic than plans
 //   reshard_worker whole DIR LAYOUT     loads any checkpoint DIR (DCP, saved without collectives,
 //                                       Hugging Face) sharded as LAYOUT and compares every tensor
 //                                       and value with the same checkpoint loaded whole
 //
 // save, load, fixture, whole, hf-save and hf-load take lists: `load D1,D2 row,col` loads D1 as row
-// then D2 as col, and one DIR serves every layout of the list (`load D row,col`), all in one
-// process, so a test starts the ranks once for many checks (a process takes half a second of
-// libtorch's start-up). The exit code is the first failed run's.
+// then D2 as col; one DIR serves every layout of the list (`load D row,col`), one LAYOUT every
+// DIR. All run in one process, so a test starts the ranks once for many checks (a process takes
+// half a second of libtorch's start-up). The exit code is the first failed run's.
 //
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
 // cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven
@@ -300,6 +305,89 @@ class DyingWriter final : public dcpp::FileSystemWriter {
   bool die_;
 };
 
+// The checkpoint traffic of one save.
+struct SaveTraffic {
+  int64_t sent = 0;
+  int64_t received = 0;
+};
+
+SaveTraffic save_counting(const dcpp::StateDict& sd, const std::filesystem::path& dir,
+                          const dcpp::SaveOptions& options) {
+  const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
+  dcpp::save(sd, dir, options);
+  const dcpp::CheckpointTraffic after = dcpp::checkpoint_traffic();
+  return {after.bytes_sent - before.bytes_sent, after.bytes_received - before.bytes_received};
+}
+
+// plan-cache DIR LAYOUT: saves DIR/1 to DIR/5 through SavePlanCaches, checking on every rank
+// which saves reused the global plan; each must load back (the test loads them).
+int plan_cache_saves(const std::filesystem::path& dir, const std::string& layout,
+                     const c10::intrusive_ptr<c10d::ProcessGroup>& group, const Rank& rank) {
+  auto cache = std::make_shared<dcpp::SavePlanCache>();
+  dcpp::SaveOptions options;
+  options.ranks.process_group = group;
+  options.file_system.sync_files = false;
+  options.plan_cache = cache;
+  bool ok = true;
+  const auto expect = [&](const char* save, int64_t reused, int64_t full) {
+    if (cache->reused_plans() != reused || cache->full_plans() != full) {
+      std::printf("rank %d after %s: %lld reused, %lld full; expected %lld and %lld\n", rank.index,
+                  save, static_cast<long long>(cache->reused_plans()),
+                  static_cast<long long>(cache->full_plans()), static_cast<long long>(reused),
+                  static_cast<long long>(full));
+      ok = false;
+    }
+  };
+  // 1: planned in full. 2: the same structure: tokens travel instead of plans, both ways.
+  const SaveTraffic first = save_counting(state(layout, rank, false), dir / "1", options);
+  expect("save 1", 0, 1);
+  const SaveTraffic second = save_counting(state(layout, rank, false), dir / "2", options);
+  expect("save 2", 1, 1);
+  std::printf("rank %d sent %lld then %lld bytes, received %lld then %lld\n", rank.index,
+              static_cast<long long>(first.sent), static_cast<long long>(second.sent),
+              static_cast<long long>(first.received), static_cast<long long>(second.received));
+  ok = ok && second.received < first.received && second.sent < first.sent;
+  // 3: the last rank holds one more tensor: every rank plans in full (the others had sent
+  // tokens: one more round).
+  dcpp::StateDict more = state(layout, rank, false);
+  if (rank.index == rank.count - 1) {
+    more.insert("extra", at::arange(5, at::kFloat));
+  }
+  save_counting(more, dir / "3", options);
+  expect("save 3 (a tensor added on one rank)", 1, 2);
+  // 4: rank 1 lost its cache (a restarted process): it sends its plan, the others tokens.
+  if (rank.index == 1) {
+    cache = std::make_shared<dcpp::SavePlanCache>();
+    options.plan_cache = cache;
+  }
+  save_counting(more, dir / "4", options);
+  expect("save 4 (rank 1's cache new)", rank.index == 1 ? 0 : 1, rank.index == 1 ? 1 : 3);
+  // 5: the coordinator lost its cache: the others' tokens name nothing it holds.
+  if (rank.index == 0) {
+    cache = std::make_shared<dcpp::SavePlanCache>();
+    options.plan_cache = cache;
+  }
+  save_counting(more, dir / "5", options);
+  expect("save 5 (the coordinator's cache new)",
+         rank.index == 0   ? 0
+         : rank.index == 1 ? 0
+                           : 1,
+         rank.index == 0   ? 1
+         : rank.index == 1 ? 2
+                           : 4);
+  // 6: the same structure again: reused everywhere.
+  save_counting(more, dir / "6", options);
+  expect("save 6",
+         rank.index == 0   ? 1
+         : rank.index == 1 ? 1
+                           : 2,
+         rank.index == 0   ? 1
+         : rank.index == 1 ? 2
+                           : 4);
+  std::printf("rank %d plan cache: %s\n", rank.index, ok ? "as expected" : "NOT AS EXPECTED");
+  return ok ? 0 : 1;
+}
+
 // One run of `mode` on DIR with ARG (a layout or a rank); the process's exit code for it.
 int run(const std::string& mode, const std::string& dir, const std::string& arg,
         const c10::intrusive_ptr<c10d::ProcessGroup>& group, const Rank& rank) {
@@ -373,6 +461,9 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
                   static_cast<long long>(after.bytes_received - before.bytes_received),
                   static_cast<long long>(after.bytes_sent - before.bytes_sent));
       return 0;
+    }
+    if (mode == "plan-cache") {
+      return plan_cache_saves(dir, arg, group, rank);
     }
     if (mode == "load") {
       dcpp::LoadOptions options;
@@ -577,12 +668,15 @@ int main(int argc, char** argv) {
   const Rank rank{group->getRank(), group->getSize()};
   const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole" ||
                        mode == "hf-save" || mode == "hf-load";
-  const std::vector<std::string> args =
+  std::vector<std::string> args =
       batched ? split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
   std::vector<std::string> dirs =
       batched ? split_at_commas(argv[2]) : std::vector{std::string(argv[2])};
   if (dirs.size() == 1) {
     dirs.resize(args.size(), dirs.front());
+  }
+  if (args.size() == 1) {
+    args.resize(dirs.size(), args.front());
   }
   if (dirs.size() != args.size()) {
     std::fprintf(stderr, "%zu directories for %zu layouts\n", dirs.size(), args.size());

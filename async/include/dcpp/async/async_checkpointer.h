@@ -4,6 +4,7 @@
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
+#include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/dist/ranks.h>
@@ -72,6 +73,8 @@ struct DCPP_API AsyncCheckpointerOptions {
   /// Writer options for async_save(state, directory); default planner when null.
   FileSystemWriterOptions file_system;
   std::shared_ptr<SavePlanner> planner;
+  /// Plan caching for the uploads (SaveOptions::plan_cache), one save at a time; null: none.
+  std::shared_ptr<SavePlanCache> plan_cache;
   /// Nice value of the uploader thread and the writer threads it starts (0 to 19; 0 leaves it as
   /// is), so that writing yields the CPU to the training loop; 19 (the default) writes on CPU time
   /// the loop leaves idle.
@@ -114,6 +117,10 @@ struct DCPP_API AsyncCheckpointerOptions {
   }
   AsyncCheckpointerOptions& with_planner(std::shared_ptr<SavePlanner> value) {
     planner = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_plan_cache(std::shared_ptr<SavePlanCache> value) {
+    plan_cache = std::move(value);
     return *this;
   }
   AsyncCheckpointerOptions& with_uploader_nice(int value) {

@@ -2,6 +2,7 @@
 // save() and load(): DCP's `torch.distributed.checkpoint.save` / `load`, on one process or SPMD on
 // every rank of a process group.
 
+#include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/format/metadata.h>
@@ -41,6 +42,11 @@ struct DCPP_API SaveOptions {
   /// This process's rank when saving without collectives and without a process group (with one,
   /// the group's rank is used and this must be -1 or equal to it). Ignored with collectives.
   int rank = -1;
+  /// Plan caching (DCP's enable_plan_caching): give every save of a periodic series the same
+  /// cache on each rank, and a save whose state has the structure of the last one skips the
+  /// global planning and sends tokens instead of plans (SavePlanCache). Null (the default): every
+  /// save plans in full. Ignored without collectives.
+  std::shared_ptr<SavePlanCache> plan_cache;
 
   SaveOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
@@ -68,6 +74,10 @@ struct DCPP_API SaveOptions {
   }
   SaveOptions& with_rank(int value) {
     rank = value;
+    return *this;
+  }
+  SaveOptions& with_plan_cache(std::shared_ptr<SavePlanCache> value) {
+    plan_cache = std::move(value);
     return *this;
   }
 };

@@ -58,6 +58,9 @@ struct DCPP_API CheckpointManagerOptions {
   RetentionPolicy retention;
   /// Data files, fsync. `overwrite` is forced on for the temporary directory.
   FileSystemWriterOptions file_system;
+  /// Plan caching (SavePlanCache): a periodic save of a state with the structure of the last
+  /// one skips global planning. Exports never use it.
+  bool plan_caching = true;
 
   /// Several ranks: either `ranks.process_group` (used from the training thread: sync saves,
   /// loads, the agreement collectives; keep it apart from the training loop's group) and, for
@@ -96,6 +99,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_async(bool value) {
     async = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_plan_caching(bool value) {
+    plan_caching = value;
     return *this;
   }
   CheckpointManagerOptions& with_stager(std::shared_ptr<AsyncStager> value) {

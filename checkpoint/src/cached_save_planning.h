@@ -1,0 +1,46 @@
+#pragma once
+// Steps 1 and 2 of save(), with or without a SavePlanCache: every rank plans what it holds, the
+// coordinator merges the plans (or reuses the merge of the last committed save) and sends every
+// rank its final plan.
+
+#include "dist/collectives.h"
+
+#include <dcpp/checkpoint/save_plan_cache.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/planner/plan.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dcpp::detail {
+
+struct SavePlanning {
+  SavePlan final_plan;  // this rank's, before the planner's finish_plan
+  Metadata metadata;    // the coordinator's: the global Metadata, without storage_data
+};
+
+struct SavePlanningSteps {
+  /// This rank's local plan (the planner's, through the storage writer's prepare_local_plan).
+  std::function<SavePlan()> local;
+  /// The coordinator's merge of every rank's plan (the planner's create_global_plan).
+  std::function<std::pair<std::vector<SavePlan>, Metadata>(std::vector<SavePlan>)> global;
+  /// The storage writer's prepare_global_plan, run on every save, reused merge or not.
+  std::function<std::vector<SavePlan>(std::vector<SavePlan>)> prepare_global;
+};
+
+/// Runs the planning steps SPMD (every rank calls it in step; a failure anywhere throws the same
+/// CheckpointError on every rank, spmd_step.h). `context` names what a cached plan is valid for
+/// (ranks, coordinator, planner and writer types). With a `cache`, a rank whose local plan equals
+/// the one of the cache's last committed save sends a token instead; the coordinator reuses the
+/// cached merge when every rank did, asks for every plan again (one more round) when only some
+/// did, and sends a token instead of a final plan that did not change. What this save planned is
+/// kept in `cache` only by keep_save_plans(), once the save has committed.
+SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache,
+                       const std::string& context, const SavePlanningSteps& steps);
+
+/// The save that plan_save() planned has committed on every rank: its plans become the cache's.
+void keep_save_plans(SavePlanCache* cache);
+
+}  // namespace dcpp::detail
