@@ -12,7 +12,8 @@ DEMO_SAVE_EVERY ?= 100
 DEMO_KILL_STEP  ?= 600
 
 DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
-                   libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev
+                   libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev \
+                   iproute2
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: all deps configure build test test-plain test-interop test-libtorch reference-roots test-asan \

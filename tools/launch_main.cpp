@@ -1,5 +1,5 @@
-// `dcpp-launch -n N [--master-port P] [--timeout S] [--] CMD ARGS...`: N local ranks of CMD with
-// the torchrun variables set (see launcher.h).
+// `dcpp-launch -n N [--nnodes H --node-rank K] [--master-addr A] [--master-port P] [--timeout S]
+// [--] CMD ARGS...`: N local ranks of CMD with the torchrun variables set (see launcher.h).
 
 #include "launcher.h"
 
@@ -49,8 +49,20 @@ int main(int argc, char** argv) {
   app.add_option("-n,--nproc", options.nproc, "number of ranks")
       ->required()
       ->check(CLI::PositiveNumber);
-  app.add_option("--master-port", options.master_port, "MASTER_PORT (default: a free port)")
+  app.add_option("--master-port", options.master_port,
+                 "MASTER_PORT (default: a free port; required with several nodes)")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--master-addr", options.master_addr,
+                 "MASTER_ADDR: node 0's address, where rank 0 serves the rendezvous store")
+      ->capture_default_str();
+  app.add_option("--nnodes", options.nnodes,
+                 "hosts taking part, each running dcpp-launch with its --node-rank (as torchrun)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--node-rank", options.node_rank,
+                 "this host's index in [0, nnodes): its ranks are node-rank x nproc + [0, nproc)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--timeout", timeout_s,
                  "seconds the other ranks get to exit after SIGTERM, once one has failed or the "
                  "launcher is interrupted, before SIGKILL: long enough for a step and a "

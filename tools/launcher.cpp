@@ -1,10 +1,10 @@
 // `dcpp-launch`'s logic.
 //
 // Each rank is spawned (posix_spawnp) into its own process group with its stdout on a
-// pseudo-terminal (or a pipe) and its stderr on a pipe, and watched through a pidfd. One poll() loop forwards output, reaps ranks as their
-// pidfds become readable and watches the interrupt descriptor; its only timeout is the grace
-// deadline while ranks are being stopped. Stopping signals whole process groups, so helpers a
-// rank started stop with it.
+// pseudo-terminal (or a pipe) and its stderr on a pipe, and watched through a pidfd. One poll()
+// loop forwards output, reaps ranks as their pidfds become readable and watches the interrupt
+// descriptor; its only timeout is the grace deadline while ranks are being stopped. Stopping
+// signals whole process groups, so helpers a rank started stop with it.
 
 #include "launcher.h"
 
@@ -132,21 +132,29 @@ bool open_pseudo_terminal(int (&ends)[2]) {
   return true;
 }
 
-// Starts one rank; returns its pid, or -1 with errno set when the program cannot be run.
+// The RANK of this host's rank `local`.
+int global_rank(const LaunchOptions& options, int local) {
+  return options.node_rank * options.nproc + local;
+}
+
+// Starts one rank (`rank`: its LOCAL_RANK); returns its pid, or -1 with errno set when the program
+// cannot be run.
 pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write, int err_write) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     if (name == "RANK" || name == "LOCAL_RANK" || name == "WORLD_SIZE" || name == "MASTER_ADDR" ||
-        name == "MASTER_PORT") {
+        name == "MASTER_PORT" || name == "LOCAL_WORLD_SIZE" || name == "GROUP_RANK") {
       continue;
     }
     env_strings.push_back(entry);
   }
-  env_strings.push_back("RANK=" + std::to_string(rank));
+  env_strings.push_back("RANK=" + std::to_string(global_rank(options, rank)));
   env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nproc));
+  env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nnodes * options.nproc));
+  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+  env_strings.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
   env_strings.push_back("MASTER_ADDR=" + options.master_addr);
   env_strings.push_back("MASTER_PORT=" + std::to_string(port));
   std::vector<char*> envp;
@@ -257,6 +265,13 @@ int launch(const LaunchOptions& options) {
   if (options.master_port < 0 || options.master_port > 65535) {
     throw std::invalid_argument("dcpp-launch: the master port must be in [0, 65535]");
   }
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw std::invalid_argument("dcpp-launch: the node rank must be in [0, nnodes)");
+  }
+  if (options.nnodes > 1 && options.master_port == 0) {
+    throw std::invalid_argument(
+        "dcpp-launch: several nodes need --master-port, the same on every node");
+  }
   if (options.stop_grace.count() < 0) {
     throw std::invalid_argument("dcpp-launch: the timeout must not be negative");
   }
@@ -278,7 +293,7 @@ int launch(const LaunchOptions& options) {
   const auto fail = [&](int index, int code, const std::string& what) {
     if (result || stopping) return;  // ranks we stop are not failures of their own
     result = code;
-    message(options.stderr_fd, "rank " + std::to_string(index) + " " + what +
+    message(options.stderr_fd, "rank " + std::to_string(global_rank(options, index)) + " " + what +
                                    (options.nproc > 1 ? "; stopping the other ranks" : ""));
     stop_all();
   };
@@ -296,7 +311,7 @@ int launch(const LaunchOptions& options) {
 
   for (int index = 0; index < options.nproc; ++index) {
     Rank& rank = ranks[static_cast<std::size_t>(index)];
-    const std::string prefix = "[rank " + std::to_string(index) + "] ";
+    const std::string prefix = "[rank " + std::to_string(global_rank(options, index)) + "] ";
     rank.out_lines.emplace(prefix, options.stdout_fd);
     rank.err_lines.emplace(prefix, options.stderr_fd);
     int out_pipe[2];

@@ -10,8 +10,13 @@
 namespace dcpp::tools {
 
 struct LaunchOptions {
-  /// How many ranks to start (WORLD_SIZE), at least 1.
+  /// How many ranks to start on this host, at least 1.
   int nproc = 1;
+  /// Several hosts, as torchrun's --nnodes and --node-rank: a launcher on each host starts its
+  /// `nproc` ranks, RANK = node_rank x nproc + LOCAL_RANK, WORLD_SIZE = nnodes x nproc, every
+  /// launcher with the same master address (on node 0's host) and port (which must then be given).
+  int nnodes = 1;
+  int node_rank = 0;
   /// MASTER_PORT; 0 picks a free port (see pick_free_port()).
   int master_port = 0;
   /// MASTER_ADDR.
@@ -63,10 +68,11 @@ class LinePrefixer {
 /// std::runtime_error when no socket can be bound.
 int pick_free_port(const std::string& address = "127.0.0.1");
 
-/// Starts the ranks and waits for all of them. Each rank r runs `options.command` with RANK=r,
-/// LOCAL_RANK=r, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and the launcher's environment) in its own
-/// process group, its stdout (see stdout_terminal) and stderr forwarded line by line as
-/// "[rank r] ..." to options.stdout_fd / stderr_fd.
+/// Starts this host's ranks and waits for all of them. Each rank r runs `options.command` with
+/// RANK=r, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the node rank), MASTER_ADDR,
+/// MASTER_PORT (and the launcher's environment) in its own process group, its stdout (see
+/// stdout_terminal) and stderr forwarded line by line as "[rank r] ..." to options.stdout_fd /
+/// stderr_fd. The ranks of other hosts are their launchers' business.
 ///
 /// Returns 0 when every rank exits with 0. When a rank fails (non-zero exit, or killed by a signal:
 /// 128 + signal), the others' process groups get SIGTERM, then SIGKILL after options.stop_grace;

@@ -142,52 +142,53 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
     state->pending.token = ranks.rank() == coordinator ? new_token() : 0;
   }
   SavePlanning planning;
-  std::string local_plan;  // encoded; planned once, in the first round
-  bool planned = false;
+  bool planned = false;  // in the first round; a second one sends the same plan in full
   for (const bool offer_token : {true, false}) {
     const std::vector<std::string> offers =
         gather_at_coordinator(ranks, coordinator, kOperation, "planning", [&] {
           if (!planned) {
-            local_plan = encode_save_plan(steps.local());
+            planning.local_plan = encode_save_plan(steps.local());
             planned = true;
           }
           if (offer_token && state != nullptr && holds(state->kept, context) &&
-              state->kept.local_plan == local_plan) {
+              state->kept.local_plan == planning.local_plan) {
             return encode_strings({kToken, std::to_string(state->kept.token)});
           }
-          return encode_strings({kPlan, local_plan});
+          return encode_strings({kPlan, planning.local_plan});
         });
-    const std::string reply_bytes = scatter_from_coordinator(
+    planning.reply = scatter_from_coordinator(
         ranks, coordinator, kOperation, "global planning",
         [&] { return plan_globally(offers, state, context, steps, planning.metadata); });
-    std::vector<std::string> reply = decode_strings(reply_bytes);
-    if (reply == std::vector<std::string>{kResend}) {
-      continue;
+    if (planning.reply != encode_strings({kResend})) {
+      return planning;
     }
-    reply = fields_of(std::move(reply), 4, {kPlan, kSame}, "final plan");
-    if (reply[0] == kSame) {
-      if (state == nullptr || !holds(state->kept, context)) {
-        throw CheckpointError(ErrorKind::kCorrupt,
-                              "checkpoint save: the coordinator sent a cached final plan to rank " +
-                                  std::to_string(ranks.rank()) +
-                                  ", which has none; every rank must run the same dcpp build");
-      }
-      planning.final_plan = state->kept.final_plan;
-    } else {
-      planning.final_plan = decode_save_plan(reply[3]);
-    }
-    if (state != nullptr) {
-      state->pending.context = context;
-      state->pending.token = parse_token(reply[1]);
-      state->pending.local_plan = std::move(local_plan);
-      state->pending.final_plan = planning.final_plan;
-      state->pending.reused = reply[2] == "1";
-    }
-    return planning;
   }
   throw CheckpointError(ErrorKind::kCorrupt,
                         "checkpoint save: the coordinator asked for the full plans twice; every "
                         "rank must run the same dcpp build");
+}
+
+SavePlan final_plan(SavePlanning& planning, SavePlanCache* cache, const std::string& context) {
+  SavePlanCache::State* state = cache != nullptr ? &cache->state() : nullptr;
+  const std::vector<std::string> reply =
+      fields_of(decode_strings(planning.reply), 4, {kPlan, kSame}, "final plan");
+  SavePlan plan;
+  if (reply[0] == kSame) {
+    if (state == nullptr || !holds(state->kept, context)) {
+      throw malformed("final plan: a token for a plan this rank does not hold");
+    }
+    plan = state->kept.final_plan;
+  } else {
+    plan = decode_save_plan(reply[3]);
+  }
+  if (state != nullptr) {
+    state->pending.context = context;
+    state->pending.token = parse_token(reply[1]);
+    state->pending.local_plan = std::move(planning.local_plan);
+    state->pending.final_plan = plan;
+    state->pending.reused = reply[2] == "1";
+  }
+  return plan;
 }
 
 void keep_save_plans(SavePlanCache* cache) {

@@ -17,8 +17,9 @@
 namespace dcpp::detail {
 
 struct SavePlanning {
-  SavePlan final_plan;  // this rank's, before the planner's finish_plan
-  Metadata metadata;    // the coordinator's: the global Metadata, without storage_data
+  std::string local_plan;  // this rank's, encoded
+  std::string reply;       // the coordinator's reply: this rank's final plan, or its token
+  Metadata metadata;       // the coordinator's: the global Metadata, without storage_data
 };
 
 struct SavePlanningSteps {
@@ -35,10 +36,16 @@ struct SavePlanningSteps {
 /// (ranks, coordinator, planner and writer types). With a `cache`, a rank whose local plan equals
 /// the one of the cache's last committed save sends a token instead; the coordinator reuses the
 /// cached merge when every rank did, asks for every plan again (one more round) when only some
-/// did, and sends a token instead of a final plan that did not change. What this save planned is
-/// kept in `cache` only by keep_save_plans(), once the save has committed.
+/// did, and sends a token instead of a final plan that did not change (final_plan() reads the
+/// reply). What this save planned is kept in `cache` only by keep_save_plans(), once the save has
+/// committed.
 SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache,
                        const std::string& context, const SavePlanningSteps& steps);
+
+/// This rank's final plan (before the planner's finish_plan), from the coordinator's reply or the
+/// cache. Throws CheckpointError (kCorrupt) on a malformed reply: call it inside a step of the
+/// SPMD protocol (spmd_step.h), so that every rank learns of it.
+SavePlan final_plan(SavePlanning& planning, SavePlanCache* cache, const std::string& context);
 
 /// The save that plan_save() planned has committed on every rank: its plans become the cache's.
 void keep_save_plans(SavePlanCache* cache);

@@ -192,7 +192,8 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   // 3. Every rank writes its items; the coordinator learns where they landed.
   const std::vector<std::string> results =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "writing", [&] {
-        const SavePlan final_plan = planner->finish_plan(std::move(planning.final_plan));
+        const SavePlan final_plan =
+            planner->finish_plan(detail::final_plan(planning, options.plan_cache.get(), context));
         return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
       });
   // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.

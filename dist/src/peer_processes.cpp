@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -79,6 +80,20 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+// "host a" or "hosts a, b": the hosts of `ranks` among `peers`, each once, in rank order.
+std::string host_list(const std::vector<ProcessIdentity>& peers, const std::vector<int>& ranks) {
+  std::vector<std::string> hosts;
+  for (int rank : ranks) {
+    const std::string& host = peers[static_cast<std::size_t>(rank)].host;
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  std::string out = hosts.size() == 1 ? "host " : "hosts ";
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    out += (i == 0 ? "" : ", ") + hosts[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 ProcessIdentity this_process() { return read_this_process(); }
@@ -149,9 +164,11 @@ std::string describe_peer_processes(const std::vector<ProcessIdentity>& peers, i
               : "every other rank on this machine is still running (hung, or the network failed?)";
   }
   if (!elsewhere.empty() && elsewhere.size() + 1 < peers.size()) {
-    out += "; " + rank_list(elsewhere) + " on other machines could not be checked";
+    out += "; " + rank_list(elsewhere) + " on other machines (" + host_list(peers, elsewhere) +
+           ") could not be checked";
   } else if (!elsewhere.empty()) {
-    out += ": " + rank_list(elsewhere) + " could not be checked";
+    out += ": " + rank_list(elsewhere) + " (on " + host_list(peers, elsewhere) +
+           ") could not be checked";
   }
   return out;
 }

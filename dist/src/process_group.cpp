@@ -16,6 +16,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <chrono>
 #include <csignal>
@@ -86,6 +90,38 @@ int integer_variable(const char* name, const std::string& text) {
 
 bool is_loopback(const std::string& address) {
   return address == "localhost" || address == "::1" || address.rfind("127.", 0) == 0;
+}
+
+// The address of this host from which it reaches `master`: the source address the kernel routes
+// a datagram to it from (connect() on a UDP socket sends nothing). Empty when there is no route.
+// Binding Gloo there, rather than to the address the host name resolves to, keeps a host whose
+// name resolves to a loopback address (Debian's /etc/hosts maps it to 127.0.1.1) reachable from
+// the others.
+std::string address_towards(const std::string& master, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(master.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    return "";
+  }
+  std::string address;
+  for (const addrinfo* entry = found; entry != nullptr && address.empty(); entry = entry->ai_next) {
+    const int fd = ::socket(entry->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::connect(fd, entry->ai_addr, entry->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&local), length, text, sizeof(text), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+      address = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return address;
 }
 
 std::string where(const LaunchEnvironment& env) {
@@ -215,8 +251,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(const LaunchEnvir
                                                                const ProcessGroupOptions& options) {
   const auto store = make_tcp_store(env, options);
   ProcessGroupOptions group_options = options;
-  if (group_options.gloo_hostname.empty() && is_loopback(env.master_addr)) {
-    group_options.gloo_hostname = "127.0.0.1";
+  if (group_options.gloo_hostname.empty()) {
+    group_options.gloo_hostname = is_loopback(env.master_addr)
+                                      ? "127.0.0.1"
+                                      : address_towards(env.master_addr, env.master_port);
   }
   return make_gloo_process_group(store, env.rank, env.world_size, group_options);
 }

@@ -116,6 +116,7 @@ TEST_CASE("describe_peer_processes names the exited rank and the ranks it could 
   dead.end(/*reap=*/true);
   ProcessIdentity remote = self;
   remote.machine = "another boot id/pid:[1]";
+  remote.host = "node9";
 
   CHECK(dcpp::detail::describe_peer_processes({self, alive.identity(), dead_identity}, 0) ==
         "rank 2 (pid " + std::to_string(dead_identity.pid) + " on host " + self.host +
@@ -124,7 +125,12 @@ TEST_CASE("describe_peer_processes names the exited rank and the ranks it could 
         "every other rank on this machine is still running (hung, or the network failed?)");
   CHECK(dcpp::detail::describe_peer_processes({remote, self, alive.identity()}, 1) ==
         "every other rank on this machine is still running (hung, or the network failed?); rank 0 "
-        "on other machines could not be checked");
+        "on other machines (host node9) could not be checked");
   CHECK(dcpp::detail::describe_peer_processes({self, remote}, 0) ==
-        "no other rank runs on this machine: rank 1 could not be checked");
+        "no other rank runs on this machine: rank 1 (on host node9) could not be checked");
+  ProcessIdentity other_remote = remote;
+  other_remote.host = "node10";
+  CHECK(dcpp::detail::describe_peer_processes({self, remote, other_remote, remote}, 0) ==
+        "no other rank runs on this machine: ranks 1, 2, 3 (on hosts node9, node10) could not be "
+        "checked");
 }

@@ -26,7 +26,7 @@ if ((EUID != 0)); then
 fi
 python_packages="python3-torch python3-numpy"
 build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
-libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev"
+libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev iproute2"
 
 die() { echo "reference_root.sh: $*" >&2; exit 2; }
 
@@ -55,7 +55,14 @@ ensure() {  # SUITE PROFILE
   mkdir -p "$roots"
   exec 9>"$roots/$suite.lock"
   flock 9
-  if [[ -f $root/.dcpp-ready-$profile ]]; then echo "$root"; return; fi
+  # The marker holds the package list it was made with: a root made before a package joined the
+  # list gets it installed now.
+  local packages
+  packages=$(suite_packages "$suite" "$profile")
+  if [[ -f $root/.dcpp-ready-$profile && $(cat "$root/.dcpp-ready-$profile") == "$packages" ]]; then
+    echo "$root"
+    return
+  fi
   if [[ ! -f $root/.dcpp-bootstrapped ]]; then
     command -v debootstrap >/dev/null || {
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
@@ -67,12 +74,12 @@ ensure() {  # SUITE PROFILE
     touch "$root/.dcpp-bootstrapped"
   fi
   echo "reference_root.sh: installing the $profile packages into $root" >&2
-  { root_apt "$root" update && root_apt "$root" install -y $(suite_packages "$suite" "$profile"); } \
+  { root_apt "$root" update && root_apt "$root" install -y $packages; } \
     >>"$roots/$suite.log" 2>&1 || die "apt-get in $root failed; see $roots/$suite.log"
   chroot "$root" python3 -c 'import torch.distributed.checkpoint' ||
     die "$root has no working torch.distributed.checkpoint"
-  touch "$root/.dcpp-ready-$profile"
-  [[ $profile == build ]] && touch "$root/.dcpp-ready-python"
+  echo "$packages" >"$root/.dcpp-ready-$profile"
+  [[ $profile == build ]] && suite_packages "$suite" python >"$root/.dcpp-ready-python"
   echo "$root"
 }
 

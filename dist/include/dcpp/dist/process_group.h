@@ -23,9 +23,11 @@ struct DCPP_API ProcessGroupOptions {
   std::string group_name = "default";
   /// Gloo's worker threads for the group's collectives.
   int threads = 2;
-  /// The address the Gloo transport binds to and advertises to its peers. Empty: the loopback
-  /// address 127.0.0.1 when the master address is a loopback one, else the address this host's
-  /// name resolves to (Gloo's default device).
+  /// The address the Gloo transport binds to and advertises to its peers. Empty, from the
+  /// torchrun variables: 127.0.0.1 when MASTER_ADDR is a loopback address, else this host's
+  /// address on the route to MASTER_ADDR (on a host of several networks, the one the master is
+  /// reached through); without them, or when no route is found, the address this host's name
+  /// resolves to (Gloo's default device).
   std::string gloo_hostname;
 
   ProcessGroupOptions& with_timeout(std::chrono::milliseconds value) {
