@@ -247,6 +247,29 @@ TEST_CASE("launch() sets the torchrun variables and prefixes each rank's output"
   }
 }
 
+TEST_CASE("launch() as node 1 of 3 starts that node's ranks of the whole world") {
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 2;
+  options.nnodes = 3;
+  options.node_rank = 1;
+  options.master_addr = "10.0.0.7";
+  options.master_port = 29778;
+  options.command = {"sh", "-c",
+                     "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                     "$MASTER_ADDR $MASTER_PORT\""};
+  const auto result = launch_in_process(options);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("[rank 2] 2 0 6 2 1 10.0.0.7 29778\n"));
+  CHECK_THAT(result.out, Catch::Contains("[rank 3] 3 1 6 2 1 10.0.0.7 29778\n"));
+  CHECK_THAT(result.out, !Catch::Contains("[rank 0]"));
+
+  options.master_port = 0;  // every node must agree on it: no free port of one's own
+  CHECK_THROWS_WITH(dcpp::tools::launch(options), Catch::Contains("--master-port"));
+  options.master_port = 29778;
+  options.node_rank = 3;
+  CHECK_THROWS_WITH(dcpp::tools::launch(options), Catch::Contains("node rank"));
+}
+
 TEST_CASE("launch() returns the first failure's code and stops the other ranks") {
   dcpp::tools::LaunchOptions options;
   options.nproc = 3;
