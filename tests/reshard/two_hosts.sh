@@ -38,9 +38,11 @@ mkfifo "$work/second-host-ready"
 unshare --net --uts --mount --pid --fork --mount-proc --kill-child \
   sh -c 'echo ready > "$1" && exec sleep 600' sh "$work/second-host-ready" &
 holder=$!
+# --root and --wd: entering a mount namespace moves to its root, which in a chroot (the reference
+# roots of `make test-libtorch`) is not this process's.
 on_second_host() {
-  nsenter --target "$holder" --net --uts --mount --pid="/proc/$holder/ns/pid_for_children" \
-    -- "$@"
+  nsenter --target "$holder" --net --uts --mount --root --wd \
+    --pid="/proc/$holder/ns/pid_for_children" -- "$@"
 }
 trap 'kill -KILL "$holder" 2>/dev/null || true' EXIT  # unshare --fork ignores SIGTERM; its child dies with it
 read -r _ < "$work/second-host-ready"
