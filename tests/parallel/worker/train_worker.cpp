@@ -16,6 +16,7 @@
 // mean over the global batch) and "params.<fqn>" (the final parameters, sharded as trained).
 
 #include "checkpoint_io.h"
+#include "comma_list.h"
 #include "training_setup.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -55,16 +56,6 @@ void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>&
   options.ranks.process_group = group;
   options.file_system.sync_files = false;
   dcpp::save(result, directory, options);
-}
-
-std::vector<std::string> split_at_commas(const std::string& list) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
-    parts.push_back(list.substr(start, comma - start));
-  }
-  parts.push_back(list.substr(start));
-  return parts;
 }
 
 // Runs `mode` for `model`; `args` as on the command line, MODEL's paths already its own.
@@ -119,7 +110,7 @@ int main(int argc, char** argv) {
           dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
     }
     const std::size_t first_path = args[2] == "resume" ? 5 : 4;  // CKPT and RESULT from here
-    for (const std::string& model : split_at_commas(args[0])) {
+    for (const std::string& model : dcpp::test::split_at_commas(args[0])) {
       std::vector<std::string> own = args;
       for (std::size_t i = first_path; i < own.size(); ++i) {
         own[i] += "/" + model;

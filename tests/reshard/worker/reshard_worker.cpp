@@ -60,9 +60,11 @@
 #include <dcpp/dist.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/extend.h>
+#include "comma_list.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -361,29 +363,24 @@ int plan_cache_saves(const std::filesystem::path& dir, const std::string& layout
     options.plan_cache = cache;
   }
   save_counting(more, dir / "4", options);
-  expect("save 4 (rank 1's cache new)", rank.index == 1 ? 0 : 1, rank.index == 1 ? 1 : 3);
+  // Expected {reused, full} on ranks 0, 1 and 2 after saves 4, 5 and 6.
+  constexpr int64_t kAfter[3][3][2] = {
+      {{1, 3}, {0, 1}, {1, 3}}, {{0, 1}, {0, 2}, {1, 4}}, {{1, 1}, {1, 2}, {2, 4}}};
+  const auto expect_on_this_rank = [&](const char* save, int n) {
+    const auto& counts = kAfter[n][std::min(rank.index, 2)];
+    expect(save, counts[0], counts[1]);
+  };
+  expect_on_this_rank("save 4 (rank 1's cache new)", 0);
   // 5: the coordinator lost its cache: the others' tokens name nothing it holds.
   if (rank.index == 0) {
     cache = std::make_shared<dcpp::SavePlanCache>();
     options.plan_cache = cache;
   }
   save_counting(more, dir / "5", options);
-  expect("save 5 (the coordinator's cache new)",
-         rank.index == 0   ? 0
-         : rank.index == 1 ? 0
-                           : 1,
-         rank.index == 0   ? 1
-         : rank.index == 1 ? 2
-                           : 4);
+  expect_on_this_rank("save 5 (the coordinator's cache new)", 1);
   // 6: the same structure again: reused everywhere.
   save_counting(more, dir / "6", options);
-  expect("save 6",
-         rank.index == 0   ? 1
-         : rank.index == 1 ? 1
-                           : 2,
-         rank.index == 0   ? 1
-         : rank.index == 1 ? 2
-                           : 4);
+  expect_on_this_rank("save 6", 2);
   std::printf("rank %d plan cache: %s\n", rank.index, ok ? "as expected" : "NOT AS EXPECTED");
   return ok ? 0 : 1;
 }
@@ -641,16 +638,6 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
   return 2;
 }
 
-std::vector<std::string> split_at_commas(const std::string& list) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t comma; (comma = list.find(',', start)) != std::string::npos; start = comma + 1) {
-    parts.push_back(list.substr(start, comma - start));
-  }
-  parts.push_back(list.substr(start));
-  return parts;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -669,9 +656,9 @@ int main(int argc, char** argv) {
   const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole" ||
                        mode == "hf-save" || mode == "hf-load";
   std::vector<std::string> args =
-      batched ? split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
+      batched ? dcpp::test::split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
   std::vector<std::string> dirs =
-      batched ? split_at_commas(argv[2]) : std::vector{std::string(argv[2])};
+      batched ? dcpp::test::split_at_commas(argv[2]) : std::vector{std::string(argv[2])};
   if (dirs.size() == 1) {
     dirs.resize(args.size(), dirs.front());
   }
