@@ -6,7 +6,9 @@
 //         unchanged plans travel as tokens and the global plan is reused
 //         (cached_save_planning.h).
 //   load: read `.metadata`, plan locally -> gather at the coordinator -> it scatters the final
-//         plans -> read -> agree on the outcome.
+//         plans -> read -> agree on the outcome. Reading once (LoadOptions::read_once), the
+//         coordinator leaves a box that several ranks need in one rank's plan, and that rank
+//         sends it to the others after the reads (read_once_schedule.h).
 //   save without collectives: plan locally -> a global plan of this plan alone -> write -> commit
 //         `__<rank>.metadata`; no collective (DCP's use_collectives=False, without its barrier).
 // A rank other than the coordinator sends and receives its own plans and results only, so its
@@ -24,6 +26,8 @@
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
 #include "planner/plan_codec.h"
+#include "read_once_exchange.h"
+#include "read_once_schedule.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -262,7 +266,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
         return detail::encode_load_plan(
             storage_reader.prepare_local_plan(planner->create_local_plan()));
       });
-  // 2. The coordinator sees every plan, may adjust them, and sends every rank its own.
+  // 2. The coordinator sees every plan, may adjust them, and sends every rank its own (with a
+  // read-once schedule: what it reads for others, and what others read for it).
   const std::string central =
       detail::scatter_from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
         std::vector<LoadPlan> plans;
@@ -270,21 +275,54 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
           plans.push_back(detail::decode_load_plan(bytes));
         }
         plans = storage_reader.prepare_global_plan(planner->create_global_plan(std::move(plans)));
+        const bool read_once =
+            ranks->size() > 1 &&
+            (options.read_once == ReadOnce::kAlways ||
+             (options.read_once == ReadOnce::kAuto && storage_reader.is_shared_storage()));
+        std::vector<detail::ReadOnceSchedule> schedules;
+        if (read_once) {
+          schedules = detail::schedule_read_once(plans, metadata);
+        }
         std::vector<std::string> encoded;
-        for (const LoadPlan& plan : plans) {
-          encoded.push_back(detail::encode_load_plan(plan));
+        for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+          encoded.push_back(detail::encode_strings(
+              {detail::encode_load_plan(plans[rank]),
+               read_once ? detail::encode_read_once_schedule(schedules[rank]) : std::string()}));
         }
         return encoded;
       });
-  // 3. Every rank reads its items (into the targets, or the scratch copy) and, reading into the
-  // targets, hands the Statefuls their state; all learn whether every rank succeeded.
+  // 3. Every rank reads its items (into the targets, or the scratch copy), keeping a copy of what
+  // it reads for others; all learn whether every rank succeeded.
+  std::optional<detail::ReadOnceSchedule> schedule;  // set on every rank, or on none
+  std::optional<detail::StashingLoadPlanner> stashing;
   detail::agree(*ranks, operation, "reading", [&] {
-    const LoadPlan final_plan = planner->finish_plan(detail::decode_load_plan(central));
-    storage_reader.read_data(final_plan, *planner);
-    if (!scratch) {
+    const std::vector<std::string> parts = detail::decode_strings(central);
+    if (parts.size() != 2) {
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "checkpoint load: the coordinator's final plan has " +
+                                std::to_string(parts.size()) +
+                                " parts, not 2; every rank must run the same dcpp build");
+    }
+    const LoadPlan final_plan = planner->finish_plan(detail::decode_load_plan(parts[0]));
+    if (!parts[1].empty()) {
+      schedule = detail::decode_read_once_schedule(parts[1], ranks->rank(), ranks->size());
+      stashing.emplace(*planner, ranks->rank(), *schedule);
+    }
+    storage_reader.read_data(final_plan, stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
+    if (!scratch && !schedule) {
       statefuls->commit();
     }
   });
+  // 3b. Read once: every rank sends what it read for others and receives what others read for it.
+  if (schedule) {
+    detail::agree(*ranks, operation, "exchanging what was read once", [&] {
+      detail::exchange_read_once(*ranks, *schedule, &*stashing, *planner);
+      stashing.reset();
+      if (!scratch) {
+        statefuls->commit();
+      }
+    });
+  }
   // 4. All or nothing: every rank read and verified everything; now the targets change.
   if (scratch) {
     detail::agree(*ranks, operation, "applying the loaded state", [&] {

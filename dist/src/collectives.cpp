@@ -57,6 +57,14 @@ class SingleProcess final : public Collectives {
     return per_rank.at(0);
   }
   std::vector<int64_t> max_over_ranks(std::vector<int64_t> values) override { return values; }
+  void send(const std::string& bytes, int peer) override { no_peer(peer); }
+  std::string receive(int peer) override { no_peer(peer); }
+
+ private:
+  [[noreturn]] static void no_peer(int peer) {
+    throw CheckpointError(ErrorKind::kUsage, "checkpoint: rank " + std::to_string(peer) +
+                                                 " is not a peer of a process alone");
+  }
 };
 
 class OverProcessGroup final : public Collectives {
@@ -126,6 +134,16 @@ class OverProcessGroup final : public Collectives {
     count_sent(bytes);
     count_received(bytes);
     return values;
+  }
+
+  void send(const std::string& bytes, int peer) override {
+    know_peers();
+    send_bytes(bytes, peer, "a message to rank " + std::to_string(peer));
+  }
+
+  std::string receive(int peer) override {
+    know_peers();
+    return receive_bytes(peer, "a message from rank " + std::to_string(peer));
   }
 
  private:

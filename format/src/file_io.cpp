@@ -72,6 +72,9 @@ void File::write_all(const void* data, std::size_t n) {
 }
 
 void File::read_exactly(uint64_t offset, void* dst, std::size_t n) const {
+  if (read_counter_ != nullptr) {
+    *read_counter_ += n;
+  }
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     const ssize_t got =

@@ -10,4 +10,6 @@ std::vector<LoadPlan> StorageReader::prepare_global_plan(std::vector<LoadPlan> p
   return plans;
 }
 
+bool StorageReader::is_shared_storage() const { return false; }
+
 }  // namespace dcpp

@@ -34,9 +34,14 @@ class Collectives {
   virtual std::string scatter(const std::vector<std::string>& per_rank, int root) = 0;
   /// The element-wise maximum of `values` (the same length on every rank) over the ranks.
   virtual std::vector<int64_t> max_over_ranks(std::vector<int64_t> values) = 0;
+  /// Point to point: `bytes` to `peer`, which must call receive(this rank) for it. Messages
+  /// between two ranks arrive in the order they were sent; a send may block until its receive.
+  virtual void send(const std::string& bytes, int peer) = 0;
+  /// The next message `peer` sent to this rank.
+  virtual std::string receive(int peer) = 0;
 };
 
-/// One process: rank 0 of 1.
+/// One process: rank 0 of 1 (with no peer to send to: send and receive throw kUsage).
 std::unique_ptr<Collectives> make_single_process_collectives();
 
 /// Over `group` (on its message device: the CPU for a Gloo group). The first call of any kind

@@ -5,6 +5,8 @@
 // sync_directory (fsync of a directory), shared with the plugin: dcpp_core_internals.
 #include "core/durable_file.h"
 
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -28,6 +30,9 @@ class File {
   void write_all(const void* data, std::size_t n);
   /// Reads exactly n bytes at `offset`; throws if the file is shorter ("truncated").
   void read_exactly(uint64_t offset, void* dst, std::size_t n) const;
+  /// From now on, every byte read_exactly reads is added to `counter` (which must outlive this
+  /// File).
+  void count_reads_in(std::atomic<uint64_t>& counter) { read_counter_ = &counter; }
   /// Writes all of [data, data + n) at `offset` (pwrite: the position is not used or moved, so
   /// several threads may write different ranges at once).
   void write_at(uint64_t offset, const void* data, std::size_t n);
@@ -41,6 +46,7 @@ class File {
  private:
   std::filesystem::path path_;
   int fd_ = -1;
+  std::atomic<uint64_t>* read_counter_ = nullptr;
 };
 
 /// A ByteSink into a File: small writes are gathered in a buffer, large ones go straight to the

@@ -31,7 +31,11 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <sys/vfs.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <optional>
 
@@ -58,6 +62,21 @@ void check_relative_path(const std::string& path, const fs::path& directory) {
                               "read it (the .metadata is malformed or hostile)");
   }
 }
+
+// statfs() f_type values of file systems whose bytes come over a network.
+constexpr int64_t kNetworkFileSystems[] = {
+    0x6969,      // NFS
+    0x517B,      // SMB
+    0xFF534D42,  // CIFS
+    0xFE534D42,  // SMB2
+    0x0BD00BD0,  // Lustre
+    0x47504653,  // GPFS (IBM Storage Scale)
+    0x00C36400,  // CephFS
+    0x19830326,  // BeeGFS
+    0x65735546,  // FUSE (GlusterFS, sshfs, s3fs, ...)
+    0x01021997,  // 9p
+    0x5346414F,  // AFS
+};
 
 }  // namespace
 
@@ -135,6 +154,18 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
     });
   }
 
+  bool is_shared_storage() const {
+    struct statfs info {};
+    if (::statfs(directory_.c_str(), &info) != 0) {
+      return false;
+    }
+    const auto type = static_cast<int64_t>(static_cast<uint32_t>(info.f_type));
+    return std::find(std::begin(kNetworkFileSystems), std::end(kNetworkFileSystems), type) !=
+           std::end(kNetworkFileSystems);
+  }
+
+  uint64_t bytes_read() const { return bytes_read_.load(); }
+
   const fs::path& directory() const { return directory_; }
   const FileSystemReaderOptions& options() const { return options_; }
 
@@ -168,7 +199,8 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
     std::sort(items.begin(), items.end(), [&](const ReadItem* a, const ReadItem* b) {
       return storage_info(a->storage_index).offset < storage_info(b->storage_index).offset;
     });
-    const detail::File file(directory_ / name, detail::File::Mode::kRead);
+    detail::File file(directory_ / name, detail::File::Mode::kRead);
+    file.count_reads_in(bytes_read_);
     const uint64_t file_size = file.size();
     const auto where = [&](const ReadItem* item) {
       return "data file " + (directory_ / name).string() + ", key '" + item->storage_index.fqn +
@@ -367,6 +399,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
   // file that knows them.
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::string checksum_file_ = detail::kChecksumFileName;  // for messages
+  mutable std::atomic<uint64_t> bytes_read_{0};  // by read_data's threads
 };
 
 FileSystemReader::FileSystemReader(std::filesystem::path directory, FileSystemReaderOptions options)
@@ -382,6 +415,9 @@ void FileSystemReader::set_up(const Metadata& metadata, int rank, bool is_coordi
 void FileSystemReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
   impl_->read_data(plan, planner);
 }
+
+bool FileSystemReader::is_shared_storage() const { return impl_->is_shared_storage(); }
+uint64_t FileSystemReader::bytes_read() const { return impl_->bytes_read(); }
 
 const std::filesystem::path& FileSystemReader::directory() const { return impl_->directory(); }
 const FileSystemReaderOptions& FileSystemReader::options() const { return impl_->options(); }

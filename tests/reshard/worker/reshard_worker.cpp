@@ -41,11 +41,21 @@
 //                                       cache lost, the coordinator's lost, the same again; checks
 //                                       which saves reused the global plan and that tokens cost
 //                                       less traffic than plans
+//   reshard_worker read-once DIR LAYOUT  loads DIR (saved "row") as LAYOUT twice, every rank
+//                                       reading all it needs, then reading once; both must equal.
+//                                       Prints each rank's bytes read and received in both modes
+//                                       ("rank R read N never, M once, received K never, L once")
+//   reshard_worker fail-commit DIR RANK loads DIR (saved "row") replicated, reading once, through
+//                                       a planner whose last commit_tensor on rank RANK throws: a
+//                                       box it received, after the reads. Every rank must get a
+//                                       CheckpointError naming RANK and the step (none may hang)
 //   reshard_worker whole DIR LAYOUT     loads any checkpoint DIR (DCP, saved without collectives,
 //                                       Hugging Face) sharded as LAYOUT and compares every tensor
 //                                       and value with the same checkpoint loaded whole
 //
-// save, load, fixture, whole, hf-save and hf-load take lists: `load D1,D2 row,col` loads D1 as row
+// Every load reads once when DCPP_TEST_READ_ONCE=always is set (LoadOptions::read_once).
+//
+// save, load, fixture, whole, hf-save, hf-load and read-once take lists: `load D1,D2 row,col` loads D1 as row
 // then D2 as col; one DIR serves every layout of the list (`load D row,col`), one LAYOUT every
 // DIR. All run in one process, so a test starts the ranks once for many checks (a process takes
 // half a second of libtorch's start-up). The exit code is the first failed run's.
@@ -65,9 +75,11 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -264,6 +276,68 @@ class FailingReader final : public dcpp::FileSystemReader {
   bool fail_;
 };
 
+// The load options of every load here: over `group`, reading once when DCPP_TEST_READ_ONCE says.
+dcpp::LoadOptions load_options(const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  dcpp::LoadOptions options;
+  options.ranks.process_group = group;
+  const char* read_once = std::getenv("DCPP_TEST_READ_ONCE");
+  if (read_once != nullptr && std::string(read_once) == "always") {
+    options.read_once = dcpp::ReadOnce::kAlways;
+  }
+  return options;
+}
+
+// A default planner whose last commit_tensor throws on one rank: reading once, the last box a
+// rank places is one it received, so this fails the exchange after the reads, not the reads.
+class FailingCommitPlanner final : public dcpp::DefaultLoadPlanner {
+ public:
+  explicit FailingCommitPlanner(bool fail) : fail_(fail) {}
+  dcpp::LoadPlan create_local_plan() override {
+    dcpp::LoadPlan plan = DefaultLoadPlanner::create_local_plan();
+    for (const dcpp::ReadItem& item : plan.items) {
+      tensor_items_ += item.type == dcpp::LoadItemType::kTensor;
+    }
+    return plan;
+  }
+  void commit_tensor(const dcpp::ReadItem& item, const at::Tensor& tensor) override {
+    if (fail_ && ++committed_ == tensor_items_) {
+      throw std::runtime_error("no room for " + item.dest_index.fqn);
+    }
+    DefaultLoadPlanner::commit_tensor(item, tensor);
+  }
+
+ private:
+  bool fail_;
+  int tensor_items_ = 0;
+  std::atomic<int> committed_{0};
+};
+
+// read-once DIR LAYOUT: the same load without and with reading once, every element checked.
+int read_once_loads(const std::string& dir, const std::string& layout,
+                    const c10::intrusive_ptr<c10d::ProcessGroup>& group, const Rank& rank) {
+  uint64_t read[2] = {0, 0};
+  int64_t received[2] = {0, 0};
+  bool ok = true;
+  for (const dcpp::ReadOnce mode : {dcpp::ReadOnce::kNever, dcpp::ReadOnce::kAlways}) {
+    dcpp::LoadOptions options = load_options(group);
+    options.read_once = mode;
+    dcpp::StateDict target = state(layout, rank, true);
+    dcpp::FileSystemReader reader(dir);
+    const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
+    dcpp::load(target, reader, options);
+    received[mode == dcpp::ReadOnce::kAlways] =
+        dcpp::checkpoint_traffic().bytes_received - before.bytes_received;
+    read[mode == dcpp::ReadOnce::kAlways] = reader.bytes_read();
+    ok = check(target, rank) && ok;
+  }
+  std::printf("rank %d read %llu never, %llu once, received %lld never, %lld once (%s): %s\n",
+              rank.index, static_cast<unsigned long long>(read[0]),
+              static_cast<unsigned long long>(read[1]), static_cast<long long>(received[0]),
+              static_cast<long long>(received[1]), layout.c_str(),
+              ok ? "every element equal" : "DIFFERENT");
+  return ok ? 0 : 1;
+}
+
 bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
   const at::Tensor x = a.contiguous(), y = b.contiguous();
@@ -401,8 +475,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
       return 0;
     }
     if (mode == "hf-load") {
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       const std::size_t colon = arg.find(':');
       dcpp::StateDict target = tensors_only(state(arg.substr(0, colon), rank, true));
       if (colon != std::string::npos && arg.substr(colon) == ":floats") {
@@ -419,8 +492,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
     if (mode == "whole") {
       const dcpp::StateDict whole = dcpp::load_from_keys(dir);
       dcpp::StateDict target = sharded_zeros(whole, arg, rank);
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       dcpp::load(target, dir, options);
       const bool ok = equal_to_whole(target, whole);
       std::printf("%zu entries loaded as %s on %d ranks: %s\n", whole.size(), arg.c_str(),
@@ -462,9 +534,31 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
     if (mode == "plan-cache") {
       return plan_cache_saves(dir, arg, group, rank);
     }
+    if (mode == "read-once") {
+      return read_once_loads(dir, arg, group, rank);
+    }
+    if (mode == "fail-commit") {
+      dcpp::LoadOptions options = load_options(group);
+      options.read_once = dcpp::ReadOnce::kAlways;
+      options.planner = std::make_shared<FailingCommitPlanner>(rank.index == std::stoi(arg));
+      dcpp::StateDict target = state("replicated", rank, true);
+      try {
+        dcpp::load(target, dir, options);
+      } catch (const dcpp::CheckpointError& error) {
+        const std::string message = error.what_without_backtrace();
+        std::printf("failed as expected (%s): %s\n", dcpp::to_string(error.kind()),
+                    message.c_str());
+        return message.find("while exchanging what was read once (rank " + arg + ": no room for") !=
+                       std::string::npos
+                   ? 0
+                   : 1;
+      }
+      std::fprintf(stderr, "rank %d: load succeeded although rank %s failed\n", rank.index,
+                   arg.c_str());
+      return 1;
+    }
     if (mode == "load") {
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       dcpp::StateDict target = state(arg, rank, true);
       dcpp::load(target, dir, options);
       return check(target, rank) ? 0 : 1;
@@ -480,8 +574,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
           target.insert(item.key, 0);
         }
       }
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       dcpp::load(target, dir, options);
       bool ok = target.at("step").value().toInt() == whole.at("step").value().toInt();
       for (const auto& item : target) {
@@ -515,8 +608,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
                                      ? rank.index == failing
                                      : arg.find("io0") != std::string::npos && rank.index == 0;
       const std::string cause = mode == "fail-read" ? "input/output error" : "";
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       dcpp::StateDict target = state("row", rank, true);
       FailingReader reader(dir, storage_fails);
       try {
@@ -536,8 +628,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
     }
     if (mode == "fail-apply" || mode == "atomic-read") {
       const bool this_rank = rank.index == std::stoi(arg);
-      dcpp::LoadOptions options;
-      options.ranks.process_group = group;
+      dcpp::LoadOptions options = load_options(group);
       options.all_or_nothing = mode == "atomic-read";
       dcpp::StateDict target = state("row", rank, false);  // the saved values: a load changes them
       for (auto& item : target.at("model").dict()) {       // sentinels, then compared bit for bit
@@ -654,7 +745,7 @@ int main(int argc, char** argv) {
       dcpp::make_gloo_process_group_from_env(dcpp::ProcessGroupOptions().with_timeout(timeout));
   const Rank rank{group->getRank(), group->getSize()};
   const bool batched = mode == "save" || mode == "load" || mode == "fixture" || mode == "whole" ||
-                       mode == "hf-save" || mode == "hf-load";
+                       mode == "hf-save" || mode == "hf-load" || mode == "read-once";
   std::vector<std::string> args =
       batched ? dcpp::test::split_at_commas(argv[3]) : std::vector{std::string(argv[3])};
   std::vector<std::string> dirs =

@@ -82,6 +82,19 @@ struct DCPP_API SaveOptions {
   }
 };
 
+/// Who reads the saved bytes that several ranks need (LoadOptions::read_once).
+enum class ReadOnce {
+  /// kAlways when the coordinator's storage reader is on shared storage
+  /// (StorageReader::is_shared_storage: a network file system, an object store), else kNever.
+  kAuto,
+  /// Every saved box that several ranks need in full (a tensor every rank of a data-parallel
+  /// resume holds, a replicated value) is read from storage by one of them and sent to the others
+  /// over the process group; the coordinator spreads these reads evenly over the ranks.
+  kAlways,
+  /// Every rank reads all it needs from storage itself.
+  kNever,
+};
+
 struct DCPP_API LoadOptions {
   /// Used when no storage reader is given.
   FileSystemReaderOptions file_system;
@@ -102,6 +115,12 @@ struct DCPP_API LoadOptions {
   /// failing) leaves some tensors loaded and others not, and each rank whose own reads succeeded
   /// has already handed its Statefuls their state.
   bool all_or_nothing = false;
+  /// Read shared bytes once (ReadOnce; docs/distributed.md, "Read-once loads"). Only exact
+  /// duplicates are shared: the same box of the same saved chunk, as a data-parallel resume or a
+  /// replicated tensor has; partly overlapping reads of a resharded load are read by each rank.
+  /// A rank that reads for others keeps a copy of those bytes until it has sent them. Ignored
+  /// on one rank.
+  ReadOnce read_once = ReadOnce::kAuto;
 
   LoadOptions& with_file_system(FileSystemReaderOptions value) {
     file_system = std::move(value);
@@ -129,6 +148,10 @@ struct DCPP_API LoadOptions {
   }
   LoadOptions& with_all_or_nothing(bool value) {
     all_or_nothing = value;
+    return *this;
+  }
+  LoadOptions& with_read_once(ReadOnce value) {
+    read_once = value;
     return *this;
   }
 };

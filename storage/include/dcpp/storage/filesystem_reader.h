@@ -67,7 +67,13 @@ class DCPP_API FileSystemReader : public StorageReader {
   Metadata read_metadata() override;
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
   void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+  /// True when the directory lies on a network file system (NFS, SMB, Lustre, GPFS, CephFS,
+  /// BeeGFS, GlusterFS or another FUSE file system, 9p), as statfs() reports it.
+  bool is_shared_storage() const override;
 
+  /// The bytes read_data has read from data files since this reader was made (what storage
+  /// served: headers and whole small items included, none read twice by dcpp).
+  uint64_t bytes_read() const;
   const std::filesystem::path& directory() const;
   const FileSystemReaderOptions& options() const;
 

@@ -28,6 +28,11 @@ class DCPP_API StorageReader {
   /// Reads every item of `plan`: tensor boxes into `planner.resolve_tensor(item)` followed by
   /// `commit_tensor`, values into `load_bytes`. Blocks until done.
   virtual void read_data(const LoadPlan& plan, LoadPlanner& planner) = 0;
+  /// Whether this reader's bytes come from storage that the ranks share over a network (a network
+  /// file system, an object store), where a byte read by one rank and sent to the others costs
+  /// less than every rank reading it: load()'s LoadOptions::read_once = kAuto asks the
+  /// coordinator's reader. The default: false.
+  virtual bool is_shared_storage() const;
 };
 
 }  // namespace dcpp
