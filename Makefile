@@ -83,8 +83,9 @@ test-libtorch:
 # their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +
 # UndefinedBehaviorSanitizer run everything that parses bytes or owns threads or processes: the
 # state dict, codec and checkpoint tests, the fuzz targets' replays, async, the multi-rank
-# collectives, the plugin and the faults. ThreadSanitizer runs the tests with threads of dcpp's own
-# (async, plugin) and the multi-rank collectives (distributed). SANITIZER_SCOPE=all runs every test
+# collectives, the plugin, the faults and read-once loads. ThreadSanitizer runs the tests with
+# threads of dcpp's own (async, plugin, read-once loads) and the multi-rank collectives
+# (distributed). SANITIZER_SCOPE=all runs every test
 # under ASan + UBSan (but ASAN_EXCLUDE) and adds resharding and the parallel layouts under TSan;
 # it adds 11 minutes of tests on 2 cores and the builds of every other target, so not in CI.
 SANITIZER_SCOPE ?= ci
@@ -100,6 +101,8 @@ FUZZ_REPLAYS := pickle_reader_fuzzer_replay zip_blob_reader_fuzzer_replay metada
 # Never under ASan: the package test (it only builds a user project) and the test that bounds the
 # CLI's peak memory (ASan's quarantine holds freed memory back, 256 MiB by default).
 ASAN_EXCLUDE := ^package\.|^tools:conversion streams: memory
+# Read-once loads: a rank's reader threads fill the copies it sends (reshard_test.cpp).
+READ_ONCE_TEST := ^reshard:reading once
 ifeq ($(SANITIZER_SCOPE),all)
   ASAN_TARGETS := all
   ASAN_TESTS   := .
@@ -108,10 +111,11 @@ ifeq ($(SANITIZER_SCOPE),all)
   TSAN_TESTS   := ^(async|plugin|distributed|reshard|parallel):
 else
   ASAN_TARGETS := dcpp_state_dict_tests dcpp_checkpoint_tests dcpp_async_tests \
-                  dcpp_distributed_tests dcpp_plugin_tests dcpp_faults_tests $(FUZZ_REPLAYS)
-  ASAN_TESTS   := ^(state_dict|checkpoint|async|distributed|plugin|faults):|^fuzz\.
-  TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests
-  TSAN_TESTS   := ^(async|plugin|distributed):
+                  dcpp_distributed_tests dcpp_plugin_tests dcpp_faults_tests $(FUZZ_REPLAYS) \
+                  dcpp_reshard_tests
+  ASAN_TESTS   := ^(state_dict|checkpoint|async|distributed|plugin|faults):|^fuzz\.|$(READ_ONCE_TEST)
+  TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests dcpp_reshard_tests
+  TSAN_TESTS   := ^(async|plugin|distributed):|$(READ_ONCE_TEST)
 endif
 
 test-asan: deps

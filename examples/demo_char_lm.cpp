@@ -131,6 +131,9 @@ int main(int argc, char** argv) {
           .with_async(true)
           .with_store(store, env.rank, env.world_size)
           .with_retention(dcpp::RetentionPolicy().with_keep_latest(3))
+          // The data-parallel resume reads each saved byte once: one rank reads it and sends it
+          // to the others (the default does so on a network file system, not on a local disk).
+          .with_read_once(train ? dcpp::ReadOnce::kAuto : dcpp::ReadOnce::kAlways)
           .with_metrics_file(dir + "/../metrics.jsonl"));
   // SIGTERM keeps killing: the launcher uses it.
   dcpp::CheckpointCallback checkpoints(

@@ -83,6 +83,7 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
   load_options.ranks.coordinator_rank = options.ranks.coordinator_rank;
   load_options.allow_partial_load = request.allow_partial_load;
   load_options.all_or_nothing = request.all_or_nothing;
+  load_options.read_once = options.read_once;
   log->begin("load", "read", info.step, path.string());
   start = SteadyClock::now();
   dcpp::load(target, path, load_options);

@@ -53,11 +53,17 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
   CHECK(save.file_system.overwrite);
 
   const dcpp::LoadOptions load =
-      dcpp::LoadOptions().with_ranks(ranks).with_allow_partial_load(true).with_all_or_nothing(true);
+      dcpp::LoadOptions()
+          .with_ranks(ranks)
+          .with_allow_partial_load(true)
+          .with_all_or_nothing(true)
+          .with_read_once(dcpp::ReadOnce::kAlways);
   CHECK(load.ranks.process_group == group);
   CHECK(load.ranks.coordinator_rank == 2);
   CHECK(load.allow_partial_load);
   CHECK(load.all_or_nothing);
+  CHECK(load.read_once == dcpp::ReadOnce::kAlways);
+  CHECK(dcpp::LoadOptions().read_once == dcpp::ReadOnce::kAuto);
 
   const dcpp::AsyncCheckpointerOptions async =
       dcpp::AsyncCheckpointerOptions()
@@ -76,12 +82,15 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
                                                      .with_root("ckpt")
                                                      .with_ranks(ranks)
                                                      .with_async(false)
-                                                     .with_plan_caching(false);
+                                                     .with_plan_caching(false)
+                                                     .with_read_once(dcpp::ReadOnce::kNever);
   CHECK(manager.ranks.process_group == group);
   CHECK(manager.ranks.coordinator_rank == 2);
   CHECK(!manager.async);
   CHECK(!manager.plan_caching);
   CHECK(dcpp::CheckpointManagerOptions().plan_caching);
+  CHECK(manager.read_once == dcpp::ReadOnce::kNever);
+  CHECK(dcpp::CheckpointManagerOptions().read_once == dcpp::ReadOnce::kAuto);
 }
 
 TEST_CASE("the stagers', the callback's and a restore's options chain their with_ setters") {

@@ -322,7 +322,8 @@ int read_once_loads(const std::string& dir, const std::string& layout,
     dcpp::LoadOptions options = load_options(group);
     options.read_once = mode;
     dcpp::StateDict target = state(layout, rank, true);
-    dcpp::FileSystemReader reader(dir);
+    // A thread per data file: the copies for other ranks are taken on several threads at once.
+    dcpp::FileSystemReader reader(dir, dcpp::FileSystemReaderOptions().with_thread_count(3));
     const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
     dcpp::load(target, reader, options);
     received[mode == dcpp::ReadOnce::kAlways] =

@@ -2,6 +2,7 @@
 // save() and load(): DCP's `torch.distributed.checkpoint.save` / `load`, on one process or SPMD on
 // every rank of a process group.
 
+#include <dcpp/checkpoint/read_once.h>
 #include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
@@ -80,19 +81,6 @@ struct DCPP_API SaveOptions {
     plan_cache = std::move(value);
     return *this;
   }
-};
-
-/// Who reads the saved bytes that several ranks need (LoadOptions::read_once).
-enum class ReadOnce {
-  /// kAlways when the coordinator's storage reader is on shared storage
-  /// (StorageReader::is_shared_storage: a network file system, an object store), else kNever.
-  kAuto,
-  /// Every saved box that several ranks need in full (a tensor every rank of a data-parallel
-  /// resume holds, a replicated value) is read from storage by one of them and sent to the others
-  /// over the process group; the coordinator spreads these reads evenly over the ranks.
-  kAlways,
-  /// Every rank reads all it needs from storage itself.
-  kNever,
 };
 
 struct DCPP_API LoadOptions {

@@ -16,6 +16,7 @@
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
+#include <dcpp/checkpoint/read_once.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/plugin/checkpoint_info.h>
@@ -61,6 +62,10 @@ struct DCPP_API CheckpointManagerOptions {
   /// Plan caching (SavePlanCache): a periodic save of a state with the structure of the last
   /// one skips global planning. Exports never use it.
   bool plan_caching = true;
+  /// Who reads the bytes that several ranks need when restoring (LoadOptions::read_once): by
+  /// default one rank reads them and sends them to the others on a network file system, and
+  /// every rank reads for itself on a local disk.
+  ReadOnce read_once = ReadOnce::kAuto;
 
   /// Several ranks: either `ranks.process_group` (used from the training thread: sync saves,
   /// loads, the agreement collectives; keep it apart from the training loop's group) and, for
@@ -103,6 +108,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_plan_caching(bool value) {
     plan_caching = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_read_once(ReadOnce value) {
+    read_once = value;
     return *this;
   }
   CheckpointManagerOptions& with_stager(std::shared_ptr<AsyncStager> value) {
