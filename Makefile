@@ -69,13 +69,15 @@ LIBTORCH_SUITE_2.14 := sid
 LIBTORCH_SUITE_2.6  := trixie
 LIBTORCH_SUITE = $(or $(LIBTORCH_SUITE_$(VERSION)),$(error VERSION must be 2.6 or 2.14))
 LIBTORCH_BUILD_DIR := $(BUILD_DIR)-libtorch-$(VERSION)
-# Without debug information: this stage proves the build and the suite on that libtorch, and -g
-# is a good part of its compile time on 2 cores.
-LIBTORCH_BUILD_TYPE ?= Release
+# At -O1 without debug information, and without the benchmarks (the plain stage builds them):
+# this stage proves the build and the suite on that libtorch, and -O2 or -O3 and -g are a good part
+# of its compile time on 2 cores.
+LIBTORCH_CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+                       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" -DDCPP_BUILD_BENCHMARKS=OFF
 test-libtorch:
 	$(REFERENCE_ROOT) ensure $(LIBTORCH_SUITE) build
 	$(REFERENCE_ROOT) run $(LIBTORCH_SUITE) -- bash -c 'set -e; \
-	  cmake -S . -B $(LIBTORCH_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(LIBTORCH_BUILD_TYPE) $(CMAKE_ARGS); \
+	  cmake -S . -B $(LIBTORCH_BUILD_DIR) $(LIBTORCH_CMAKE_ARGS) $(CMAKE_ARGS); \
 	  cmake --build $(LIBTORCH_BUILD_DIR) -j$(JOBS); \
 	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
 

@@ -274,15 +274,16 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
         for (const std::string& bytes : local_plans) {
           plans.push_back(detail::decode_load_plan(bytes));
         }
-        plans = storage_reader.prepare_global_plan(planner->create_global_plan(std::move(plans)));
+        plans = planner->create_global_plan(std::move(plans));
         const bool read_once =
             ranks->size() > 1 &&
             (options.read_once == ReadOnce::kAlways ||
              (options.read_once == ReadOnce::kAuto && storage_reader.is_shared_storage()));
         std::vector<detail::ReadOnceSchedule> schedules;
-        if (read_once) {
+        if (read_once) {  // before the reader prepares the plans: it sees what each rank reads
           schedules = detail::schedule_read_once(plans, metadata);
         }
+        plans = storage_reader.prepare_global_plan(std::move(plans));
         std::vector<std::string> encoded;
         for (std::size_t rank = 0; rank < plans.size(); ++rank) {
           encoded.push_back(detail::encode_strings(

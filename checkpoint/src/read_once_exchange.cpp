@@ -71,7 +71,7 @@ void apply(const ReadItem& item, const std::string& box, int from, LoadPlanner& 
 
 void send_transfer(Collectives& ranks, const ReadOnceTransfer& transfer,
                    const StashingLoadPlanner* stash, std::exception_ptr& failure) {
-  std::vector<std::string> batch{""};
+  std::vector<std::string_view> batch{""};  // views of the stash's copies
   std::size_t batch_bytes = 0;
   for (const ReadItem& item : transfer.items) {
     const std::string* box = stash != nullptr ? stash->find(item) : nullptr;
@@ -90,13 +90,13 @@ void send_transfer(Collectives& ranks, const ReadOnceTransfer& transfer,
     batch.push_back(*box);
     batch_bytes += box->size();
     if (batch_bytes >= kBatchBytes) {
-      ranks.send(encode_strings(batch), transfer.to);
+      ranks.send(encode_string_views(batch), transfer.to);
       batch.assign(1, "");
       batch_bytes = 0;
     }
   }
   if (batch.size() > 1) {
-    ranks.send(encode_strings(batch), transfer.to);
+    ranks.send(encode_string_views(batch), transfer.to);
   }
 }
 

@@ -313,9 +313,13 @@ LoadPlan decode_load_plan(std::string_view bytes) {
 }
 
 std::string encode_strings(const std::vector<std::string>& strings) {
+  return encode_string_views(std::vector<std::string_view>(strings.begin(), strings.end()));
+}
+
+std::string encode_string_views(const std::vector<std::string_view>& strings) {
   Encoder e;
   e.u64(strings.size());
-  for (const std::string& s : strings) {
+  for (std::string_view s : strings) {
     e.str(s);
   }
   return e.take();

@@ -36,13 +36,13 @@ std::size_t count(const std::string& text, const std::string& what) {
 const char* const kLayouts[] = {"row", "col", "uneven", "replicated", "block"};
 
 void save_with_load_with(int saving_ranks) {
+  const std::string saved_as = kLayouts[saving_ranks % 5];
+  dcpp::test::TempDir dir;
+  REQUIRE(launch(saving_ranks, "save " + (dir / "ckpt").string() + " " + saved_as) == 0);
   for (int loading_ranks = 1; loading_ranks <= 4; ++loading_ranks) {
-    const std::string saved_as = kLayouts[saving_ranks % 5];
     const std::string loaded_as = kLayouts[(saving_ranks + loading_ranks) % 5];
-    dcpp::test::TempDir dir;
     INFO("save " << saving_ranks << " ranks " << saved_as << ", load " << loading_ranks << " ranks "
                  << loaded_as);
-    REQUIRE(launch(saving_ranks, "save " + (dir / "ckpt").string() + " " + saved_as) == 0);
     REQUIRE(launch(loading_ranks, "load " + (dir / "ckpt").string() + " " + loaded_as) == 0);
   }
 }

@@ -28,6 +28,7 @@ Metadata decode_metadata_message(std::string_view bytes);
 
 /// A list of byte strings as one (each length-prefixed).
 std::string encode_strings(const std::vector<std::string>& strings);
+std::string encode_string_views(const std::vector<std::string_view>& strings);
 std::vector<std::string> decode_strings(std::string_view bytes);
 
 }  // namespace dcpp::detail

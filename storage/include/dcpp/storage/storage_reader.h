@@ -22,8 +22,11 @@ class DCPP_API StorageReader {
   /// This rank's plan, as the planner made it, before it goes to the coordinator. The default
   /// returns it unchanged.
   virtual LoadPlan prepare_local_plan(LoadPlan plan);
-  /// Every rank's plan after the planner's global step (plans[i] belongs to rank i). The default
-  /// returns them unchanged.
+  /// Every rank's plan after the planner's global step (plans[i] belongs to rank i), and after a
+  /// read-once load moved the items several ranks read alike into one rank's plan
+  /// (LoadOptions::read_once). The default returns them unchanged. A reader that rewrites items
+  /// must hand the planner each item it was given whole: a rank that reads for others sends the
+  /// boxes it was handed.
   virtual std::vector<LoadPlan> prepare_global_plan(std::vector<LoadPlan> plans);
   /// Reads every item of `plan`: tensor boxes into `planner.resolve_tensor(item)` followed by
   /// `commit_tensor`, values into `load_bytes`. Blocks until done.
