@@ -2,7 +2,10 @@
 // a whole checkpoint. Run it under dcpp-launch, on the demo's checkpoint for example:
 //
 //   build/tools/dcpp-launch -n 3 -- build/bench/read_once_bench DIR [--repeat R]
-//                                    [--shared-bandwidth MBPS]
+//                                    [--shared-bandwidth MBPS] [--write-mb M]
+//
+// With --write-mb, rank 0 first saves a checkpoint of M MB into DIR (replacing it): 40 float
+// tensors of M / 40 MB each and a value, as one process saves them.
 //
 // Every rank loads DIR whole (load_from_keys's planner: every tensor at its full shape, every
 // value), with LoadOptions::read_once kNever, then kAlways, from three kinds of storage:
@@ -97,15 +100,36 @@ int main(int argc, char** argv) {
   double megabytes_per_second = 200;
   CLI::App app("Read-once loads against every rank reading: a data-parallel resume",
                "read_once_bench");
-  app.add_option("dir", dir, "a checkpoint")->required()->check(CLI::ExistingDirectory);
+  app.add_option("dir", dir, "a checkpoint")->required();
   app.add_option("--repeat", repeat, "loads of each kind; the best counts")
       ->check(CLI::PositiveNumber);
   app.add_option("--shared-bandwidth", megabytes_per_second,
                  "the emulated shared storage's MB/s, for all ranks together")
       ->check(CLI::PositiveNumber);
+  int64_t write_mb = 0;
+  app.add_option("--write-mb", write_mb, "first save a checkpoint of this many MB into DIR")
+      ->check(CLI::PositiveNumber);
   bench::parse_or_exit(app, argc, argv);
   auto group = dcpp::make_gloo_process_group_from_env();
   const int rank = group->getRank(), ranks = group->getSize();
+  if (write_mb > 0 && rank == 0) {
+    fs::remove_all(dir);
+    dcpp::StateDict state;
+    for (int t = 0; t < 40; ++t) {
+      state.insert("layers." + std::to_string(t) + ".weight",
+                   at::randn({write_mb * 1000 * 1000 / 4 / 40}));
+    }
+    state.insert("step", 1000);
+    dcpp::save(state, dir,
+               dcpp::SaveOptions().with_file_system(
+                   dcpp::FileSystemWriterOptions().with_sync_files(false)));
+  }
+  group->barrier()->wait();
+  if (!fs::is_directory(dir)) {
+    std::fprintf(stderr, "%s is not a checkpoint directory; give one, or --write-mb to write one\n",
+                 dir.c_str());
+    return 2;
+  }
 
   const auto measure = [&](const std::string& storage, dcpp::ReadOnce mode) {
     Figures figures;
@@ -113,8 +137,8 @@ int main(int argc, char** argv) {
       if (storage == "cold" && rank == 0) {
         drop_from_page_cache(dir);
       }
-      SharedStorageReader reader(
-          dir, storage == "shared" ? megabytes_per_second * 1e6 / ranks : 0.0);
+      SharedStorageReader reader(dir,
+                                 storage == "shared" ? megabytes_per_second * 1e6 / ranks : 0.0);
       dcpp::LoadOptions options;
       options.ranks.process_group = group;
       options.read_once = mode;
@@ -128,8 +152,7 @@ int main(int argc, char** argv) {
       const double received =
           static_cast<double>(dcpp::checkpoint_traffic().bytes_received - before.bytes_received);
       const double read = static_cast<double>(reader.bytes_read());
-      figures.seconds =
-          std::min(figures.seconds, over_ranks(*group, seconds, c10d::ReduceOp::MAX));
+      figures.seconds = std::min(figures.seconds, over_ranks(*group, seconds, c10d::ReduceOp::MAX));
       figures.read_total = over_ranks(*group, read, c10d::ReduceOp::SUM);
       figures.read_most = over_ranks(*group, read, c10d::ReduceOp::MAX);
       figures.received_most = over_ranks(*group, received, c10d::ReduceOp::MAX);

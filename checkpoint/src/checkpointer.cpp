@@ -284,6 +284,13 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
           schedules = detail::schedule_read_once(plans, metadata);
         }
         plans = storage_reader.prepare_global_plan(std::move(plans));
+        if (read_once && plans.size() != schedules.size()) {
+          throw CheckpointError(
+              ErrorKind::kUsage,
+              "checkpoint load: the storage reader's prepare_global_plan returned " +
+                  std::to_string(plans.size()) + " plans for " + std::to_string(schedules.size()) +
+                  " ranks");
+        }
         std::vector<std::string> encoded;
         for (std::size_t rank = 0; rank < plans.size(); ++rank) {
           encoded.push_back(detail::encode_strings(
@@ -309,7 +316,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
       schedule = detail::decode_read_once_schedule(parts[1], ranks->rank(), ranks->size());
       stashing.emplace(*planner, ranks->rank(), *schedule);
     }
-    storage_reader.read_data(final_plan, stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
+    storage_reader.read_data(final_plan,
+                             stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
     if (!scratch && !schedule) {
       statefuls->commit();
     }

@@ -45,8 +45,8 @@ std::string tensor_bytes(const at::Tensor& tensor) {
 
 // Hands one received box to `planner`, as the storage reader would have.
 void apply(const ReadItem& item, const std::string& box, int from, LoadPlanner& planner) {
-  const std::string what = "checkpoint load: rank " + std::to_string(from) + "'s copy of " +
-                           describe(item);
+  const std::string what =
+      "checkpoint load: rank " + std::to_string(from) + "'s copy of " + describe(item);
   if (item.type == LoadItemType::kBytes) {
     const MemorySource source(box, what);
     planner.load_bytes(item, read_bytes_item(source, /*verify_crc=*/true));
@@ -55,15 +55,15 @@ void apply(const ReadItem& item, const std::string& box, int from, LoadPlanner& 
   at::Tensor dest = planner.resolve_tensor(item);
   const auto expected = static_cast<std::size_t>(dest.numel()) * dest.element_size();
   if (dest.sizes() != at::IntArrayRef(item.lengths) || box.size() != expected) {
-    throw CheckpointError(ErrorKind::kCorrupt,
-                          what + " has " + std::to_string(box.size()) + " bytes, where this rank's "
-                          "destination takes " + std::to_string(expected) +
-                              "; every rank must run the same dcpp build");
+    throw CheckpointError(ErrorKind::kCorrupt, what + " has " + std::to_string(box.size()) +
+                                                   " bytes, where this rank's "
+                                                   "destination takes " +
+                                                   std::to_string(expected) +
+                                                   "; every rank must run the same dcpp build");
   }
   if (expected > 0) {
-    const at::Tensor source =
-        at::from_blob(const_cast<char*>(box.data()), item.lengths,
-                      at::TensorOptions().dtype(dest.scalar_type()));
+    const at::Tensor source = at::from_blob(const_cast<char*>(box.data()), item.lengths,
+                                            at::TensorOptions().dtype(dest.scalar_type()));
     dest.copy_(source);
   }
   planner.commit_tensor(item, dest);
@@ -76,8 +76,8 @@ void send_transfer(Collectives& ranks, const ReadOnceTransfer& transfer,
   for (const ReadItem& item : transfer.items) {
     const std::string* box = stash != nullptr ? stash->find(item) : nullptr;
     if (box == nullptr) {
-      const std::string message = "rank " + std::to_string(ranks.rank()) +
-                                  " kept no copy of " + describe(item) + " to send to rank " +
+      const std::string message = "rank " + std::to_string(ranks.rank()) + " kept no copy of " +
+                                  describe(item) + " to send to rank " +
                                   std::to_string(transfer.to) +
                                   "; its planner did not hand it over while reading";
       ranks.send(encode_strings({message}), transfer.to);

@@ -45,8 +45,9 @@ class ItemSizes {
         for (const ChunkStorageMetadata& chunk : tensor->chunks) {
           const auto stored = stored_.find(MetadataIndex{key, chunk.offsets, std::nullopt});
           if (stored != stored_.end()) {
-            overheads_.emplace(stored->first, std::max<int64_t>(
-                                                  stored->second - element * volume(chunk.sizes), 0));
+            overheads_.emplace(
+                stored->first,
+                std::max<int64_t>(stored->second - element * volume(chunk.sizes), 0));
           }
         }
       }
@@ -187,8 +188,8 @@ std::string encode_read_once_schedule(const ReadOnceSchedule& schedule) {
   for (const ReadOnceTransfer& transfer : schedule.transfers) {
     LoadPlan items;
     items.items = transfer.items;
-    transfers.push_back(encode_strings({std::to_string(transfer.from),
-                                        std::to_string(transfer.to), encode_load_plan(items)}));
+    transfers.push_back(encode_strings(
+        {std::to_string(transfer.from), std::to_string(transfer.to), encode_load_plan(items)}));
   }
   return encode_strings(transfers);
 }
@@ -200,7 +201,8 @@ ReadOnceSchedule decode_read_once_schedule(std::string_view bytes, int rank, int
     if (parts.size() != 3) {
       throw CheckpointError(ErrorKind::kCorrupt,
                             "checkpoint load: a transfer of the coordinator's read-once schedule "
-                            "has " + std::to_string(parts.size()) +
+                            "has " +
+                                std::to_string(parts.size()) +
                                 " parts, not 3; every rank must run the same dcpp build");
     }
     ReadOnceTransfer transfer;
@@ -210,7 +212,8 @@ ReadOnceSchedule decode_read_once_schedule(std::string_view bytes, int rank, int
       throw CheckpointError(ErrorKind::kCorrupt,
                             "checkpoint load: the coordinator's read-once schedule for rank " +
                                 std::to_string(rank) + " has a transfer from rank " + parts[0] +
-                                " to rank " + parts[1] + "; every rank must run the same dcpp build");
+                                " to rank " + parts[1] +
+                                "; every rank must run the same dcpp build");
     }
     transfer.items = decode_load_plan(parts[2]).items;
     schedule.transfers.push_back(std::move(transfer));

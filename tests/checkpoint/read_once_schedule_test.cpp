@@ -23,7 +23,8 @@ dcpp::StorageInfo stored(int64_t length) {
   return info;
 }
 
-// A checkpoint of float tensors "t0".."t<n-1>", each of `rows` x 4 in one chunk, and a value "step".
+// A checkpoint of float tensors "t0".."t<n-1>", each of `rows` x 4 in one chunk, and a value
+// "step".
 dcpp::Metadata metadata_of(int tensors, int64_t rows) {
   dcpp::Metadata metadata;
   for (int t = 0; t < tensors; ++t) {
@@ -179,6 +180,6 @@ TEST_CASE("a read-once schedule travels intact, and a schedule not for this rank
   to_itself.transfers.push_back({1, 1, {step_value()}});
   CHECK(refused(dcpp::detail::encode_read_once_schedule(to_itself), 1, 3));
   CHECK(refused(bytes.substr(0, bytes.size() - 3), 2, 3));
-  CHECK(refused(dcpp::detail::encode_strings({dcpp::detail::encode_strings({"-1", "2", ""})}), 2,
-                3));
+  CHECK(
+      refused(dcpp::detail::encode_strings({dcpp::detail::encode_strings({"-1", "2", ""})}), 2, 3));
 }

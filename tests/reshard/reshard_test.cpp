@@ -14,8 +14,9 @@ namespace {
 // `environment`: variables for the ranks ("NAME=value ...").
 int launch(int ranks, const std::string& arguments, std::string* output = nullptr,
            const std::string& environment = "") {
-  const std::string command = environment + (environment.empty() ? "" : " ") + DCPP_LAUNCH + " -n " + std::to_string(ranks) + " -- " +
-                              DCPP_RESHARD_WORKER + " " + arguments;
+  const std::string command = environment + (environment.empty() ? "" : " ") + DCPP_LAUNCH +
+                              " -n " + std::to_string(ranks) + " -- " + DCPP_RESHARD_WORKER + " " +
+                              arguments;
   const dcpp::test::CommandResult result = dcpp::test::run_command(command);
   if (output != nullptr) {
     *output = result.output;
@@ -126,8 +127,8 @@ std::vector<ReadOnceFigures> read_once_figures(const std::string& output, const 
     REQUIRE(at != std::string::npos);
     ReadOnceFigures rank_figures;
     REQUIRE(std::sscanf(output.c_str() + at + prefix.size(),
-                        "%llu never, %llu once, received %lld never, %lld once", &rank_figures.never,
-                        &rank_figures.once, &rank_figures.received_never,
+                        "%llu never, %llu once, received %lld never, %lld once",
+                        &rank_figures.never, &rank_figures.once, &rank_figures.received_never,
                         &rank_figures.received_once) == 4);
     figures.push_back(rank_figures);
   }

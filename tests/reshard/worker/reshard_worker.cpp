@@ -55,10 +55,10 @@
 //
 // Every load reads once when DCPP_TEST_READ_ONCE=always is set (LoadOptions::read_once).
 //
-// save, load, fixture, whole, hf-save, hf-load and read-once take lists: `load D1,D2 row,col` loads D1 as row
-// then D2 as col; one DIR serves every layout of the list (`load D row,col`), one LAYOUT every
-// DIR. All run in one process, so a test starts the ranks once for many checks (a process takes
-// half a second of libtorch's start-up). The exit code is the first failed run's.
+// save, load, fixture, whole, hf-save, hf-load and read-once take lists: `load D1,D2 row,col` loads
+// D1 as row then D2 as col; one DIR serves every layout of the list (`load D row,col`), one LAYOUT
+// every DIR. All run in one process, so a test starts the ranks once for many checks (a process
+// takes half a second of libtorch's start-up). The exit code is the first failed run's.
 //
 // LAYOUT: row (dim-0 near-equal parts), chunk (dim-0 parts as torch.chunk and DTensor's Shard(0)
 // cut them: ceil(rows / ranks) each, the last ones shorter or empty), col (dim-1 parts), uneven
