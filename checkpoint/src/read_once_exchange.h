@@ -31,7 +31,8 @@ class StashingLoadPlanner final : public LoadPlanner {
   void load_bytes(const ReadItem& item, c10::IValue value) override;
   IncompatibleKeys report() const override;
 
-  /// The copy of the item's saved box; nullptr when none was kept (it was not read).
+  /// The copy of the item's saved box; nullptr when none was kept (it was not read). Once the
+  /// reads are done: a later read callback may move the copies.
   const std::string* find(const ReadItem& item) const;
 
  private:
