@@ -108,7 +108,10 @@ void receive_transfer(Collectives& ranks, const ReadOnceTransfer& transfer, Load
     std::vector<std::string> message;
     try {
       message = decode_strings(bytes);
-      if (message.empty() || message.size() - 1 > transfer.items.size() - received) {
+      const bool placeable = !message.empty() &&
+                             message.size() - 1 <= transfer.items.size() - received &&
+                             (message.size() > 1 || !message.front().empty());
+      if (!placeable) {
         throw CheckpointError(ErrorKind::kCorrupt,
                               "checkpoint load: rank " + std::to_string(transfer.from) +
                                   " sent a read-once message this rank cannot place; every rank "
