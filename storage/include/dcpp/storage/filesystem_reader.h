@@ -68,11 +68,11 @@ class DCPP_API FileSystemReader : public StorageReader {
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
   void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
   /// True when the directory lies on a network file system (NFS, SMB, Lustre, GPFS, CephFS,
-  /// BeeGFS, GlusterFS or another FUSE file system, 9p), as statfs() reports it.
+  /// BeeGFS, GlusterFS or another FUSE file system, 9p, AFS), as statfs() reports it.
   bool is_shared_storage() const override;
 
-  /// The bytes read_data has read from data files since this reader was made (what storage
-  /// served: headers and whole small items included, none read twice by dcpp).
+  /// The bytes read_data has read from data files since this reader was made: what storage
+  /// served, the archives' headers and whole small items included.
   uint64_t bytes_read() const;
   const std::filesystem::path& directory() const;
   const FileSystemReaderOptions& options() const;
