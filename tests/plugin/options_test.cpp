@@ -52,12 +52,11 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
   CHECK(save.plan_cache == cache);
   CHECK(save.file_system.overwrite);
 
-  const dcpp::LoadOptions load =
-      dcpp::LoadOptions()
-          .with_ranks(ranks)
-          .with_allow_partial_load(true)
-          .with_all_or_nothing(true)
-          .with_read_once(dcpp::ReadOnce::kAlways);
+  const dcpp::LoadOptions load = dcpp::LoadOptions()
+                                     .with_ranks(ranks)
+                                     .with_allow_partial_load(true)
+                                     .with_all_or_nothing(true)
+                                     .with_read_once(dcpp::ReadOnce::kAlways);
   CHECK(load.ranks.process_group == group);
   CHECK(load.ranks.coordinator_rank == 2);
   CHECK(load.allow_partial_load);

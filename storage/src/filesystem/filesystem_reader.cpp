@@ -399,7 +399,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
   // file that knows them.
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::string checksum_file_ = detail::kChecksumFileName;  // for messages
-  mutable std::atomic<uint64_t> bytes_read_{0};  // by read_data's threads
+  mutable std::atomic<uint64_t> bytes_read_{0};            // by read_data's threads
 };
 
 FileSystemReader::FileSystemReader(std::filesystem::path directory, FileSystemReaderOptions options)
