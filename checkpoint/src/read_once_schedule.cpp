@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <utility>
@@ -45,9 +46,9 @@ class ItemSizes {
         for (const ChunkStorageMetadata& chunk : tensor->chunks) {
           const auto stored = stored_.find(MetadataIndex{key, chunk.offsets, std::nullopt});
           if (stored != stored_.end()) {
-            overheads_.emplace(
-                stored->first,
-                std::max<int64_t>(stored->second - element * volume(chunk.sizes), 0));
+            const int64_t data = volume(chunk.sizes, element);
+            overheads_.emplace(stored->first,
+                               stored->second > data ? stored->second - data : int64_t{0});
           }
         }
       }
@@ -61,23 +62,34 @@ class ItemSizes {
     }
     const auto element = element_sizes_.find(item.storage_index.fqn);
     const auto overhead = overheads_.find(item.storage_index);
-    return (element == element_sizes_.end() ? 1 : element->second) * volume(item.lengths) +
-           (overhead == overheads_.end() ? 0 : overhead->second);
+    const int64_t data =
+        volume(item.lengths, element == element_sizes_.end() ? 1 : element->second);
+    const int64_t rest = overhead == overheads_.end() ? 0 : overhead->second;
+    return data > std::numeric_limits<int64_t>::max() - rest ? data : data + rest;
   }
 
  private:
-  static int64_t volume(const std::vector<int64_t>& sizes) {
-    int64_t elements = 1;
+  // Saturating: sizes come from a checkpoint, which may be hostile.
+  static int64_t volume(const std::vector<int64_t>& sizes, int64_t element = 1) {
+    int64_t bytes = element;
     for (int64_t size : sizes) {
-      elements *= std::max<int64_t>(size, 0);
+      if (__builtin_mul_overflow(bytes, std::max<int64_t>(size, 0), &bytes)) {
+        return std::numeric_limits<int64_t>::max();
+      }
     }
-    return elements;
+    return bytes;
   }
 
   std::map<MetadataIndex, int64_t> stored_;
   std::map<MetadataIndex, int64_t> overheads_;
   std::unordered_map<std::string, int64_t> element_sizes_;
 };
+
+void add_saturating(int64_t& total, int64_t bytes) {
+  if (__builtin_add_overflow(total, bytes, &total)) {
+    total = std::numeric_limits<int64_t>::max();
+  }
+}
 
 // The read items of every plan that read one saved box.
 struct SharedBox {
@@ -137,8 +149,9 @@ std::vector<ReadOnceSchedule> schedule_read_once(std::vector<LoadPlan>& plans,
   std::vector<const SharedBox*> to_assign;
   for (const SharedBox& box : boxes) {
     if (!shared(box)) {
-      load[static_cast<std::size_t>(box.readers.front().first)] +=
-          box.bytes * static_cast<int64_t>(box.readers.size());
+      for (std::size_t n = 0; n < box.readers.size(); ++n) {
+        add_saturating(load[static_cast<std::size_t>(box.readers.front().first)], box.bytes);
+      }
     } else {
       to_assign.push_back(&box);
     }
@@ -157,7 +170,7 @@ std::vector<ReadOnceSchedule> schedule_read_once(std::vector<LoadPlan>& plans,
         reader = rank;
       }
     }
-    load[static_cast<std::size_t>(reader)] += box->bytes;
+    add_saturating(load[static_cast<std::size_t>(reader)], box->bytes);
     for (const auto& [rank, item] : box->readers) {
       if (rank != reader) {
         received[static_cast<std::size_t>(rank)][item] = true;

@@ -183,3 +183,20 @@ TEST_CASE("a read-once schedule travels intact, and a schedule not for this rank
   CHECK(
       refused(dcpp::detail::encode_strings({dcpp::detail::encode_strings({"-1", "2", ""})}), 2, 3));
 }
+
+TEST_CASE("a hostile checkpoint's huge sizes schedule without overflow") {
+  // Under UBSan (make test-asan) an overflowing size would fail the test.
+  const int64_t huge = int64_t{1} << 40;
+  dcpp::Metadata metadata = metadata_of(1, huge);
+  std::vector<dcpp::LoadPlan> plans(2);
+  for (dcpp::LoadPlan& plan : plans) {
+    plan.items = {rows_of(0, 0, huge), rows_of(0, 0, huge, 0)};
+    plan.items[1].lengths = {huge, huge};
+  }
+  const std::vector<ReadOnceSchedule> schedules = dcpp::detail::schedule_read_once(plans, metadata);
+  // Each box read by one rank, one each (the saturated load still balances), and sent across.
+  CHECK(plans[0].items.size() == 1);
+  CHECK(plans[1].items.size() == 1);
+  CHECK(schedules[0].transfers.size() == 2);  // 0 -> 1 and 1 -> 0
+  CHECK(schedules[1].transfers.size() == 2);
+}
