@@ -13,6 +13,7 @@
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/storage/storage_location.h>
 
 #include "core/exception_message.h"
 #include "core/logging.h"
@@ -234,10 +235,11 @@ AsyncCheckpointer::~AsyncCheckpointer() = default;
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
                                                 const std::filesystem::path& directory) {
   const FileSystemWriterOptions options = impl_->options().file_system;
+  const S3Options s3 = impl_->options().s3;
   return impl_->async_save(
       state_dict,
-      [directory, options]() -> std::shared_ptr<StorageWriter> {
-        return std::make_shared<FileSystemWriter>(directory, options);
+      [directory, options, s3]() -> std::shared_ptr<StorageWriter> {
+        return make_storage_writer(directory.string(), options, s3);
       },
       directory.string());
 }

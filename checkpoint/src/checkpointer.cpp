@@ -19,6 +19,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/storage_location.h>
 
 #include "cached_save_planning.h"
 #include "dist/collectives.h"
@@ -105,8 +106,9 @@ std::unique_ptr<detail::Collectives> collectives_for(
 
 Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
               const SaveOptions& options) {
-  FileSystemWriter writer(directory, options.file_system);
-  return save(state_dict, writer, options);
+  const std::unique_ptr<StorageWriter> writer =
+      make_storage_writer(directory.string(), options.file_system, options.s3);
+  return save(state_dict, *writer, options);
 }
 
 // A save without collectives: DCP's `use_collectives=False` path (local plan, a global plan of
@@ -223,19 +225,20 @@ namespace {
 
 // DCP's directory layout, or a Hugging Face directory (no `.metadata`, safetensors files).
 std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory,
-                                          const FileSystemReaderOptions& options) {
-  if (is_huggingface_directory(directory)) {
+                                          const FileSystemReaderOptions& options,
+                                          const S3Options& s3) {
+  if (!is_s3_url(directory.string()) && is_huggingface_directory(directory)) {
     return make_huggingface_reader(
         directory, HuggingFaceReaderOptions().with_thread_count(options.thread_count));
   }
-  return std::make_unique<FileSystemReader>(directory, options);
+  return make_storage_reader(directory.string(), options, s3);
 }
 
 }  // namespace
 
 IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
                       const LoadOptions& options) {
-  auto reader = reader_for(directory, options.file_system);
+  auto reader = reader_for(directory, options.file_system, options.s3);
   return load(state_dict, *reader, options);
 }
 
@@ -344,17 +347,18 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
 
 StateDict load_from_keys(const std::filesystem::path& directory,
                          const std::vector<std::string>& keys,
-                         const FileSystemReaderOptions& options) {
+                         const FileSystemReaderOptions& options, const S3Options& s3) {
   LoadOptions load_options;
   load_options.file_system = options;
+  load_options.s3 = s3;
   load_options.planner = make_empty_state_dict_load_planner(keys);
   StateDict state_dict;
   load(state_dict, directory, load_options);
   return state_dict;
 }
 
-Metadata read_metadata(const std::filesystem::path& directory) {
-  return reader_for(directory, {})->read_metadata();
+Metadata read_metadata(const std::filesystem::path& directory, const S3Options& s3) {
+  return reader_for(directory, {}, s3)->read_metadata();
 }
 
 }  // namespace dcpp

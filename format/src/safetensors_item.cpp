@@ -57,7 +57,7 @@ std::map<std::string, std::vector<int64_t>> parse_sharding_info(const std::strin
 
 }  // namespace
 
-StoredLayout sniff_stored_layout(const File& file, uint64_t offset) {
+StoredLayout sniff_stored_layout(const RandomAccessData& file, uint64_t offset) {
   const uint64_t size = file.size();
   unsigned char first[9] = {};
   const std::size_t n =
@@ -82,7 +82,7 @@ uint64_t SafetensorsBlob::end() const {
   return offset + header.data_start + data_end;
 }
 
-SafetensorsBlob read_safetensors_blob(const File& file, uint64_t offset, const std::string& where) {
+SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset, const std::string& where) {
   const std::string what = where + ": the safetensors blob at byte " + std::to_string(offset);
   const uint64_t size = file.size();
   if (offset > size || size - offset < 8) {
@@ -150,7 +150,7 @@ const SafetensorsTensor& find_safetensors_chunk(const SafetensorsBlob& blob, con
   return *entry;
 }
 
-void read_safetensors_chunk(const File& file, const SafetensorsBlob& blob,
+void read_safetensors_chunk(const RandomAccessData& file, const SafetensorsBlob& blob,
                             const SafetensorsTensor& entry, const TensorReadRequest& request,
                             const std::string& where) {
   const uint64_t base = blob.offset + blob.header.data_start + entry.begin;

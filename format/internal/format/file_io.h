@@ -13,23 +13,33 @@
 
 namespace dcpp::detail {
 
+/// A data file's bytes, read at any offset: a local file, an object in an object store. Reads are
+/// thread-safe. Errors are CheckpointErrors naming the file or object.
+class RandomAccessData {
+ public:
+  virtual ~RandomAccessData() = default;
+  virtual uint64_t size() const = 0;
+  /// Reads exactly n bytes at `offset`; throws if the data is shorter ("truncated").
+  virtual void read_exactly(uint64_t offset, void* dst, std::size_t n) const = 0;
+};
+
 /// An open file descriptor, closed on destruction. Errors are CheckpointErrors naming the path.
-class File {
+class File final : public RandomAccessData {
  public:
   /// kReadWrite opens an existing file for reading and writing, without truncating it.
   enum class Mode { kRead, kCreateTruncate, kReadWrite };
   File(const std::filesystem::path& path, Mode mode);
-  ~File();
+  ~File() override;
   File(const File&) = delete;
   File& operator=(const File&) = delete;
 
   int fd() const { return fd_; }
   const std::filesystem::path& path() const { return path_; }
-  uint64_t size() const;
+  uint64_t size() const override;
   /// Writes all of [data, data + n) at the current position.
   void write_all(const void* data, std::size_t n);
   /// Reads exactly n bytes at `offset`; throws if the file is shorter ("truncated").
-  void read_exactly(uint64_t offset, void* dst, std::size_t n) const;
+  void read_exactly(uint64_t offset, void* dst, std::size_t n) const override;
   /// From now on, every byte read_exactly reads is added to `counter` (which must outlive this
   /// File).
   void count_reads_in(std::atomic<uint64_t>& counter) { read_counter_ = &counter; }
@@ -65,17 +75,17 @@ class FileSink final : public ByteSink {
   uint64_t position_ = 0;
 };
 
-/// The bytes [base, base + length) of a File, as a ByteSource.
+/// The bytes [base, base + length) of a file or object, as a ByteSource.
 class FileRangeSource final : public ByteSource {
  public:
-  FileRangeSource(const File& file, uint64_t base, uint64_t length, std::string description)
+  FileRangeSource(const RandomAccessData& file, uint64_t base, uint64_t length, std::string description)
       : file_(file), base_(base), length_(length), description_(std::move(description)) {}
   uint64_t size() const override { return length_; }
   void read(uint64_t offset, void* dst, std::size_t n) const override;
   std::string describe() const override { return description_; }
 
  private:
-  const File& file_;
+  const RandomAccessData& file_;
   uint64_t base_;
   uint64_t length_;
   std::string description_;

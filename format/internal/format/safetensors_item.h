@@ -32,7 +32,7 @@ namespace dcpp::detail {
 enum class StoredLayout { kTorchSave, kZstd, kSafetensors };
 
 /// Reads up to 9 bytes at `offset` of `file` (fewer at its end) and classifies them.
-StoredLayout sniff_stored_layout(const File& file, uint64_t offset);
+StoredLayout sniff_stored_layout(const RandomAccessData& file, uint64_t offset);
 
 /// One safetensors blob of a data file.
 struct SafetensorsBlob {
@@ -48,7 +48,7 @@ struct SafetensorsBlob {
 
 /// Reads and checks the header of the blob at `offset` of `file`. Throws CheckpointError naming
 /// `where` when it is damaged or lies past the end of the file.
-SafetensorsBlob read_safetensors_blob(const File& file, uint64_t offset, const std::string& where);
+SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset, const std::string& where);
 
 /// The blob's entry for the chunk `chunk` of tensor `key`, checked against `.metadata`: present,
 /// of `dtype` and the chunk's sizes, of `item_length` bytes, saved at the chunk's offsets when
@@ -59,7 +59,7 @@ const SafetensorsTensor& find_safetensors_chunk(const SafetensorsBlob& blob, con
                                                 uint64_t item_length, const std::string& where);
 
 /// Reads the box `request` asks for of `entry`'s data into `request.dest`.
-void read_safetensors_chunk(const File& file, const SafetensorsBlob& blob,
+void read_safetensors_chunk(const RandomAccessData& file, const SafetensorsBlob& blob,
                             const SafetensorsTensor& entry, const TensorReadRequest& request,
                             const std::string& where);
 

@@ -24,13 +24,10 @@
 #include <dcpp/storage/filesystem_writer.h>
 
 #include "core/logging.h"
+#include "dcp_item_writer.h"
 #include "format/checksum_file.h"
-#include "format/crc32.h"
 #include "format/file_io.h"
-#include "format/item_codec.h"
 #include "format/metadata_pickle.h"
-#include "format/transform_descriptors.h"
-#include "format/zstd_stream.h"
 #include "parallel_for.h"
 #include "random_tag.h"
 #include "storage/per_rank_metadata.h"
@@ -49,33 +46,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMetadataFile = ".metadata";
 constexpr const char* kDataSuffix = ".distcp";
-
-// DCP's `_split_by_size_and_type`: bytes items round-robin, then tensors from the largest, each
-// into the bucket with the fewest bytes so far.
-std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
-    int bins, const std::vector<WriteItem>& items) {
-  std::vector<std::vector<const WriteItem*>> buckets(static_cast<std::size_t>(std::max(bins, 1)));
-  std::vector<int64_t> sizes(buckets.size(), 0);
-  std::vector<const WriteItem*> tensors;
-  std::size_t next = 0;
-  for (const WriteItem& item : items) {
-    if (item.is_tensor()) {
-      tensors.push_back(&item);
-    } else {
-      buckets[next++ % buckets.size()].push_back(&item);
-    }
-  }
-  std::stable_sort(tensors.begin(), tensors.end(), [](const WriteItem* a, const WriteItem* b) {
-    return a->tensor_storage_size() > b->tensor_storage_size();
-  });
-  for (const WriteItem* item : tensors) {
-    const std::size_t smallest =
-        static_cast<std::size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
-    buckets[smallest].push_back(item);
-    sizes[smallest] += item->tensor_storage_size();
-  }
-  return buckets;
-}
 
 }  // namespace
 
@@ -162,7 +132,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     }
     std::vector<std::vector<const WriteItem*>> files;
     if (options_.single_file_per_rank) {
-      files = split_by_size_and_type(options_.thread_count, plan.items);
+      files = detail::split_by_size_and_type(options_.thread_count, plan.items);
     } else {
       for (const WriteItem& item : plan.items) {
         files.push_back({&item});
@@ -281,42 +251,8 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       const std::string& name, const std::vector<const WriteItem*>& items, SavePlanner& planner) {
     detail::File file(directory_ / name, detail::File::Mode::kCreateTruncate);
     detail::FileSink sink(file);
-    std::vector<WriteResult> results;
-    // Bytes items first, then tensors, as DCP orders a file.
-    for (bool tensors : {false, true}) {
-      for (const WriteItem* item : items) {
-        if (item->is_tensor() != tensors) {
-          continue;
-        }
-        const uint64_t offset = sink.position();
-        WriteItemData data = planner.resolve_data(*item);
-        const auto write = [&](detail::ByteSink& to) {
-          if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
-            return detail::write_tensor_item(to, *tensor);
-          }
-          return detail::write_bytes_item(to, std::get<c10::IValue>(data));
-        };
-        detail::WrittenItem written;
-        std::vector<std::string> descriptors;
-        if (options_.compression == Compression::kZstd) {
-          detail::ZstdSink compressed(sink, options_.compression_level);
-          write(compressed);
-          compressed.finish();
-          written = detail::WrittenItem{compressed.stored_length(), compressed.stored_crc32()};
-          descriptors.push_back(detail::kZstdDescriptor);
-        } else {
-          written = write(sink);
-        }
-        WriteResult result;
-        result.index = item->index;
-        result.size_in_bytes = static_cast<int64_t>(written.length);
-        result.storage_data =
-            StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length),
-                        std::move(descriptors)};
-        result.crc32 = written.crc32;
-        results.push_back(std::move(result));
-      }
-    }
+    std::vector<WriteResult> results = detail::write_data_file(
+        sink, name, items, planner, options_.compression, options_.compression_level);
     sink.flush();
     if (options_.sync_files) {
       file.sync();
@@ -329,22 +265,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   // `.metadata` is written. A replacing save keeps the entry of the `.metadata` it replaces.
   void write_checksum_file(const std::string& metadata_bytes,
                            const std::vector<std::vector<WriteResult>>& results, bool replacing) {
-    detail::SaveChecksums save;
-    save.metadata_size = metadata_bytes.size();
-    save.metadata_crc32 = detail::crc32(0, metadata_bytes.data(), metadata_bytes.size());
-    save.items.emplace();
-    for (const auto& rank_results : results) {
-      for (const WriteResult& result : rank_results) {
-        if (!result.crc32) {  // not written by this writer: its items cannot be listed
-          save.items.reset();
-          break;
-        }
-        save.items->push_back(detail::ItemChecksum{
-            result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
-            static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn});
-      }
-      if (!save.items) break;
-    }
+    detail::SaveChecksums save = detail::save_checksums_of(metadata_bytes, results);
     std::vector<detail::SaveChecksums> saves{std::move(save)};
     if (replacing) {
       if (std::optional<detail::SaveChecksums> previous = replaced_save()) {
@@ -385,25 +306,18 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       detail::logger().warn("cannot read the .metadata being replaced: {}", error.what());
       return std::nullopt;
     }
-    detail::SaveChecksums previous;
-    previous.metadata_size = metadata.size();
-    previous.metadata_crc32 = detail::crc32(0, metadata.data(), metadata.size());
+    std::optional<std::string> checksums;
+    const fs::path path = directory_ / checksum_file();
     try {
-      const fs::path path = directory_ / checksum_file();
       if (fs::exists(path)) {
         const detail::File file(path, detail::File::Mode::kRead);
-        std::string bytes(file.size(), '\0');
-        file.read_exactly(0, bytes.data(), bytes.size());
-        const auto saves = detail::decode_checksum_file(bytes, path.string());
-        if (const detail::SaveChecksums* found = detail::find_save(saves, metadata)) {
-          previous.items = found->items;
-        }
+        checksums.emplace(file.size(), '\0');
+        file.read_exactly(0, checksums->data(), checksums->size());
       }
     } catch (const CheckpointError& error) {
-      // A damaged checksum file: the old checkpoint keeps its .metadata's checksum only.
       detail::logger().warn("the checksum file being replaced is unreadable: {}", error.what());
     }
-    return previous;
+    return detail::replaced_save_checksums(metadata, checksums, path.string());
   }
 
   // After a replacing commit: the data files of the previous checkpoint (DCP's `__*.distcp`

@@ -11,6 +11,7 @@
 #include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/s3_options.h>
 #include <dcpp/storage/storage_writer.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -72,6 +73,9 @@ struct DCPP_API AsyncCheckpointerOptions {
 
   /// Writer options for async_save(state, directory); default planner when null.
   FileSystemWriterOptions file_system;
+  /// The object store when async_save's directory is an "s3://bucket/prefix" URL
+  /// (docs/storage.md).
+  S3Options s3;
   std::shared_ptr<SavePlanner> planner;
   /// Plan caching for the uploads (SaveOptions::plan_cache), one save at a time; null: none.
   std::shared_ptr<SavePlanCache> plan_cache;
@@ -146,7 +150,8 @@ class DCPP_API AsyncCheckpointer {
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
   /// Saves `state_dict` as a DCP checkpoint in `directory` (a filesystem writer with
-  /// `options.file_system`). Returns once staging has started (blocking stager: once it is done)
+  /// `options.file_system`), or at an "s3://bucket/prefix" URL (an S3StorageWriter with
+  /// `options.s3` and the same layout options). Returns once staging has started (blocking stager: once it is done)
   /// and the upload is queued. With a previous save in flight, first applies the in-flight
   /// policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError (kFail).
   /// Otherwise never throws: staging and upload errors travel in the response's futures.

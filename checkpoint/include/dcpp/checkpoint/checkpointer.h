@@ -12,6 +12,7 @@
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/s3_options.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -24,8 +25,12 @@
 namespace dcpp {
 
 struct DCPP_API SaveOptions {
-  /// Used when no storage writer is given.
+  /// Used when no storage writer is given: the layout of a directory's checkpoint, and of an
+  /// s3:// location's (S3WriterOptions::from).
   FileSystemWriterOptions file_system;
+  /// The object store of an s3:// location (docs/storage.md); empty fields come from the
+  /// environment and the AWS shared files.
+  S3Options s3;
   /// Default: a DefaultSavePlanner.
   std::shared_ptr<SavePlanner> planner;
   /// The ranks saving together (default: this process alone).
@@ -84,8 +89,10 @@ struct DCPP_API SaveOptions {
 };
 
 struct DCPP_API LoadOptions {
-  /// Used when no storage reader is given.
+  /// Used when no storage reader is given (for an s3:// location too: its checks and threads).
   FileSystemReaderOptions file_system;
+  /// The object store of an s3:// location (docs/storage.md).
+  S3Options s3;
   /// Default: a DefaultLoadPlanner(allow_partial_load).
   std::shared_ptr<LoadPlanner> planner;
   /// Load what the checkpoint has and leave the rest untouched, instead of failing on keys the
@@ -144,7 +151,8 @@ struct DCPP_API LoadOptions {
   }
 };
 
-/// Saves `state_dict` as a DCP checkpoint in `directory`. Stateful values are saved as their
+/// Saves `state_dict` as a DCP checkpoint in `directory`, a directory or an "s3://bucket/prefix"
+/// URL (S3StorageWriter, docs/storage.md). Stateful values are saved as their
 /// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
 /// checkpoint is committed; returns its Metadata. With a process group, every rank calls save with
 /// its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
@@ -165,7 +173,8 @@ DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_write
 /// key and file on any mismatch or corruption; with a process group, every rank throws, listing
 /// each failed rank, including a Stateful's load_state_dict() that threw on one rank. What a failed
 /// load leaves in `state_dict`: LoadOptions::all_or_nothing. Returns the keys found on one side
-/// only. The path overload reads DCP's layout, or, when `directory` has no `.metadata` but
+/// only. The path overload reads DCP's layout, from a directory or an "s3://bucket/prefix" URL
+/// (S3StorageReader, with `options.s3`), or, when `directory` has no `.metadata` but
 /// `model.safetensors.index.json` or `*.safetensors` files, a Hugging Face directory
 /// (make_huggingface_reader, with `options.file_system.thread_count`).
 DCPP_API IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
@@ -175,14 +184,16 @@ DCPP_API IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_rea
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
 /// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face
-/// directories too (its keys stay flat: "model.embed.weight").
+/// directories too (its keys stay flat: "model.embed.weight"), and s3:// URLs (with `s3`).
 DCPP_API StateDict load_from_keys(const std::filesystem::path& directory,
                                   const std::vector<std::string>& keys = {},
-                                  const FileSystemReaderOptions& options = {});
+                                  const FileSystemReaderOptions& options = {},
+                                  const S3Options& s3 = {});
 
 /// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
 /// For a checkpoint saved without collectives (`__<rank>.metadata` files, no `.metadata`), the
-/// merge of every rank's metadata, as load() sees it (docs/format.md).
-DCPP_API Metadata read_metadata(const std::filesystem::path& directory);
+/// merge of every rank's metadata, as load() sees it (docs/format.md). `directory` may be an
+/// s3:// URL (with `s3`).
+DCPP_API Metadata read_metadata(const std::filesystem::path& directory, const S3Options& s3 = {});
 
 }  // namespace dcpp

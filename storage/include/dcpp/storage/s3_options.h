@@ -1,0 +1,49 @@
+#pragma once
+// Where and how the S3 storage driver reaches an object store.
+
+#include <dcpp/core/export.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dcpp {
+
+/// An S3 or S3-compatible object store. Every field left empty is taken as the AWS SDKs take it
+/// (docs/storage.md): from the environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`,
+/// `AWS_REGION`, `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, `AWS_PROFILE`), else from the profile in `~/.aws/credentials` and
+/// `~/.aws/config` (`AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE` move them). Never from a
+/// checkpoint.
+struct DCPP_API S3Options {
+  /// "https://s3.us-east-1.amazonaws.com" when empty and none is configured; for other stores
+  /// their URL, such as "http://127.0.0.1:9000".
+  std::string endpoint_url;
+  /// "us-east-1" when empty and none is configured.
+  std::string region;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  /// The profile of `~/.aws/credentials` and `~/.aws/config`: `AWS_PROFILE`, else "default".
+  std::string profile;
+  /// Path-style addressing (`endpoint/bucket/key`) rather than virtual-hosted
+  /// (`bucket.endpoint/key`). Unset: path-style for a configured endpoint (what S3-compatible
+  /// stores serve), virtual-hosted for AWS.
+  std::optional<bool> path_style;
+  /// Tries of a request that failed in a way a retry may mend (HTTP 5xx or 429, a refused, reset
+  /// or timed-out connection), with exponential backoff from `initial_backoff`, doubling up to
+  /// `max_backoff`, with jitter.
+  int max_attempts = 5;
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  /// A request that moves less than 1 byte/s for this long is dropped (and retried).
+  std::chrono::seconds stall_timeout{60};
+  std::chrono::seconds connect_timeout{10};
+  /// Multipart uploads: the size of each part (5 MiB to 5 GiB, S3's limits), and the requests
+  /// in flight per rank (part uploads and ranged GETs).
+  uint64_t part_size = 16ull << 20;
+  int concurrency = 8;
+};
+
+}  // namespace dcpp

@@ -1,0 +1,121 @@
+#include "dcp_item_writer.h"
+
+#include "core/logging.h"
+#include "format/crc32.h"
+#include "format/item_codec.h"
+#include "format/transform_descriptors.h"
+#include "format/zstd_stream.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <algorithm>
+
+namespace dcpp::detail {
+
+std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
+    int bins, const std::vector<WriteItem>& items) {
+  std::vector<std::vector<const WriteItem*>> buckets(static_cast<std::size_t>(std::max(bins, 1)));
+  std::vector<int64_t> sizes(buckets.size(), 0);
+  std::vector<const WriteItem*> tensors;
+  std::size_t next = 0;
+  for (const WriteItem& item : items) {
+    if (item.is_tensor()) {
+      tensors.push_back(&item);
+    } else {
+      buckets[next++ % buckets.size()].push_back(&item);
+    }
+  }
+  std::stable_sort(tensors.begin(), tensors.end(), [](const WriteItem* a, const WriteItem* b) {
+    return a->tensor_storage_size() > b->tensor_storage_size();
+  });
+  for (const WriteItem* item : tensors) {
+    const std::size_t smallest =
+        static_cast<std::size_t>(std::min_element(sizes.begin(), sizes.end()) - sizes.begin());
+    buckets[smallest].push_back(item);
+    sizes[smallest] += item->tensor_storage_size();
+  }
+  return buckets;
+}
+
+std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name,
+                                         const std::vector<const WriteItem*>& items,
+                                         SavePlanner& planner, Compression compression,
+                                         int compression_level) {
+  std::vector<WriteResult> results;
+  for (bool tensors : {false, true}) {
+    for (const WriteItem* item : items) {
+      if (item->is_tensor() != tensors) {
+        continue;
+      }
+      const uint64_t offset = sink.position();
+      WriteItemData data = planner.resolve_data(*item);
+      const auto write = [&](ByteSink& to) {
+        if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
+          return write_tensor_item(to, *tensor);
+        }
+        return write_bytes_item(to, std::get<c10::IValue>(data));
+      };
+      WrittenItem written;
+      std::vector<std::string> descriptors;
+      if (compression == Compression::kZstd) {
+        ZstdSink compressed(sink, compression_level);
+        write(compressed);
+        compressed.finish();
+        written = WrittenItem{compressed.stored_length(), compressed.stored_crc32()};
+        descriptors.push_back(kZstdDescriptor);
+      } else {
+        written = write(sink);
+      }
+      WriteResult result;
+      result.index = item->index;
+      result.size_in_bytes = static_cast<int64_t>(written.length);
+      result.storage_data =
+          StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length),
+                      std::move(descriptors)};
+      result.crc32 = written.crc32;
+      results.push_back(std::move(result));
+    }
+  }
+  return results;
+}
+
+SaveChecksums save_checksums_of(std::string_view metadata_bytes,
+                                const std::vector<std::vector<WriteResult>>& results) {
+  SaveChecksums save;
+  save.metadata_size = metadata_bytes.size();
+  save.metadata_crc32 = crc32(0, metadata_bytes.data(), metadata_bytes.size());
+  save.items.emplace();
+  for (const auto& rank_results : results) {
+    for (const WriteResult& result : rank_results) {
+      if (!result.crc32) {  // not written by dcpp's item writer: its items cannot be listed
+        save.items.reset();
+        return save;
+      }
+      save.items->push_back(ItemChecksum{
+          result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
+          static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn});
+    }
+  }
+  return save;
+}
+
+SaveChecksums replaced_save_checksums(std::string_view old_metadata,
+                                      const std::optional<std::string>& old_checksum_file,
+                                      const std::string& checksum_name) {
+  SaveChecksums previous;
+  previous.metadata_size = old_metadata.size();
+  previous.metadata_crc32 = crc32(0, old_metadata.data(), old_metadata.size());
+  if (!old_checksum_file) return previous;
+  try {
+    const auto saves = decode_checksum_file(*old_checksum_file, checksum_name);
+    if (const SaveChecksums* found = find_save(saves, old_metadata)) {
+      previous.items = found->items;
+    }
+  } catch (const CheckpointError& error) {
+    // A damaged checksum file: the old checkpoint keeps its .metadata's checksum only.
+    logger().warn("the checksum file being replaced is unreadable: {}", error.what());
+  }
+  return previous;
+}
+
+}  // namespace dcpp::detail

@@ -1,0 +1,46 @@
+#pragma once
+// Writing the items of DCP data files, wherever the files are kept: what the file system and S3
+// writers share. A driver opens a data file (a ByteSink) and commits it; this lays the items out
+// in it as DCP does and reports where each went.
+
+#include "format/byte_io.h"
+#include "format/checksum_file.h"
+
+#include <dcpp/planner/plan.h>
+#include <dcpp/planner/save_planner.h>
+#include <dcpp/storage/filesystem_writer.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp::detail {
+
+/// DCP's `_split_by_size_and_type`: the items of one rank's plan, in `bins` data files: bytes
+/// items round-robin, then tensors from the largest, each into the file with the fewest bytes.
+std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
+    int bins, const std::vector<WriteItem>& items);
+
+/// Writes `items` into data file `name` through `sink`, bytes items first, then tensors, as DCP
+/// orders a file, each as a torch.save archive, in one zstd frame when `compression` says so.
+/// Returns each item's WriteResult: its place in the file and the CRC-32 of its stored bytes.
+std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name,
+                                         const std::vector<const WriteItem*>& items,
+                                         SavePlanner& planner, Compression compression,
+                                         int compression_level);
+
+/// The checksum file entry of a save whose `.metadata` is `metadata_bytes` and whose ranks wrote
+/// `results`: `.metadata`'s CRC-32, and every item's when every result has one.
+SaveChecksums save_checksums_of(std::string_view metadata_bytes,
+                                const std::vector<std::vector<WriteResult>>& results);
+
+/// The entry a replacing save keeps for the checkpoint it replaces, so that the old `.metadata`
+/// still matches the new checksum file until it is replaced: from the old `.metadata`'s bytes
+/// and the old checksum file's (`checksum_name` in messages), when there was one. A damaged old
+/// checksum file leaves the entry with `.metadata`'s checksum only (and a warning).
+SaveChecksums replaced_save_checksums(std::string_view old_metadata,
+                                      const std::optional<std::string>& old_checksum_file,
+                                      const std::string& checksum_name);
+
+}  // namespace dcpp::detail

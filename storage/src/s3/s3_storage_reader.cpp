@@ -1,0 +1,122 @@
+// The S3 reader: `.metadata` (checked against `.checksums` when there is one) by GET, each data
+// object's size by HEAD, and only the bytes the plan needs by ranged GETs (dcp_item_reader.h).
+
+#include <dcpp/storage/s3_storage.h>
+
+#include "dcp_item_reader.h"
+#include "format/checksum_file.h"
+#include "format/metadata_pickle.h"
+#include "parallel_for.h"
+#include "s3/s3_client.h"
+#include "s3/s3_config.h"
+#include "s3/s3_object.h"
+#include "s3/s3_url.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <atomic>
+#include <map>
+
+namespace dcpp {
+
+// Hidden: as a nested class of an exported class, its members would otherwise be exported too.
+class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
+ public:
+  Impl(const std::string& url, S3ReaderOptions options)
+      : url_(detail::parse_s3_url(url)),
+        url_text_(url_.text()),
+        options_(std::move(options)),
+        client_(detail::resolve_s3_config(options_.s3, url_.bucket)),
+        items_(url_text_, {options_.verify_checksums, options_.max_decompressed_value_size}) {
+    if (options_.thread_count < 1) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "S3ReaderOptions::thread_count must be at least 1, not " +
+                                std::to_string(options_.thread_count));
+    }
+  }
+
+  Metadata read_metadata() {
+    const std::string metadata_key = url_.prefix + ".metadata";
+    std::optional<std::string> bytes = client_.get_object_if_exists(metadata_key);
+    if (!bytes) {
+      client_.check_bucket();  // a missing bucket or bad credentials, named as such
+      throw CheckpointError(ErrorKind::kNotFound,
+                            "no complete checkpoint at " + url_text_ +
+                                ": .metadata is missing (nothing was saved there, or a save to "
+                                "it did not finish)");
+    }
+    std::optional<detail::ItemChecksumIndex> checksums;
+    const std::string checksum_key = url_.prefix + detail::kChecksumFileName;
+    if (options_.verify_checksums) {
+      if (std::optional<std::string> file = client_.get_object_if_exists(checksum_key)) {
+        const auto saves = detail::decode_checksum_file(*file, client_.url_of(checksum_key));
+        const detail::SaveChecksums* save = detail::find_save(saves, *bytes);
+        if (save == nullptr) {
+          throw CheckpointError(ErrorKind::kCorrupt, detail::metadata_mismatch_message(
+                                                         saves, *bytes, client_.url_of(metadata_key),
+                                                         client_.url_of(checksum_key)));
+        }
+        if (save->items) checksums.emplace(*save->items);
+      }
+    }
+    items_.set_checksums(std::move(checksums), client_.url_of(checksum_key));
+    Metadata metadata = detail::decode_metadata(*bytes, client_.url_of(metadata_key));
+    for (const auto& [index, info] : metadata.storage_data) {
+      detail::check_data_file_name(info.relative_path, url_text_);
+    }
+    return metadata;
+  }
+
+  void set_up(const Metadata& metadata) { items_.set_up(metadata); }
+
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) {
+    std::map<std::string, std::vector<const ReadItem*>> by_file;
+    for (const ReadItem& item : plan.items) {
+      by_file[items_.data_file_of(item)].push_back(&item);
+    }
+    std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
+                                                                            by_file.end());
+    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t i) {
+      const std::string key = url_.prefix + files[i].first;
+      const std::optional<uint64_t> size = client_.head_object(key);
+      if (!size) {
+        throw CheckpointError(ErrorKind::kNotFound,
+                              "data file " + client_.url_of(key) +
+                                  ", which .metadata names, is missing; the checkpoint is "
+                                  "incomplete: load an earlier checkpoint");
+      }
+      const detail::S3Object object(client_, key, *size, bytes_read_);
+      items_.read_file(object, files[i].first, client_.url_of(key), std::move(files[i].second),
+                       planner);
+    });
+  }
+
+  uint64_t bytes_read() const { return bytes_read_.load(); }
+  const std::string& url() const { return url_text_; }
+
+ private:
+  detail::S3Url url_;
+  std::string url_text_;
+  S3ReaderOptions options_;
+  detail::S3Client client_;
+  detail::DcpItemReader items_;
+  std::atomic<uint64_t> bytes_read_{0};  // by read_data's threads
+};
+
+S3StorageReader::S3StorageReader(std::string url, S3ReaderOptions options)
+    : impl_(std::make_unique<Impl>(url, std::move(options))) {}
+S3StorageReader::~S3StorageReader() = default;
+
+Metadata S3StorageReader::read_metadata() { return impl_->read_metadata(); }
+
+void S3StorageReader::set_up(const Metadata& metadata, int, bool) { impl_->set_up(metadata); }
+
+void S3StorageReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
+  impl_->read_data(plan, planner);
+}
+
+bool S3StorageReader::is_shared_storage() const { return true; }
+uint64_t S3StorageReader::bytes_read() const { return impl_->bytes_read(); }
+const std::string& S3StorageReader::url() const { return impl_->url(); }
+
+}  // namespace dcpp

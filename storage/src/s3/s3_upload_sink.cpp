@@ -1,0 +1,70 @@
+#include "s3/s3_upload_sink.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dcpp::detail {
+
+S3UploadSink::S3UploadSink(S3Client& client, std::string key, int max_in_flight)
+    : client_(client),
+      key_(std::move(key)),
+      part_size_(static_cast<std::size_t>(client.config().part_size)),
+      max_in_flight_(static_cast<std::size_t>(std::max(max_in_flight, 1))) {
+  buffer_.reserve(part_size_);
+}
+
+S3UploadSink::~S3UploadSink() {
+  if (finished_) return;
+  for (std::future<void>& part : in_flight_) {
+    try {
+      part.get();
+    } catch (...) {  // the upload is abandoned: its first error was, or will be, reported
+    }
+  }
+  if (!upload_id_.empty()) client_.abort_multipart_upload(key_, upload_id_);
+}
+
+void S3UploadSink::write(const void* data, std::size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const std::size_t n = std::min(size, part_size_ - buffer_.size());
+    buffer_.append(bytes, n);
+    bytes += n;
+    size -= n;
+    position_ += n;
+    if (buffer_.size() == part_size_) start_part();
+  }
+}
+
+void S3UploadSink::start_part() {
+  if (upload_id_.empty()) upload_id_ = client_.create_multipart_upload(key_);
+  while (in_flight_.size() >= max_in_flight_) wait_oldest();
+  const int number = static_cast<int>(parts_.size()) + 1;
+  parts_.push_back(S3UploadedPart{number, ""});
+  std::string* etag = &parts_.back().etag;  // a deque's elements stay put as it grows
+  in_flight_.push_back(std::async(
+      std::launch::async, [this, number, etag, body = std::move(buffer_)] {
+        *etag = client_.upload_part(key_, upload_id_, number, body);
+      }));
+  buffer_ = std::string();
+  buffer_.reserve(part_size_);
+}
+
+void S3UploadSink::wait_oldest() {
+  std::future<void> oldest = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  oldest.get();
+}
+
+void S3UploadSink::finish() {
+  if (upload_id_.empty()) {
+    client_.put_object(key_, buffer_);
+  } else {
+    if (!buffer_.empty() || parts_.empty()) start_part();
+    while (!in_flight_.empty()) wait_oldest();
+    client_.complete_multipart_upload(key_, upload_id_, {parts_.begin(), parts_.end()});
+  }
+  finished_ = true;
+}
+
+}  // namespace dcpp::detail

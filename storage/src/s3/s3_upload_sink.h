@@ -1,0 +1,49 @@
+#pragma once
+// A data file streamed into an object: a single PUT when it fits one part, else a multipart
+// upload whose parts go up in the background while the next is filled.
+
+#include "format/byte_io.h"
+#include "s3/s3_client.h"
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <string>
+#include <vector>
+
+namespace dcpp::detail {
+
+/// Bytes written are gathered into parts of the client's part size; each full part is uploaded
+/// on a thread of its own, at most `max_in_flight` at once (a write waits for the oldest). The
+/// object exists only after `finish` returned. Destroyed without a successful `finish` (an error,
+/// an exception), it waits for its parts in flight and aborts the multipart upload, so no part
+/// is left behind. Memory: up to (max_in_flight + 1) parts.
+class S3UploadSink final : public ByteSink {
+ public:
+  S3UploadSink(S3Client& client, std::string key, int max_in_flight);
+  ~S3UploadSink() override;
+  S3UploadSink(const S3UploadSink&) = delete;
+  S3UploadSink& operator=(const S3UploadSink&) = delete;
+
+  void write(const void* data, std::size_t size) override;
+  uint64_t position() const override { return position_; }
+  /// Uploads what is left and completes the upload. Throws the first failed part's error.
+  void finish();
+
+ private:
+  void start_part();
+  void wait_oldest();
+
+  S3Client& client_;
+  std::string key_;
+  std::size_t part_size_;
+  std::size_t max_in_flight_;
+  std::string buffer_;
+  uint64_t position_ = 0;
+  std::string upload_id_;  // empty until the first part is started
+  std::deque<S3UploadedPart> parts_;
+  std::deque<std::future<void>> in_flight_;
+  bool finished_ = false;
+};
+
+}  // namespace dcpp::detail

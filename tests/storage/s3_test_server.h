@@ -1,0 +1,71 @@
+#pragma once
+// A real S3-compatible server for the tests: s3rver (npm) on loopback, installed by `make test`
+// (tests/s3/install_s3_server.sh), behind a fault-injecting proxy of our own
+// (tests/s3/fault_proxy.js) through which the tests make it fail as a store or a network fails.
+
+#include <dcpp/storage/s3_options.h>
+
+#include <cstdint>
+#include <string>
+
+namespace dcpp::test {
+
+/// What the proxy does to the next `times` requests that match `method` (empty: any) and whose
+/// path contains `path_contains` (empty: any). One of:
+///   - status != 0: answers it with that HTTP status and an S3 XML error body whose Code is
+///     `code` (e.g. 503 "SlowDown", 500 "InternalError"), without forwarding it;
+///   - drop_request_after_bytes != 0: forwards nothing; reads that many bytes of the request
+///     body, then resets the connection (a connection dropped mid-upload);
+///   - drop_response_after_bytes != 0: forwards the request, then sends the response's headers
+///     and only that many bytes of its body before resetting the connection.
+struct S3Fault {
+  std::string method;
+  std::string path_contains;
+  int times = 1;
+  int status = 0;
+  std::string code = "InternalError";
+  uint64_t drop_request_after_bytes = 0;
+  uint64_t drop_response_after_bytes = 0;
+};
+
+/// What the proxy forwarded or failed since the last reset_traffic().
+struct S3Traffic {
+  int requests = 0;             // every request the proxy received
+  int faults = 0;               // those a fault answered or dropped
+  uint64_t get_body_bytes = 0;  // response body bytes of forwarded GETs
+  uint64_t put_body_bytes = 0;  // request body bytes of forwarded PUTs and POSTs
+  int ranged_gets = 0;          // forwarded GETs with a Range header
+};
+
+/// The process-wide server, started on first use and stopped at exit: s3rver on 127.0.0.1 with a
+/// free port and its data in a fresh temporary directory, and the proxy in front of it. Throws
+/// std::runtime_error, saying to run `make s3-server` (or tests/s3/install_s3_server.sh), when
+/// s3rver or node is not installed, or naming the log when a server does not start.
+class S3TestServer {
+ public:
+  static S3TestServer& get();
+
+  /// The proxy's URL ("http://127.0.0.1:PORT"): what the tests' clients use.
+  std::string endpoint() const;
+  /// s3rver's own URL, bypassing the proxy and its faults.
+  std::string direct_endpoint() const;
+  /// Creates a new, empty bucket named after `hint` (made unique and valid) and returns its name.
+  std::string create_bucket(const std::string& hint);
+  /// Options that reach this server through the proxy: endpoint(), region us-east-1, path-style,
+  /// credentials S3RVER/S3RVER, max_attempts 4, backoff 10 ms to 100 ms, stall timeout 5 s.
+  S3Options options() const;
+  /// Adds a fault (faults apply in the order added; each is spent after `times` matches).
+  void inject(const S3Fault& fault);
+  void clear_faults();
+  S3Traffic traffic() const;
+  void reset_traffic();
+
+  ~S3TestServer();
+
+ private:
+  S3TestServer();
+  struct State;
+  State* state_;
+};
+
+}  // namespace dcpp::test
