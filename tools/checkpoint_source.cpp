@@ -2,6 +2,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/storage_location.h>
 
 #include <c10/core/ScalarType.h>
 
@@ -18,6 +19,9 @@ uint64_t SourceEntry::nbytes() const {
 
 std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
+  if (is_s3_url(path.string())) {
+    return open_dcp_source(path);
+  }
   if (fs::is_directory(path)) {
     if (is_huggingface_directory(path)) {
       return open_huggingface_source(path);

@@ -7,6 +7,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/filesystem_reader.h>
+#include <dcpp/storage/storage_location.h>
 
 #include <ATen/ATen.h>
 
@@ -42,7 +43,7 @@ class AssemblingPlanner final : public LoadPlanner {
 class DcpSource final : public CheckpointSource {
  public:
   explicit DcpSource(const std::filesystem::path& directory)
-      : directory_(directory), reader_(std::make_unique<FileSystemReader>(directory)) {
+      : directory_(directory), reader_(make_storage_reader(directory.string(), {})) {
     metadata_ = reader_->read_metadata();
     reader_->set_up(metadata_, 0, true);
     std::map<std::string, ObjectPath> paths(metadata_.planner_data.begin(),

@@ -8,6 +8,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -52,7 +53,7 @@ std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion)
 
 std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst,
                                 std::optional<int> zstd_level) {
-  require_new_directory(dst);
+  if (!is_s3_url(dst.string())) require_new_directory(dst);  // a store's writer refuses itself
   StateDict state = conversion.placeholder_state_dict();
   SaveOptions options;
   options.planner = std::make_shared<StreamingSavePlanner>(conversion);

@@ -10,6 +10,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/storage_location.h>
 
 #include <cctype>
 #include <cmath>
@@ -61,9 +62,10 @@ json rank_of_file(const std::string& name) {
 
 json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
   if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
-  const bool huggingface = is_huggingface_directory(checkpoint);
+  const bool huggingface =
+      !is_s3_url(checkpoint.string()) && is_huggingface_directory(checkpoint);
   CachedMetadataReader reader(huggingface ? make_huggingface_reader(checkpoint)
-                                          : std::make_unique<FileSystemReader>(checkpoint));
+                                          : make_storage_reader(checkpoint.string(), {}));
   const Metadata& metadata = reader.metadata();
   std::map<std::string, ObjectPath> paths;
   for (const auto& [key, path] : metadata.planner_data) {

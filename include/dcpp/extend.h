@@ -20,6 +20,9 @@
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/filesystem_writer.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/s3_options.h>
+#include <dcpp/storage/s3_storage.h>
+#include <dcpp/storage/storage_location.h>
 #include <dcpp/storage/storage_reader.h>
 #include <dcpp/storage/storage_writer.h>
 

@@ -11,13 +11,14 @@
 namespace dcpp::test {
 
 /// What the proxy does to the next `times` requests that match `method` (empty: any) and whose
-/// path contains `path_contains` (empty: any). One of:
+/// path, query included ("?partNumber=2"), contains `path_contains` (empty: any). One of:
 ///   - status != 0: answers it with that HTTP status and an S3 XML error body whose Code is
 ///     `code` (e.g. 503 "SlowDown", 500 "InternalError"), without forwarding it;
 ///   - drop_request_after_bytes != 0: forwards nothing; reads that many bytes of the request
 ///     body, then resets the connection (a connection dropped mid-upload);
 ///   - drop_response_after_bytes != 0: forwards the request, then sends the response's headers
-///     and only that many bytes of its body before resetting the connection.
+///     and only that many bytes of its body before resetting the connection (the reset may
+///     overtake the last of them: the client gets at most that many).
 struct S3Fault {
   std::string method;
   std::string path_contains;
@@ -35,6 +36,7 @@ struct S3Traffic {
   uint64_t get_body_bytes = 0;  // response body bytes of forwarded GETs
   uint64_t put_body_bytes = 0;  // request body bytes of forwarded PUTs and POSTs
   int ranged_gets = 0;          // forwarded GETs with a Range header
+  int aborted_uploads = 0;      // AbortMultipartUpload requests (DELETE ...?uploadId=)
 };
 
 /// The process-wide server, started on first use and stopped at exit: s3rver on 127.0.0.1 with a

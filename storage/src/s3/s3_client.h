@@ -35,7 +35,8 @@ struct S3UploadedPart {
 ///   - kUsage: bad credentials or permissions (403: InvalidAccessKeyId, SignatureDoesNotMatch,
 ///     AccessDenied, ...), naming where the credentials came from.
 /// Requests that fail with 5xx, 429 or a transport error are retried with exponential backoff
-/// (S3Config::retry) before they throw; 4xx errors are not retried.
+/// (S3Config::max_attempts, initial_backoff, max_backoff) before they throw; 4xx errors are
+/// not retried.
 class S3Client {
  public:
   explicit S3Client(S3Config config);

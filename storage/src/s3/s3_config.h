@@ -33,8 +33,10 @@ struct S3Config {
 /// Resolves `options` for `bucket`: fields set in `options` win, then the environment, then the
 /// profile's entries in the shared files (`aws_access_key_id`, `aws_secret_access_key`,
 /// `aws_session_token` in the credentials file; `region`, `endpoint_url` in the config file's
-/// `[profile NAME]` or `[default]`, `services` sections are not read). Throws CheckpointError
-/// (kUsage) when no credentials are found (saying where it looked), or an option is out of range.
+/// `[profile NAME]` or `[default]`, `services` sections are not read). A profile named in
+/// `options` is asked for by name: its credentials win over the environment's, as the CLI's
+/// --profile does. Throws CheckpointError (kUsage) when no credentials are found (saying where
+/// it looked), or an option is out of range.
 S3Config resolve_s3_config(const S3Options& options, const std::string& bucket);
 
 }  // namespace dcpp::detail

@@ -1,0 +1,227 @@
+#!/usr/bin/env node
+// A reverse proxy in front of the tests' S3 server that makes it fail as a store or a network
+// fails (tests/storage/s3_test_server.h, S3Fault and S3Traffic). Plain Node, no packages.
+//
+// Usage: node fault_proxy.js UPSTREAM_URL [PORT]
+// Listens on 127.0.0.1:PORT (0, the default: a free port) and prints
+// "fault proxy listening on 127.0.0.1:PORT" once it accepts connections. Every request is
+// forwarded to UPSTREAM_URL as it came (method, path, headers, Host included, so signatures stay
+// valid), bodies streamed both ways, unless a fault matches it. The control API, never forwarded:
+//   POST   /__dcpp_test/faults   adds a fault (a JSON S3Fault; faults apply in the order added)
+//   DELETE /__dcpp_test/faults   removes every fault
+//   GET    /__dcpp_test/traffic  the counts since the last reset (a JSON S3Traffic)
+//   DELETE /__dcpp_test/traffic  resets them
+
+'use strict';
+
+const http = require('http');
+
+const CONTROL_PREFIX = '/__dcpp_test/';
+// Hop-by-hop headers: they describe one connection, not the message, so they are not forwarded.
+// (Expect too: this server has already answered "100 Continue" to the client.)
+const REQUEST_HOP_HEADERS = ['connection', 'keep-alive', 'proxy-connection', 'te', 'upgrade',
+                             'trailer', 'expect'];
+const RESPONSE_HOP_HEADERS = ['connection', 'keep-alive', 'proxy-connection', 'upgrade',
+                              'trailer'];
+
+const upstream = new URL(process.argv[2] || '');
+const listenPort = Number(process.argv[3] || 0);
+// A fresh upstream connection per request: no stale pooled connection for the server to reset.
+const upstreamAgent = new http.Agent({keepAlive: false});
+
+let faults = [];
+let traffic;
+function resetTraffic() {
+  traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
+             aborted_uploads: 0};
+}
+resetTraffic();
+
+function normalizeFault(f) {
+  return {
+    method: String(f.method || '').toUpperCase(),
+    path_contains: String(f.path_contains || ''),
+    times: Number(f.times === undefined ? 1 : f.times),
+    status: Number(f.status || 0),
+    code: String(f.code || 'InternalError'),
+    drop_request_after_bytes: Number(f.drop_request_after_bytes || 0),
+    drop_response_after_bytes: Number(f.drop_response_after_bytes || 0),
+  };
+}
+
+// The first fault that matches the request, spent by one; null when none does.
+function takeFault(req) {
+  const i = faults.findIndex((f) => (f.method === '' || f.method === req.method) &&
+                                    (f.path_contains === '' || req.url.includes(f.path_contains)));
+  if (i < 0) return null;
+  const fault = faults[i];
+  if (--fault.times <= 0) faults.splice(i, 1);
+  return fault;
+}
+
+// A reset (RST), as a network failure looks, where Node can send one; else a plain close.
+function resetConnection(socket) {
+  if (typeof socket.resetAndDestroy === 'function') {
+    socket.resetAndDestroy();
+  } else {
+    socket.destroy();
+  }
+}
+
+function xmlEscape(text) {
+  return text.replace(/[<>&'"]/g, (c) => ({'<': '&lt;', '>': '&gt;', '&': '&amp;', '\'': '&apos;',
+                                            '"': '&quot;'})[c]);
+}
+
+function readJson(req, done) {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    try {
+      done(null, JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}'));
+    } catch (e) {
+      done(e);
+    }
+  });
+}
+
+function reply(res, status, body, type) {
+  res.writeHead(status, {'Content-Type': type, 'Content-Length': Buffer.byteLength(body)});
+  res.end(body);
+}
+
+function handleControl(req, res) {
+  const what = req.url.slice(CONTROL_PREFIX.length).split('?')[0];
+  if (what === 'faults' && req.method === 'POST') {
+    readJson(req, (err, fault) => {
+      if (err) return reply(res, 400, String(err) + '\n', 'text/plain');
+      faults.push(normalizeFault(fault));
+      reply(res, 200, '{}', 'application/json');
+    });
+  } else if (what === 'faults' && req.method === 'DELETE') {
+    faults = [];
+    req.resume();
+    reply(res, 200, '{}', 'application/json');
+  } else if (what === 'traffic' && req.method === 'GET') {
+    req.resume();
+    reply(res, 200, JSON.stringify(traffic), 'application/json');
+  } else if (what === 'traffic' && req.method === 'DELETE') {
+    resetTraffic();
+    req.resume();
+    reply(res, 200, '{}', 'application/json');
+  } else {
+    req.resume();
+    reply(res, 404, 'no such control call: ' + req.method + ' ' + req.url + '\n', 'text/plain');
+  }
+}
+
+// Answers with an S3 error, after reading the request's body (so the client sees the answer, not
+// a connection reset by a server that stopped reading).
+function answerWithError(req, res, fault) {
+  req.resume();
+  req.on('end', () => {
+    const body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>' + xmlEscape(fault.code) +
+                 '</Code><Message>injected by the test proxy</Message></Error>';
+    reply(res, fault.status, body, 'application/xml');
+  });
+}
+
+// Reads `limit` bytes of the request's body (all of it, when shorter), then resets the connection.
+function dropRequest(req, limit) {
+  let read = 0;
+  let dropped = false;
+  const drop = () => {
+    if (!dropped) {
+      dropped = true;
+      resetConnection(req.socket);
+    }
+  };
+  req.on('data', (chunk) => {
+    read += chunk.length;
+    if (read >= limit) drop();
+  });
+  req.on('end', drop);
+}
+
+// Forwards the request upstream; with `dropResponseAfter` > 0, sends the response's status and
+// headers and only that many bytes of its body, then resets the connection.
+function forward(req, res, dropResponseAfter) {
+  const headers = Object.assign({}, req.headers);
+  for (const h of REQUEST_HOP_HEADERS) delete headers[h];
+  const isGet = req.method === 'GET';
+  if (isGet && headers.range !== undefined) traffic.ranged_gets++;
+  const countsBody = req.method === 'PUT' || req.method === 'POST';
+
+  const upReq = http.request({
+    host: upstream.hostname,
+    port: upstream.port,
+    method: req.method,
+    path: req.url,
+    headers,
+    agent: upstreamAgent,
+    setHost: false,
+  });
+  upReq.on('error', (err) => {
+    if (!res.headersSent) {
+      reply(res, 502, 'upstream: ' + err.message + '\n', 'text/plain');
+    } else {
+      resetConnection(req.socket);
+    }
+  });
+  upReq.on('response', (upRes) => {
+    const resHeaders = Object.assign({}, upRes.headers);
+    for (const h of RESPONSE_HOP_HEADERS) delete resHeaders[h];
+    res.writeHead(upRes.statusCode, upRes.statusMessage, resHeaders);
+    if (dropResponseAfter <= 0) {
+      if (isGet) upRes.on('data', (chunk) => (traffic.get_body_bytes += chunk.length));
+      upRes.pipe(res);
+      return;
+    }
+    let sent = 0;
+    let dropped = false;
+    const drop = () => {
+      if (dropped) return;
+      dropped = true;
+      upRes.destroy();
+      // Flushes what was written (the headers at least), then resets.
+      res.write('', () => resetConnection(req.socket));
+    };
+    upRes.on('data', (chunk) => {
+      if (dropped) return;
+      const part = chunk.subarray(0, Math.max(0, dropResponseAfter - sent));
+      sent += part.length;
+      if (isGet) traffic.get_body_bytes += part.length;
+      if (part.length > 0) res.write(part);
+      if (sent >= dropResponseAfter) drop();
+    });
+    upRes.on('end', drop);
+  });
+
+  if (countsBody) req.on('data', (chunk) => (traffic.put_body_bytes += chunk.length));
+  // A client that goes away mid-request takes the upstream request with it.
+  req.on('aborted', () => upReq.destroy());
+  res.on('close', () => {
+    if (!res.writableFinished) upReq.destroy();
+  });
+  req.pipe(upReq);
+}
+
+const server = http.createServer((req, res) => {
+  if (req.url.startsWith(CONTROL_PREFIX)) return handleControl(req, res);
+  traffic.requests++;
+  if (req.method === 'DELETE' && req.url.includes('uploadId=')) traffic.aborted_uploads++;
+  const fault = takeFault(req);
+  if (fault === null) return forward(req, res, 0);
+  traffic.faults++;
+  console.log('fault: ' + JSON.stringify(fault) + ' on ' + req.method + ' ' + req.url);
+  if (fault.status !== 0) return answerWithError(req, res, fault);
+  if (fault.drop_request_after_bytes > 0) return dropRequest(req, fault.drop_request_after_bytes);
+  return forward(req, res, fault.drop_response_after_bytes);
+});
+// The tests bound their requests themselves; a slow transfer must not be cut by the proxy.
+server.requestTimeout = 0;
+server.headersTimeout = 0;
+server.on('clientError', (err, socket) => socket.destroy());
+server.listen(listenPort, '127.0.0.1', () => {
+  console.log('fault proxy listening on 127.0.0.1:' + server.address().port);
+});
