@@ -79,14 +79,14 @@ LIBTORCH_BUILD_DIR := $(BUILD_DIR)-libtorch-$(VERSION)
 # of its compile time on 2 cores.
 LIBTORCH_CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
                        -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" -DDCPP_BUILD_BENCHMARKS=OFF
-# Without the storage tests: their S3 server runs on node, which the reference root lacks; the
-# plain stage runs them.
+# Without the tests that need the S3 server (the storage tests, the CLI's s3:// test): it runs on
+# node, which the reference root lacks; the plain stage runs them.
 test-libtorch:
 	$(REFERENCE_ROOT) ensure $(LIBTORCH_SUITE) build
 	$(REFERENCE_ROOT) run $(LIBTORCH_SUITE) -- bash -c 'set -e; \
 	  cmake -S . -B $(LIBTORCH_BUILD_DIR) $(LIBTORCH_CMAKE_ARGS) $(CMAKE_ARGS); \
 	  cmake --build $(LIBTORCH_BUILD_DIR) -j$(JOBS); \
-	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop -E "^storage:"'
+	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop -E "^storage:|^tools: s3:"'
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
 # their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +

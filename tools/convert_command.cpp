@@ -85,12 +85,14 @@ void add_convert_command(CLI::App& app) {
   auto keys = std::make_shared<std::vector<std::string>>();
   command
       ->add_option("SRC", *src,
-                   "A DCP checkpoint directory, a Hugging Face directory, a torch.save file of a "
-                   "state dict, a .safetensors file or a safetensors *.index.json")
+                   "A DCP checkpoint directory or s3://BUCKET/PREFIX, a Hugging Face directory, a "
+                   "torch.save file of a state dict, a .safetensors file or a safetensors "
+                   "*.index.json")
       ->required();
   command
       ->add_option("DST", *dst,
-                   "Where to write: a file (torch-save, safetensors) or a directory (dcp, hf)")
+                   "Where to write: a file (torch-save, safetensors), a directory (dcp, hf) or "
+                   "s3://BUCKET/PREFIX (dcp)")
       ->required();
   command->add_option("--to", *to, "The format to write")
       ->required()

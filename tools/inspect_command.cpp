@@ -188,7 +188,7 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "A checkpoint (directory or file) or a manager's root")
+  command->add_option("CKPT", *checkpoint, "A checkpoint (directory, file or s3://BUCKET/PREFIX) or a manager's root")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,

@@ -1,6 +1,7 @@
 #include "inspect_tree.h"
 
 #include "progress_bar.h"
+#include "storage/location_files.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -102,10 +103,15 @@ void add_sizes(json& inspection, const std::filesystem::path& checkpoint,
     t["entries"] = t.value("entries", 0) + 1;
     t["bytes"] = t.value("bytes", uint64_t{0}) + bytes;
   }
+  const std::unique_ptr<detail::LocationFiles> location =
+      detail::open_location_files(checkpoint.string());
   for (auto& [name, f] : files.items()) {
-    std::error_code error;
-    const auto size = std::filesystem::file_size(checkpoint / name, error);
-    f["size"] = error ? json(nullptr) : json(static_cast<uint64_t>(size));
+    std::unique_ptr<detail::RandomAccessData> file;
+    try {
+      file = location->open(name);
+    } catch (const c10::Error&) {  // unreadable: shown as missing
+    }
+    f["size"] = file ? json(file->size()) : json(nullptr);
   }
   inspection["files"] = std::move(files);
   inspection["top_level"] = std::move(top_level);

@@ -27,11 +27,13 @@
 #include "format/zip/zip_blob_reader.h"
 #include "format/zip/zip_layout_check.h"
 #include "format/zstd_stream.h"
+#include "storage/location_files.h"
 #include "storage/per_rank_metadata.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/s3_storage.h>
 
 #include <ATen/ATen.h>
 
@@ -55,7 +57,11 @@ std::string offsets_text(const std::vector<int64_t>& v) {
 
 class Verifier {
  public:
-  explicit Verifier(fs::path directory) : directory_(std::move(directory)) {}
+  explicit Verifier(const std::string& location)
+      : location_(location),
+        directory_(location),
+        files_io_(detail::open_location_files(location)),
+        in_store_(is_s3_url(location)) {}
 
   json run() {
     if (read_metadata()) {
@@ -65,7 +71,7 @@ class Verifier {
       check_unreferenced();
     }
     json report{{"ok", problems_.empty()},
-                {"checkpoint", directory_.string()},
+                {"checkpoint", location_},
                 {"entries", metadata_.state_dict_metadata.size()},
                 {"items", items_.size()},
                 {"files", files_.size()},
@@ -85,21 +91,21 @@ class Verifier {
   }
 
   bool read_metadata() {
-    const fs::path path = directory_ / ".metadata";
-    if (!fs::is_regular_file(path)) {
-      const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
-      if (!ranks.empty()) return read_per_rank_metadata(ranks);
-      problem(".metadata", std::nullopt,
-              "missing (and so is __0.metadata): no complete checkpoint at " + directory_.string());
-      return false;
-    }
+    std::optional<std::string> bytes;
     try {
-      detail::File file(path, detail::File::Mode::kRead);
-      std::string bytes(file.size(), '\0');
-      file.read_exactly(0, bytes.data(), bytes.size());
-      bytes_read_ += bytes.size();
-      check_checksum_file(bytes);
-      metadata_ = detail::decode_metadata(bytes, path.string());
+      bytes = files_io_->read(".metadata");
+      if (!bytes) {
+        // Saved without collectives: per-rank metadata, in directories only.
+        const std::vector<int> ranks =
+            in_store_ ? std::vector<int>{} : detail::find_rank_metadata_files(directory_);
+        if (!ranks.empty()) return read_per_rank_metadata(ranks);
+        problem(".metadata", std::nullopt,
+                "missing (and so is __0.metadata): no complete checkpoint at " + location_);
+        return false;
+      }
+      bytes_read_ += bytes->size();
+      check_checksum_file(*bytes);
+      metadata_ = detail::decode_metadata(*bytes, files_io_->describe(".metadata"));
       items_ = metadata_.storage_data;
       return true;
     } catch (const c10::Error& error) {
@@ -111,19 +117,17 @@ class Verifier {
   // The checksum file, when there is one: intact, and matching `.metadata` (whose bytes are
   // `metadata`). Its item checksums are used when both hold.
   void check_checksum_file(const std::string& metadata) {
-    const fs::path path = directory_ / detail::kChecksumFileName;
-    if (!fs::exists(path)) {
-      checksum_state_ = "absent";
-      return;
-    }
-    checksum_state_ = "unusable";
+    const std::string path = files_io_->describe(detail::kChecksumFileName);
     std::vector<detail::SaveChecksums> saves;
     try {
-      detail::File file(path, detail::File::Mode::kRead);
-      std::string bytes(file.size(), '\0');
-      file.read_exactly(0, bytes.data(), bytes.size());
-      bytes_read_ += bytes.size();
-      saves = detail::decode_checksum_file(bytes, path.string());
+      const std::optional<std::string> bytes = files_io_->read(detail::kChecksumFileName);
+      if (!bytes) {
+        checksum_state_ = "absent";
+        return;
+      }
+      checksum_state_ = "unusable";
+      bytes_read_ += bytes->size();
+      saves = detail::decode_checksum_file(*bytes, path);
     } catch (const c10::Error& error) {
       problem(detail::kChecksumFileName, std::nullopt, error.what_without_backtrace());
       return;
@@ -131,8 +135,8 @@ class Verifier {
     const detail::SaveChecksums* save = detail::find_save(saves, metadata);
     if (save == nullptr) {
       problem(".metadata", std::nullopt,
-              detail::metadata_mismatch_message(
-                  saves, metadata, (directory_ / ".metadata").string(), path.string()));
+              detail::metadata_mismatch_message(saves, metadata, files_io_->describe(".metadata"),
+                                                path));
       return;
     }
     checksum_state_ = "checked";
@@ -321,8 +325,14 @@ class Verifier {
                 "the file is not inside the checkpoint directory; not read");
         continue;
       }
-      const fs::path path = directory_ / name;
-      if (!fs::is_regular_file(path)) {
+      std::unique_ptr<detail::RandomAccessData> file;
+      try {
+        file = files_io_->open(name);
+      } catch (const c10::Error& error) {
+        problem(name, std::nullopt, error.what_without_backtrace());
+        continue;
+      }
+      if (!file) {
         std::string keys;
         for (std::size_t i = 0; i < items.size() && i < 5; ++i) {
           keys += (i ? ", '" : "'") + items[i].index->fqn + "'";
@@ -333,7 +343,7 @@ class Verifier {
                     ") does not exist");
         continue;
       }
-      check_file(name, path, items, progress);
+      check_file(name, *file, items, progress);
     }
   }
 
@@ -351,16 +361,9 @@ class Verifier {
     bool counted = false;  // its range has been accounted for
   };
 
-  void check_file(const std::string& name, const fs::path& path, std::vector<Item>& items,
-                  ProgressBar& progress) {
-    std::unique_ptr<detail::File> file;
-    try {
-      file = std::make_unique<detail::File>(path, detail::File::Mode::kRead);
-    } catch (const c10::Error& error) {
-      problem(name, std::nullopt, error.what_without_backtrace());
-      return;
-    }
-    const uint64_t size = file->size();
+  void check_file(const std::string& name, const detail::RandomAccessData& file,
+                  std::vector<Item>& items, ProgressBar& progress) {
+    const uint64_t size = file.size();
     std::sort(items.begin(), items.end(),
               [](const Item& a, const Item& b) { return a.info->offset < b.info->offset; });
     uint64_t end_of_previous = 0;
@@ -384,12 +387,12 @@ class Verifier {
         continue;
       }
       Blob* blob = nullptr;
-      if (is_safetensors(name, *file, item)) {
+      if (is_safetensors(name, file, item)) {
         auto found = blobs.find(begin);
         if (found == blobs.end()) {
           found = blobs.emplace(begin, Blob{}).first;
           try {
-            found->second.blob = detail::read_safetensors_blob(*file, begin, "data file " + name);
+            found->second.blob = detail::read_safetensors_blob(file, begin, "data file " + name);
           } catch (const c10::Error& error) {
             found->second.problem = error.what_without_backtrace();
           }
@@ -397,7 +400,7 @@ class Verifier {
         blob = &found->second;
         if (blob->counted) {
           // Its tensors share the blob, whose range is accounted for already.
-          check_blob_item(name, *file, item, *blob);
+          check_blob_item(name, file, item, *blob);
           progress.advance(static_cast<uint64_t>(length), key);
           continue;
         }
@@ -413,9 +416,9 @@ class Verifier {
       }
       end_of_previous = std::max(end_of_previous, end);
       if (blob != nullptr) {
-        check_blob_item(name, *file, item, *blob);
+        check_blob_item(name, file, item, *blob);
       } else {
-        check_item(name, *file, item);
+        check_item(name, file, item);
       }
       progress.advance(static_cast<uint64_t>(length), key);
     }
@@ -441,7 +444,8 @@ class Verifier {
   // can, which part is damaged.
   // A tensor item of DCP's SAFETENSORS format: not compressed, not listed in a checksum file
   // (dcpp writes none), and not starting with a zip or zstd header.
-  bool is_safetensors(const std::string& name, const detail::File& file, const Item& item) const {
+  bool is_safetensors(const std::string& name, const detail::RandomAccessData& file,
+                      const Item& item) const {
     if (item.chunk == nullptr || item.zstd_layers > 0) return false;
     if (checksums_ && checksums_->find(name, static_cast<uint64_t>(item.info->offset)) != nullptr) {
       return false;
@@ -456,8 +460,8 @@ class Verifier {
 
   // A tensor of a safetensors blob: the blob's header intact, its entry matching `.metadata`, its
   // bytes readable.
-  void check_blob_item(const std::string& name, const detail::File& file, const Item& item,
-                       const Blob& blob) {
+  void check_blob_item(const std::string& name, const detail::RandomAccessData& file,
+                       const Item& item, const Blob& blob) {
     const std::string& key = item.index->fqn;
     if (!blob.blob) {
       problem(name, key, blob.problem);
@@ -478,7 +482,8 @@ class Verifier {
     }
   }
 
-  void check_item(const std::string& name, const detail::File& file, const Item& item) {
+  void check_item(const std::string& name, const detail::RandomAccessData& file,
+                  const Item& item) {
     const std::string& key = item.index->fqn;
     const std::string where = "data file " + name + ", key '" + key + "'" +
                               (item.zstd_layers > 0 ? " (zstd-compressed)" : "");
@@ -541,17 +546,24 @@ class Verifier {
   }
 
   void check_unreferenced() {
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator(directory_, error)) {
-      const std::string name = entry.path().filename().string();
+    std::vector<std::string> names;
+    try {
+      names = files_io_->list();
+    } catch (const c10::Error& error) {
+      problem(std::nullopt, std::nullopt, error.what_without_backtrace());
+    }
+    for (const std::string& name : names) {
       const bool data_file = name.size() > 7 && name.compare(name.size() - 7, 7, ".distcp") == 0;
-      if (data_file && entry.is_regular_file() && files_.count(name) == 0) {
+      if (data_file && files_.count(name) == 0) {
         problem(name, std::nullopt, "unreferenced: no item of .metadata lies in this data file");
       }
     }
   }
 
-  fs::path directory_;
+  std::string location_;                    // a directory or an s3:// URL
+  fs::path directory_;                      // the same, for the per-rank files of a directory
+  std::unique_ptr<detail::LocationFiles> files_io_;
+  bool in_store_;                           // an s3:// location
   std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
@@ -571,8 +583,10 @@ class Verifier {
 }  // namespace
 
 json verify_checkpoint(const fs::path& checkpoint) {
-  if (is_huggingface_directory(checkpoint)) return verify_huggingface_directory(checkpoint);
-  return Verifier(checkpoint).run();
+  if (!is_s3_url(checkpoint.string()) && is_huggingface_directory(checkpoint)) {
+    return verify_huggingface_directory(checkpoint);
+  }
+  return Verifier(checkpoint.string()).run();
 }
 
 void print_verification(const json& report, std::ostream& out) {
@@ -606,7 +620,8 @@ void add_verify_command(CLI::App& app) {
       "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "Checkpoint directory (DCP or Hugging Face)")
+  command->add_option("CKPT", *checkpoint,
+                      "Checkpoint directory (DCP or Hugging Face), or s3://BUCKET/PREFIX")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
