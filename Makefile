@@ -76,25 +76,26 @@ LIBTORCH_SUITE = $(or $(LIBTORCH_SUITE_$(VERSION)),$(error VERSION must be 2.6 o
 LIBTORCH_BUILD_DIR := $(BUILD_DIR)-libtorch-$(VERSION)
 # At -O1 without debug information, and without the benchmarks (the plain stage builds them):
 # this stage proves the build and the suite on that libtorch, and -O2 or -O3 and -g are a good part
-# of its compile time on 2 cores.
+# of its compile time on 2 cores. Without the tests that need the S3 server (the storage tests, the
+# CLI's s3:// test): it runs on node, which the reference root lacks; the plain stage runs them,
+# and this one builds the driver.
 LIBTORCH_CMAKE_ARGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-                       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" -DDCPP_BUILD_BENCHMARKS=OFF
-# Without the tests that need the S3 server (the storage tests, the CLI's s3:// test): it runs on
-# node, which the reference root lacks; the plain stage runs them.
+                       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" -DDCPP_BUILD_BENCHMARKS=OFF \
+                       -DDCPP_BUILD_S3_TESTS=OFF
 test-libtorch:
 	$(REFERENCE_ROOT) ensure $(LIBTORCH_SUITE) build
 	$(REFERENCE_ROOT) run $(LIBTORCH_SUITE) -- bash -c 'set -e; \
 	  cmake -S . -B $(LIBTORCH_BUILD_DIR) $(LIBTORCH_CMAKE_ARGS) $(CMAKE_ARGS); \
 	  cmake --build $(LIBTORCH_BUILD_DIR) -j$(JOBS); \
-	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop -E "^storage:|^tools: s3:"'
+	  cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
 # their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +
 # UndefinedBehaviorSanitizer run everything that parses bytes or owns threads or processes: the
 # state dict, codec and checkpoint tests, the fuzz targets' replays, async, the multi-rank
-# collectives, the plugin, the faults and read-once loads. ThreadSanitizer runs the tests with
-# threads of dcpp's own (async, plugin, read-once loads) and the multi-rank collectives
-# (distributed). SANITIZER_SCOPE=all runs every test
+# collectives, the plugin, the faults, read-once loads and the storage drivers (S3 included).
+# ThreadSanitizer runs the tests with threads of dcpp's own (async, plugin, read-once loads, the S3
+# driver) and the multi-rank collectives (distributed). SANITIZER_SCOPE=all runs every test
 # under ASan + UBSan (but ASAN_EXCLUDE) and adds resharding and the parallel layouts under TSan;
 # it adds 11 minutes of tests on 2 cores and the builds of every other target, so not in CI.
 SANITIZER_SCOPE ?= ci
@@ -113,19 +114,22 @@ FUZZ_REPLAYS := pickle_reader_fuzzer_replay zip_blob_reader_fuzzer_replay metada
 ASAN_EXCLUDE := ^package\.|^tools:conversion streams: memory
 # Read-once loads: a rank's reader threads fill the copies it sends (reshard_test.cpp).
 READ_ONCE_TEST := ^reshard:reading once
+# The S3 driver: parts uploaded and ranges read on threads of its own, a pool of connections.
+S3_DRIVER_TESTS := ^storage:(s3:|storage conformance)
 ifeq ($(SANITIZER_SCOPE),all)
   ASAN_TARGETS := all
   ASAN_TESTS   := .
   TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests dcpp_reshard_tests \
-                  dcpp_parallel_tests
-  TSAN_TESTS   := ^(async|plugin|distributed|reshard|parallel):
+                  dcpp_parallel_tests dcpp_storage_tests
+  TSAN_TESTS   := ^(async|plugin|distributed|reshard|parallel|storage):
 else
   ASAN_TARGETS := dcpp_state_dict_tests dcpp_checkpoint_tests dcpp_async_tests \
                   dcpp_distributed_tests dcpp_plugin_tests dcpp_faults_tests $(FUZZ_REPLAYS) \
-                  dcpp_reshard_tests
-  ASAN_TESTS   := ^(state_dict|checkpoint|async|distributed|plugin|faults):|^fuzz\.|$(READ_ONCE_TEST)
-  TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests dcpp_reshard_tests
-  TSAN_TESTS   := ^(async|plugin|distributed):|$(READ_ONCE_TEST)
+                  dcpp_reshard_tests dcpp_storage_tests
+  ASAN_TESTS   := ^(state_dict|checkpoint|async|distributed|plugin|faults|storage):|^fuzz\.|$(READ_ONCE_TEST)
+  TSAN_TARGETS := dcpp_async_tests dcpp_plugin_tests dcpp_distributed_tests dcpp_reshard_tests \
+                  dcpp_storage_tests
+  TSAN_TESTS   := ^(async|plugin|distributed):|$(READ_ONCE_TEST)|$(S3_DRIVER_TESTS)
 endif
 
 test-asan: deps s3-server
@@ -134,7 +138,7 @@ test-asan: deps s3-server
 	cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -R '$(ASAN_TESTS)' \
 	  -E '$(ASAN_EXCLUDE)'
 
-test-tsan: deps
+test-tsan: deps s3-server
 	cmake -S . -B $(TSAN_DIR) $(SANITIZER_CMAKE_ARGS) -DDCPP_SANITIZE=thread
 	cmake --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
 	cd $(TSAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -R '$(TSAN_TESTS)'
