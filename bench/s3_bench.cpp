@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
   app.add_option("--mb", megabytes, "Checkpoint size, MB");
   app.add_option("--tensors", tensors, "Tensors the checkpoint is split into");
   app.add_option("--repeat", repeat, "Runs of each; the best is reported");
+  int part_mb = 16;
+  int concurrency = 8;
+  app.add_option("--part-mb", part_mb, "S3Options::part_size, MiB");
+  app.add_option("--concurrency", concurrency, "S3Options::concurrency");
   bench::parse_or_exit(app, argc, argv);
   if (url.rfind("s3://", 0) != 0 || env_or("AWS_ENDPOINT_URL", "").empty()) {
     std::cerr << "s3_bench: give an s3:// URL, and the store in AWS_ENDPOINT_URL\n";
@@ -80,10 +84,13 @@ int main(int argc, char** argv) {
 
   int run = 0;
   dcpp::SaveOptions save_options;
+  save_options.s3.part_size = uint64_t(part_mb) << 20;
+  save_options.s3.concurrency = concurrency;
   dcpp::LoadOptions load_options;
+  load_options.s3 = save_options.s3;
   std::string last_url;
   const double save = bench::best_seconds(repeat, [] {}, [&] {
-    last_url = url + "/save-" + std::to_string(run++);
+    last_url = url + "/" + std::to_string(getpid()) + "-save-" + std::to_string(run++);
     dcpp::save(state, last_url, save_options);
   });
   const double upload = bench::best_seconds(repeat, [] {}, [&] {
@@ -105,7 +112,8 @@ int main(int argc, char** argv) {
     }
   }
   const double mb = bytes / 1e6;
-  std::printf("checkpoint: %.0f MB in %d tensors, best of %d\n", mb, tensors, repeat);
+  std::printf("checkpoint: %.0f MB in %d tensors, best of %d; parts of %d MiB, %d requests at once\n",
+              mb, tensors, repeat, part_mb, concurrency);
   std::printf("save  %7.3f s  %7.1f MB/s   curl upload   %7.3f s  %7.1f MB/s   ratio %.2f\n",
               save, mb / save, upload, mb / upload, upload / save);
   std::printf("load  %7.3f s  %7.1f MB/s   curl download %7.3f s  %7.1f MB/s   ratio %.2f\n",

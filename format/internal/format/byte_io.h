@@ -28,6 +28,10 @@ class ByteSource {
   virtual void read(uint64_t offset, void* dst, std::size_t n) const = 0;
   /// What to name in errors: "file __0_0.distcp, key 'model.weight'".
   virtual std::string describe() const = 0;
+  /// How many bytes a reader of a long range should ask for at once: 1 MiB for a file (a block
+  /// stays in the cache while it is checksummed); more where each read is a request over a
+  /// network, whose latency only large reads amortize.
+  virtual std::size_t preferred_read_size() const { return std::size_t{1} << 20; }
 };
 
 /// Appends to a string it owns.

@@ -21,6 +21,8 @@ class RandomAccessData {
   virtual uint64_t size() const = 0;
   /// Reads exactly n bytes at `offset`; throws if the data is shorter ("truncated").
   virtual void read_exactly(uint64_t offset, void* dst, std::size_t n) const = 0;
+  /// As ByteSource::preferred_read_size.
+  virtual std::size_t preferred_read_size() const { return std::size_t{1} << 20; }
 };
 
 /// An open file descriptor, closed on destruction. Errors are CheckpointErrors naming the path.
@@ -83,6 +85,7 @@ class FileRangeSource final : public ByteSource {
   uint64_t size() const override { return length_; }
   void read(uint64_t offset, void* dst, std::size_t n) const override;
   std::string describe() const override { return description_; }
+  std::size_t preferred_read_size() const override { return file_.preferred_read_size(); }
 
  private:
   const RandomAccessData& file_;

@@ -293,8 +293,9 @@ void ZipBlobReader::check_range(const ZipRecordInfo& record, uint64_t offset, ui
 uint32_t ZipBlobReader::read_blocks(uint64_t offset, uint8_t* out, uint64_t size,
                                     bool verify_crc) const {
   uint32_t crc = 0;
+  const uint64_t block = std::max<uint64_t>(source_.preferred_read_size(), 1);
   for (uint64_t done = 0; done < size;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(1024 * 1024, size - done));
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(block, size - done));
     source_.read(offset + done, out + done, n);
     if (verify_crc) {
       crc = crc32(crc, out + done, n);
