@@ -12,6 +12,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/storage/s3_storage.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -34,6 +35,13 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
     throw CheckpointError(ErrorKind::kUsage,
                           "CheckpointManagerOptions::root is empty; give the directory "
                           "that holds the step checkpoints");
+  }
+  if (is_s3_url(options.root.string())) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "CheckpointManagerOptions::root is " + options.root.string() +
+                              ": the manager keeps its steps in a local or shared directory; save "
+                              "to an object store with dcpp::save or async_save and an s3:// URL "
+                              "(docs/storage.md)");
   }
   group = options.ranks.process_group;
   if (group) {

@@ -102,3 +102,20 @@ TEST_CASE("a save into a directory below a file fails on every rank with a Check
     CHECK(errors[rank].rfind("other: ", 0) == std::string::npos);
   }
 }
+
+TEST_CASE("an s3:// manager root is refused, naming it, before anything is created") {
+  TempDir dir;
+  const fs::path before = fs::current_path();
+  fs::current_path(dir.path());
+  dcpp::CheckpointManagerOptions options;
+  options.root = "s3://bucket/run";
+  try {
+    dcpp::CheckpointManager manager(options);
+    FAIL("an s3:// root was accepted");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("s3://bucket/run"));
+  }
+  CHECK(fs::is_empty(dir.path()));  // no local directory named "s3:"
+  fs::current_path(before);
+}
