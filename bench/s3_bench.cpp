@@ -46,7 +46,8 @@ std::string curl_command(const std::string& bucket, const std::string& key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("Save and load to an S3 store against curl uploading and downloading the same bytes");
+  CLI::App app(
+      "Save and load to an S3 store against curl uploading and downloading the same bytes");
   std::string url;
   int megabytes = 256;
   int tensors = 8;
@@ -89,21 +90,21 @@ int main(int argc, char** argv) {
   dcpp::LoadOptions load_options;
   load_options.s3 = save_options.s3;
   std::string last_url;
-  const double save = bench::best_seconds(repeat, [] {}, [&] {
-    last_url = url + "/" + std::to_string(getpid()) + "-save-" + std::to_string(run++);
-    dcpp::save(state, last_url, save_options);
-  });
-  const double upload = bench::best_seconds(repeat, [] {}, [&] {
-    run_or_exit(curl_command(bucket, prefix + "/curl-blob") + " -T " + file.string());
-  });
+  const double save = bench::best_seconds(
+      repeat, [] {},
+      [&] {
+        last_url = url + "/" + std::to_string(getpid()) + "-save-" + std::to_string(run++);
+        dcpp::save(state, last_url, save_options);
+      });
+  const double upload = bench::best_seconds(
+      repeat, [] {},
+      [&] { run_or_exit(curl_command(bucket, prefix + "/curl-blob") + " -T " + file.string()); });
   dcpp::StateDict target;
   for (const auto& item : state) target.insert(item.key, torch::zeros_like(item.value.tensor()));
-  const double load = bench::best_seconds(repeat, [] {}, [&] {
-    dcpp::load(target, last_url, load_options);
-  });
-  const double download = bench::best_seconds(repeat, [] {}, [&] {
-    run_or_exit(curl_command(bucket, prefix + "/curl-blob"));
-  });
+  const double load = bench::best_seconds(
+      repeat, [] {}, [&] { dcpp::load(target, last_url, load_options); });
+  const double download = bench::best_seconds(
+      repeat, [] {}, [&] { run_or_exit(curl_command(bucket, prefix + "/curl-blob")); });
   std::filesystem::remove(file);
   for (const auto& item : state) {
     if (!target.at(item.key).tensor().equal(item.value.tensor())) {
@@ -112,11 +113,12 @@ int main(int argc, char** argv) {
     }
   }
   const double mb = bytes / 1e6;
-  std::printf("checkpoint: %.0f MB in %d tensors, best of %d; parts of %d MiB, %d requests at once\n",
-              mb, tensors, repeat, part_mb, concurrency);
-  std::printf("save  %7.3f s  %7.1f MB/s   curl upload   %7.3f s  %7.1f MB/s   ratio %.2f\n",
-              save, mb / save, upload, mb / upload, upload / save);
-  std::printf("load  %7.3f s  %7.1f MB/s   curl download %7.3f s  %7.1f MB/s   ratio %.2f\n",
-              load, mb / load, download, mb / download, download / load);
+  std::printf(
+      "checkpoint: %.0f MB in %d tensors, best of %d; parts of %d MiB, %d requests at once\n", mb,
+      tensors, repeat, part_mb, concurrency);
+  std::printf("save  %7.3f s  %7.1f MB/s   curl upload   %7.3f s  %7.1f MB/s   ratio %.2f\n", save,
+              mb / save, upload, mb / upload, upload / save);
+  std::printf("load  %7.3f s  %7.1f MB/s   curl download %7.3f s  %7.1f MB/s   ratio %.2f\n", load,
+              mb / load, download, mb / download, download / load);
   return 0;
 }

@@ -179,7 +179,10 @@ void add_diff_command(CLI::App& app) {
   auto a = std::make_shared<std::string>();
   auto b = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  command->add_option("A", *a, "A checkpoint: DCP directory or s3://BUCKET/PREFIX, torch.save file or safetensors")
+  command
+      ->add_option(
+          "A", *a,
+          "A checkpoint: DCP directory or s3://BUCKET/PREFIX, torch.save file or safetensors")
       ->required();
   command->add_option("B", *b, "The checkpoint to compare it with (any of the same formats)")
       ->required();

@@ -62,8 +62,7 @@ json rank_of_file(const std::string& name) {
 
 json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats) {
   if (std::filesystem::is_regular_file(checkpoint)) return inspect_file(checkpoint, with_stats);
-  const bool huggingface =
-      !is_s3_url(checkpoint.string()) && is_huggingface_directory(checkpoint);
+  const bool huggingface = !is_s3_url(checkpoint.string()) && is_huggingface_directory(checkpoint);
   CachedMetadataReader reader(huggingface ? make_huggingface_reader(checkpoint)
                                           : make_storage_reader(checkpoint.string(), {}));
   const Metadata& metadata = reader.metadata();
@@ -188,7 +187,9 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint, "A checkpoint (directory, file or s3://BUCKET/PREFIX) or a manager's root")
+  command
+      ->add_option("CKPT", *checkpoint,
+                   "A checkpoint (directory, file or s3://BUCKET/PREFIX) or a manager's root")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,

@@ -482,8 +482,7 @@ class Verifier {
     }
   }
 
-  void check_item(const std::string& name, const detail::RandomAccessData& file,
-                  const Item& item) {
+  void check_item(const std::string& name, const detail::RandomAccessData& file, const Item& item) {
     const std::string& key = item.index->fqn;
     const std::string where = "data file " + name + ", key '" + key + "'" +
                               (item.zstd_layers > 0 ? " (zstd-compressed)" : "");
@@ -560,10 +559,10 @@ class Verifier {
     }
   }
 
-  std::string location_;                    // a directory or an s3:// URL
-  fs::path directory_;                      // the same, for the per-rank files of a directory
+  std::string location_;  // a directory or an s3:// URL
+  fs::path directory_;    // the same, for the per-rank files of a directory
   std::unique_ptr<detail::LocationFiles> files_io_;
-  bool in_store_;                           // an s3:// location
+  bool in_store_;                          // an s3:// location
   std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
@@ -620,8 +619,9 @@ void add_verify_command(CLI::App& app) {
       "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
-  command->add_option("CKPT", *checkpoint,
-                      "Checkpoint directory (DCP or Hugging Face), or s3://BUCKET/PREFIX")
+  command
+      ->add_option("CKPT", *checkpoint,
+                   "Checkpoint directory (DCP or Hugging Face), or s3://BUCKET/PREFIX")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {

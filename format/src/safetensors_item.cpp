@@ -82,7 +82,8 @@ uint64_t SafetensorsBlob::end() const {
   return offset + header.data_start + data_end;
 }
 
-SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset, const std::string& where) {
+SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset,
+                                      const std::string& where) {
   const std::string what = where + ": the safetensors blob at byte " + std::to_string(offset);
   const uint64_t size = file.size();
   if (offset > size || size - offset < 8) {

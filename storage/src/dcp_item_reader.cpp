@@ -46,9 +46,8 @@ void DcpItemReader::set_up(const Metadata& metadata) {
   for (const auto& [index, info] : metadata.storage_data) {
     check_data_file_name(info.relative_path, location_);
     const ItemTransforms transforms = parse_transform_descriptors(
-        info.transform_descriptors,
-        "checkpoint " + location_ + ", data file " + info.relative_path + ", key '" + index.fqn +
-            "'");
+        info.transform_descriptors, "checkpoint " + location_ + ", data file " +
+                                        info.relative_path + ", key '" + index.fqn + "'");
     if (transforms.any()) transforms_.emplace(index, transforms);
     storage_.emplace(index, &info);
   }
@@ -204,12 +203,11 @@ const ItemChecksum* DcpItemReader::item_checksum(const std::string& file, const 
   }
   const ItemChecksum* expected = checksums_->find(file, static_cast<uint64_t>(info.offset));
   if (expected == nullptr || expected->length != static_cast<uint64_t>(info.length)) {
-    throw CheckpointError(ErrorKind::kCorrupt,
-                          where + ": the checksum file " + checksum_file_ +
-                              " has no entry for the item at bytes [" +
-                              std::to_string(info.offset) + ", " +
-                              std::to_string(info.offset + info.length) +
-                              "), though it matches .metadata; the checkpoint is inconsistent");
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        where + ": the checksum file " + checksum_file_ + " has no entry for the item at bytes [" +
+            std::to_string(info.offset) + ", " + std::to_string(info.offset + info.length) +
+            "), though it matches .metadata; the checkpoint is inconsistent");
   }
   return expected;
 }
@@ -238,7 +236,8 @@ DcpItemReader::Chunk DcpItemReader::find_chunk(const ReadItem& item,
     }
   }
   if (chunk == nullptr) {
-    throw CheckpointError(ErrorKind::kCorrupt, where + ": .metadata lists no chunk at these offsets");
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          where + ": .metadata lists no chunk at these offsets");
   }
   return Chunk{&tensor, chunk};
 }

@@ -68,8 +68,9 @@ void load_with(StorageDriver& driver, StateDict& state, const std::string& locat
 // The first data file of the checkpoint at `location` (not `.metadata`, not an index).
 std::string a_data_file(StorageDriver& driver, const std::string& location) {
   for (const std::string& name : driver.list(location)) {
-    if (name.size() > 7 && (name.compare(name.size() - 7, 7, ".distcp") == 0 ||
-                            name.find(".safetensors") != std::string::npos) &&
+    if (name.size() > 7 &&
+        (name.compare(name.size() - 7, 7, ".distcp") == 0 ||
+         name.find(".safetensors") != std::string::npos) &&
         name.find(".json") == std::string::npos) {
       return name;
     }
@@ -137,13 +138,14 @@ TEST_CASE("storage conformance: an empty location holds no checkpoint") {
   auto driver = DRIVER_UNDER_TEST();
   INFO("driver " << driver->name());
   std::string message;
-  const dcpp::ErrorKind kind = kind_of(
-      [&] { driver->reader(driver->new_location())->read_metadata(); }, message);
+  const dcpp::ErrorKind kind =
+      kind_of([&] { driver->reader(driver->new_location())->read_metadata(); }, message);
   CHECK(kind == dcpp::ErrorKind::kNotFound);
 }
 
-TEST_CASE("storage conformance: a save over a checkpoint is refused unless asked, then replaces "
-          "it whole") {
+TEST_CASE(
+    "storage conformance: a save over a checkpoint is refused unless asked, then replaces "
+    "it whole") {
   auto driver = DRIVER_UNDER_TEST();
   if (!driver->protects_existing()) return;
   INFO("driver " << driver->name());
@@ -167,13 +169,14 @@ TEST_CASE("storage conformance: a save over a checkpoint is refused unless asked
   const std::vector<std::string> second_files = driver->list(location);
   CHECK(second_files.size() == first_files.size());
   for (const std::string& name : second_files) {
-    if (name.rfind("__", 0) == 0) CHECK(std::find(first_files.begin(), first_files.end(), name) ==
-                                        first_files.end());
+    if (name.rfind("__", 0) == 0)
+      CHECK(std::find(first_files.begin(), first_files.end(), name) == first_files.end());
   }
 }
 
-TEST_CASE("storage conformance: a save that fails mid-write leaves the previous checkpoint "
-          "whole") {
+TEST_CASE(
+    "storage conformance: a save that fails mid-write leaves the previous checkpoint "
+    "whole") {
   auto driver = DRIVER_UNDER_TEST();
   if (!driver->protects_existing()) return;
   INFO("driver " << driver->name());

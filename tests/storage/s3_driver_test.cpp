@@ -55,7 +55,7 @@ struct S3Location {
 
 StateDict training_state() {
   StateDict state;
-  state.insert("model.weight", at::randn({256, 1024}));  // 1 MiB
+  state.insert("model.weight", at::randn({256, 1024}));   // 1 MiB
   state.insert("model.big", at::randn({2, 1024, 1024}));  // 8 MiB: a multipart upload
   state.insert("step", c10::IValue(int64_t{42}));
   return state;
@@ -173,11 +173,11 @@ TEST_CASE("s3: a server failing every try is a clear error, and the previous che
   at.server.inject(down);
   dcpp::SaveOptions overwrite = at.save_options();
   overwrite.file_system.overwrite = true;
-  const dcpp::CheckpointError error = error_of([&] { dcpp::save(training_state(), at.url, overwrite); });
+  const dcpp::CheckpointError error =
+      error_of([&] { dcpp::save(training_state(), at.url, overwrite); });
   CHECK(error.kind() == dcpp::ErrorKind::kIo);
-  CHECK_THAT(std::string(error.what()), Catch::Contains("500") &&
-                                            Catch::Contains("attempts") &&
-                                            Catch::Contains(".metadata"));
+  CHECK_THAT(std::string(error.what()),
+             Catch::Contains("500") && Catch::Contains("attempts") && Catch::Contains(".metadata"));
   at.server.clear_faults();
   StateDict loaded = zeros_like(first);
   dcpp::load(loaded, at.url, at.load_options());
@@ -233,9 +233,8 @@ TEST_CASE("s3: unknown credentials and a missing bucket are errors that say what
   const dcpp::CheckpointError denied =
       error_of([&] { dcpp::save(training_state(), at.url, stranger); });
   CHECK(denied.kind() == dcpp::ErrorKind::kUsage);
-  CHECK_THAT(std::string(denied.what()),
-             Catch::Contains(at.bucket) && Catch::Contains("NOBODY") &&
-                 Catch::Contains("AWS_ACCESS_KEY_ID"));
+  CHECK_THAT(std::string(denied.what()), Catch::Contains(at.bucket) && Catch::Contains("NOBODY") &&
+                                             Catch::Contains("AWS_ACCESS_KEY_ID"));
 
   const dcpp::CheckpointError no_bucket = error_of(
       [&] { dcpp::save(training_state(), "s3://no-such-bucket-here/x", at.save_options()); });
@@ -243,8 +242,8 @@ TEST_CASE("s3: unknown credentials and a missing bucket are errors that say what
   CHECK_THAT(std::string(no_bucket.what()),
              Catch::Contains("no-such-bucket-here") && Catch::Contains("create it"));
   StateDict target = zeros_like(training_state());
-  const dcpp::CheckpointError no_bucket_load = error_of(
-      [&] { dcpp::load(target, "s3://no-such-bucket-here/x", at.load_options()); });
+  const dcpp::CheckpointError no_bucket_load =
+      error_of([&] { dcpp::load(target, "s3://no-such-bucket-here/x", at.load_options()); });
   CHECK(no_bucket_load.kind() == dcpp::ErrorKind::kNotFound);
   CHECK_THAT(std::string(no_bucket_load.what()), Catch::Contains("no-such-bucket-here"));
 }

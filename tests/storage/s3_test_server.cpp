@@ -304,9 +304,9 @@ struct S3TestServer::State {
 
     // --openssl-legacy-provider: s3rver 3.7 encrypts listing continuation tokens with DES,
     // which OpenSSL 3 refuses otherwise (a listing of over 1,000 keys would answer 500).
-    s3rver =
-        spawn({node, "--openssl-legacy-provider", s3rver_script, "-d", (dir / "data").string(), "-a", "127.0.0.1", "-p", "0"},
-              dir / "s3rver.log");
+    s3rver = spawn({node, "--openssl-legacy-provider", s3rver_script, "-d", (dir / "data").string(),
+                    "-a", "127.0.0.1", "-p", "0"},
+                   dir / "s3rver.log");
     s3rver_port = wait_for_port(s3rver, "S3rver");
     proxy = spawn({node, DCPP_S3_FAULT_PROXY, "http://127.0.0.1:" + std::to_string(s3rver_port)},
                   dir / "fault_proxy.log");

@@ -48,8 +48,8 @@ TEST_CASE("s3: dcpp inspect, verify, convert and diff take s3:// checkpoints") {
   const auto verified = dcpp_cli(server, "verify " + url);
   INFO(verified.output);
   REQUIRE(verified.exit_code == 0);
-  CHECK_THAT(verified.output, Catch::Contains("ok: " + url) &&
-                                  Catch::Contains("checksum file included"));
+  CHECK_THAT(verified.output,
+             Catch::Contains("ok: " + url) && Catch::Contains("checksum file included"));
 
   dcpp::test::TempDir dir;
   const auto to_file =

@@ -80,7 +80,8 @@ class FileSink final : public ByteSink {
 /// The bytes [base, base + length) of a file or object, as a ByteSource.
 class FileRangeSource final : public ByteSource {
  public:
-  FileRangeSource(const RandomAccessData& file, uint64_t base, uint64_t length, std::string description)
+  FileRangeSource(const RandomAccessData& file, uint64_t base, uint64_t length,
+                  std::string description)
       : file_(file), base_(base), length_(length), description_(std::move(description)) {}
   uint64_t size() const override { return length_; }
   void read(uint64_t offset, void* dst, std::size_t n) const override;

@@ -48,7 +48,8 @@ struct SafetensorsBlob {
 
 /// Reads and checks the header of the blob at `offset` of `file`. Throws CheckpointError naming
 /// `where` when it is damaged or lies past the end of the file.
-SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset, const std::string& where);
+SafetensorsBlob read_safetensors_blob(const RandomAccessData& file, uint64_t offset,
+                                      const std::string& where);
 
 /// The blob's entry for the chunk `chunk` of tensor `key`, checked against `.metadata`: present,
 /// of `dtype` and the chunk's sizes, of `item_length` bytes, saved at the chunk's offsets when

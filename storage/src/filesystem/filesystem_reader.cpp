@@ -96,8 +96,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
         checksums.emplace(*save->items);
       }
     }
-    items_.set_checksums(std::move(checksums),
-                         (directory_ / detail::kChecksumFileName).string());
+    items_.set_checksums(std::move(checksums), (directory_ / detail::kChecksumFileName).string());
     Metadata metadata = detail::decode_metadata(bytes, path.string());
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, directory_.string());

@@ -52,9 +52,10 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
         const auto saves = detail::decode_checksum_file(*file, client_.url_of(checksum_key));
         const detail::SaveChecksums* save = detail::find_save(saves, *bytes);
         if (save == nullptr) {
-          throw CheckpointError(ErrorKind::kCorrupt, detail::metadata_mismatch_message(
-                                                         saves, *bytes, client_.url_of(metadata_key),
-                                                         client_.url_of(checksum_key)));
+          throw CheckpointError(
+              ErrorKind::kCorrupt,
+              detail::metadata_mismatch_message(saves, *bytes, client_.url_of(metadata_key),
+                                                client_.url_of(checksum_key)));
         }
         if (save->items) checksums.emplace(*save->items);
       }

@@ -105,8 +105,8 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     }
     // The rank's requests in flight, shared among the files it uploads at once.
     const int parts_in_flight =
-        std::max(1, client_.config().concurrency / std::min<int>(options_.thread_count,
-                                                                 std::max<int>(1, files.size())));
+        std::max(1, client_.config().concurrency /
+                        std::min<int>(options_.thread_count, std::max<int>(1, files.size())));
     std::vector<std::vector<WriteResult>> results(files.size());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
       const std::string name = plan.storage_data + std::to_string(n) + kDataSuffix;
@@ -164,9 +164,9 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     try {
       for (const detail::S3ObjectInfo& object : client_.list_objects(url_.prefix)) {
         const std::string name = object.key.substr(url_.prefix.size());
-        const bool is_data_object =
-            name.rfind("__", 0) == 0 && name.find('/') == std::string::npos &&
-            name.size() > 7 && name.compare(name.size() - 7, 7, kDataSuffix) == 0;
+        const bool is_data_object = name.rfind("__", 0) == 0 &&
+                                    name.find('/') == std::string::npos && name.size() > 7 &&
+                                    name.compare(name.size() - 7, 7, kDataSuffix) == 0;
         if (is_data_object && referenced.count(name) == 0) {
           client_.delete_object(object.key);
         }

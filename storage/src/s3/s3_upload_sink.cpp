@@ -42,8 +42,8 @@ void S3UploadSink::start_part() {
   const int number = static_cast<int>(parts_.size()) + 1;
   parts_.push_back(S3UploadedPart{number, ""});
   std::string* etag = &parts_.back().etag;  // a deque's elements stay put as it grows
-  in_flight_.push_back(std::async(
-      std::launch::async, [this, number, etag, body = std::move(buffer_)] {
+  in_flight_.push_back(
+      std::async(std::launch::async, [this, number, etag, body = std::move(buffer_)] {
         *etag = client_.upload_part(key_, upload_id_, number, body);
       }));
   buffer_ = std::string();

@@ -151,10 +151,10 @@ class DCPP_API AsyncCheckpointer {
 
   /// Saves `state_dict` as a DCP checkpoint in `directory` (a filesystem writer with
   /// `options.file_system`), or at an "s3://bucket/prefix" URL (an S3StorageWriter with
-  /// `options.s3` and the same layout options). Returns once staging has started (blocking stager: once it is done)
-  /// and the upload is queued. With a previous save in flight, first applies the in-flight
-  /// policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError (kFail).
-  /// Otherwise never throws: staging and upload errors travel in the response's futures.
+  /// `options.s3` and the same layout options). Returns once staging has started (blocking stager:
+  /// once it is done) and the upload is queued. With a previous save in flight, first applies the
+  /// in-flight policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError
+  /// (kFail). Otherwise never throws: staging and upload errors travel in the response's futures.
   AsyncSaveResponse async_save(const StateDict& state_dict, const std::filesystem::path& directory);
   /// The same, writing through `storage_writer` (kept alive until the upload completes).
   AsyncSaveResponse async_save(const StateDict& state_dict,
