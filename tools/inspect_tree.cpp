@@ -75,8 +75,7 @@ json& counters(json& node, const char* count_name) {
 
 json entry_tree(const json& entries) { return json::parse(build_tree(entries).dump()); }
 
-void add_sizes(json& inspection, const std::filesystem::path& checkpoint,
-               const json& value_bytes) {
+void add_sizes(json& inspection, const std::filesystem::path& checkpoint, const json& value_bytes) {
   json files = json::object();
   json top_level = json::object();
   for (auto& [key, entry] : inspection["entries"].items()) {

@@ -37,6 +37,14 @@ std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
   return buckets;
 }
 
+void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag) {
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    if (plans[rank].storage_data.empty()) {
+      plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+    }
+  }
+}
+
 std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name,
                                          const std::vector<const WriteItem*>& items,
                                          SavePlanner& planner, Compression compression,

@@ -22,6 +22,10 @@ namespace dcpp::detail {
 std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
     int bins, const std::vector<WriteItem>& items);
 
+/// DCP's data file names: each plan without `storage_data` gets the prefix `__<rank>_<tag>` of
+/// its rank (plans[i] is rank i's); a prefix a subclass chose stays, as in DCP.
+void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag);
+
 /// Writes `items` into data file `name` through `sink`, bytes items first, then tensors, as DCP
 /// orders a file, each as a torch.save archive, in one zstd frame when `compression` says so.
 /// Returns each item's WriteResult: its place in the file and the CRC-32 of its stored bytes.

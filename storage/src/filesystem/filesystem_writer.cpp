@@ -116,12 +116,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       }
       return plans;
     }
-    const std::string tag = holds_checkpoint() ? detail::random_tag(8) + "_" : "";
-    for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-      if (plans[rank].storage_data.empty()) {  // as DCP: a prefix a subclass chose stays
-        plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
-      }
-    }
+    detail::assign_file_prefixes(plans, holds_checkpoint() ? detail::random_tag(8) + "_" : "");
     return plans;
   }
 
