@@ -44,21 +44,12 @@ std::string step_directory_name(int64_t step) {
   return name;
 }
 
-CheckpointInfo read_checkpoint_info(const fs::path& path) {
-  const fs::path file = path / kCheckpointInfoFile;
-  std::ifstream in(file);
-  if (!in) {
-    throw CheckpointError(ErrorKind::kNotFound,
-                          "no checkpoint manifest '" + file.string() +
-                              "': not a complete managed checkpoint (an incomplete one has no "
-                              "manifest); give a directory written by CheckpointManager");
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+namespace detail {
+
+CheckpointInfo checkpoint_info_from_json(const std::string& text, const std::string& file) {
   try {
-    const json j = json::parse(text.str());
+    const json j = json::parse(text);
     CheckpointInfo info;
-    info.path = path;
     info.step = j.at("step").get<int64_t>();
     info.epoch = j.value("epoch", int64_t{0});
     const std::string kind = j.value("kind", std::string(to_string(CheckpointKind::kFull)));
@@ -66,7 +57,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     if (!parsed) {
       throw CheckpointError(
           ErrorKind::kCorrupt,
-          "checkpoint manifest '" + file.string() + "' names the kind '" + kind +
+          "checkpoint manifest '" + file + "' names the kind '" + kind +
               "', which this version of dcpp does not know (it knows \"full\" and "
               "\"export\"); read it with the dcpp version that wrote it");
     }
@@ -82,8 +73,26 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
     return info;
   } catch (const json::exception& e) {
     throw CheckpointError(ErrorKind::kCorrupt,
-                          "checkpoint manifest '" + file.string() + "' is malformed: " + e.what());
+                          "checkpoint manifest '" + file + "' is malformed: " + e.what());
   }
+}
+
+}  // namespace detail
+
+CheckpointInfo read_checkpoint_info(const fs::path& path) {
+  const fs::path file = path / kCheckpointInfoFile;
+  std::ifstream in(file);
+  if (!in) {
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "no checkpoint manifest '" + file.string() +
+                              "': not a complete managed checkpoint (an incomplete one has no "
+                              "manifest); give a directory written by CheckpointManager");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  CheckpointInfo info = detail::checkpoint_info_from_json(text.str(), file.string());
+  info.path = path;
+  return info;
 }
 
 std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {

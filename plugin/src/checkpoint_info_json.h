@@ -11,6 +11,10 @@ inline constexpr const char* kCheckpointInfoFile = "dcpp_checkpoint.json";
 
 namespace detail {
 std::string checkpoint_info_to_json(const CheckpointInfo& info);
+
+/// The manifest in `text`, read from `file` (named in errors); `path` left empty. Throws
+/// CheckpointError (kCorrupt) naming `file` when it is malformed or names an unknown kind.
+CheckpointInfo checkpoint_info_from_json(const std::string& text, const std::string& file);
 }  // namespace detail
 
 }  // namespace dcpp

@@ -13,8 +13,8 @@ CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
 
 CheckpointManager::~CheckpointManager() {
   try {
-    impl_->drain();
-  } catch (...) {
+    impl_->drain_to_remote();
+  } catch (...) {  // logged when it happened
   }
 }
 
@@ -45,12 +45,20 @@ std::vector<CheckpointInfo> CheckpointManager::list() const {
   return list_checkpoints(impl_->options.root);
 }
 
-std::optional<CheckpointInfo> CheckpointManager::latest() const {
-  return latest_checkpoint(impl_->options.root);
+std::vector<CheckpointInfo> CheckpointManager::list_remote() const {
+  if (!impl_->remote) return {};
+  return impl_->remote->list();
 }
+
+std::optional<CheckpointInfo> CheckpointManager::latest() const { return impl_->latest(); }
 
 void CheckpointManager::wait() {
   impl_->drain();
+  if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
+}
+
+void CheckpointManager::wait_for_remote() {
+  impl_->drain_to_remote();
   if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
 }
 

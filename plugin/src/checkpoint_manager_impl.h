@@ -7,6 +7,7 @@
 //   managed_save.cpp        save(): sync and async saves, written, then committed
 //   checkpoint_commit.h     the commit protocol: manifest, rename to `step-...`, fsync of the root
 //   checkpoint_pruning.h    retention: pruning with the RetentionPolicy on the background worker
+//   remote_tier.h           the remote tier: steps drained to an object store on the drain thread
 //   checkpoint_restore.cpp  restore(): the coordinator's choice of checkpoint, then the load
 //   checkpoint_export.cpp   export_state()
 //   save_history.h          what each save did: history(), the error wait() rethrows
@@ -15,6 +16,7 @@
 #include "checkpoint_pruning.h"
 #include "core/serial_worker.h"
 #include "phase_log.h"
+#include "remote_tier.h"
 #include "save_history.h"
 #include "save_schedule.h"
 
@@ -23,7 +25,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -31,7 +35,8 @@ namespace dcpp {
 
 /// Not thread-safe, like CheckpointManager: the training thread calls its members; the background
 /// worker runs only the tasks save() posts (async commits, pruning), which touch `history`, `log`
-/// and the file system, never the members the training thread changes.
+/// and the file system, never the members the training thread changes; with a remote tier, the
+/// coordinator's drainer runs the drain passes (and the local pruning) the commits post.
 /// Hidden: a nested class takes the visibility of the class around it, DCPP_API's default, so
 /// without the attribute libdcpp_plugin would export Impl's out-of-line members (internals).
 class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
@@ -57,14 +62,21 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
                                      std::optional<at::ScalarType> dtype);
 
+  /// checkpoint_restore.cpp: the newest complete checkpoint of the root and the remote tier,
+  /// the local one when both hold its step (lists the store).
+  std::optional<CheckpointInfo> latest() const;
+
   /// checkpoint_restore.cpp: CheckpointManager::restore.
   std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
 
-  /// Coordinator, on the worker: prune_checkpoints under the root with the options' policy.
-  void prune() {
-    detail::prune_checkpoints(options.root, options.retention, options.file_system.sync_files,
-                              *log);
-  }
+  /// Coordinator, after each commit: without a remote tier, prune_checkpoints under the root
+  /// with the options' policy, here; with one, a drain pass posted to the drainer (which prunes
+  /// both tiers).
+  void after_commit();
+
+  /// Coordinator, on the drainer: one RemoteTier::drain pass; its error logged and kept for
+  /// wait_for_remote().
+  void drain_remote();
 
   /// Blocks until the async save in flight is uploaded and committed and every task posted to the
   /// worker (commits, pruning) has run. Throws what AsyncCheckpointer::wait() throws.
@@ -72,6 +84,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
     if (checkpointer) checkpointer->wait();
     worker.drain();
   }
+
+  /// drain(), then every drain pass posted so far. Throws the first drain error not yet taken.
+  void drain_to_remote();
 
   const CheckpointManagerOptions options;
   detail::SaveSchedule schedule{options};
@@ -87,7 +102,13 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// waits for the first's outcome.
   std::set<int64_t> async_steps;
   detail::SaveHistory history;
+  /// The remote tier (null without one); drained by the coordinator only.
+  std::unique_ptr<detail::RemoteTier> remote;
+  std::mutex drain_error_mutex;
+  std::exception_ptr drain_error;  // the first drain pass that failed, until wait_for_remote()
 
+  /// Runs the drain passes; destroyed after `worker` (whose commits post to it), before the rest.
+  detail::SerialWorker drainer;
   /// Declared last: destroyed first, so its tasks finish while everything above is alive.
   detail::SerialWorker worker;
 
@@ -95,6 +116,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   // manager_setup.cpp
   void prepare_root();
   void clean_root();
+
+  // checkpoint_restore.cpp
+  std::optional<std::string> choose_checkpoint(const RestoreRequest& request) const;
 
   // managed_save.cpp
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,

@@ -10,9 +10,11 @@ namespace dcpp::detail {
 namespace fs = std::filesystem;
 
 void prune_checkpoints(const fs::path& root, const RetentionPolicy& policy, bool sync_files,
-                       PhaseLog& log) {
+                       PhaseLog& log,
+                       const std::function<bool(const CheckpointInfo&)>& may_delete) {
   if (!policy.prunes()) return;
   for (const CheckpointInfo& doomed : checkpoints_to_delete(list_checkpoints(root), policy)) {
+    if (may_delete && !may_delete(doomed)) continue;
     const auto start = SteadyClock::now();
     const fs::path deleting = doomed.path.string() + kDeletingSuffix;
     try {

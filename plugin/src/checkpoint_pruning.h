@@ -8,6 +8,7 @@
 #include <dcpp/plugin/retention_policy.h>
 
 #include <filesystem>
+#include <functional>
 
 namespace dcpp::detail {
 
@@ -19,7 +20,9 @@ inline constexpr const char* kDeletingSuffix = ".deleting";
 /// `<dir>.deleting` (durably with `sync_files`), then removes it, recording ("prune", "delete") on
 /// `log`. Does nothing when the policy never prunes. Blocking file I/O; a deletion that fails is
 /// logged (warning) and skipped, the others go on. Not safe to run twice at once on one root.
+/// `may_delete`, when given, vetoes deletions (a remote tier keeps a step not yet copied).
 void prune_checkpoints(const std::filesystem::path& root, const RetentionPolicy& policy,
-                       bool sync_files, PhaseLog& log);
+                       bool sync_files, PhaseLog& log,
+                       const std::function<bool(const CheckpointInfo&)>& may_delete = {});
 
 }  // namespace dcpp::detail

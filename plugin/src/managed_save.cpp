@@ -96,7 +96,7 @@ ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
   }
   history.add(record);
   history.mark_saved(request.step);
-  if (is_coordinator()) worker.post([this] { prune(); });
+  if (is_coordinator()) worker.post([this] { after_commit(); });
   result.staged = result.committed = completed();
   return result;
 }
@@ -145,7 +145,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       history.add(record);
       history.mark_saved(request.step);
       committed->set_value();
-      if (is_coordinator()) prune();
+      if (is_coordinator()) after_commit();
     } catch (...) {
       record.error = detail::exception_message(std::current_exception());
       detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,

@@ -2,7 +2,9 @@
 // with names of this manager's own), the AsyncCheckpointer of async saves, the phase log, and the
 // root prepared collectively: the coordinator creates it and removes what a killed job left (the
 // `.incomplete` directories of saves never committed, the `.deleting` ones of prunes never
-// finished), then tells every rank how that went.
+// finished) and lists the remote tier, if any (a store it cannot reach fails here, not at the first
+// drain), then tells every rank how that went. The first drain pass copies the steps an earlier
+// job committed but did not drain.
 
 #include "checkpoint_commit.h"
 #include "checkpoint_manager_impl.h"
@@ -39,9 +41,9 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
   if (is_s3_url(options.root.string())) {
     throw CheckpointError(ErrorKind::kUsage,
                           "CheckpointManagerOptions::root is " + options.root.string() +
-                              ": the manager keeps its steps in a local or shared directory; save "
-                              "to an object store with dcpp::save or async_save and an s3:// URL "
-                              "(docs/storage.md)");
+                              ": the manager commits its steps in a local or shared directory; "
+                              "give the object store as CheckpointManagerOptions::remote, a tier "
+                              "the steps drain to (docs/storage.md)");
   }
   group = options.ranks.process_group;
   if (group) {
@@ -69,6 +71,9 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
   }
   log = std::make_unique<detail::PhaseLog>(
       rank == options.ranks.coordinator_rank ? options.metrics_file : fs::path(), rank);
+  if (options.remote.enabled()) {
+    remote = std::make_unique<detail::RemoteTier>(options.remote, *log);  // a bad URL throws
+  }
   if (options.plan_caching) {
     blocking_plan_cache = std::make_shared<SavePlanCache>();
   }
@@ -99,18 +104,24 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)
     checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
   }
   prepare_root();
+  if (remote && is_coordinator()) after_commit();  // steps an earlier job did not drain
   schedule.restart();
 }
 
 // Collective: the coordinator creates the root and cleans it (clean_root); every rank throws
 // the same CheckpointError when that failed, so none is left waiting for the coordinator.
 void CheckpointManager::Impl::prepare_root() {
-  std::string error;
+  std::string error, remote_error;
   if (is_coordinator()) {
     try {
       clean_root();
     } catch (const std::exception& e) {
       error = e.what();
+    }
+    try {
+      if (remote && error.empty()) remote->list();
+    } catch (const std::exception& e) {
+      remote_error = e.what();
     }
   }
   error = detail::broadcast_text_from(group, error, options.ranks.coordinator_rank);
@@ -120,6 +131,13 @@ void CheckpointManager::Impl::prepare_root() {
                               std::to_string(options.ranks.coordinator_rank) + ": " + error +
                               "); give CheckpointManagerOptions::root a directory the coordinator "
                               "can create and every rank can write");
+  }
+  remote_error = detail::broadcast_text_from(group, remote_error, options.ranks.coordinator_rank);
+  if (!remote_error.empty()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the remote tier " + options.remote.url + " cannot be used (rank " +
+                              std::to_string(options.ranks.coordinator_rank) + ": " +
+                              remote_error + "); fix CheckpointManagerOptions::remote");
   }
 }
 

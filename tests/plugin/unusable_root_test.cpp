@@ -115,6 +115,7 @@ TEST_CASE("an s3:// manager root is refused, naming it, before anything is creat
   } catch (const dcpp::CheckpointError& error) {
     CHECK(error.kind() == dcpp::ErrorKind::kUsage);
     CHECK_THAT(std::string(error.what()), Catch::Contains("s3://bucket/run"));
+    CHECK_THAT(std::string(error.what()), Catch::Contains("CheckpointManagerOptions::remote"));
   }
   CHECK(fs::is_empty(dir.path()));  // no local directory named "s3:"
   fs::current_path(before);

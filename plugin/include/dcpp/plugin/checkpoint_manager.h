@@ -21,6 +21,7 @@
 #include <dcpp/dist/ranks.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_kind.h>
+#include <dcpp/plugin/remote_tier.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer.h>
@@ -43,8 +44,12 @@
 namespace dcpp {
 
 struct DCPP_API CheckpointManagerOptions {
-  /// The directory holding the step checkpoints (created when missing).
+  /// The directory holding the step checkpoints (created when missing). An object store is a
+  /// remote tier (`remote`) beside it, never the root itself.
   std::filesystem::path root;
+  /// An object store ("s3://bucket/prefix") the committed steps drain to, with a retention of its
+  /// own (<dcpp/plugin/remote_tier.h>); empty url: none.
+  RemoteTierOptions remote;
   /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
   /// see is_save_due().
   int64_t save_every_steps = 0;
@@ -87,6 +92,10 @@ struct DCPP_API CheckpointManagerOptions {
 
   CheckpointManagerOptions& with_root(std::filesystem::path value) {
     root = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_remote(RemoteTierOptions value) {
+    remote = std::move(value);
     return *this;
   }
   CheckpointManagerOptions& with_save_every_steps(int64_t n) {
@@ -196,7 +205,8 @@ struct DCPP_API SaveRecord {
 
 /// Which checkpoint restore() loads.
 struct DCPP_API RestoreRequest {
-  /// A given checkpoint directory; else the given `step`; else the latest complete one.
+  /// A given checkpoint directory (or a remote step's "s3://" URL); else the given `step` (the
+  /// local copy, else the remote tier's); else the latest complete one of either tier.
   std::filesystem::path path;
   std::optional<int64_t> step;
   /// Keys (DCP's flattened names, e.g. "optim" or "extra.data_loader") left out of the load:
@@ -272,18 +282,29 @@ class DCPP_API CheckpointManager {
                                      std::optional<at::ScalarType> dtype = std::nullopt);
 
   /// Collective, blocking: loads the checkpoint `request` names into `state` in place (the
-  /// coordinator picks the latest and tells the others, so every rank loads the same one).
+  /// coordinator picks the latest, of the local root or the remote tier, the local copy when
+  /// both hold that step, and tells the others, so every rank loads the same one).
   /// Returns its manifest, or nullopt when there is nothing to resume from (no complete
   /// checkpoint; a given step or path that does not exist throws CheckpointError instead).
   std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request = {});
 
   /// The complete checkpoints under the root, ascending by step; never an incomplete one.
   std::vector<CheckpointInfo> list() const;
+  /// The complete checkpoints of the remote tier, ascending by step (`path` is the step's URL);
+  /// empty without one. Lists the store: throws CheckpointError when it cannot be reached.
+  std::vector<CheckpointInfo> list_remote() const;
+  /// The complete checkpoint with the highest step, of the root or the remote tier (the local
+  /// one when both hold it).
   std::optional<CheckpointInfo> latest() const;
 
-  /// Blocks until every save in flight is committed (or failed) and pruning is done. Throws the
-  /// first CheckpointError of an async save not yet reported by wait(); later calls do not.
+  /// Blocks until every save in flight is committed (or failed) and local pruning is done; with
+  /// a remote tier, not for the drain (see wait_for_remote). Throws the first CheckpointError of
+  /// an async save not yet reported by wait(); later calls do not.
   void wait();
+  /// Coordinator: blocks until every step committed so far is drained to the remote tier (and
+  /// both tiers pruned); other ranks: returns. Throws the first drain error not yet reported (the
+  /// failed step stays local, and the next drain tries it again). The destructor also waits.
+  void wait_for_remote();
   /// The saves this rank made, in order (completed ones carry their timings).
   std::vector<SaveRecord> history() const;
 

@@ -1,0 +1,62 @@
+#pragma once
+// The objects under one "s3://bucket/prefix" as whole files: what copies a checkpoint directory to
+// an object store and back, lists and deletes it (the CheckpointManager's remote tier), outside
+// the save and load protocol of the S3 storage driver.
+
+#include <dcpp/core/export.h>
+#include <dcpp/storage/s3_options.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp {
+
+/// One object under the prefix: its name relative to the prefix ("step-00000010/.metadata").
+struct DCPP_API S3ObjectEntry {
+  std::string name;
+  uint64_t size = 0;
+};
+
+/// Names are relative to the prefix and may contain "/". Thread-safe: any number of threads may
+/// call it at once (requests share a pool of connections). Every method throws CheckpointError
+/// naming the object's URL, as the S3 driver does: kNotFound for a missing bucket, kUsage for
+/// refused credentials, kIo when the store or the network failed after the retries.
+class DCPP_API S3Prefix {
+ public:
+  /// `url` is "s3://bucket[/prefix]"; throws CheckpointError (kUsage) when it is not one.
+  explicit S3Prefix(const std::string& url, const S3Options& s3 = {});
+  ~S3Prefix();
+  S3Prefix(const S3Prefix&) = delete;
+  S3Prefix& operator=(const S3Prefix&) = delete;
+
+  /// "s3://bucket/prefix", without a trailing "/".
+  std::string url() const;
+  /// "s3://bucket/prefix/name".
+  std::string url_of(std::string_view name) const;
+
+  /// Every object whose name starts with `name_prefix` (all of them by default), sorted by name.
+  std::vector<S3ObjectEntry> list(std::string_view name_prefix = {});
+  /// The whole object, or nullopt when there is none of that name.
+  std::optional<std::string> read(const std::string& name);
+  void write(const std::string& name, std::string_view body);
+  /// Streams the local file `source` into the object `name` (one PUT, or a multipart upload of
+  /// the store's part size, parts in parallel; a failed one is aborted) and returns the CRC-32
+  /// of the bytes sent. Throws kIo naming `source` when it cannot be read.
+  uint32_t upload_file(const std::filesystem::path& source, const std::string& name);
+  /// The CRC-32 of the object's bytes as the store returns them now, read back by ranges of the
+  /// part size. A missing object is kNotFound.
+  uint32_t crc32_of(const std::string& name);
+  /// Deletes the object; a missing one is no error.
+  void remove(const std::string& name);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcpp

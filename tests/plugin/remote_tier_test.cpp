@@ -1,0 +1,247 @@
+// The CheckpointManager's remote tier against a real S3 server (s3rver behind the fault proxy,
+// storage/s3_test_server.h): steps drained and verified, retention per tier, resume from either
+// tier (local preferred; remote when the local disk is lost), a failed drain losing nothing.
+
+#include "dcpp_test.h"
+#include "storage/s3_test_server.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/storage/s3_prefix.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace fs = std::filesystem;
+using dcpp::test::S3Fault;
+using dcpp::test::S3TestServer;
+using dcpp::test::TempDir;
+
+namespace {
+
+std::vector<int64_t> steps_of(const std::vector<dcpp::CheckpointInfo>& infos) {
+  std::vector<int64_t> steps;
+  for (const auto& info : infos) steps.push_back(info.step);
+  return steps;
+}
+
+dcpp::StateDict state_of_step(int64_t step) {
+  dcpp::StateDict state;
+  state.insert("model.weight", at::randn({64, 128}).add(static_cast<double>(step)));
+  state.insert("model.big", at::randn({3, 1024, 1024}));  // 12 MiB: a multipart upload
+  state.insert("step", step);
+  return state;
+}
+
+dcpp::StateDict zeros_like(const dcpp::StateDict& state) {
+  dcpp::StateDict zeros;
+  zeros.insert("model.weight", at::zeros_like(state.at("model.weight").tensor()));
+  zeros.insert("model.big", at::zeros_like(state.at("model.big").tensor()));
+  zeros.insert("step", int64_t{-1});
+  return zeros;
+}
+
+void require_equal(const dcpp::StateDict& actual, const dcpp::StateDict& expected) {
+  for (const char* key : {"model.weight", "model.big"}) {
+    INFO(key);
+    REQUIRE(at::equal(actual.at(key).tensor(), expected.at(key).tensor()));
+  }
+  REQUIRE(actual.at("step").value().toInt() == expected.at("step").value().toInt());
+}
+
+dcpp::SaveRequest request(int64_t step) {
+  dcpp::SaveRequest r;
+  r.step = step;
+  return r;
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A local root and a bucket of its own, and managers over both.
+struct Tiers {
+  S3TestServer& server = S3TestServer::get();
+  TempDir dir;
+  fs::path root = dir / "checkpoints";
+  std::string bucket = server.create_bucket("tiers");
+  std::string url = "s3://" + bucket + "/run";
+
+  Tiers() {
+    server.clear_faults();
+    server.reset_traffic();
+  }
+  ~Tiers() { server.clear_faults(); }
+
+  dcpp::S3Options s3() const {
+    dcpp::S3Options options = server.options();
+    options.part_size = 5 << 20;
+    return options;
+  }
+  dcpp::CheckpointManagerOptions options(int keep_local, int keep_remote) const {
+    return dcpp::CheckpointManagerOptions()
+        .with_root(root)
+        .with_retention(dcpp::RetentionPolicy().with_keep_latest(keep_local))
+        .with_remote(dcpp::RemoteTierOptions().with_url(url).with_s3(s3()).with_retention(
+            dcpp::RetentionPolicy().with_keep_latest(keep_remote)));
+  }
+  // The names of the remote objects, past the proxy.
+  std::vector<std::string> remote_objects(const std::string& name_prefix = {}) const {
+    dcpp::S3Options direct = s3();
+    direct.endpoint_url = server.direct_endpoint();
+    dcpp::S3Prefix prefix(url, direct);
+    std::vector<std::string> names;
+    for (const dcpp::S3ObjectEntry& object : prefix.list(name_prefix)) names.push_back(object.name);
+    return names;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("committed steps drain to the remote tier, byte for byte, each tier keeping its own") {
+  Tiers tiers;
+  std::map<int64_t, dcpp::StateDict> saved;
+  {
+    dcpp::CheckpointManager manager(tiers.options(2, 3));
+    for (int64_t step = 1; step <= 5; ++step) {
+      saved[step] = state_of_step(step);
+      manager.save(saved[step], request(step));
+    }
+    manager.wait();
+    manager.wait_for_remote();
+    CHECK(steps_of(manager.list()) == std::vector<int64_t>{4, 5});
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{3, 4, 5});
+    CHECK(manager.list_remote().back().path == tiers.url + "/step-00000005");
+    REQUIRE(manager.latest());
+    CHECK(manager.latest()->path == tiers.root / "step-00000005");  // local preferred
+  }
+  CHECK(tiers.remote_objects("step-00000001/").empty());
+  CHECK(tiers.remote_objects("step-00000002/").empty());
+
+  // Every file of the local step is a remote object with the same bytes.
+  dcpp::S3Prefix remote(tiers.url, tiers.s3());
+  const fs::path local = tiers.root / "step-00000005";
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(local)) {
+    const std::string name = "step-00000005/" + entry.path().filename().string();
+    INFO(name);
+    const std::optional<std::string> object = remote.read(name);
+    REQUIRE(object);
+    CHECK(*object == file_bytes(entry.path()));
+    ++files;
+  }
+  CHECK(files >= 3);  // .metadata, the manifest, data
+  CHECK(tiers.remote_objects("step-00000005/").size() == static_cast<size_t>(files));
+}
+
+TEST_CASE("a job that lost its local disk resumes from the remote tier, bit for bit") {
+  Tiers tiers;
+  const dcpp::StateDict saved = state_of_step(7);
+  {
+    dcpp::CheckpointManager manager(tiers.options(1, 2).with_async(false));
+    manager.save(state_of_step(6), request(6));
+    manager.save(saved, request(7));
+    manager.wait_for_remote();
+  }
+  fs::remove_all(tiers.root);
+
+  dcpp::CheckpointManager resumed(tiers.options(1, 2));
+  CHECK(resumed.list().empty());
+  dcpp::StateDict state = zeros_like(saved);
+  const std::optional<dcpp::CheckpointInfo> info = resumed.restore(state);
+  REQUIRE(info);
+  CHECK(info->step == 7);
+  CHECK(info->path == tiers.url + "/step-00000007");
+  require_equal(state, saved);
+
+  // An older step by number comes from the remote too.
+  dcpp::StateDict older = zeros_like(saved);
+  REQUIRE(resumed.restore(older, dcpp::RestoreRequest().with_step(6)));
+  CHECK(older.at("step").value().toInt() == 6);
+}
+
+TEST_CASE("resume takes the newest step of either tier, the local copy when both hold it") {
+  Tiers tiers;
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+  manager.save(state_of_step(1), request(1));
+  const dcpp::StateDict second = state_of_step(2);
+  manager.save(second, request(2));
+  manager.wait_for_remote();
+  REQUIRE(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+
+  dcpp::StateDict state = zeros_like(second);
+  std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
+  REQUIRE(info);
+  CHECK(info->path == tiers.root / "step-00000002");
+
+  tiers.server.reset_traffic();
+  fs::remove_all(tiers.root / "step-00000002");  // the local copy of the newest step is gone
+  state = zeros_like(second);
+  info = manager.restore(state);
+  REQUIRE(info);
+  CHECK(info->step == 2);
+  CHECK(info->path == tiers.url + "/step-00000002");
+  require_equal(state, second);
+  CHECK(tiers.server.traffic().ranged_gets > 0);  // read from the store
+}
+
+TEST_CASE("a drain that fails loses nothing: the step stays local and the next drain copies it") {
+  Tiers tiers;
+  dcpp::CheckpointManager manager(tiers.options(1, 0));
+  // Every try of the first data object's upload fails: the step's drain fails.
+  S3Fault fault;
+  fault.method = "PUT";
+  fault.path_contains = "step-00000001/__0_0.distcp";
+  fault.status = 500;
+  fault.times = 100;
+  tiers.server.inject(fault);
+  manager.save(state_of_step(1), request(1));
+  manager.wait();
+  try {
+    manager.wait_for_remote();
+    FAIL("the drain's failure was not reported");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kIo);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("step-00000001/__0_0.distcp"));
+  }
+  CHECK(manager.list_remote().empty());  // no .metadata: not a remote checkpoint
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{1});  // kept: not on the remote yet
+
+  tiers.server.clear_faults();
+  const dcpp::StateDict second = state_of_step(2);
+  manager.save(second, request(2));
+  manager.wait_for_remote();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{2});
+}
+
+TEST_CASE("a manager given a remote tier drains the steps already committed under its root") {
+  Tiers tiers;
+  {
+    dcpp::CheckpointManager local_only(dcpp::CheckpointManagerOptions().with_root(tiers.root));
+    local_only.save(state_of_step(3), request(3));
+    local_only.save(state_of_step(4), request(4));
+  }
+  // What a drain killed midway left: objects of step 3 without its .metadata.
+  dcpp::S3Prefix(tiers.url, tiers.s3()).write("step-00000003/__9_9.distcp", "partial");
+
+  dcpp::CheckpointManager manager(tiers.options(0, 0));
+  manager.wait_for_remote();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{3, 4});
+  const std::vector<std::string> step3 = tiers.remote_objects("step-00000003/");
+  CHECK(std::find(step3.begin(), step3.end(), "step-00000003/__9_9.distcp") == step3.end());
+}
+
+TEST_CASE("a remote tier in a bucket that does not exist fails the manager, naming the bucket") {
+  Tiers tiers;
+  dcpp::CheckpointManagerOptions options = tiers.options(0, 0);
+  options.remote.url = "s3://no-such-bucket-dcpp/run";
+  try {
+    dcpp::CheckpointManager manager(options);
+    FAIL("a manager was made over a missing bucket");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK_THAT(std::string(error.what()), Catch::Contains("no-such-bucket-dcpp"));
+    CHECK_THAT(std::string(error.what()), Catch::Contains("CheckpointManagerOptions::remote"));
+  }
+}
