@@ -10,6 +10,7 @@ PLUGIN_DEMO_DIR ?= $(BUILD_DIR)/demo-plugin
 DEMO_STEPS      ?= 1000
 DEMO_SAVE_EVERY ?= 100
 DEMO_KILL_STEP  ?= 600
+DEMO_REMOTE_STEPS ?= 500
 
 DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
                    libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev \
@@ -143,7 +144,7 @@ test-tsan: deps s3-server
 	cmake --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
 	cd $(TSAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -R '$(TSAN_TESTS)'
 
-demo: build
+demo: build s3-server
 	rm -rf $(DEMO_DIR)
 	$(BUILD_DIR)/examples/quickstart train $(DEMO_DIR)
 	$(BUILD_DIR)/examples/quickstart resume $(DEMO_DIR)
@@ -158,6 +159,10 @@ demo: build
 	@echo "== resumed on 3 ranks, data parallel"
 	$(BUILD_DIR)/tools/dcpp-launch -n 3 -- $(BUILD_DIR)/examples/demo_char_lm resume \
 	  $(PLUGIN_DEMO_DIR)/checkpoints $(DEMO_STEPS)
+	@# The remote tier (docs/storage.md): checkpoints drain to a local S3 server; the local ones are
+	@# lost and the job resumes from the remote.
+	examples/demo_remote_tier.sh $(BUILD_DIR) $(PLUGIN_DEMO_DIR)/remote $(DEMO_REMOTE_STEPS) \
+	  $(DEMO_SAVE_EVERY)
 
 bench: build
 	$(BUILD_DIR)/bench/save_load_bench

@@ -10,6 +10,10 @@
 //       data parallel on 3 ranks: resumes from the latest complete checkpoint, trains to STEPS
 //       and prints the report (losses against the killed run's, checkpoint timings).
 //
+// With DCPP_DEMO_REMOTE=s3://bucket/prefix in the environment (the store from the AWS_*
+// variables), the manager has a remote tier: each checkpoint commits under DIR, then drains to the
+// store, which keeps 10 steps to DIR's 3; a resume whose DIR was lost takes the remote's latest.
+//
 // The global batch is the same in both layouts (48 windows, split evenly over the ranks), so the
 // resumed run continues the killed run's loss curve.
 
@@ -23,6 +27,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -112,7 +117,7 @@ int main(int argc, char** argv) {
                                torch::optim::AdamOptions(3e-3));
 
   std::vector<std::string> incomplete;
-  if (!train) {  // before the manager removes them
+  if (!train && std::filesystem::exists(dir)) {  // before the manager removes them
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
       if (name.find(".incomplete") != std::string::npos) incomplete.push_back(name);
@@ -124,9 +129,15 @@ int main(int argc, char** argv) {
       .add("optim", dcpp::make_optimizer_stateful(layout, optimizer));
   context.content["model"] = "char-mlp vocab 128 context 16 embedding 32 hidden 128";
   context.content["data"] = "/usr/share/common-licenses/GPL-3";
+  const char* remote_url = std::getenv("DCPP_DEMO_REMOTE");
+  dcpp::RemoteTierOptions remote;
+  if (remote_url != nullptr && *remote_url != '\0') {
+    remote.with_url(remote_url).with_retention(dcpp::RetentionPolicy().with_keep_latest(10));
+  }
   auto manager = std::make_shared<dcpp::CheckpointManager>(
       dcpp::CheckpointManagerOptions()
           .with_root(dir)
+          .with_remote(remote)
           .with_save_every_steps(save_every)
           .with_async(true)
           .with_store(store, env.rank, env.world_size)
@@ -207,7 +218,7 @@ int main(int argc, char** argv) {
   }
   if (checkpoints.resumed_from()) {
     std::printf("resumed from %s (step %lld, saved by %d FSDP ranks) on %d DDP ranks in %.3f s\n",
-                checkpoints.resumed_from()->path.filename().c_str(),
+                checkpoints.resumed_from()->path.c_str(),
                 static_cast<long long>(first_step), checkpoints.resumed_from()->world_size,
                 env.world_size, load_seconds);
   } else {
@@ -235,6 +246,11 @@ int main(int argc, char** argv) {
     std::printf(" %-18s %13lld  %6.3f   %7.3f   %7.3f   %.4f\n", c.path.filename().c_str(),
                 static_cast<long long>(c.bytes), c.plan_seconds, c.stage_seconds, c.write_seconds,
                 c.metrics.count("loss") ? c.metrics.at("loss") : 0.0);
+  }
+  if (remote.enabled()) {
+    std::printf("\n remote tier %s:", remote.url.c_str());
+    for (const auto& c : manager->list_remote()) std::printf(" %s", c.path.filename().c_str());
+    std::printf("\n");
   }
   std::printf("\n resumed training: %lld steps in %.2f s; phase log: %s/../metrics.jsonl\n",
               static_cast<long long>(context.step - first_step), train_seconds, dir.c_str());

@@ -38,6 +38,7 @@
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_manager.h>
 #include <dcpp/plugin/preemption.h>
+#include <dcpp/plugin/remote_tier.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/plugin/training_callback.h>
 #include <dcpp/plugin/training_context.h>

@@ -21,6 +21,7 @@
 #include <dcpp/storage/filesystem_writer.h>
 #include <dcpp/storage/huggingface_storage.h>
 #include <dcpp/storage/s3_options.h>
+#include <dcpp/storage/s3_prefix.h>
 #include <dcpp/storage/s3_storage.h>
 #include <dcpp/storage/storage_location.h>
 #include <dcpp/storage/storage_reader.h>
