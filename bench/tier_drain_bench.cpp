@@ -36,7 +36,7 @@ struct Options {
 };
 
 struct Run {
-  double step_seconds = 0;   // mean over the loop's steps, saves included
+  double step_seconds = 0;      // mean over the loop's steps, saves included
   double catch_up_seconds = 0;  // after the loop: the last commits (and drain passes)
   int64_t state_bytes = 0;
 };
@@ -57,15 +57,12 @@ Run train(const Options& o, const char* mode) {
   const fs::path root = o.dir / mode;
   fs::remove_all(root);
   dcpp::CheckpointManagerOptions options;
-  options.with_root(root)
-      .with_save_every_steps(o.every)
-      .with_async(true)
-      .with_retention(dcpp::RetentionPolicy().with_keep_latest(2));
+  options.with_root(root).with_save_every_steps(o.every).with_async(true).with_retention(
+      dcpp::RetentionPolicy().with_keep_latest(2));
   if (tiered) {
-    options.with_remote(dcpp::RemoteTierOptions()
-                            .with_url(o.url)
-                            .with_verify(o.verify)
-                            .with_retention(dcpp::RetentionPolicy().with_keep_latest(2)));
+    options.with_remote(
+        dcpp::RemoteTierOptions().with_url(o.url).with_verify(o.verify).with_retention(
+            dcpp::RetentionPolicy().with_keep_latest(2)));
   }
   std::shared_ptr<dcpp::CheckpointManager> manager;
   std::unique_ptr<dcpp::CheckpointCallback> callback;

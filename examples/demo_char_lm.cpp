@@ -218,9 +218,8 @@ int main(int argc, char** argv) {
   }
   if (checkpoints.resumed_from()) {
     std::printf("resumed from %s (step %lld, saved by %d FSDP ranks) on %d DDP ranks in %.3f s\n",
-                checkpoints.resumed_from()->path.c_str(),
-                static_cast<long long>(first_step), checkpoints.resumed_from()->world_size,
-                env.world_size, load_seconds);
+                checkpoints.resumed_from()->path.c_str(), static_cast<long long>(first_step),
+                checkpoints.resumed_from()->world_size, env.world_size, load_seconds);
   } else {
     std::printf("no checkpoint to resume from: trained from scratch\n");
   }

@@ -24,8 +24,8 @@
 #include <dcpp/plugin/checkpoint_manager.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>

@@ -21,10 +21,11 @@ void CheckpointManager::Impl::drain_remote() {
   try {
     remote->drain(options.root, options.retention, options.file_system.sync_files);
   } catch (...) {
-    detail::logger().error("draining '{}' to {} failed (the steps stay local; the next commit "
-                           "tries again): {}",
-                           options.root.string(), remote->options().url,
-                           detail::exception_message(std::current_exception()));
+    detail::logger().error(
+        "draining '{}' to {} failed (the steps stay local; the next commit "
+        "tries again): {}",
+        options.root.string(), remote->options().url,
+        detail::exception_message(std::current_exception()));
     const std::lock_guard<std::mutex> lock(drain_error_mutex);
     if (!drain_error) drain_error = std::current_exception();
   }

@@ -136,8 +136,8 @@ void CheckpointManager::Impl::prepare_root() {
   if (!remote_error.empty()) {
     throw CheckpointError(ErrorKind::kUsage,
                           "the remote tier " + options.remote.url + " cannot be used (rank " +
-                              std::to_string(options.ranks.coordinator_rank) + ": " +
-                              remote_error + "); fix CheckpointManagerOptions::remote");
+                              std::to_string(options.ranks.coordinator_rank) + ": " + remote_error +
+                              "); fix CheckpointManagerOptions::remote");
   }
 }
 

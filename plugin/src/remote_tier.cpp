@@ -73,8 +73,7 @@ std::vector<CheckpointInfo> RemoteTier::list() {
   return found;
 }
 
-void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy,
-                       bool sync_files) {
+void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files) {
   const std::vector<CheckpointInfo> remote = list();
   std::set<int64_t> on_remote;
   for (const CheckpointInfo& info : remote) on_remote.insert(info.step);
@@ -133,9 +132,9 @@ void RemoteTier::upload_file(const fs::path& source, const std::string& name) {
   if (stored != sent) {
     if (fs::path(name).filename() == kMetadataFile) prefix_.remove(name);
     throw CheckpointError(ErrorKind::kCorrupt,
-                          prefix_.url_of(name) + " does not hold the bytes of '" +
-                              source.string() + "' that were uploaded (CRC-32 " +
-                              std::to_string(stored) + ", expected " + std::to_string(sent) +
+                          prefix_.url_of(name) + " does not hold the bytes of '" + source.string() +
+                              "' that were uploaded (CRC-32 " + std::to_string(stored) +
+                              ", expected " + std::to_string(sent) +
                               "); the step stays incomplete remotely and the next drain "
                               "uploads it again");
   }
@@ -151,12 +150,11 @@ CheckpointInfo read_remote_checkpoint_info(const std::string& url, const S3Optio
   S3Prefix checkpoint(url, s3);
   const std::optional<std::string> text = checkpoint.read(kCheckpointInfoFile);
   if (!text) {
-    throw CheckpointError(ErrorKind::kNotFound,
-                          "no checkpoint manifest " + checkpoint.url_of(kCheckpointInfoFile) +
-                              ": not a complete managed checkpoint");
+    throw CheckpointError(ErrorKind::kNotFound, "no checkpoint manifest " +
+                                                    checkpoint.url_of(kCheckpointInfoFile) +
+                                                    ": not a complete managed checkpoint");
   }
-  CheckpointInfo info =
-      checkpoint_info_from_json(*text, checkpoint.url_of(kCheckpointInfoFile));
+  CheckpointInfo info = checkpoint_info_from_json(*text, checkpoint.url_of(kCheckpointInfoFile));
   info.path = url;
   return info;
 }

@@ -40,7 +40,8 @@ std::string S3Prefix::url_of(std::string_view name) const {
 
 std::vector<S3ObjectEntry> S3Prefix::list(std::string_view name_prefix) {
   std::vector<S3ObjectEntry> entries;
-  for (const detail::S3ObjectInfo& object : impl_->client.list_objects(impl_->key_of(name_prefix))) {
+  for (const detail::S3ObjectInfo& object :
+       impl_->client.list_objects(impl_->key_of(name_prefix))) {
     entries.push_back(S3ObjectEntry{object.key.substr(impl_->url.prefix.size()), object.size});
   }
   return entries;
