@@ -9,8 +9,11 @@
 #include <dcpp/plugin/checkpoint_manager.h>
 #include <dcpp/storage/s3_prefix.h>
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 namespace fs = std::filesystem;
 using dcpp::test::S3Fault;
@@ -159,6 +162,47 @@ TEST_CASE("a job that lost its local disk resumes from the remote tier, bit for 
   dcpp::StateDict older = zeros_like(saved);
   REQUIRE(resumed.restore(older, dcpp::RestoreRequest().with_step(6)));
   CHECK(older.at("step").value().toInt() == 6);
+}
+
+TEST_CASE("two ranks whose root was lost resume from the remote tier, the coordinator choosing") {
+  Tiers tiers;
+  const dcpp::StateDict saved = state_of_step(9);
+  auto run_ranks = [](const std::function<void(int, c10::intrusive_ptr<c10d::Store>)>& body) {
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          body(rank, store);
+        } catch (const std::exception& e) {
+          errors[rank] = e.what();
+        }
+      });
+    }
+    for (auto& r : ranks) r.join();
+    CHECK(errors == std::vector<std::string>(2));
+  };
+  run_ranks([&](int rank, c10::intrusive_ptr<c10d::Store> store) {
+    dcpp::CheckpointManager manager(
+        tiers.options(1, 1).with_async(false).with_store(store, rank, 2));
+    manager.save(saved, request(9));
+    manager.wait_for_remote();
+  });
+  fs::remove_all(tiers.root);
+  std::vector<dcpp::StateDict> loaded{zeros_like(saved), zeros_like(saved)};
+  std::vector<std::string> paths(2);
+  run_ranks([&](int rank, c10::intrusive_ptr<c10d::Store> store) {
+    dcpp::CheckpointManager manager(
+        tiers.options(1, 1).with_async(false).with_store(store, rank, 2));
+    const std::optional<dcpp::CheckpointInfo> info = manager.restore(loaded[rank]);
+    if (info) paths[rank] = info->path.string();
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CHECK(paths[rank] == tiers.url + "/step-00000009");
+    require_equal(loaded[rank], saved);
+  }
 }
 
 TEST_CASE("resume takes the newest step of either tier, the local copy when both hold it") {
