@@ -1,6 +1,6 @@
 #pragma once
 // One line per phase of a save or load (plan, stage, write, commit; load: plan, read; prune:
-// delete) through the "dcpp" logger at debug level, and optionally one JSON object per line in a
+// delete; drain: upload, delete) through the "dcpp" logger at debug level, and optionally one JSON object per line in a
 // metrics file: an "end" record (bytes, seconds, GB/s) when a phase finishes and a "begin" record
 // when it starts, so that whoever watches the file knows which phase a job is in (a job killed
 // mid-phase leaves a begin without its end).
@@ -26,8 +26,8 @@ class PhaseLog {
   void begin(const std::string& operation, const std::string& phase, int64_t step,
              const std::string& path);
 
-  /// A phase ended. `operation`: "save", "load", "export", "prune"; `phase`: "plan", "stage",
-  /// "write", "commit", "read", "delete". `bytes`: what the phase moved on this rank (0 for a
+  /// A phase ended. `operation`: "save", "load", "export", "prune", "drain"; `phase`: "plan",
+  /// "stage", "write", "commit", "read", "delete", "upload". `bytes`: what the phase moved on this rank (0 for a
   /// phase that moves no data, such as a commit: logged without a rate). Logs at debug level;
   /// appends {"event":"end", ..., "bytes", "seconds", "gb_per_s"} to the metrics file when set.
   /// Never throws.
