@@ -1,9 +1,9 @@
 #pragma once
 // One line per phase of a save or load (plan, stage, write, commit; load: plan, read; prune:
-// delete; drain: upload, delete) through the "dcpp" logger at debug level, and optionally one JSON object per line in a
-// metrics file: an "end" record (bytes, seconds, GB/s) when a phase finishes and a "begin" record
-// when it starts, so that whoever watches the file knows which phase a job is in (a job killed
-// mid-phase leaves a begin without its end).
+// delete; drain: upload, delete) through the "dcpp" logger at debug level, and optionally one JSON
+// object per line in a metrics file: an "end" record (bytes, seconds, GB/s) when a phase finishes
+// and a "begin" record when it starts, so that whoever watches the file knows which phase a job is
+// in (a job killed mid-phase leaves a begin without its end).
 
 #include <nlohmann/json_fwd.hpp>
 
