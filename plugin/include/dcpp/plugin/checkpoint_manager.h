@@ -301,9 +301,10 @@ class DCPP_API CheckpointManager {
   /// a remote tier, not for the drain (see wait_for_remote). Throws the first CheckpointError of
   /// an async save not yet reported by wait(); later calls do not.
   void wait();
-  /// Coordinator: blocks until every step committed so far is drained to the remote tier (and
-  /// both tiers pruned); other ranks: returns. Throws the first drain error not yet reported (the
-  /// failed step stays local, and the next drain tries it again). The destructor also waits.
+  /// wait(), then, on the coordinator, until every step committed so far is drained to the remote
+  /// tier (and both tiers pruned); other ranks do not drain. Throws the first drain error not yet
+  /// reported (the failed step stays local, and the next drain tries it again), else what wait()
+  /// throws. The destructor also waits for the drain.
   void wait_for_remote();
   /// The saves this rank made, in order (completed ones carry their timings).
   std::vector<SaveRecord> history() const;
