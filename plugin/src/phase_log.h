@@ -27,10 +27,10 @@ class PhaseLog {
              const std::string& path);
 
   /// A phase ended. `operation`: "save", "load", "export", "prune", "drain"; `phase`: "plan",
-  /// "stage", "write", "commit", "read", "delete", "upload". `bytes`: what the phase moved on this rank (0 for a
-  /// phase that moves no data, such as a commit: logged without a rate). Logs at debug level;
-  /// appends {"event":"end", ..., "bytes", "seconds", "gb_per_s"} to the metrics file when set.
-  /// Never throws.
+  /// "stage", "write", "commit", "read", "delete", "upload". `bytes`: what the phase moved on this
+  /// rank (0 for a phase that moves no data, such as a commit: logged without a rate). Logs at
+  /// debug level; appends {"event":"end", ..., "bytes", "seconds", "gb_per_s"} to the metrics file
+  /// when set. Never throws.
   void record(const std::string& operation, const std::string& phase, int64_t step, int64_t bytes,
               double seconds, const std::string& path);
 
