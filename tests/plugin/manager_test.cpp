@@ -3,6 +3,7 @@
 // without tensors, preemption, the phase log.
 
 #include "dcpp_test.h"
+#include "manager_test_support.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/plugin/checkpoint_callback.h>
@@ -21,15 +22,11 @@
 #include <set>
 
 namespace fs = std::filesystem;
+using dcpp::test::request;
+using dcpp::test::steps_of;
 using dcpp::test::TempDir;
 
 namespace {
-
-std::vector<int64_t> steps_of(const std::vector<dcpp::CheckpointInfo>& infos) {
-  std::vector<int64_t> steps;
-  for (const auto& i : infos) steps.push_back(i.step);
-  return steps;
-}
 
 dcpp::StateDict small_state(int64_t step) {
   dcpp::StateDict state;
@@ -40,13 +37,6 @@ dcpp::StateDict small_state(int64_t step) {
   loader.insert("order", dcpp::StateList{step, "shuffled"});
   state.insert("loader", loader);
   return state;
-}
-
-dcpp::SaveRequest request(int64_t step, double loss = 0) {
-  dcpp::SaveRequest r;
-  r.step = step;
-  r.metrics["loss"] = loss;
-  return r;
 }
 
 // A small model trained with Adam: everything a resumed run must continue exactly.

@@ -3,6 +3,7 @@
 // tier (local preferred; remote when the local disk is lost), a failed drain losing nothing.
 
 #include "dcpp_test.h"
+#include "manager_test_support.h"
 #include "storage/s3_test_server.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -16,17 +17,13 @@
 #include <thread>
 
 namespace fs = std::filesystem;
+using dcpp::test::request;
 using dcpp::test::S3Fault;
 using dcpp::test::S3TestServer;
+using dcpp::test::steps_of;
 using dcpp::test::TempDir;
 
 namespace {
-
-std::vector<int64_t> steps_of(const std::vector<dcpp::CheckpointInfo>& infos) {
-  std::vector<int64_t> steps;
-  for (const auto& info : infos) steps.push_back(info.step);
-  return steps;
-}
 
 dcpp::StateDict state_of_step(int64_t step) {
   dcpp::StateDict state;
@@ -50,12 +47,6 @@ void require_equal(const dcpp::StateDict& actual, const dcpp::StateDict& expecte
     REQUIRE(at::equal(actual.at(key).tensor(), expected.at(key).tensor()));
   }
   REQUIRE(actual.at("step").value().toInt() == expected.at("step").value().toInt());
-}
-
-dcpp::SaveRequest request(int64_t step) {
-  dcpp::SaveRequest r;
-  r.step = step;
-  return r;
 }
 
 std::string file_bytes(const fs::path& path) {
