@@ -67,6 +67,14 @@ CommandResult run_command(const std::string& command);
 /// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 
+/// A state dict of `state`'s keys, each tensor as zeros of its dtype and shape, each other value 0:
+/// a target for a load that must fill every value.
+StateDict zeros_like(const StateDict& state);
+
+/// REQUIREs that every key of `saved` is in `loaded` with a value equal to it: tensors bit for bit,
+/// other values by IValue equality.
+void require_equal(const StateDict& loaded, const StateDict& saved);
+
 }  // namespace dcpp::test
 
 // Catch prints object paths as DCP joins them (libtorch's glog would otherwise claim, and fail,

@@ -29,8 +29,9 @@ TempDir::~TempDir() {
 
 std::filesystem::path interop_output_dir(const std::string& name) {
   const char* out = std::getenv("DCPP_INTEROP_OUT");
-  const std::filesystem::path dir =
-      out != nullptr ? std::filesystem::path(out) : std::filesystem::path(DCPP_TEST_BINARY_DIR) / name;
+  const std::filesystem::path dir = out != nullptr
+                                        ? std::filesystem::path(out)
+                                        : std::filesystem::path(DCPP_TEST_BINARY_DIR) / name;
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -77,6 +78,26 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor ca = a.contiguous();
   at::Tensor cb = b.contiguous();
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
+}
+
+StateDict zeros_like(const StateDict& state) {
+  StateDict zeros;
+  for (const auto& item : state) {
+    zeros.insert(item.key, item.value.is_tensor() ? at::zeros_like(item.value.tensor())
+                                                  : c10::IValue(int64_t{0}));
+  }
+  return zeros;
+}
+
+void require_equal(const StateDict& loaded, const StateDict& saved) {
+  for (const auto& item : saved) {
+    INFO(item.key);
+    if (item.value.is_tensor()) {
+      REQUIRE(bitwise_equal(loaded.at(item.key).tensor(), item.value.tensor()));
+    } else {
+      REQUIRE(loaded.at(item.key).value() == item.value.value());
+    }
+  }
 }
 
 }  // namespace dcpp::test

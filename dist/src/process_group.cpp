@@ -3,9 +3,10 @@
 // Rendezvous, as torch.distributed's env:// init does it: rank 0 starts a c10d::TCPStore server
 // on MASTER_ADDR:MASTER_PORT and every rank connects to it (rank 0 waits for all WORLD_SIZE ranks
 // to arrive); each group then exchanges its Gloo addresses through the store under its own
-// prefix "dcpp/<group_name>/" and connects a full mesh. Every step is bounded by the options'
-// timeout, and Gloo's collectives get the same timeout, so a rank that never comes or dies makes
-// the others throw instead of waiting forever.
+// prefix "dcpp/<group_name>/" and connects a full mesh, then the ranks leave together (a store
+// barrier whose last reader is the group's rank 0, see leave_together). Every step is bounded by
+// the options' timeout, and Gloo's collectives get the same timeout, so a rank that never comes or
+// dies makes the others throw instead of waiting forever.
 
 #include <dcpp/dist/process_group.h>
 
@@ -65,6 +66,24 @@ class GroupStore final : public c10d::PrefixStore {
  private:
   std::chrono::milliseconds group_timeout_;
 };
+
+// The end of making a group, on every rank: no rank returns before every rank has its Gloo
+// connections, and the group's rank 0 returns last, once every other rank has had the last answer
+// it needs from the store. Rank 0 of the job hosts the TCPStore: a rank 0 that returned first and
+// exited (its work done) would close the store under ranks still reading their peers' addresses
+// from it ("Connection closed by peer"). Keys are counted per generation, so a group made again
+// under the same name (one group at a time per name) waits for its own ranks only.
+void leave_together(c10d::Store& store, int rank, int size) {
+  const int64_t arrived = store.add("made", 1);
+  const int64_t generation = (arrived - 1) / size;
+  const std::string suffix = "/" + std::to_string(generation);
+  if (arrived == (generation + 1) * size) store.set("all_made" + suffix, {1});
+  store.wait({"all_made" + suffix});
+  // Everyone's last store call: after this add, only rank 0 needs the store again.
+  const int64_t left = store.add("left" + suffix, 1);
+  if (left == size) store.set("all_left" + suffix, {1});
+  if (rank == 0) store.wait({"all_left" + suffix});
+}
 
 std::string required_variable(const char* name) {
   const char* value = std::getenv(name);
@@ -234,6 +253,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
             ? c10d::ProcessGroupGloo::createDefaultDevice()
             : c10d::ProcessGroupGloo::createDeviceForHostname(options.gloo_hostname));
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, gloo_options);
+    leave_together(*prefixed, rank, size);
     return compat::gloo_as_process_group<c10d::ProcessGroup>(
         c10::intrusive_ptr<c10d::Store>(prefixed), rank, size, options.timeout, gloo);
   } catch (const CheckpointError&) {

@@ -7,9 +7,9 @@
 
 #include "format/item_codec.h"
 
+#include "core/shape_string.h"
 #include "format/crc32.h"
 #include "format/pickle/torch_pickle.h"
-#include "format/shape_string.h"
 #include "format/zip/zip_blob_reader.h"
 #include "format/zip/zip_blob_writer.h"
 #include "format/zip/zip_layout_check.h"

@@ -1,6 +1,6 @@
 #include "format/safetensors_item.h"
 
-#include "format/shape_string.h"
+#include "core/shape_string.h"
 #include "format/zstd_stream.h"
 
 #include <dcpp/core/checkpoint_error.h>

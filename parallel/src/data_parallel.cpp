@@ -11,7 +11,7 @@ namespace dcpp {
 
 namespace {
 
-const char* const kName = "DataParallel";
+const char* const kDataParallelName = "DataParallel";
 
 }  // namespace
 
@@ -27,7 +27,7 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
   for (const at::Tensor& buffer : module_->buffers()) {
     tensors.push_back(buffer);
   }
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kDataParallelName);
   detail::broadcast_tensors(calls, tensors, 0, "the initial parameters and buffers");
 }
 
@@ -46,7 +46,7 @@ void DataParallel::synchronize_gradients() {
   for (const at::Tensor& param : params) {
     grads.push_back(param.grad());
   }
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kDataParallelName);
   const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
   for (std::size_t i = 0; i < grads.size(); ++i) {
     grads[i].copy_(means[i]);
@@ -55,7 +55,7 @@ void DataParallel::synchronize_gradients() {
 
 void DataParallel::broadcast_buffers() {
   at::NoGradGuard no_grad;
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kDataParallelName);
   detail::broadcast_tensors(calls, module_->buffers(), 0, "the buffers");
 }
 

@@ -13,7 +13,7 @@ namespace dcpp {
 
 namespace {
 
-const char* const kName = "FullyShardedDataParallel";
+const char* const kFullyShardedName = "FullyShardedDataParallel";
 
 int64_t row_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -45,7 +45,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     all.push_back(named.tensor);
     entries_.push_back(std::move(entry));
   }
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kFullyShardedName);
   detail::broadcast_tensors(calls, all, 0, "the initial parameters and buffers");
   for (Entry& entry : entries_) {
     if (!entry.sharded) {
@@ -89,7 +89,7 @@ void FullyShardedDataParallel::gather_parameters() {
     padded.push_back(slot);
     sharded.push_back(&entry);
   }
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kFullyShardedName);
   for (detail::FlatGroup& group : detail::group_by_dtype(padded)) {
     const std::vector<at::Tensor> gathered = calls.all_gather(group.flat, "the shards");
     int64_t offset = 0;
@@ -111,7 +111,7 @@ void FullyShardedDataParallel::gather_parameters() {
 
 void FullyShardedDataParallel::reduce_gradients() {
   if (!gathered_) {
-    detail::GroupCalls(group_, kName)
+    detail::GroupCalls(group_, kFullyShardedName)
         .fail(ErrorKind::kUsage,
               "reduce_gradients() needs the full parameters: call gather_parameters() before "
               "the forward pass");
@@ -127,7 +127,7 @@ void FullyShardedDataParallel::reduce_gradients() {
     grads.push_back(grad.defined() ? grad : at::zeros_like(entry.module_tensor));
     reduced.push_back(&entry);
   }
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kFullyShardedName);
   const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
   for (std::size_t i = 0; i < reduced.size(); ++i) {
     Entry& entry = *reduced[i];

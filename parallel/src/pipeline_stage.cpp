@@ -11,7 +11,7 @@ namespace dcpp {
 
 namespace {
 
-const char* const kName = "PipelineStage";
+const char* const kPipelineStageName = "PipelineStage";
 // A tensor travels as a header (dtype, rank, sizes) then its data.
 constexpr int kActivationHeaderTag = 0;
 constexpr int kActivationTag = 1;
@@ -106,7 +106,7 @@ std::string PipelineStage::global_name(const std::string& local_name) const {
 }
 
 at::Tensor PipelineStage::forward(const at::Tensor& input) {
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kPipelineStageName);
   InFlight step;
   if (is_first()) {
     if (!input.defined()) {
@@ -128,7 +128,7 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
 }
 
 void PipelineStage::backward(const at::Tensor& loss) {
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kPipelineStageName);
   if (in_flight_.empty()) {
     calls.fail(ErrorKind::kUsage, "backward() without a forward() to match");
   }
@@ -153,7 +153,7 @@ void PipelineStage::backward(const at::Tensor& loss) {
 
 at::Tensor PipelineStage::broadcast_from_last(at::Tensor value) const {
   value = value.detach().contiguous().clone();
-  detail::GroupCalls calls(group_, kName);
+  detail::GroupCalls calls(group_, kPipelineStageName);
   detail::broadcast_tensors(calls, {value}, num_stages() - 1, "a value of the last stage");
   return value;
 }

@@ -4,7 +4,7 @@
 #include <dcpp/planner/plan.h>
 
 #include <dcpp/state_dict/state_dict.h>
-#include "format/shape_string.h"
+#include "core/shape_string.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,6 +1,6 @@
 #include "planner/save_plan_validation.h"
 
-#include "format/shape_string.h"
+#include "core/shape_string.h"
 #include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>

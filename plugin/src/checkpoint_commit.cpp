@@ -6,19 +6,10 @@
 #include "checkpoint_info_json.h"
 #include "core/durable_file.h"
 #include "core/logging.h"
-
-#include <chrono>
+#include "phase_log.h"
 
 namespace dcpp::detail {
 namespace fs = std::filesystem;
-
-namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 fs::path incomplete_directory(const fs::path& final_path) {
   return final_path.string() + kIncompleteSuffix;

@@ -13,13 +13,9 @@
 
 namespace dcpp::detail {
 
-namespace {
-
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
 
 PhaseLog::PhaseLog(std::filesystem::path metrics_file, int rank)
     : metrics_file_(std::move(metrics_file)), rank_(rank) {}

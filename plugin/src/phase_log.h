@@ -13,6 +13,9 @@
 
 namespace dcpp::detail {
 
+/// Now, in seconds since the Unix epoch: the time of metrics lines and of a commit.
+double unix_now();
+
 /// Thread-safe (the training thread and the manager's background thread both record): each JSON
 /// line is appended with one write(2) on an O_APPEND descriptor, so lines never interleave and a
 /// process killed at any moment leaves whole lines only.

@@ -6,6 +6,8 @@
 #include "state_dict_collectives.h"
 #include "tensor_piece.h"
 
+#include "core/shape_string.h"
+
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/core/torch_compat.h>
 #include <dcpp/state_dict/optimizer_state_codec.h>
@@ -14,23 +16,18 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace dcpp {
+
+using detail::shape_string;
 
 namespace {
 
 constexpr const char* kState = "state";
 constexpr const char* kParamGroups = "param_groups";
 constexpr const char* kParams = "params";
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << shape;
-  return out.str();
-}
 
 // Which placement each optimizer parameter is.
 class ParameterIndex {

@@ -1,24 +1,15 @@
 #include <dcpp/state_dict/sharded_tensor.h>
 
+#include "core/shape_string.h"
 #include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
 
-#include <sstream>
-
 namespace dcpp {
 
-namespace {
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << shape;
-  return out.str();
-}
-
-}  // namespace
+using detail::shape_string;
 
 ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shard> local_shards,
                              std::optional<at::ScalarType> dtype)
@@ -41,9 +32,9 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, std::vector<Shar
                                                    shape_string(global_shape_));
     }
     if (!detail::box_lies_inside(shard.offsets, shard.tensor.sizes(), global_shape_)) {
-      throw CheckpointError(ErrorKind::kUsage, "ShardedTensor: " + which +
-                                                   " lies outside global shape " +
-                                                   shape_string(global_shape_));
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "ShardedTensor: " + which + " lies outside global shape " + shape_string(global_shape_));
     }
     const at::ScalarType expected = dtype_.value_or(local_shards_.front().tensor.scalar_type());
     if (shard.tensor.scalar_type() != expected) {

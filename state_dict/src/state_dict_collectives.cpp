@@ -15,6 +15,7 @@
 #include "tensor_piece.h"
 
 #include "core/group_calls.h"
+#include "core/shape_string.h"
 #include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -24,7 +25,6 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstring>
-#include <sstream>
 
 namespace dcpp::detail {
 
@@ -53,12 +53,6 @@ uint64_t fnv1a(const std::vector<FlatEntry>& entries) {
   return hash;
 }
 
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << shape;
-  return out.str();
-}
-
 // A whole tensor on `device` assembled from pieces; counts the elements the pieces bring.
 struct Assembly {
   at::Tensor whole;
@@ -73,9 +67,11 @@ void gather_sharded_leaves(StateDict& state_dict,
   for (FlatEntry& entry : flatten_state_dict(state_dict)) {
     if (entry.value->is_sharded_tensor()) {
       if (entry.value->sharded_tensor().local_shards().size() > 1) {
-        throw CheckpointError(ErrorKind::kUsage, "full_state_dict: sharded tensor '" + entry.key + "' holds " +
-                              std::to_string(entry.value->sharded_tensor().local_shards().size()) +
-                              " local shards; the state-dict helpers gather at most one per rank");
+        throw CheckpointError(
+            ErrorKind::kUsage,
+            "full_state_dict: sharded tensor '" + entry.key + "' holds " +
+                std::to_string(entry.value->sharded_tensor().local_shards().size()) +
+                " local shards; the state-dict helpers gather at most one per rank");
       }
       entries.push_back(std::move(entry));
     }
@@ -129,12 +125,13 @@ void gather_sharded_leaves(StateDict& state_dict,
     for (int r = 0; r < size; ++r) {
       if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
           headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
-        throw CheckpointError(ErrorKind::kUsage,
+        throw CheckpointError(
+            ErrorKind::kUsage,
             "full_state_dict: rank " + std::to_string(group->getRank()) + " holds " +
-            std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
-            " holds " + std::to_string(headers[r][0].item<int64_t>()) +
-            " or others: every rank of the layout's process group must list the same sharded "
-            "tensors in the same order");
+                std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
+                " holds " + std::to_string(headers[r][0].item<int64_t>()) +
+                " or others: every rank of the layout's process group must list the same sharded "
+                "tensors in the same order");
       }
       longest = std::max(longest, headers[r][2].item<int64_t>());
     }
@@ -165,10 +162,11 @@ void gather_sharded_leaves(StateDict& state_dict,
         std::vector<int64_t> sizes(rank_meta + m + dims, rank_meta + m + 2 * dims);
         m += 2 * dims;
         if (!box_lies_inside(offsets, sizes, assembly.whole.sizes())) {
-          throw CheckpointError(ErrorKind::kUsage,
+          throw CheckpointError(
+              ErrorKind::kUsage,
               "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
-              "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
-              ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
+                  "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
+                  ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
         }
         int64_t numel = 1;
         for (const int64_t size : sizes) numel *= size;
@@ -184,12 +182,13 @@ void gather_sharded_leaves(StateDict& state_dict,
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (assemblies[i].covered < assemblies[i].whole.numel()) {
-      throw CheckpointError(ErrorKind::kUsage, "full_state_dict: the shards of '" + entries[i].key + "' on the " +
-                            std::to_string(size) + " rank(s) of the process group hold " +
-                            std::to_string(assemblies[i].covered) + " of its " +
-                            std::to_string(assemblies[i].whole.numel()) +
-                            " elements; the layout's pieces must cover every tensor (is the "
-                            "layout's process_group() the group the tensor is sharded over?)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "full_state_dict: the shards of '" + entries[i].key + "' on the " +
+                                std::to_string(size) + " rank(s) of the process group hold " +
+                                std::to_string(assemblies[i].covered) + " of its " +
+                                std::to_string(assemblies[i].whole.numel()) +
+                                " elements; the layout's pieces must cover every tensor (is the "
+                                "layout's process_group() the group the tensor is sharded over?)");
     }
     *entries[i].value = StateValue(std::move(assemblies[i].whole));
   }
@@ -225,9 +224,10 @@ c10::IValue to_ivalue(const StateValue& value, const std::string& key) {
       return list;
     }
     default:
-      throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
-                            value.kind_name() +
-                            "; rank 0 must hold a full state dict (whole tensors and values)");
+      throw CheckpointError(ErrorKind::kUsage,
+                            "broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
+                                value.kind_name() +
+                                "; rank 0 must hold a full state dict (whole tensors and values)");
   }
 }
 
@@ -250,8 +250,9 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   const std::vector<char> bytes(pickled.begin(), pickled.end());
   StateValue received(torch::jit::pickle_load(bytes));
   if (!received.is_dict()) {
-    throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " + std::to_string(group->getRank()) +
-                          " received a " + received.kind_name() + " from rank 0, not a dict");
+    throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " +
+                                                 std::to_string(group->getRank()) + " received a " +
+                                                 received.kind_name() + " from rank 0, not a dict");
   }
   return std::move(received.dict());
 }

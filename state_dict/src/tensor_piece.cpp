@@ -1,20 +1,14 @@
 #include "tensor_piece.h"
 
+#include "core/shape_string.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
 
-#include <sstream>
-
 namespace dcpp::detail {
 
 namespace {
-
-std::string shape_string(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << shape;
-  return out.str();
-}
 
 bool contains_box(const Shard& shard, const std::vector<int64_t>& offsets, at::IntArrayRef sizes) {
   for (std::size_t d = 0; d < offsets.size(); ++d) {

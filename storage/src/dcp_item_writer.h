@@ -22,6 +22,9 @@ namespace dcpp::detail {
 std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
     int bins, const std::vector<WriteItem>& items);
 
+/// The suffix of DCP's data files: `<prefix><n>.distcp`.
+inline constexpr const char* kDataFileSuffix = ".distcp";
+
 /// DCP's data file names: each plan without `storage_data` gets the prefix `__<rank>_<tag>` of
 /// its rank (plans[i] is rank i's); a prefix a subclass chose stays, as in DCP.
 void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag);

@@ -34,7 +34,7 @@ void save_sample(const fs::path& dir) {
   dcpp::save(sd, dir, options);
 }
 
-StateDict sample_target() {
+StateDict bad_input_target() {
   StateDict sd;
   sd.insert("big", at::zeros({200000}));
   sd.insert("small", at::zeros({2, 3}));
@@ -53,7 +53,7 @@ void replace_once(std::string& bytes, const std::string& from, const std::string
 
 TEST_CASE("a missing .metadata means no complete checkpoint") {
   dcpp::test::TempDir dir;
-  StateDict target = sample_target();
+  StateDict target = bad_input_target();
   REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains(".metadata is missing"));
 }
 
@@ -64,7 +64,7 @@ TEST_CASE("a truncated .metadata is an error at every length") {
   for (std::size_t length = 0; length < metadata.size(); ++length) {
     INFO("length " << length);
     write_file(dir / ".metadata", metadata.substr(0, length));
-    StateDict target = sample_target();
+    StateDict target = bad_input_target();
     REQUIRE_THROWS_AS(dcpp::load(target, dir.path()), dcpp::CheckpointError);
   }
 }
@@ -78,7 +78,7 @@ TEST_CASE("random byte flips in .metadata never crash") {
     std::string damaged = metadata;
     damaged[random() % damaged.size()] ^= static_cast<char>(1 + random() % 255);
     write_file(dir / ".metadata", damaged);
-    StateDict target = sample_target();
+    StateDict target = bad_input_target();
     try {
       dcpp::load(target, dir.path());  // a flip inside a name or a number may still load
     } catch (const dcpp::CheckpointError&) {
@@ -92,7 +92,7 @@ TEST_CASE("a data file cut short names the file") {
   const std::string data = read_file(dir / "__0_0.distcp");
   for (std::size_t length : {std::size_t{0}, data.size() / 2, data.size() - 1}) {
     write_file(dir / "__0_0.distcp", data.substr(0, length));
-    StateDict target = sample_target();
+    StateDict target = bad_input_target();
     REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
                         Catch::Contains("__0_0.distcp") && Catch::Contains("truncated"));
   }
@@ -111,7 +111,7 @@ TEST_CASE("a flipped byte in tensor data fails the CRC check, naming file and ke
     // The payload is the largest record: flip a byte in the item's second half.
     damaged[static_cast<std::size_t>(info.offset + info.length / 2)] ^= 0x10;
     write_file(dir / "__0_0.distcp", damaged);
-    StateDict target = sample_target();
+    StateDict target = bad_input_target();
     REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
                         Catch::Contains("__0_0.distcp") && Catch::Contains("'" + index.fqn + "'"));
     // Without CRC checks, the damaged value loads silently: that is what the option means.
@@ -132,7 +132,7 @@ TEST_CASE("a .metadata naming a file outside the checkpoint is refused") {
     dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
     metadata.storage_data.front().second.relative_path = path;
     write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
-    StateDict target = sample_target();
+    StateDict target = bad_input_target();
     REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()),
                         Catch::Contains("not inside the checkpoint directory"));
   }
@@ -144,7 +144,7 @@ TEST_CASE("an unknown dtype in .metadata is named") {
   std::string metadata = read_file(dir / ".metadata");
   replace_once(metadata, "float32", "fluxx32");
   write_file(dir / ".metadata", metadata);
-  StateDict target = sample_target();
+  StateDict target = bad_input_target();
   REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("fluxx32"));
 }
 
@@ -154,7 +154,7 @@ TEST_CASE("a pickle with a foreign global is refused before anything runs") {
   std::string metadata = read_file(dir / ".metadata");
   replace_once(metadata, "torch.serialization", "os_________________");
   write_file(dir / ".metadata", metadata.substr(0, metadata.size()));
-  StateDict target = sample_target();
+  StateDict target = bad_input_target();
   REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("os_________________"));
 }
 
@@ -185,7 +185,7 @@ TEST_CASE("a bytes item holding a Python object is an error naming the key") {
     }
   }
   write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
-  StateDict target = sample_target();
+  StateDict target = bad_input_target();
   REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("__main__") &&
                                                           Catch::Contains("Foo") &&
                                                           Catch::Contains("'step'"));

@@ -17,7 +17,7 @@ dcpp::FileSystemWriterOptions quick_writes() {
   return dcpp::FileSystemWriterOptions().with_sync_files(false);
 }
 
-dcpp::SaveOptions quick_save() {
+dcpp::SaveOptions subclass_quick_save() {
   dcpp::SaveOptions options;
   options.file_system = quick_writes();
   return options;
@@ -103,7 +103,7 @@ TEST_CASE("a DefaultSavePlanner subclass changes what is written through transfo
   dcpp::test::TempDir dir;
   const dcpp::StateDict original = two_tensors();
   auto planner = std::make_shared<NegatingSavePlanner>();
-  dcpp::SaveOptions options = quick_save();
+  dcpp::SaveOptions options = subclass_quick_save();
   options.planner = planner;
   dcpp::save(original, dir.path(), options);
   CHECK(planner->lookups == 3);
@@ -117,7 +117,7 @@ TEST_CASE("a DefaultSavePlanner subclass changes what is written through transfo
 TEST_CASE("a DefaultLoadPlanner subclass chooses where a tensor lands through lookup_tensor") {
   dcpp::test::TempDir dir;
   const dcpp::StateDict original = two_tensors();
-  dcpp::save(original, dir.path(), quick_save());
+  dcpp::save(original, dir.path(), subclass_quick_save());
 
   dcpp::StateDict target;
   target.insert("w", at::full({3, 4}, -1.0f));
@@ -150,7 +150,7 @@ TEST_CASE("a FileSystemWriter subclass names its files through prepare_local_pla
 TEST_CASE("a FileSystemReader subclass gets the local and global plan hooks, in order") {
   dcpp::test::TempDir dir;
   const dcpp::StateDict original = two_tensors();
-  dcpp::save(original, dir.path(), quick_save());
+  dcpp::save(original, dir.path(), subclass_quick_save());
 
   dcpp::StateDict target;
   target.insert("w", at::zeros({3, 4}, at::kFloat));

@@ -29,7 +29,7 @@ std::string call_pickle(int protocol, const std::string& module, const std::stri
   return w.finish();
 }
 
-at::Tensor no_tensor(const TensorRef&) { throw std::runtime_error("no tensor expected"); }
+at::Tensor refuse_tensor(const TensorRef&) { throw std::runtime_error("no tensor expected"); }
 
 bool allow_everything(std::string_view, std::string_view) { return true; }
 
@@ -53,7 +53,7 @@ TEST_CASE("pickles that would run code are refused by every decoder with the glo
       INFO(module << "." << name << ", protocol " << protocol);
       const std::string pickle = call_pickle(protocol, module, name, "touch " + marker);
       const std::string refused = "global '" + module + "." + name + "' is not allowed";
-      REQUIRE_THROWS_WITH(decode_value_pickle(pickle, no_tensor, "file f, key 'k'"),
+      REQUIRE_THROWS_WITH(decode_value_pickle(pickle, refuse_tensor, "file f, key 'k'"),
                           Catch::Contains(refused) && Catch::Contains("file f, key 'k'"));
       REQUIRE_THROWS_WITH(decode_tensor_pickle(pickle, "file f, key 'k'"),
                           Catch::Contains(refused) && Catch::Contains("file f, key 'k'"));
@@ -89,7 +89,7 @@ TEST_CASE("an allowed global is only recorded and never called") {
 TEST_CASE("opcodes that import or call outside the allowlist are not implemented") {
   const auto refused = [](const std::string& pickle, const std::string& message) {
     INFO(message);
-    REQUIRE_THROWS_WITH(decode_value_pickle(pickle, no_tensor, "key 'k'"),
+    REQUIRE_THROWS_WITH(decode_value_pickle(pickle, refuse_tensor, "key 'k'"),
                         Catch::Contains(message) && Catch::Contains("key 'k'"));
   };
   // INST: MARK args INST 'os\nsystem\n' imports and calls in one opcode.
@@ -181,7 +181,7 @@ TEST_CASE("hostile names in error messages are escaped and never cut short") {
   // shows the message.
   const std::string pickle = call_pickle(2, std::string("o\0s", 3), "sys\x1b[2Jtem", "ls");
   try {
-    decode_value_pickle(pickle, no_tensor, "key 'k'");
+    decode_value_pickle(pickle, refuse_tensor, "key 'k'");
     FAIL("decoded");
   } catch (const CheckpointError& error) {
     const std::string message = error.what();

@@ -20,10 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-fs::path fixture_214(const std::string& name) {
-  return fs::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / name;
-}
-
 // A tensor straight from a safetensors file's bytes (the test's own reading, not dcpp's).
 at::Tensor raw_tensor(const fs::path& file, const std::string& key) {
   const std::string bytes = dcpp::test::read_file(file);
@@ -74,7 +70,7 @@ json read_json(const fs::path& path) { return json::parse(dcpp::test::read_file(
 }  // namespace
 
 TEST_CASE("PyTorch 2.14's consolidated Hugging Face fixture loads into preallocated tensors") {
-  const fs::path dir = fixture_214("hf_consolidated");
+  const fs::path dir = dcpp::test::fixture("hf_consolidated", "2.14");
   REQUIRE(dcpp::is_huggingface_directory(dir));
   const fs::path file = dir / "model-00001-of-00001.safetensors";
   dcpp::StateDict state;
@@ -91,13 +87,13 @@ TEST_CASE("PyTorch 2.14's consolidated Hugging Face fixture loads into prealloca
   CHECK(dcpp::test::bitwise_equal(state.at("lm_head.weight").tensor(),
                                   raw_tensor(file, "lm_head.weight")));
   // The manifest's sums, as Python computed them.
-  const json manifest = read_json(fixture_214("hf_consolidated.manifest.json"));
+  const json manifest = read_json(dcpp::test::fixture("hf_consolidated.manifest.json", "2.14"));
   CHECK(state.at("lm_head.weight").tensor().to(at::kDouble).sum().item<double>() ==
         Approx(manifest["state_dict"]["items"]["lm_head.weight"]["sum"].get<double>()));
 }
 
 TEST_CASE("a Hugging Face directory loads without a target, keys flat, and its metadata reads") {
-  const fs::path dir = fixture_214("hf_consolidated");
+  const fs::path dir = dcpp::test::fixture("hf_consolidated", "2.14");
   const dcpp::StateDict loaded = dcpp::load_from_keys(dir);
   REQUIRE(loaded.size() == 3);
   CHECK(dcpp::test::bitwise_equal(

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-dcpp::SaveOptions quick_save() {
+dcpp::SaveOptions unsynced_save() {
   dcpp::SaveOptions options;
   options.file_system.sync_files = false;
   return options;
@@ -63,7 +63,7 @@ void save_counters(const fs::path& directory) {
   original.insert("a", a);
   original.insert("b", b);
   original.insert("plain", at::linspace(0, 1, 16));
-  dcpp::save(original, directory, quick_save());
+  dcpp::save(original, directory, unsynced_save());
 }
 
 // Flips one byte in the middle of `key`'s bytes in its data file.
@@ -116,11 +116,11 @@ TEST_CASE("a save whose Stateful throws fails with a CheckpointError naming the 
   a->state_dict_failures = 1;
   StateDict original;
   original.insert("a", a);
-  REQUIRE_THROWS_AS(dcpp::save(original, dir / "ckpt", quick_save()), dcpp::CheckpointError);
+  REQUIRE_THROWS_AS(dcpp::save(original, dir / "ckpt", unsynced_save()), dcpp::CheckpointError);
   REQUIRE_THROWS_WITH(
       [&] {
         a->state_dict_failures = 1;
-        dcpp::save(original, dir / "ckpt", quick_save());
+        dcpp::save(original, dir / "ckpt", unsynced_save());
       }(),
       Catch::Contains("key 'a'") && Catch::Contains("state_dict() is not ready"));
   REQUIRE(original.at("a").is_stateful());

@@ -27,12 +27,8 @@ namespace {
 
 const char* const kFixtures[] = {"zstd_single", "safetensors_format"};
 
-fs::path fixture_214(const std::string& name) {
-  return fs::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / name;
-}
-
-json manifest(const std::string& name) {
-  std::ifstream in(fixture_214(name + ".manifest.json"));
+json manifest_214(const std::string& name) {
+  std::ifstream in(dcpp::test::fixture(name + ".manifest.json", "2.14"));
   REQUIRE(in.good());
   return json::parse(in)["state_dict"];
 }
@@ -46,7 +42,7 @@ at::ScalarType dtype_of(const std::string& name) {
   return dtypes.at(name);
 }
 
-void check_tensor(const std::string& where, const at::Tensor& tensor, const json& expected) {
+void check_tensor_214(const std::string& where, const at::Tensor& tensor, const json& expected) {
   INFO(where);
   REQUIRE(tensor.scalar_type() == dtype_of(expected["dtype"]));
   REQUIRE(tensor.sizes().vec() == expected["shape"].get<std::vector<int64_t>>());
@@ -80,14 +76,14 @@ void flatten(const json& node, const std::vector<std::string>& prefix,
 
 std::map<std::string, json> flat_manifest(const std::string& name) {
   std::map<std::string, Leaf> leaves;
-  flatten(manifest(name), {}, leaves);
+  flatten(manifest_214(name), {}, leaves);
   std::map<std::string, json> out;
   for (auto& [key, leaf] : leaves) out[key] = leaf.expected;
   return out;
 }
 
 void check_loaded(const std::string& name, const StateDict& loaded) {
-  const json expected = manifest(name);
+  const json expected = manifest_214(name);
   REQUIRE(loaded.size() == expected["items"].size());
   std::map<std::string, Leaf> leaves;
   flatten(expected, {}, leaves);
@@ -98,7 +94,7 @@ void check_loaded(const std::string& name, const StateDict& loaded) {
     }
     const json& item = leaf.expected;
     if (item["type"] == "tensor") {
-      check_tensor(key, value->tensor(), item);
+      check_tensor_214(key, value->tensor(), item);
     } else if (item["type"] == "int") {
       REQUIRE(value->value().toInt() == item["value"].get<int64_t>());
     } else if (item["type"] == "str") {
@@ -123,7 +119,7 @@ StateDict preallocated(const std::string& name) {
 
 TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load without a target") {
   for (const std::string name : kFixtures) {
-    SECTION(name) { check_loaded(name, dcpp::load_from_keys(fixture_214(name))); }
+    SECTION(name) { check_loaded(name, dcpp::load_from_keys(dcpp::test::fixture(name, "2.14"))); }
   }
 }
 
@@ -131,12 +127,12 @@ TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load into preallo
   for (const std::string name : kFixtures) {
     SECTION(name) {
       StateDict target = preallocated(name);
-      dcpp::load(target, fixture_214(name));
+      dcpp::load(target, dcpp::test::fixture(name, "2.14"));
       for (const auto& [key, item] : flat_manifest(name)) {
-        if (item["type"] == "tensor") check_tensor(key, target.at(key).tensor(), item);
+        if (item["type"] == "tensor") check_tensor_214(key, target.at(key).tensor(), item);
       }
       // The same bits as a load without a target.
-      const StateDict loaded = dcpp::load_from_keys(fixture_214(name));
+      const StateDict loaded = dcpp::load_from_keys(dcpp::test::fixture(name, "2.14"));
       if (name == "safetensors_format") {
         REQUIRE(
             dcpp::test::bitwise_equal(target.at("enc.w").tensor(), loaded.at("enc.w").tensor()));
@@ -148,7 +144,7 @@ TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load into preallo
 TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load into row shards of 2 ranks") {
   for (const std::string name : kFixtures) {
     SECTION(name) {
-      const StateDict full = dcpp::load_from_keys(fixture_214(name));
+      const StateDict full = dcpp::load_from_keys(dcpp::test::fixture(name, "2.14"));
       for (const auto& [key, item] : flat_manifest(name)) {
         const auto shape = item.value("shape", std::vector<int64_t>{});
         if (item["type"] != "tensor" || shape.empty() || shape[0] < 2) continue;
@@ -161,11 +157,11 @@ TEST_CASE("PyTorch 2.14's zstd and safetensors-format fixtures load into row sha
           const dcpp::ShardedTensor shard = dcpp::ShardedTensor::from_chunk_of(zeros, 0, rank, 2);
           StateDict target;
           target.insert(key, shard);
-          dcpp::load(target, fixture_214(name));
+          dcpp::load(target, dcpp::test::fixture(name, "2.14"));
           rows.push_back(shard.local_shards().front().tensor);
         }
         const at::Tensor joined = at::cat(rows, 0);
-        check_tensor(key, joined, item);
+        check_tensor_214(key, joined, item);
         REQUIRE(dcpp::test::bitwise_equal(joined, full.at(key).tensor()));
       }
     }
@@ -177,7 +173,7 @@ namespace {
 // The fixture safetensors_format copied to `dir` with its blob's header JSON changed by `edit`
 // (the blob starts the file: the fixture has no bytes items).
 void copy_with_header(const fs::path& dir, const std::function<void(json&)>& edit) {
-  fs::copy(fixture_214("safetensors_format"), dir, fs::copy_options::recursive);
+  fs::copy(dcpp::test::fixture("safetensors_format", "2.14"), dir, fs::copy_options::recursive);
   const std::string data = dcpp::test::read_file(dir / "__0_0.distcp");
   uint64_t length = 0;
   for (int i = 7; i >= 0; --i) length = (length << 8) | static_cast<unsigned char>(data[i]);
@@ -238,7 +234,8 @@ TEST_CASE("malformed safetensors headers in DCP items are CheckpointErrors namin
                   "DCP_SHARDING_INFO is not valid JSON");
 
   // A header length past the file (a cut file) and a header that is not JSON.
-  fs::copy(fixture_214("safetensors_format"), dir / "cut", fs::copy_options::recursive);
+  fs::copy(dcpp::test::fixture("safetensors_format", "2.14"), dir / "cut",
+           fs::copy_options::recursive);
   std::string data = dcpp::test::read_file(dir / "cut" / "__0_0.distcp");
   dcpp::test::write_file(dir / "cut" / "__0_0.distcp", data.substr(0, data.size() - 20));
   require_refused(dir / "cut", "", "data_offsets");

@@ -16,7 +16,7 @@ function(dcpp_interop_test name)
     set(test interop.${suite}.${name})
     add_test(NAME ${test} COMMAND bash ${DCPP_INTEROP_DIR}/${name}.sh)
     set_tests_properties(${test} PROPERTIES
-      LABELS interop TIMEOUT 900 SKIP_RETURN_CODE 77
+      LABELS interop TIMEOUT 180 SKIP_RETURN_CODE 77
       ENVIRONMENT "DCPP_REF_SUITE=${suite};DCPP_SOURCE=${PROJECT_SOURCE_DIR};DCPP_BUILD=${CMAKE_BINARY_DIR};DCPP_WORK=${CMAKE_BINARY_DIR}/interop/${suite}/${name}")
   endforeach()
 endfunction()

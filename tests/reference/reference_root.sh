@@ -7,6 +7,7 @@
 #   reference_root.sh ensure SUITE [python|build]   make the root if missing (idempotent, locked);
 #                                                   "build" adds libtorch-dev and dcpp's build deps
 #   reference_root.sh path SUITE                    print where the root lives
+#   reference_root.sh mirror                        print the Debian archive the roots come from
 #   reference_root.sh run SUITE [-n RANKS] -- CMD   run CMD inside; with -n, RANKS copies with
 #                                                   RANK, WORLD_SIZE, LOCAL_RANK and DCPP_REF_INIT
 #                                                   (a FileStore URL for init_process_group) set
@@ -27,9 +28,68 @@ fi
 python_packages="python3-torch python3-numpy"
 build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
 libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
-libpugixml-dev iproute2"
+libpugixml-dev iproute2 ninja-build mold"
 
 die() { echo "reference_root.sh: $*" >&2; exit 2; }
+
+# The Debian archive this machine's apt uses: the first "deb" source, in /etc/apt/sources.list.d/
+# (*.sources, deb822) or /etc/apt/sources.list and sources.list.d/*.list (one line each), that
+# serves one of Debian's own suites (a codename or stable/testing/unstable, not -security,
+# -updates or -backports: those are other archives or suites of the same one). The roots come from
+# there and nowhere else; DCPP_DEBIAN_MIRROR overrides it.
+debian_suites="buster bullseye bookworm trixie forky duke sid oldstable stable testing unstable"
+is_debian_suite() {  # SUITE
+  local s
+  for s in $debian_suites; do [[ $1 == "$s" ]] && return 0; done
+  return 1
+}
+debian_mirror() {
+  if [[ -n ${DCPP_DEBIAN_MIRROR:-} ]]; then
+    echo "$DCPP_DEBIAN_MIRROR"
+    return
+  fi
+  local apt_dir=${DCPP_APT_DIR:-/etc/apt} file line key value types uris suites suite uri
+  local stanza_end=$'\n'
+  for file in "$apt_dir"/sources.list.d/*.sources; do
+    [[ -f $file ]] || continue
+    types="" uris="" suites=""
+    # Stanzas are separated by blank lines; a blank line is appended so the last one ends too.
+    while IFS= read -r line || [[ -n $line ]]; do
+      [[ $line =~ ^[[:space:]]*# ]] && continue  # a comment line does not end a stanza
+      line=${line%%#*}
+      if [[ -z ${line//[[:space:]]/} ]]; then
+        if [[ " $types " == *" deb "* ]]; then
+          for suite in $suites; do
+            if is_debian_suite "$suite"; then
+              for uri in $uris; do echo "${uri%/}"; return; done
+            fi
+          done
+        fi
+        types="" uris="" suites=""
+        continue
+      fi
+      [[ $line == *:* ]] || continue
+      key=${line%%:*} value=${line#*:}
+      case ${key,,} in
+        types) types=$value;;
+        uris) uris=$value;;
+        suites) suites=$value;;
+      esac
+    done < <(cat "$file"; printf '%s' "$stanza_end")
+  done
+  for file in "$apt_dir"/sources.list "$apt_dir"/sources.list.d/*.list; do
+    [[ -f $file ]] || continue
+    while read -r types rest; do
+      [[ $types == deb ]] || continue
+      rest=${rest#\[*\] }  # options: [arch=amd64 signed-by=...]
+      read -r uri suite _ <<<"$rest"
+      if is_debian_suite "$suite"; then echo "${uri%/}"; return; fi
+    done < <(sed 's/#.*//' "$file")
+  done
+  die "found no Debian archive in $apt_dir/sources.list or $apt_dir/sources.list.d/ (a \"deb\" \
+source of one of: $debian_suites); the reference roots come from this machine's own Debian mirror:
+add it to apt's sources, or name it with DCPP_DEBIAN_MIRROR=http://.../debian"
+}
 
 check_suite() {
   case $1 in trixie|sid) ;; *) die "unknown suite '$1' (trixie or sid)";; esac
@@ -68,9 +128,11 @@ ensure() {  # SUITE PROFILE
     command -v debootstrap >/dev/null || {
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
     }
-    echo "reference_root.sh: debootstrap $suite into $root (once; cached)" >&2
+    local mirror
+    mirror=$(debian_mirror)
+    echo "reference_root.sh: debootstrap $suite into $root from $mirror (once; cached)" >&2
     rm -rf "$root"
-    debootstrap --variant=minbase "$suite" "$root" http://deb.debian.org/debian >"$roots/$suite.log" 2>&1 ||
+    debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$roots/$suite.log" 2>&1 ||
       die "debootstrap $suite failed; see $roots/$suite.log"
     touch "$root/.dcpp-bootstrapped"
   fi
@@ -112,7 +174,8 @@ run() {  # SUITE [-n RANKS] -- CMD...
   ' _ "$root" "$PWD" "$ranks" "$init" "$@"
 }
 
-(($# >= 2)) || die "usage: $0 ensure|path|run SUITE ..."
+[[ ${1:-} == mirror ]] && { debian_mirror; exit; }
+(($# >= 2)) || die "usage: $0 ensure|path|run SUITE ... (or: $0 mirror)"
 command=$1 suite=$2; shift 2
 check_suite "$suite"
 case $command in

@@ -3,6 +3,7 @@
 // consolidated fixture loaded sharded on 2 and 3 ranks. Real processes over Gloo.
 
 #include "dcpp_test.h"
+#include "reshard_launch.h"
 
 #include <dcpp/storage/huggingface_storage.h>
 
@@ -10,17 +11,7 @@
 
 #include <map>
 
-namespace {
-
-int launch(int ranks, const std::string& arguments) {
-  const std::string command = std::string(DCPP_LAUNCH) + " -n " + std::to_string(ranks) + " -- " +
-                              DCPP_RESHARD_WORKER + " " + arguments;
-  const dcpp::test::CommandResult result = dcpp::test::run_command(command);
-  UNSCOPED_INFO(command << "\n" << result.output);
-  return result.exit_code;
-}
-
-}  // namespace
+using dcpp::test::launch;
 
 TEST_CASE("a Hugging Face directory written by N ranks loads on M ranks in another sharding") {
   struct Case {

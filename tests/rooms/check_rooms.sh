@@ -32,17 +32,16 @@ function below(room, seen) {
   if (seen == "parallel") return 0
   return level(seen) >= 0 && level(seen) <= level(room)
 }
-/"command":/ { command = $0 }
-/"file":/ {
-  file = $0
-  sub(/^[^:]*: *"/, "", file); sub(/",? *$/, "", file)
-  if (index(file, root "/") != 1) next
+# Checks one source compiled with `command`.
+function check(file, command,    relative, parts, owner, is_room, n, words, i, word, seen_parts, seen, kind, bad) {
+  if (index(file, root "/") != 1) return
   relative = substr(file, length(root) + 2)
   split(relative, parts, "/")
   owner = parts[1]
-  if (owner == "tests" || owner == "build") next
+  if (owner == "tests" || owner == "build") return
   is_room = (level(owner) >= 0 || owner == "parallel") && parts[2] == "src"
-  if (!is_room && owner != "tools" && owner != "bench" && owner != "examples" && owner != "fuzz") next
+  if (!is_room && owner != "tools" && owner != "bench" && owner != "examples" && owner != "fuzz") return
+  checked++
   n = split(command, words, " ")
   for (i = 1; i <= n; i++) {
     word = words[i]
@@ -57,7 +56,26 @@ function below(room, seen) {
     if (bad) { print relative " sees " seen "/" kind; failures++ }
   }
 }
+/"command":/ { command = $0 }
+/"file":/ {
+  file = $0
+  sub(/^[^:]*: *"/, "", file); sub(/",? *$/, "", file)
+  # A unity build compiles generated files that #include the sources (CMAKE_UNITY_BUILD): each
+  # source they include is checked with the command that compiles it.
+  if (file ~ /\/Unity\/unity_[0-9]+_cxx\.cxx$/) {
+    while ((getline line < file) > 0) {
+      if (line ~ /^#include "/) {
+        sub(/^#include "/, "", line); sub(/".*$/, "", line)
+        check(line, command)
+      }
+    }
+    close(file)
+  } else {
+    check(file, command)
+  }
+}
 END {
+  if (checked == 0) { print "no source of a room, tools/, bench/, examples/ or fuzz/ in " ARGV[1]; exit 1 }
   if (failures) { print failures " room boundary violations (docs/design.md, \"Rooms\")"; exit 1 }
   print "every room sees only the rooms below it"
 }' "$compile_commands"

@@ -9,6 +9,7 @@
 //                               appended to $DCPP_INTEROP_IN/resumed.txt
 
 #include "dcpp_test.h"
+#include "python_model.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -16,7 +17,6 @@
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/stateful_adapters.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -27,6 +27,7 @@
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -39,6 +40,8 @@
 
 using dcpp::StateDict;
 using nlohmann::json;
+
+using dcpp::test::python_model;
 
 namespace {
 
@@ -67,7 +70,8 @@ const std::map<std::string, Make>& optimizers() {
       {"Adagrad",
        [](std::vector<at::Tensor> p, double lr) -> std::unique_ptr<Optimizer> {
          return std::make_unique<Adagrad>(
-             p, AdagradOptions(lr).lr_decay(0.01).weight_decay(0.01).initial_accumulator_value(0.1));
+             p,
+             AdagradOptions(lr).lr_decay(0.01).weight_decay(0.01).initial_accumulator_value(0.1));
        }},
       {"RMSprop",
        [](std::vector<at::Tensor> p, double lr) -> std::unique_ptr<Optimizer> {
@@ -92,12 +96,6 @@ const std::vector<WriteCase> write_cases = {
     {"sgd", "SGD", 0.05},         {"adam", "Adam", 0.01},       {"adamw", "AdamW", 0.01},
     {"adagrad", "Adagrad", 0.05}, {"rmsprop", "RMSprop", 0.01}, {"lbfgs", "LBFGS", 0.1},
 };
-
-// Python's nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 2)).
-torch::nn::Sequential python_model(uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
-}
 
 float step(torch::nn::Sequential& model, Optimizer& optimizer, const at::Tensor& x,
            const at::Tensor& y) {
@@ -242,7 +240,8 @@ TEST_CASE("resume what Python's optimizers wrote", "[.optimizer_interop_read]") 
              << expected["torch"].get<std::string>() << ") into libtorch " << optimizer_name
              << ": loss " << i << " libtorch " << loss << " python " << want << " |diff| "
              << std::scientific << std::setprecision(2) << std::abs(loss - want);
-        std::ofstream(std::filesystem::path(in) / "resumed.txt", std::ios::app) << line.str() << "\n";
+        std::ofstream(std::filesystem::path(in) / "resumed.txt", std::ios::app)
+            << line.str() << "\n";
         INFO(line.str());
         REQUIRE(std::abs(loss - want) < 1e-5);
       }

@@ -39,7 +39,7 @@ struct Versions {
   std::vector<std::string> pytorch_2_14;
 };
 
-std::vector<Versions> optimizers() {
+std::vector<Versions> versioned_optimizers() {
   using namespace torch::optim;
   const std::vector<std::string> adam_2_6 = {
       "lr",       "betas",   "eps",        "weight_decay",   "amsgrad",
@@ -106,7 +106,7 @@ std::vector<Versions> optimizers() {
   };
 }
 
-std::vector<std::string> keys_of(const StateDict& group) {
+std::vector<std::string> option_keys_of(const StateDict& group) {
   std::vector<std::string> keys;
   for (const auto& item : group) {
     if (item.key != "params") {
@@ -139,12 +139,12 @@ StateDict optimizer_target(torch::nn::Sequential& model, Optimizer& optimizer) {
 }  // namespace
 
 TEST_CASE("each optimizer's param group carries the keys of every PyTorch from 2.6 to 2.14") {
-  for (const Versions& v : optimizers()) {
+  for (const Versions& v : versioned_optimizers()) {
     DYNAMIC_SECTION(v.name) {
       auto model = dcpp::test::small_model(1);
       auto optimizer = v.make(model->parameters());
       StateDict sd = dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), *optimizer);
-      const std::vector<std::string> written = keys_of(first_group(sd));
+      const std::vector<std::string> written = option_keys_of(first_group(sd));
       // The newest's keys in the newest's order, then any key only an older version has (none).
       REQUIRE(written == v.pytorch_2_14);
       for (const std::string& key : v.pytorch_2_6) {
@@ -225,7 +225,7 @@ TEST_CASE(
       {"LBFGS", {"maximize"}}};
   for (const auto& [name, dropped] : cases) {
     DYNAMIC_SECTION(name) {
-      const auto all = optimizers();
+      const auto all = versioned_optimizers();
       const auto& v =
           *std::find_if(all.begin(), all.end(), [&](const Versions& o) { return o.name == name; });
       auto model = dcpp::test::small_model(1);

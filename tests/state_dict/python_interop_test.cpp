@@ -2,32 +2,29 @@
 // libtorch model and Adam for Python to resume (tests/interop/check_dcpp_model_optim.py).
 
 #include "dcpp_test.h"
+#include "python_model.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/stateful_adapters.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 
 using dcpp::StateDict;
-using nlohmann::json;
 using dcpp::test::interop_output_dir;
+using nlohmann::json;
+
+using dcpp::test::python_model;
 
 namespace {
-
-// Python's torch.nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).
-torch::nn::Sequential python_model(uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::ReLU(), torch::nn::Linear(8, 2));
-}
 
 json manifest(const std::string& name, const std::string& version = "2.6") {
   std::ifstream in(dcpp::test::fixture(name + ".manifest.json", version));
@@ -82,7 +79,8 @@ TEST_CASE("Python's Adam training resumes in libtorch with the recorded next los
   }
 }
 
-TEST_CASE("model_optim_adam as written: the first loss matches, the second matches Python's resume") {
+TEST_CASE(
+    "model_optim_adam as written: the first loss matches, the second matches Python's resume") {
   // The fixture's optimizer state was shared with the optimizer that computed next_losses and was
   // saved after it had stepped twice more (step = 5 while the model is at step 3), so no resume
   // (Python's included) reproduces next_losses[1]. What Python's own set_state_dict resume of
@@ -114,9 +112,9 @@ TEST_CASE("write a libtorch model and Adam for Python to resume", "[.interop]") 
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   auto model = python_model(0);
-  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(1e-2)
-                                                   .betas(std::make_tuple(0.9, 0.99))
-                                                   .weight_decay(0.01));
+  torch::optim::Adam adam(
+      model->parameters(),
+      torch::optim::AdamOptions(1e-2).betas(std::make_tuple(0.9, 0.99)).weight_decay(0.01));
   torch::manual_seed(7);
   const at::Tensor x = torch::randn({16, 4});
   const at::Tensor y = torch::randn({16, 2});

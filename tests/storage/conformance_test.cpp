@@ -11,7 +11,9 @@
 #include <algorithm>
 
 using dcpp::StateDict;
+using dcpp::test::require_equal;
 using dcpp::test::StorageDriver;
+using dcpp::test::zeros_like;
 
 namespace {
 
@@ -32,26 +34,6 @@ StateDict sample_state(bool with_values) {
     state.insert("name", c10::IValue(std::string("run \xce\xbb")));
   }
   return state;
-}
-
-StateDict zeros_like(const StateDict& state) {
-  StateDict zeros;
-  for (const auto& item : state) {
-    zeros.insert(item.key, item.value.is_tensor() ? at::zeros_like(item.value.tensor())
-                                                  : c10::IValue(int64_t{0}));
-  }
-  return zeros;
-}
-
-void require_equal(const StateDict& loaded, const StateDict& saved) {
-  for (const auto& item : saved) {
-    INFO(item.key);
-    if (item.value.is_tensor()) {
-      REQUIRE(dcpp::test::bitwise_equal(loaded.at(item.key).tensor(), item.value.tensor()));
-    } else {
-      REQUIRE(loaded.at(item.key).value() == item.value.value());
-    }
-  }
 }
 
 void save_with(StorageDriver& driver, const StateDict& state, const std::string& location,

@@ -14,8 +14,10 @@
 #include <algorithm>
 
 using dcpp::StateDict;
+using dcpp::test::require_equal;
 using dcpp::test::S3Fault;
 using dcpp::test::S3TestServer;
+using dcpp::test::zeros_like;
 
 namespace {
 
@@ -59,26 +61,6 @@ StateDict training_state() {
   state.insert("model.big", at::randn({2, 1024, 1024}));  // 8 MiB: a multipart upload
   state.insert("step", c10::IValue(int64_t{42}));
   return state;
-}
-
-StateDict zeros_like(const StateDict& state) {
-  StateDict zeros;
-  for (const auto& item : state) {
-    zeros.insert(item.key, item.value.is_tensor() ? at::zeros_like(item.value.tensor())
-                                                  : c10::IValue(int64_t{0}));
-  }
-  return zeros;
-}
-
-void require_equal(const StateDict& loaded, const StateDict& saved) {
-  for (const auto& item : saved) {
-    INFO(item.key);
-    if (item.value.is_tensor()) {
-      REQUIRE(dcpp::test::bitwise_equal(loaded.at(item.key).tensor(), item.value.tensor()));
-    } else {
-      REQUIRE(loaded.at(item.key).value() == item.value.value());
-    }
-  }
 }
 
 dcpp::CheckpointError error_of(const std::function<void()>& f) {

@@ -17,15 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fixture_214(const std::string& name) {
-  return fs::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / name;
-}
-
 json manifest(const std::string& name) {
-  return json::parse(dcpp::test::read_file(fixture_214(name + ".manifest.json")))["state_dict"];
+  return json::parse(
+      dcpp::test::read_file(dcpp::test::fixture(name + ".manifest.json", "2.14")))["state_dict"];
 }
 
-bool has_problem(const json& report, const std::string& key, const std::string& text) {
+bool has_key_problem(const json& report, const std::string& key, const std::string& text) {
   for (const json& p : report["problems"]) {
     if (p["key"] == key && p["problem"].get<std::string>().find(text) != std::string::npos) {
       return true;
@@ -40,7 +37,7 @@ TEST_CASE("inspect, verify, diff and convert read PyTorch 2.14's zstd and safete
   dcpp::test::TempDir dir;
   for (const std::string name : {"zstd_single", "safetensors_format"}) {
     INFO(name);
-    const fs::path src = fixture_214(name);
+    const fs::path src = dcpp::test::fixture(name, "2.14");
     auto cli = run_cli("inspect --json --stats " + src.string());
     INFO(cli.output);
     REQUIRE(cli.exit_code == 0);
@@ -70,8 +67,9 @@ TEST_CASE("inspect, verify, diff and convert read PyTorch 2.14's zstd and safete
     fs::create_directories(out);
     REQUIRE(run_cli("convert " + src.string() + " " + (out / "x.pt").string() + " --to torch-save")
                 .exit_code == 0);
-    REQUIRE(run_cli("convert " + src.string() + " " + (out / "dcp").string() + " --to dcp")
-                .exit_code == 0);
+    REQUIRE(
+        run_cli("convert " + src.string() + " " + (out / "dcp").string() + " --to dcp").exit_code ==
+        0);
     REQUIRE(run_cli("convert " + src.string() + " " + (out / "zstd").string() +
                     " --to dcp --compress zstd")
                 .exit_code == 0);
@@ -98,7 +96,7 @@ TEST_CASE("inspect, verify, diff and convert read PyTorch 2.14's zstd and safete
 
 TEST_CASE("convert --compress applies to dcp only, at zstd's levels") {
   dcpp::test::TempDir dir;
-  const std::string src = fixture_214("zstd_single").string();
+  const std::string src = dcpp::test::fixture("zstd_single", "2.14").string();
   auto cli = run_cli("convert " + src + " " + (dir / "x.pt").string() +
                      " --to torch-save --compress zstd");
   REQUIRE(cli.exit_code != 0);
@@ -114,8 +112,8 @@ TEST_CASE("convert --compress applies to dcp only, at zstd's levels") {
 TEST_CASE("verify names the key of a damaged zstd item, with and without a checksum file") {
   dcpp::test::TempDir dir;
   const fs::path ckpt = dir / "ckpt";
-  REQUIRE(run_cli("convert " + fixture_214("zstd_single").string() + " " + ckpt.string() +
-                  " --to dcp --compress zstd")
+  REQUIRE(run_cli("convert " + dcpp::test::fixture("zstd_single", "2.14").string() + " " +
+                  ckpt.string() + " --to dcp --compress zstd")
               .exit_code == 0);
   dcpp::StorageInfo info;
   for (const auto& [index, stored] : dcpp::read_metadata(ckpt).storage_data) {
@@ -125,19 +123,19 @@ TEST_CASE("verify names the key of a damaged zstd item, with and without a check
   json report = dcpp::tools::verify_checkpoint(ckpt);
   INFO(report.dump());
   REQUIRE(report["ok"] == false);
-  REQUIRE(has_problem(report, "w", "CRC-32"));
+  REQUIRE(has_key_problem(report, "w", "CRC-32"));
   REQUIRE(report["problems"].size() == 1);
   fs::remove(ckpt / ".checksums");
   report = dcpp::tools::verify_checkpoint(ckpt);
   REQUIRE(report["ok"] == false);
-  REQUIRE(has_problem(report, "w", "zstd"));
+  REQUIRE(has_key_problem(report, "w", "zstd"));
 }
 
 TEST_CASE("verify of a hostile zstd frame stops at the item's bound, in bounded memory") {
   dcpp::test::TempDir dir;
   const fs::path ckpt = dir / "ckpt";
-  REQUIRE(run_cli("convert " + fixture_214("zstd_single").string() + " " + ckpt.string() +
-                  " --to dcp --compress zstd")
+  REQUIRE(run_cli("convert " + dcpp::test::fixture("zstd_single", "2.14").string() + " " +
+                  ckpt.string() + " --to dcp --compress zstd")
               .exit_code == 0);
   fs::remove(ckpt / ".checksums");
   const auto [intact_status, intact_peak] =
@@ -170,5 +168,5 @@ TEST_CASE("verify of a hostile zstd frame stops at the item's bound, in bounded 
   REQUIRE(peak < intact_peak + 16 * (1 << 20));
   const json report = dcpp::tools::verify_checkpoint(ckpt);
   INFO(report.dump());
-  REQUIRE(has_problem(report, "w", "bound of 69504 bytes"));
+  REQUIRE(has_key_problem(report, "w", "bound of 69504 bytes"));
 }

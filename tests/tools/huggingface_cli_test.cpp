@@ -19,12 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fixture_214(const std::string& name) {
-  return fs::path(DCPP_TEST_FIXTURES) / "pytorch-2.14" / name;
-}
-
 // Every tensor of `a` is in `b` with the same dtype, shape and bytes; returns how many.
-std::size_t require_tensors_equal(const fs::path& a, const fs::path& b) {
+std::size_t count_equal_tensors(const fs::path& a, const fs::path& b) {
   auto sa = dcpp::tools::open_checkpoint_source(a);
   auto sb = dcpp::tools::open_checkpoint_source(b);
   std::size_t tensors = 0;
@@ -51,11 +47,11 @@ TEST_CASE("convert --to hf writes a Hugging Face directory, skipping values with
   CHECK_THAT(cli.output, Catch::Contains("note: skipped"));
   REQUIRE(fs::exists(dir / "hf" / dcpp::kHuggingFaceIndexFile));
   CHECK(dcpp::is_huggingface_directory(dir / "hf"));
-  CHECK(require_tensors_equal(src, dir / "hf") > 0);
+  CHECK(count_equal_tensors(src, dir / "hf") > 0);
   // And back: a DCP checkpoint from the Hugging Face directory, equal to the original's tensors.
   REQUIRE(run_cli("convert " + (dir / "hf").string() + " " + (dir / "dcp").string() + " --to dcp")
               .exit_code == 0);
-  CHECK(require_tensors_equal(dir / "hf", dir / "dcp") > 0);
+  CHECK(count_equal_tensors(dir / "hf", dir / "dcp") > 0);
   const json diff = dcpp::tools::diff_checkpoints(dir / "hf", dir / "dcp");
   CHECK(diff["equal"] == true);
   CHECK(run_cli("convert " + src.string() + " " + (dir / "hf").string() + " --to hf").exit_code ==
@@ -63,7 +59,7 @@ TEST_CASE("convert --to hf writes a Hugging Face directory, skipping values with
 }
 
 TEST_CASE("inspect, verify and diff read a Hugging Face directory") {
-  const fs::path hf = fixture_214("hf_consolidated");
+  const fs::path hf = dcpp::test::fixture("hf_consolidated", "2.14");
   const json inspection = dcpp::tools::inspect_checkpoint(hf, true);
   CHECK(inspection["format"] == "huggingface");
   REQUIRE(inspection["entries"].size() == 3);
@@ -71,8 +67,8 @@ TEST_CASE("inspect, verify and diff read a Hugging Face directory") {
   CHECK(w["dtype"] == "bfloat16");
   CHECK(w["shape"] == json::array({4, 4}));
   CHECK(w["chunks"][0]["file"] == "model-00001-of-00001.safetensors");
-  const json manifest =
-      json::parse(dcpp::test::read_file(fixture_214("hf_consolidated.manifest.json")));
+  const json manifest = json::parse(
+      dcpp::test::read_file(dcpp::test::fixture("hf_consolidated.manifest.json", "2.14")));
   CHECK(inspection["entries"]["lm_head.weight"]["stats"]["sum"].get<double>() ==
         Approx(manifest["state_dict"]["items"]["lm_head.weight"]["sum"].get<double>()));
   const auto cli = run_cli("inspect --json --stats " + hf.string());
@@ -94,7 +90,7 @@ TEST_CASE("inspect, verify and diff read a Hugging Face directory") {
 
 TEST_CASE("verify reports a damaged Hugging Face directory, naming the file") {
   dcpp::test::TempDir dir;
-  dcpp::test::copy_tree(fixture_214("hf_consolidated"), dir / "hf");
+  dcpp::test::copy_tree(dcpp::test::fixture("hf_consolidated", "2.14"), dir / "hf");
   const fs::path file = dir / "hf" / "model-00001-of-00001.safetensors";
   std::string bytes = dcpp::test::read_file(file);
   dcpp::test::write_file(file, bytes.substr(0, bytes.size() - 4));  // truncated

@@ -1,4 +1,5 @@
 #include "dcpp_test.h"
+#include "tools_test_util.h"
 
 #include "inspect_command.h"
 
@@ -13,15 +14,8 @@
 
 using nlohmann::json;
 
-namespace {
-
 using dcpp::test::CommandResult;
-
-[[maybe_unused]] CommandResult run_cli(const std::string& arguments) {
-  return dcpp::test::run_command(std::string(DCPP_CLI) + " " + arguments);
-}
-
-}  // namespace
+using dcpp::test::run_cli;
 
 TEST_CASE("inspect --json describes every entry of a PyTorch checkpoint") {
   const json inspection =

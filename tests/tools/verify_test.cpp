@@ -27,7 +27,7 @@ std::filesystem::path make_checkpoint(const dcpp::test::TempDir& dir) {
 
 std::string float_bytes(float value) { return std::string(reinterpret_cast<char*>(&value), 4); }
 
-bool has_problem(const json& report, const std::string& file, const std::string& text) {
+bool has_file_problem(const json& report, const std::string& file, const std::string& text) {
   for (const json& p : report["problems"]) {
     if (p["file"] == file && p["problem"].get<std::string>().find(text) != std::string::npos) {
       return true;
@@ -97,12 +97,12 @@ TEST_CASE("verify checks the CRC-32 of every record, not only the tensor data") 
   dcpp::test::flip_byte(data, at + 2);
   const json with_checksums = dcpp::tools::verify_checkpoint(ckpt);
   REQUIRE(with_checksums["ok"] == false);
-  REQUIRE(has_problem(with_checksums, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
+  REQUIRE(has_file_problem(with_checksums, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
   // Without the checksum file (as PyTorch writes checkpoints): the record's own CRC-32.
   std::filesystem::remove(ckpt / ".checksums");
   const json report = dcpp::tools::verify_checkpoint(ckpt);
   REQUIRE(report["checksum_file"] == "absent");
-  REQUIRE(has_problem(report, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
+  REQUIRE(has_file_problem(report, "__0_0.distcp", "zip record 'byteorder' has CRC-32"));
 }
 
 TEST_CASE("verify finds bytes no zip CRC-32 covers, and a damaged .metadata or checksum file") {
@@ -181,7 +181,7 @@ TEST_CASE("verify finds a truncated file, a missing file and an unreferenced fil
     std::filesystem::resize_file(data, std::filesystem::file_size(data) - 100);
     const json report = dcpp::tools::verify_checkpoint(ckpt);
     REQUIRE(report["ok"] == false);
-    REQUIRE(has_problem(report, "__0_0.distcp", "truncated"));
+    REQUIRE(has_file_problem(report, "__0_0.distcp", "truncated"));
     const auto cli = run_cli("verify --json " + ckpt.string());
     REQUIRE(cli.exit_code == 1);
     REQUIRE(json::parse(cli.output)["problems"][0]["file"] == "__0_0.distcp");
@@ -189,21 +189,21 @@ TEST_CASE("verify finds a truncated file, a missing file and an unreferenced fil
   SECTION("missing") {
     std::filesystem::remove(data);
     const json report = dcpp::tools::verify_checkpoint(ckpt);
-    REQUIRE(has_problem(report, "__0_0.distcp", "missing"));
+    REQUIRE(has_file_problem(report, "__0_0.distcp", "missing"));
     REQUIRE(report["problems"].size() == 1);
   }
   SECTION("unreferenced") {
     std::filesystem::copy_file(data, ckpt / "__1_0.distcp");
     const json report = dcpp::tools::verify_checkpoint(ckpt);
     REQUIRE(report["problems"].size() == 1);
-    REQUIRE(has_problem(report, "__1_0.distcp", "unreferenced"));
+    REQUIRE(has_file_problem(report, "__1_0.distcp", "unreferenced"));
   }
   SECTION("stray bytes after the last item") {
     std::string bytes = dcpp::test::read_file(data);
     dcpp::test::write_file(data, bytes + "junk");
     const json report = dcpp::tools::verify_checkpoint(ckpt);
     REQUIRE(report["problems"].size() == 1);
-    REQUIRE(has_problem(report, "__0_0.distcp", "belong to no item"));
+    REQUIRE(has_file_problem(report, "__0_0.distcp", "belong to no item"));
   }
   SECTION("no .metadata") {
     std::filesystem::remove(ckpt / ".metadata");

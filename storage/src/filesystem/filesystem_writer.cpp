@@ -45,7 +45,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kMetadataFile = ".metadata";
-constexpr const char* kDataSuffix = ".distcp";
 
 }  // namespace
 
@@ -135,8 +134,8 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     }
     std::vector<std::vector<WriteResult>> results(files.size());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
-      results[n] =
-          write_file(plan.storage_data + std::to_string(n) + kDataSuffix, files[n], planner);
+      results[n] = write_file(plan.storage_data + std::to_string(n) + detail::kDataFileSuffix,
+                              files[n], planner);
     });
     std::vector<WriteResult> all;
     for (auto& file_results : results) {
@@ -332,7 +331,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     for (const auto& entry : fs::directory_iterator(directory_, error)) {
       const std::string name = entry.path().filename().string();
       const bool is_data_file = name.rfind(prefix, 0) == 0 && name.size() > 7 &&
-                                name.compare(name.size() - 7, 7, kDataSuffix) == 0;
+                                name.compare(name.size() - 7, 7, detail::kDataFileSuffix) == 0;
       if ((is_data_file && referenced.count(name) == 0) ||
           std::find(stale.begin(), stale.end(), name) != stale.end()) {
         std::error_code failed;

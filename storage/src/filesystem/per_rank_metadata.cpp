@@ -3,9 +3,9 @@
 
 #include "storage/per_rank_metadata.h"
 
+#include "core/shape_string.h"
 #include "format/file_io.h"
 #include "format/metadata_pickle.h"
-#include "format/shape_string.h"
 #include "state_dict/box.h"
 
 #include <dcpp/core/checkpoint_error.h>

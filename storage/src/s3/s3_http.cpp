@@ -105,7 +105,7 @@ std::string header_value(std::string_view line, std::size_t name_size) {
   return std::string(value);
 }
 
-void read_header_line(std::string_view line, HttpResponse& response) {
+void parse_header_line(std::string_view line, HttpResponse& response) {
   if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a 100 Continue): forget the last
     response.content_length.reset();
     response.etag.clear();
@@ -122,10 +122,10 @@ void read_header_line(std::string_view line, HttpResponse& response) {
   }
 }
 
-size_t read_header(char* data, size_t size, size_t count, void* user) {
+size_t receive_header_line(char* data, size_t size, size_t count, void* user) {
   auto* exchange = static_cast<Exchange*>(user);
   try {  // no exception may cross libcurl's C frames
-    read_header_line(std::string_view(data, size * count), *exchange->response);
+    parse_header_line(std::string_view(data, size * count), *exchange->response);
   } catch (const std::bad_alloc&) {
     exchange->out_of_memory = true;
     return 0;
@@ -229,7 +229,7 @@ HttpResponse S3Transport::perform(const HttpRequest& request) {
   curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers.list);
   curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, write_body);
   curl_easy_setopt(handle, CURLOPT_WRITEDATA, &exchange);
-  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, read_header);
+  curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, receive_header_line);
   curl_easy_setopt(handle, CURLOPT_HEADERDATA, &exchange);
   if (method == "PUT") {  // the body through the read callback, its size announced
     curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L);

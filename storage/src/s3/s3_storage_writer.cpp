@@ -32,7 +32,6 @@ namespace dcpp {
 namespace {
 
 constexpr const char* kMetadataObject = ".metadata";
-constexpr const char* kDataSuffix = ".distcp";
 
 }  // namespace
 
@@ -104,7 +103,7 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
                         std::min<int>(options_.thread_count, std::max<int>(1, files.size())));
     std::vector<std::vector<WriteResult>> results(files.size());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
-      const std::string name = plan.storage_data + std::to_string(n) + kDataSuffix;
+      const std::string name = plan.storage_data + std::to_string(n) + detail::kDataFileSuffix;
       detail::S3UploadSink sink(client_, url_.prefix + name, parts_in_flight);
       results[n] = detail::write_data_file(sink, name, files[n], planner, options_.compression,
                                            options_.compression_level);
@@ -161,7 +160,7 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
         const std::string name = object.key.substr(url_.prefix.size());
         const bool is_data_object = name.rfind("__", 0) == 0 &&
                                     name.find('/') == std::string::npos && name.size() > 7 &&
-                                    name.compare(name.size() - 7, 7, kDataSuffix) == 0;
+                                    name.compare(name.size() - 7, 7, detail::kDataFileSuffix) == 0;
         if (is_data_object && referenced.count(name) == 0) {
           client_.delete_object(object.key);
         }
