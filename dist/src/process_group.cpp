@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace dcpp {
 namespace {
@@ -77,11 +78,11 @@ void leave_together(c10d::Store& store, int rank, int size) {
   const int64_t arrived = store.add("made", 1);
   const int64_t generation = (arrived - 1) / size;
   const std::string suffix = "/" + std::to_string(generation);
-  if (arrived == (generation + 1) * size) store.set("all_made" + suffix, {1});
+  if (arrived == (generation + 1) * size) store.set("all_made" + suffix, std::vector<uint8_t>{1});
   store.wait({"all_made" + suffix});
   // Everyone's last store call: after this add, only rank 0 needs the store again.
   const int64_t left = store.add("left" + suffix, 1);
-  if (left == size) store.set("all_left" + suffix, {1});
+  if (left == size) store.set("all_left" + suffix, std::vector<uint8_t>{1});
   if (rank == 0) store.wait({"all_left" + suffix});
 }
 
