@@ -73,7 +73,10 @@ struct DCPP_API LaunchEnvironment {
 /// every rank has arrived and the Gloo connections are made; throws CheckpointError naming the
 /// rank, the store address and the cause when that does not happen within options.timeout (a rank
 /// that never starts, a port already in use on rank 0). The group keeps the store alive (rank 0's
-/// store serves the others: rank 0 should not exit while other ranks still make groups from it).
+/// store serves the others). No rank returns before every rank has made the group, and rank 0
+/// returns last, once no other rank needs the store for it: a rank 0 that exits as soon as it has
+/// the group fails nobody (a rank 0 that exits while others still make other groups from its
+/// store does).
 /// The group is CPU-capable (Gloo); its collectives honour options.timeout and, like every c10d
 /// group, must be called in the same order on every rank and are not thread-safe.
 ///
