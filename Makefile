@@ -50,8 +50,9 @@ build: configure
 # against real PyTorch 2.6 and the newest Debian PyTorch, the whole suite again built on the newest
 # Debian libtorch, then the sanitizer stages below on their CI selections. Each stage's wall time
 # prints as it ends, and a table of them at the end (tests/stages/run_stages.sh). The reference
-# roots are made in the background while the plain tree builds: debootstrap and apt mostly wait on
-# the mirror.
+# roots are made in the background while the plain tree builds: their downloads overlap the
+# compiles (their unpacking and byte-compiling compete with them for the cores;
+# docs/reliability.md, "Cost in CI").
 TEST_STAGES := deps s3-server reference-roots\& build test-plain test-interop build-libtorch \
                test-libtorch build-asan test-asan build-tsan test-tsan
 test:

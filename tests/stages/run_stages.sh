@@ -8,8 +8,8 @@
 # A STAGE is a make target, run as `$MAKE TARGET` (MAKE from the environment, else make). Written
 # `TARGET&`, it starts in the background, its output kept in $STAGE_LOG_DIR/TARGET.log and shown
 # when it ends; the following stages start at once. A stage that needs what a background stage
-# makes waits for it through that target's own lock (reference_root.sh's), so the background is
-# for work that mostly waits on the network or the disk. A failed stage does not stop the others
+# makes waits for it through that target's own lock (reference_root.sh's); the background gains
+# only where that work waits on the network or the disk. A failed stage does not stop the others
 # (each stage is its own build directory or check); the run fails if any stage failed.
 set -uo pipefail
 
@@ -52,6 +52,7 @@ for stage in "$@"; do
   names+=("$target") results+=("") walls+=(0) starts+=("$(date +%s)")
   if [[ $stage == *'&' ]]; then
     echo "==> stage $target: started in the background ($log_dir/$target.log)"
+    rm -f "$log_dir/$target.end"  # a previous run's would report this one as ended
     ( $make_command "$target" >"$log_dir/$target.log" 2>&1; rc=$?
       date +%s >"$log_dir/$target.end"; exit $rc ) &
     background_pid[$target]=$!
