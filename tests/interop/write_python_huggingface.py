@@ -40,6 +40,8 @@ if kind in ("single", "mapped"):
 else:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard, Replicate
+    from rank_exit import leave, watch_for_hang
+    watch_for_hang()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=os.environ["DCPP_REF_INIT"], rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
@@ -54,9 +56,9 @@ else:
              "replicated": DTensor.from_local(replicated, mesh, [Replicate()], run_check=False)}
     dcp.save(state, storage_writer=HuggingFaceStorageWriter(
         os.path.join(out, "dist"), save_distributed=True, enable_consolidation=True))
-    # dcp.save ends in a collective after rank 0 consolidated: the files are there, and no rank
-    # waits in a closing collective (docs/reliability.md, "Flaky tests").
+    # dcp.save ends in a collective after rank 0 consolidated: the files are there. No closing
+    # collective and no teardown (rank_exit.py says why).
     if rank == 0:
         print(f"torch {torch.__version__}, {world} ranks: wrote dist: {sorted(os.listdir(os.path.join(out, 'dist')))}, "
               f"sharded: {sorted(os.listdir(os.path.join(out, 'dist', 'sharded')))}")
-    dist.destroy_process_group()
+    leave(0)

@@ -14,13 +14,15 @@
 // --print-and-abort: prints one line through stdio without flushing, then aborts (what a crash
 // leaves of a rank's output).
 // Prints "rank R: ..." lines; exits 0 when every check passes, 1 on a wrong result, 4 when a
-// collective or the group creation throws (its message on stderr).
+// collective or the group creation throws ("rank R: failed after T ms: <message>" on stderr, T
+// counted from the start of main()).
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +126,9 @@ std::string message_of(const std::exception& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A failure says how long after main() began it came, so tests bound the time a timeout takes
+  // without the process start-up (seconds under ThreadSanitizer on a loaded machine).
+  const auto start = std::chrono::steady_clock::now();
   const Arguments arguments = parse(argc, argv);
   if (arguments.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
   if (arguments.print_and_abort) {
@@ -177,7 +182,10 @@ int main(int argc, char** argv) {
     std::cout << "rank " << rank << ": done" << std::endl;
     return 0;
   } catch (const std::exception& error) {
-    std::cerr << "rank " << rank << ": failed: " << message_of(error) << std::endl;
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    std::cerr << "rank " << rank << ": failed after " << elapsed.count()
+              << " ms: " << message_of(error) << std::endl;
     return 4;
   }
 }
