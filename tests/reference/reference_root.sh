@@ -28,7 +28,7 @@ fi
 python_packages="python3-torch python3-numpy"
 build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
 libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev \
-libpugixml-dev iproute2 ninja-build mold"
+libpugixml-dev iproute2 ninja-build mold clang"
 
 die() { echo "reference_root.sh: $*" >&2; exit 2; }
 
@@ -110,6 +110,17 @@ root_apt() {  # ROOT ARGS...
     apt-get -o Acquire::Check-Valid-Until=false -o APT::Install-Recommends=false -qq "$@"
 }
 
+# Debian's Python packages byte-compile every module they install (py3compile in their postinst):
+# minutes of CPU for torch, sympy and numpy, most of it for modules no test imports, while the
+# plain tree compiles beside it. In a root, py3compile does nothing: Python compiles what it
+# imports, once (ensure's import check below does it for torch.distributed.checkpoint).
+skip_byte_compiling() {  # ROOT
+  local root=$1
+  chroot "$root" dpkg-divert --quiet --local --rename --divert /usr/bin/py3compile.distrib \
+    --add /usr/bin/py3compile
+  ln -sf /bin/true "$root/usr/bin/py3compile"
+}
+
 ensure() {  # SUITE PROFILE
   local suite=$1 profile=${2:-python} root="$roots/$1"
   [[ $profile == python || $profile == build ]] || die "unknown profile '$profile' (python or build)"
@@ -134,6 +145,7 @@ ensure() {  # SUITE PROFILE
     rm -rf "$root"
     debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$roots/$suite.log" 2>&1 ||
       die "debootstrap $suite failed; see $roots/$suite.log"
+    skip_byte_compiling "$root"
     touch "$root/.dcpp-bootstrapped"
   fi
   echo "reference_root.sh: installing the $profile packages into $root" >&2

@@ -226,8 +226,9 @@ TEST_CASE(
   for (const auto& [name, dropped] : cases) {
     DYNAMIC_SECTION(name) {
       const auto all = versioned_optimizers();
-      const auto& v =
-          *std::find_if(all.begin(), all.end(), [&](const Versions& o) { return o.name == name; });
+      const std::string& wanted = name;  // C++17 lambdas capture no structured binding
+      const auto& v = *std::find_if(all.begin(), all.end(),
+                                    [&](const Versions& o) { return o.name == wanted; });
       auto model = dcpp::test::small_model(1);
       auto saved = v.make(model->parameters());
       saved->param_groups()[0].options().set_lr(0.04);

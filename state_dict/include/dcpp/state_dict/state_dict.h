@@ -65,6 +65,8 @@ class DCPP_API StateDict {
 
 /// A list of values. DCP flattens a list into its elements when it holds a tensor or (through
 /// nested lists) a dict; otherwise the whole list is one value, saved as bytes.
+/// A list holding one list is `StateList{StateValue(inner)}`: `StateList{inner}` copies `inner`
+/// with some compilers (Clang) and nests it with others (GCC, after CWG 2137).
 class DCPP_API StateList {
  public:
   StateList();
