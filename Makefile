@@ -14,18 +14,21 @@ DEMO_REMOTE_STEPS ?= 500
 
 DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
                    libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev \
-                   libcurl4-openssl-dev libpugixml-dev iproute2 ninja-build mold \
-                   clang-14 libclang-rt-14-dev
+                   libcurl4-openssl-dev libpugixml-dev iproute2 ninja-build mold
+# The sanitizer stages' compiler (below), installed by their builds only: `make demo` needs none.
+SANITIZER_PACKAGES := clang-14 libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo-build s3-server test check test-plain test-interop \
+.PHONY: all deps deps-sanitizers configure build demo-build s3-server test check test-plain test-interop \
         build-libtorch test-libtorch reference-roots build-asan test-asan build-tsan test-tsan demo \
         bench install clean
 
 all: build
 
+# Installs what is missing of PACKAGES (Debian's names).
+PACKAGES = $(DEBIAN_PACKAGES)
 deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	@missing=$$(for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
@@ -33,6 +36,9 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+deps-sanitizers:
+	$(MAKE) deps PACKAGES="$(DEBIAN_PACKAGES) $(SANITIZER_PACKAGES)"
 
 # RelWithDebInfo with line tables only (-g1): backtraces and debuggers still name files and lines;
 # full debug information (-g) made every libtorch-heavy file a third slower to compile.
@@ -168,7 +174,7 @@ else
   TSAN_TESTS   := ^(async|plugin|distributed):|$(READ_ONCE_TEST)|$(S3_DRIVER_TESTS)
 endif
 
-build-asan: deps
+build-asan: deps-sanitizers
 	cmake -S . -B $(ASAN_DIR) $(call GENERATOR,$(ASAN_DIR)) $(SANITIZER_CMAKE_ARGS) \
 	  -DDCPP_SANITIZE=address,undefined
 	cmake --build $(ASAN_DIR) -j$(JOBS) --target $(ASAN_TARGETS)
@@ -177,7 +183,7 @@ test-asan: build-asan s3-server
 	cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j$(JOBS) -R '$(ASAN_TESTS)' \
 	  -E '$(ASAN_EXCLUDE)'
 
-build-tsan: deps
+build-tsan: deps-sanitizers
 	cmake -S . -B $(TSAN_DIR) $(call GENERATOR,$(TSAN_DIR)) $(SANITIZER_CMAKE_ARGS) \
 	  -DDCPP_SANITIZE=thread
 	cmake --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
