@@ -113,7 +113,8 @@ root_apt() {  # ROOT ARGS...
 # Debian's Python packages byte-compile every module they install (py3compile in their postinst):
 # minutes of CPU for torch, sympy and numpy, most of it for modules no test imports, while the
 # plain tree compiles beside it. In a root, py3compile does nothing: Python compiles what it
-# imports, once (ensure's import check below does it for torch.distributed.checkpoint).
+# imports, once, and keeps it (ensure's import check below does it for what the interop scripts
+# import; PYTHONDONTWRITEBYTECODE, set on some machines, is unset in the root).
 skip_byte_compiling() {  # ROOT
   local root=$1
   chroot "$root" dpkg-divert --quiet --local --rename --divert /usr/bin/py3compile.distrib \
@@ -151,7 +152,8 @@ ensure() {  # SUITE PROFILE
   echo "reference_root.sh: installing the $profile packages into $root" >&2
   { root_apt "$root" update && root_apt "$root" install -y $packages; } \
     >>"$roots/$suite.log" 2>&1 || die "apt-get in $root failed; see $roots/$suite.log"
-  chroot "$root" python3 -c 'import torch.distributed.checkpoint' ||
+  chroot "$root" env -u PYTHONDONTWRITEBYTECODE python3 -c \
+    'import torch.distributed.checkpoint, torch.distributed.tensor, torch.distributed.device_mesh' ||
     die "$root has no working torch.distributed.checkpoint"
   echo "$packages" >"$root/.dcpp-ready-$profile"
   [[ $profile == build ]] && suite_packages "$suite" python >"$root/.dcpp-ready-python"
@@ -175,7 +177,7 @@ run() {  # SUITE [-n RANKS] -- CMD...
     mkdir -p "$root/dev/pts" && mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts" &&
       touch "$root/dev/ptmx" && mount --bind "$root/dev/pts/ptmx" "$root/dev/ptmx" || true
     for d in /tmp "$cwd"; do mkdir -p "$root$d" && mount --bind "$d" "$root$d"; done
-    exec chroot "$root" env PYTHONWARNINGS=ignore USE_LIBUV=0 bash -c "
+    exec chroot "$root" env -u PYTHONDONTWRITEBYTECODE PYTHONWARNINGS=ignore USE_LIBUV=0 bash -c "
       cd \"\$0\"; ranks=\$1 init=\$2; shift 2
       if ((ranks == 1)); then exec \"\$@\"; fi
       rm -f \"\${init#file://}\"; pids=()
