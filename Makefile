@@ -107,7 +107,7 @@ LIBTORCH_BUILD_DIR := $(BUILD_DIR)-libtorch-$(VERSION)
 # With that root's Clang (and its libstdc++, the newest Debian GCC's), at -O1 without debug
 # information, and without the benchmarks (the plain stage builds them): this stage proves the
 # build and the suite on that libtorch. Clang's precompiled headers keep the libtorch headers'
-# template instantiations, so it compiles the tree in a fraction of GCC's time (docs/reliability.md,
+# template instantiations, so it compiles the tree in half GCC's time (docs/reliability.md,
 # "Cost in CI"); -O2 or -O3 and -g would be a good part of it. Without the tests that need the S3
 # server (the storage tests, the CLI's s3:// test): it runs on node, which the reference root lacks;
 # the plain stage runs them, and this one builds the driver.
@@ -139,8 +139,8 @@ ASAN_DIR ?= $(BUILD_DIR)-asan
 TSAN_DIR ?= $(BUILD_DIR)-tsan
 # Built with Clang: with its precompiled headers holding the libtorch headers' template
 # instantiations (-fpch-instantiate-templates, which CMake passes), a sanitizer build of the CI
-# targets compiles about 4 times faster than with GCC 12, which redoes them in every translation
-# unit (docs/reliability.md, "Cost in CI"). GCC 12, Debian 12's compiler, builds the plain tree.
+# targets takes about half the time it takes GCC 12, which redoes them in every translation unit
+# (docs/reliability.md, "Cost in CI"). GCC 12, Debian 12's compiler, builds the plain tree.
 SANITIZER_CXX ?= clang++-14
 SANITIZER_CMAKE_ARGS := -DCMAKE_CXX_COMPILER=$(SANITIZER_CXX) \
                         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
