@@ -152,11 +152,9 @@ void print_diff(const json& diff, std::ostream& out) {
     } else {
       out << tensor_text(change["a"]) << " -> " << tensor_text(change["b"]);
       if (kind != "shape") {
-        const int64_t numel = std::max<int64_t>(1, [&] {
-          int64_t n = 1;
-          for (const json& s : change["a"]["shape"]) n *= s.get<int64_t>();
-          return n;
-        }());
+        int64_t numel = 1;
+        for (const json& s : change["a"]["shape"]) numel *= s.get<int64_t>();
+        numel = std::max<int64_t>(1, numel);
         out << ", max abs diff " << max_text(change["max_abs_diff"]) << ", max rel diff "
             << max_text(change["max_rel_diff"]) << " ("
             << change["differing_elements"].get<int64_t>() << " of " << numel << " elements differ";
