@@ -76,6 +76,7 @@ TEST_CASE("diff finds planted differences and names them") {
   REQUIRE_THAT(cli.output, Catch::Contains("only in B: new"));
   REQUIRE_THAT(cli.output,
                Catch::Contains("values: model.w  Float [3,4] -> Float [3,4], max abs diff 0.5"));
+  REQUIRE_THAT(cli.output, Catch::Contains("(1 of 12 elements differ"));  // numel of A's [3,4]
   REQUIRE_THAT(cli.output, Catch::Contains("value: step  7 -> 8"));
   REQUIRE_THAT(cli.output,
                Catch::Contains("different: 1 entries equal, 4 changed, 1 only in A, 1 only in B"));
