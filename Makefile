@@ -12,11 +12,11 @@ DEMO_SAVE_EVERY ?= 100
 DEMO_KILL_STEP  ?= 600
 DEMO_REMOTE_STEPS ?= 500
 
-DEBIAN_PACKAGES := cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
+DEBIAN_PACKAGES := cmake clang-14 g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
                    libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev \
                    libcurl4-openssl-dev libpugixml-dev iproute2 ninja-build mold
-# The sanitizer stages' compiler (below), installed by their builds only: `make demo` needs none.
-SANITIZER_PACKAGES := clang-14 libclang-rt-14-dev
+# The sanitizers' runtimes (below), installed by their builds only: `make demo` needs none.
+SANITIZER_PACKAGES := libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: all deps deps-sanitizers configure build demo-build s3-server test check test-plain test-interop \
@@ -46,9 +46,18 @@ RELWITHDEBINFO_FLAGS ?= -O2 -g1 -DNDEBUG
 # Ninja for a new build directory (one configured before keeps its generator); the CMake build
 # compiles in unity batches and links with mold (docs/design.md, "Building").
 GENERATOR = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
+# The compiler of every build `make` configures here: Debian 12's Clang 14. Its precompiled headers
+# keep the libtorch headers' template instantiations (-fpch-instantiate-templates, which CMake
+# passes), so it builds the tree in about half the time GCC 12 takes, which redoes them in every
+# translation unit (docs/design.md, "Building"). dcpp builds with GCC too (COMPILER=g++, in a
+# build directory of its own: CMake starts a directory afresh when its compiler changes), and
+# the package test builds a user's program with the system's c++, GCC 12 on Debian 12, against
+# what this compiler built.
+COMPILER ?= clang++-14
 configure: deps
-	cmake -S . -B $(BUILD_DIR) $(call GENERATOR,$(BUILD_DIR)) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(RELWITHDEBINFO_FLAGS)" $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD_DIR) $(call GENERATOR,$(BUILD_DIR)) -DCMAKE_CXX_COMPILER=$(COMPILER) \
+	  -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(RELWITHDEBINFO_FLAGS)" \
+	  $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -137,11 +146,9 @@ test-libtorch: build-libtorch
 SANITIZER_SCOPE ?= ci
 ASAN_DIR ?= $(BUILD_DIR)-asan
 TSAN_DIR ?= $(BUILD_DIR)-tsan
-# Built with Clang: with its precompiled headers holding the libtorch headers' template
-# instantiations (-fpch-instantiate-templates, which CMake passes), a sanitizer build of the CI
-# targets takes about half the time it takes GCC 12, which redoes them in every translation unit
-# (docs/reliability.md, "Cost in CI"). GCC 12, Debian 12's compiler, builds the plain tree.
-SANITIZER_CXX ?= clang++-14
+# Built with Clang 14 too (COMPILER, above; SANITIZER_CXX for another), whose runtimes
+# libclang-rt-14-dev has.
+SANITIZER_CXX ?= $(COMPILER)
 SANITIZER_CMAKE_ARGS := -DCMAKE_CXX_COMPILER=$(SANITIZER_CXX) \
                         -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
                         -DDCPP_BUILD_BENCHMARKS=OFF \

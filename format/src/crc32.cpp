@@ -17,7 +17,9 @@
 // GCC 12's AVX-512 headers trip its own -Wuninitialized (an undefined-value idiom inside them).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
