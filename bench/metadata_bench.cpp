@@ -2,18 +2,19 @@
 // large number of tensors, on every rank of a job. Run it under dcpp-launch:
 //
 //   build/tools/dcpp-launch -n 4 -- build/bench/metadata_bench [--tensors N]
-//                                     [--sharded | --replicated] [--saves S] [--dir D]
+//       [--sharded | --replicated] [--saves S] [--metadata-everywhere] [--dir D]
 //
 // N tensors in all (default 100,000): each rank owns N / ranks of them; with --sharded every
 // tensor is split by rows over all ranks (N x ranks chunks); with --replicated every rank holds
 // every tensor, as data parallel ranks do (N chunks, each written by one rank). Data items are not
 // written (a storage writer records where they would go), so the time is planning + exchange +
 // metadata + commit. Every rank prints the checkpoint traffic it sent and received during the
-// save (checkpoint_traffic()): a rank other than the coordinator receives its own final plan and
-// the committed Metadata, whatever the world size. With --saves S (2 or more), S saves of the same
-// state go through one SavePlanCache: from the second on, the ranks send tokens instead of plans
-// and the coordinator reuses the global plan (plan caching); each save's time and traffic is
-// printed.
+// save (checkpoint_traffic()): a rank other than the coordinator receives its own final plan, and
+// the committed Metadata only with --metadata-everywhere (otherwise save makes that rank's part of
+// it itself). Rank 0 prints what all ranks sent per save, in all: the job's traffic. With
+// --saves S (2 or more), S saves of the same state go through one SavePlanCache: from the second
+// on, the ranks send tokens instead of plans and the coordinator reuses the global plan (plan
+// caching); each save's time and traffic is printed.
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -64,6 +65,10 @@ int main(int argc, char** argv) {
   app.add_option("--saves", saves,
                  "saves of the same state; from 2, through a SavePlanCache (plan caching)")
       ->check(CLI::PositiveNumber);
+  bool metadata_everywhere = false;
+  app.add_flag("--metadata-everywhere", metadata_everywhere,
+               "every rank gets the whole Metadata back, as DCP returns it "
+               "(SaveOptions::metadata_on_every_rank)");
   app.add_option("--dir", dir, "scratch directory");
   bench::parse_or_exit(app, argc, argv);
   auto group = dcpp::make_gloo_process_group_from_env();
@@ -84,11 +89,13 @@ int main(int argc, char** argv) {
   }
   dcpp::SaveOptions options;
   options.ranks.process_group = group;
+  options.metadata_on_every_rank = metadata_everywhere;
   if (saves > 1) {
     options.plan_cache = std::make_shared<dcpp::SavePlanCache>();
   }
   dcpp::Metadata metadata;
   std::vector<std::pair<double, double>> times;  // wall and rank 0's CPU, per save
+  int64_t bytes_sent = 0;                        // by this rank, in all the saves
   for (int n = 1; n <= saves; ++n) {
     MetadataOnlyWriter writer(dir / ("save-" + std::to_string(n)));
     group->barrier()->wait();
@@ -99,6 +106,7 @@ int main(int argc, char** argv) {
     metadata = dcpp::save(state, writer, options);
     times.emplace_back(bench::seconds_since(start), bench::thread_cpu_seconds() - start_cpu);
     const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
+    bytes_sent += traffic.bytes_sent - traffic_before.bytes_sent;
     std::printf(
         "save %d%s: sent %lld bytes in %lld messages, received %lld bytes in %lld messages\n", n,
         options.plan_cache && options.plan_cache->reused_plans() > reused_before
@@ -109,8 +117,13 @@ int main(int argc, char** argv) {
         static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
         static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
   }
-  group->barrier()->wait();  // the traffic lines before rank 0's report
+  // Every byte a save sends is received once: the job's traffic is the sum of what its ranks sent.
+  std::vector<at::Tensor> sum{at::tensor({bytes_sent}, at::kLong)};
+  group->allreduce(sum)->wait();  // also keeps the traffic lines before rank 0's report
   if (rank == 0) {
+    std::printf("all %d ranks: %.2f MB sent per save in all (metadata %s)\n", ranks,
+                static_cast<double>(sum[0].item<int64_t>()) / saves / 1e6,
+                metadata_everywhere ? "to every rank" : "on the coordinator only");
     const auto size = std::filesystem::file_size(dir / "save-1" / ".metadata");
     const std::size_t chunks = metadata.storage_data.size();
     std::printf("%lld tensors, %zu chunks on %d ranks%s\n", static_cast<long long>(tensors), chunks,

@@ -78,4 +78,8 @@ function(dcpp_add_component component)
     target_include_directories(dcpp_${component} PUBLIC $<BUILD_INTERFACE:${room_include}>)
   endforeach()
   target_link_options(dcpp_${component} PRIVATE ${DCPP_NO_UNDEFINED})
+  # libdcpp_<component>.so.<DCPP_SOVERSION> (the SONAME) -> .so.<version>: a program built on one
+  # minor version never loads another's.
+  set_target_properties(dcpp_${component} PROPERTIES VERSION ${PROJECT_VERSION}
+                                                     SOVERSION ${DCPP_SOVERSION})
 endfunction()

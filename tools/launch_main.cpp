@@ -3,6 +3,8 @@
 
 #include "launcher.h"
 
+#include <dcpp/version.h>
+
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
       "MASTER_ADDR and MASTER_PORT set, forwards their output as \"[rank R] ...\", and stops "
       "them all when one fails (exit code: the first failure's, 0 when all succeed)",
       "dcpp-launch");
+  app.set_version_flag("--version", "dcpp-launch " DCPP_VERSION);
   dcpp::tools::LaunchOptions options;
   double timeout_s = 60.0;
   app.add_option("-n,--nproc", options.nproc, "number of ranks")

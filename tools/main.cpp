@@ -6,6 +6,7 @@
 #include "verify_command.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/version.h>
 
 #include <CLI/CLI.hpp>
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
   CLI::App app("dcpp: PyTorch distributed checkpoints from C++", "dcpp");
+  app.set_version_flag("--version", "dcpp " DCPP_VERSION);
   app.require_subcommand(1);
   dcpp::tools::add_inspect_command(app);
   dcpp::tools::add_verify_command(app);

@@ -14,7 +14,9 @@
 #include "verify_command.h"
 
 #include "chunk_coverage.h"
+#include "manager_root.h"
 #include "progress_bar.h"
+#include "verify_manager_root.h"
 
 #include "format/checksum_file.h"
 #include "format/crc32.h"
@@ -619,16 +621,33 @@ void add_verify_command(CLI::App& app) {
       "verify", "Read every byte of a checkpoint and check it against .metadata and its CRC-32s");
   auto checkpoint = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
+  auto step = std::make_shared<int64_t>(0);
   command
       ->add_option("CKPT", *checkpoint,
-                   "Checkpoint directory (DCP or Hugging Face), or s3://BUCKET/PREFIX")
+                   "Checkpoint directory (DCP or Hugging Face), s3://BUCKET/PREFIX, or a "
+                   "CheckpointManager's root (every committed checkpoint under it)")
       ->required();
+  auto* step_option =
+      command->add_option("--step", *step, "With a manager's root: verify that step's only");
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
-    const json report = verify_checkpoint(*checkpoint);
+    const bool root = !is_s3_url(*checkpoint) && is_manager_root(*checkpoint);
+    if (step_option->count() > 0 && !root) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "--step applies to a CheckpointManager's root (its step-N "
+                            "directories); " + *checkpoint + " is one checkpoint: verify it "
+                            "without --step");
+    }
+    const json report =
+        root ? verify_manager_root(*checkpoint, step_option->count() > 0
+                                                    ? std::optional<int64_t>(*step)
+                                                    : std::nullopt)
+             : verify_checkpoint(*checkpoint);
     if (*as_json) {
       // Keys and names may hold any bytes (a damaged .metadata): not valid UTF-8 is replaced.
       std::cout << report.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
+    } else if (root) {
+      print_manager_root_verification(report, std::cout);
     } else {
       print_verification(report, std::cout);
     }

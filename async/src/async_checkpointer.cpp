@@ -18,6 +18,7 @@
 #include "core/exception_message.h"
 #include "core/logging.h"
 #include "core/serial_worker.h"
+#include "dist/legacy_ranks.h"
 #include "thread_priority.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -67,7 +68,8 @@ Future<void> completed() {
 class AsyncCheckpointer::Impl {
  public:
   explicit Impl(AsyncCheckpointerOptions options)
-      : options_(std::move(options)), uploader_([nice = options_.uploader_nice] {
+      : options_(detail::fold_legacy_ranks(std::move(options), "AsyncCheckpointerOptions")),
+        uploader_([nice = options_.uploader_nice] {
           detail::lower_current_thread_priority(nice);
         }) {
     if (!options_.stager) {

@@ -23,10 +23,12 @@
 
 #include "cached_save_planning.h"
 #include "dist/collectives.h"
+#include "dist/legacy_ranks.h"
 #include "dist/spmd_step.h"
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
 #include "planner/plan_codec.h"
+#include "rank_metadata.h"
 #include "read_once_exchange.h"
 #include "read_once_schedule.h"
 
@@ -160,7 +162,8 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
 }
 
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
-              const SaveOptions& options) {
+              const SaveOptions& given) {
+  const SaveOptions options = detail::fold_legacy_ranks(given, "SaveOptions");
   if (!options.use_collectives) {
     return save_without_collectives(state_dict, storage_writer, options);
   }
@@ -191,18 +194,25 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   const std::string context =
       std::to_string(ranks->size()) + " ranks, rank " + std::to_string(ranks->rank()) +
       ", coordinator " + std::to_string(coordinator) + ", planner " +
-      typeid(planner_object).name() + ", writer " + typeid(storage_writer).name();
+      typeid(planner_object).name() + " {" + planner_object.plan_cache_key() + "}, writer " +
+      typeid(storage_writer).name();
   detail::SavePlanning planning =
       detail::plan_save(*ranks, coordinator, options.plan_cache.get(), context, steps);
   Metadata& metadata = planning.metadata;
   // 3. Every rank writes its items; the coordinator learns where they landed.
+  SavePlan written_plan;                   // this rank's final plan
+  std::vector<WriteResult> written_items;  // where its items landed
   const std::vector<std::string> results =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "writing", [&] {
-        const SavePlan final_plan =
+        written_plan =
             planner->finish_plan(detail::final_plan(planning, options.plan_cache.get(), context));
-        return detail::encode_write_results(storage_writer.write_data(final_plan, *planner));
+        written_items = storage_writer.write_data(written_plan, *planner);
+        return detail::encode_write_results(written_items);
       });
-  // 4. The coordinator commits; every rank learns the outcome and gets the Metadata.
+  // 4. The coordinator commits; every rank learns the outcome, and gets the Metadata when it
+  // asked for it (otherwise the traffic of a save would grow with the world: the coordinator
+  // would send the whole Metadata to every rank).
+  const bool metadata_everywhere = options.metadata_on_every_rank;
   const std::string committed =
       detail::from_coordinator(*ranks, coordinator, operation, "committing", [&] {
         std::vector<std::vector<WriteResult>> all_results;
@@ -215,10 +225,20 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
             metadata.storage_data.emplace_back(result.index, result.storage_data);
           }
         }
-        return detail::encode_metadata_message(metadata);
+        return metadata_everywhere ? detail::encode_metadata_message(metadata) : std::string();
       });
   detail::keep_save_plans(options.plan_cache.get());
-  return is_coordinator ? metadata : detail::decode_metadata_message(committed);
+  if (is_coordinator) return metadata;
+  if (!metadata_everywhere) return detail::rank_metadata(written_plan, written_items);
+  if (committed.empty()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "checkpoint save: committed, but the coordinator (rank " +
+                              std::to_string(coordinator) +
+                              ") did not send the Metadata this rank asked for: "
+                              "SaveOptions::metadata_on_every_rank must be the same on every "
+                              "rank; read it with read_metadata()");
+  }
+  return detail::decode_metadata_message(committed);
 }
 
 namespace {
@@ -243,7 +263,8 @@ IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& direct
 }
 
 IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
-                      const LoadOptions& options) {
+                      const LoadOptions& given) {
+  const LoadOptions options = detail::fold_legacy_ranks(given, "LoadOptions");
   const int coordinator = options.ranks.coordinator_rank;
   auto ranks = collectives_for(options.ranks.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;
@@ -317,7 +338,7 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
     const LoadPlan final_plan = planner->finish_plan(detail::decode_load_plan(parts[0]));
     if (!parts[1].empty()) {
       schedule = detail::decode_read_once_schedule(parts[1], ranks->rank(), ranks->size());
-      stashing.emplace(*planner, ranks->rank(), *schedule);
+      stashing.emplace(*planner, ranks->rank(), *schedule, metadata);
     }
     storage_reader.read_data(final_plan,
                              stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
@@ -328,7 +349,7 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   // 3b. Read once: every rank sends what it read for others and receives what others read for it.
   if (schedule) {
     detail::agree(*ranks, operation, "exchanging what was read once", [&] {
-      detail::exchange_read_once(*ranks, *schedule, &*stashing, *planner);
+      detail::exchange_read_once(*ranks, *schedule, &*stashing, *planner, metadata);
       stashing.reset();
       if (!scratch) {
         statefuls->commit();

@@ -16,8 +16,8 @@ namespace dcpp {
 struct SavePlanCache::State {
   /// The plans of one save, as this rank saw them.
   struct Plans {
-    /// The ranks, this rank, the coordinator and the planner's and writer's types: a save in
-    /// another context never reuses these plans.
+    /// The ranks, this rank, the coordinator, the planner's type and plan_cache_key() and the
+    /// writer's type: a save in another context never reuses these plans.
     std::string context;
     /// The coordinator's name for the save; 0 when nothing is kept.
     uint64_t token = 0;

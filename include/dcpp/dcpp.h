@@ -7,6 +7,9 @@
 // codecs, the checkpoint metadata); <dcpp/dist.h> for process groups and the launcher's
 // environment.
 
+// The release: DCPP_VERSION, DCPP_VERSION_MAJOR, _MINOR and _PATCH.
+#include <dcpp/version.h>
+
 // The state and what a checkpoint holds of it.
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/incompatible_keys.h>

@@ -10,6 +10,7 @@
 #include "checkpoint_manager_impl.h"
 #include "checkpoint_pruning.h"
 #include "core/logging.h"
+#include "dist/legacy_ranks.h"
 #include "rank_agreement.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -32,7 +33,8 @@ bool ends_with(const std::string& text, const char* suffix) {
 
 }  // namespace
 
-CheckpointManager::Impl::Impl(CheckpointManagerOptions o) : options(std::move(o)) {
+CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
+    : options(detail::fold_legacy_ranks(std::move(o), "CheckpointManagerOptions")) {
   if (options.root.empty()) {
     throw CheckpointError(ErrorKind::kUsage,
                           "CheckpointManagerOptions::root is empty; give the directory "

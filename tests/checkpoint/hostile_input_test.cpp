@@ -31,6 +31,23 @@ std::string call_pickle(int protocol, const std::string& module, const std::stri
 
 at::Tensor refuse_tensor(const TensorRef&) { throw std::runtime_error("no tensor expected"); }
 
+/// `decode()` throws a CheckpointError that names `where` and the refused `global`, and says that
+/// it was refused (dcpp runs no code), not that the bytes are malformed.
+template <typename Decode>
+void require_refused(Decode decode, const std::string& global, const std::string& where) {
+  try {
+    decode();
+    FAIL("decoded a pickle that calls " << global);
+  } catch (const CheckpointError& error) {
+    const std::string message = error.what_without_backtrace();
+    CHECK(error.kind() == dcpp::ErrorKind::kCorrupt);
+    CHECK_THAT(message, Catch::Contains("refers to the Python global '" + global + "'"));
+    CHECK_THAT(message, Catch::Contains("without running any of it"));
+    CHECK_THAT(message, Catch::Contains(where));
+    CHECK_THAT(message, !Catch::Contains("malformed"));
+  }
+}
+
 bool allow_everything(std::string_view, std::string_view) { return true; }
 
 /// The bytes of a string literal, NULs included.
@@ -52,13 +69,13 @@ TEST_CASE("pickles that would run code are refused by every decoder with the glo
     for (int protocol : {2, 4}) {
       INFO(module << "." << name << ", protocol " << protocol);
       const std::string pickle = call_pickle(protocol, module, name, "touch " + marker);
-      const std::string refused = "global '" + module + "." + name + "' is not allowed";
-      REQUIRE_THROWS_WITH(decode_value_pickle(pickle, refuse_tensor, "file f, key 'k'"),
-                          Catch::Contains(refused) && Catch::Contains("file f, key 'k'"));
-      REQUIRE_THROWS_WITH(decode_tensor_pickle(pickle, "file f, key 'k'"),
-                          Catch::Contains(refused) && Catch::Contains("file f, key 'k'"));
-      REQUIRE_THROWS_WITH(decode_metadata(pickle, "ckpt/.metadata"),
-                          Catch::Contains(refused) && Catch::Contains("ckpt/.metadata"));
+      const std::string global = module + "." + name;
+      require_refused([&] { decode_value_pickle(pickle, refuse_tensor, "file f, key 'k'"); },
+                      global, "file f, key 'k'");
+      require_refused([&] { decode_tensor_pickle(pickle, "file f, key 'k'"); }, global,
+                      "file f, key 'k'");
+      require_refused([&] { decode_metadata(pickle, "ckpt/.metadata"); }, global,
+                      "ckpt/.metadata");
     }
   }
   REQUIRE_FALSE(fs::exists(marker));
@@ -185,7 +202,7 @@ TEST_CASE("hostile names in error messages are escaped and never cut short") {
     FAIL("decoded");
   } catch (const CheckpointError& error) {
     const std::string message = error.what();
-    REQUIRE_THAT(message, Catch::Contains("global 'o\\x00s.sys\\x1b[2Jtem' is not allowed"));
+    REQUIRE_THAT(message, Catch::Contains("global 'o\\x00s.sys\\x1b[2Jtem'"));
     REQUIRE(message.find('\x1b') == std::string::npos);
   }
   dcpp::Metadata m;

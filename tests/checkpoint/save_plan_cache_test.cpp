@@ -155,3 +155,35 @@ TEST_CASE("a plan cache is not used by a save of another planner or storage writ
   CHECK(cache->reused_plans() == 0);
   check_loads_as(dir / "3", model_state(3));
 }
+
+TEST_CASE("a plan cache is not used by a planner of the same type with other settings") {
+  // Its setting, a label, goes into the Metadata its global plan builds.
+  class LabellingPlanner final : public dcpp::DefaultSavePlanner {
+   public:
+    std::string label;
+    std::pair<std::vector<dcpp::SavePlan>, dcpp::Metadata> create_global_plan(
+        std::vector<dcpp::SavePlan> plans) override {
+      auto planned = DefaultSavePlanner::create_global_plan(std::move(plans));
+      planned.second.storage_meta.emplace();
+      planned.second.storage_meta->modules = {label};
+      return planned;
+    }
+    std::string plan_cache_key() const override { return "label=" + label; }
+  };
+  dcpp::test::TempDir dir;
+  auto cache = std::make_shared<dcpp::SavePlanCache>();
+  auto planner = std::make_shared<LabellingPlanner>();
+  dcpp::SaveOptions options = cached_save(cache);
+  options.planner = planner;
+  planner->label = "a";
+  dcpp::save(model_state(1), dir / "1", options);
+  dcpp::save(model_state(2), dir / "2", options);  // the same settings: reused
+  CHECK(cache->reused_plans() == 1);
+  planner->label = "b";
+  dcpp::save(model_state(3), dir / "3", options);
+  CHECK(cache->full_plans() == 2);
+  const dcpp::Metadata third = dcpp::read_metadata(dir / "3");
+  REQUIRE(third.storage_meta.has_value());
+  CHECK(third.storage_meta->modules == std::vector<std::string>{"b"});
+  check_loads_as(dir / "3", model_state(3));
+}

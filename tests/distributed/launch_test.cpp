@@ -6,6 +6,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/version.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -330,6 +331,12 @@ TEST_CASE("launch() fails with 127 when the command cannot be run") {
   REQUIRE_THAT(result.err, Catch::Contains("could not run /nonexistent/dcpp-no-such-program"));
   options.nproc = 0;
   REQUIRE_THROWS_AS(dcpp::tools::launch(options), std::invalid_argument);
+}
+
+TEST_CASE("dcpp-launch --version prints dcpp's version and starts nothing") {
+  const CommandResult version = run("--version");
+  REQUIRE(version.exit_code == 0);
+  REQUIRE(version.output == std::string("dcpp-launch ") + DCPP_VERSION + "\n");
 }
 
 TEST_CASE("dcpp-launch -n 3 runs Gloo collectives on two groups from one store") {

@@ -2,6 +2,8 @@
 // CheckpointManagerOptions): each holds its process group and coordinator rank in one Ranks, set
 // whole (with_ranks) or field by field (with_process_group, with_coordinator_rank), in one chain
 // with the struct's other with_ setters. The other options structs chain theirs the same way.
+// A program written against 0.1's API (`options.process_group`, `options.coordinator_rank`)
+// still compiles and runs: those fields are [[deprecated]] aliases until 0.3.
 
 #include "dcpp_test.h"
 
@@ -11,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
+#include <functional>
+#include <thread>
 
 namespace {
 
@@ -147,3 +151,116 @@ TEST_CASE("a save and a load take their group through the with_ setters") {
   dcpp::load(target, dir / "ckpt", dcpp::LoadOptions().with_process_group(group));
   CHECK(at::equal(target.at("w").tensor(), at::arange(4, at::kFloat)));
 }
+
+// From here to the end: a program written against dcpp 0.1's documented API, whose options held
+// `process_group` and `coordinator_rank` themselves. Its user sees deprecation warnings; the
+// pragma keeps them out of this build's output.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace {
+
+// Runs `body` on `world` ranks, threads of this process with a Gloo group each; returns what each
+// threw ("" for nothing).
+std::vector<std::string> run_ranks_0_1(
+    int world, const std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>, int)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        body(dcpp::make_gloo_process_group(
+                 store, rank, world,
+                 dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(20))),
+             rank);
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("0.1's options.process_group and options.coordinator_rank still work, deprecated") {
+  dcpp::test::TempDir dir;
+  const at::Tensor full = at::arange(12, at::kFloat).reshape({4, 3});
+  // Two ranks save one tensor, each its half, through the old fields: only a save over the group
+  // makes one checkpoint of the whole tensor (alone, each would commit its half as the whole).
+  const std::vector<std::string> errors = run_ranks_0_1(2, [&](auto group, int rank) {
+    dcpp::StateDict state;
+    state.insert("w", dcpp::ShardedTensor({4, 3}, {{full.narrow(0, 2 * rank, 2).clone(), {2 * rank, 0}}},
+                                          at::kFloat));
+    dcpp::SaveOptions options;
+    options.process_group = group;
+    options.coordinator_rank = 1;
+    dcpp::save(state, dir / "ckpt", options);
+
+    dcpp::StateDict target;
+    target.insert("w", at::zeros({4, 3}, at::kFloat));
+    dcpp::LoadOptions load_options;
+    load_options.process_group = group;
+    load_options.coordinator_rank = 1;
+    dcpp::load(target, dir / "ckpt", load_options);
+    if (!at::equal(target.at("w").tensor(), full)) throw std::runtime_error("rank loaded other values");
+  });
+  CHECK(errors == std::vector<std::string>{"", ""});
+  dcpp::StateDict whole;
+  whole.insert("w", at::zeros({4, 3}, at::kFloat));
+  dcpp::load(whole, dir / "ckpt");
+  CHECK(at::equal(whole.at("w").tensor(), full));
+
+  // The old coordinator_rank is read: rank 1 of a 1-rank group is refused, naming it.
+  dcpp::SaveOptions one_rank;
+  one_rank.process_group = one_rank_group();
+  one_rank.coordinator_rank = 1;
+  dcpp::StateDict state;
+  state.insert("w", full);
+  REQUIRE_THROWS_WITH(dcpp::save(state, dir / "other", one_rank),
+                      Catch::Contains("coordinator rank 1 is not a rank of the 1-rank"));
+}
+
+TEST_CASE("an old field and its Ranks field set to different values fail, naming both") {
+  dcpp::test::TempDir dir;
+  dcpp::StateDict state;
+  state.insert("w", at::arange(4, at::kFloat));
+  dcpp::SaveOptions save;
+  save.process_group = one_rank_group();
+  save.ranks.process_group = one_rank_group();
+  try {
+    dcpp::save(state, dir / "ckpt", save);
+    FAIL("saved");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(error.what(), Catch::Contains("SaveOptions: process_group (deprecated) and "
+                                             "ranks.process_group name different groups"));
+  }
+  dcpp::LoadOptions load;
+  load.coordinator_rank = 2;
+  load.ranks.coordinator_rank = 1;
+  REQUIRE_THROWS_WITH(dcpp::load(state, dir / "ckpt", load),
+                      Catch::Contains("LoadOptions: coordinator_rank (deprecated) is 2 and "
+                                      "ranks.coordinator_rank 1"));
+  dcpp::AsyncCheckpointerOptions async;
+  async.coordinator_rank = 3;
+  async.ranks.coordinator_rank = 1;
+  REQUIRE_THROWS_WITH(dcpp::AsyncCheckpointer(async),
+                      Catch::Contains("AsyncCheckpointerOptions: coordinator_rank"));
+  dcpp::CheckpointManagerOptions manager;
+  manager.root = dir / "root";
+  manager.process_group = one_rank_group();
+  manager.ranks.process_group = one_rank_group();
+  REQUIRE_THROWS_WITH(dcpp::CheckpointManager(manager),
+                      Catch::Contains("CheckpointManagerOptions: process_group (deprecated)"));
+  // Set in one place only, or to the same value in both, they are taken.
+  const auto group = one_rank_group();
+  dcpp::SaveOptions both;
+  both.process_group = group;
+  both.ranks.process_group = group;
+  CHECK_NOTHROW(dcpp::save(state, dir / "both", both));
+}
+
+#pragma GCC diagnostic pop

@@ -86,3 +86,16 @@ TEST_CASE("reading once, each saved byte that several ranks need is read from st
   REQUIRE(launch(3, "atomic-read " + ckpt + " 2", &output, "DCPP_TEST_READ_ONCE=always") == 0);
   CHECK(count(output, "targets unchanged") == 3);
 }
+
+TEST_CASE("reading once, ranks whose tensors differ in dtype each get what storage gives them") {
+  dcpp::test::TempDir dir;
+  const std::string ckpt = (dir / "ckpt").string();
+  REQUIRE(launch(3, "save " + ckpt + " row") == 0);
+  // Every rank holds every tensor (replicated), so each reads a third of the boxes and receives
+  // the rest from ranks whose destinations have another dtype: a box must travel as storage held
+  // it (float32 "w", float64 "e", bfloat16 "b"), not as the sender's destination holds it.
+  std::string output;
+  REQUIRE(launch(3, "read-once-dtypes " + ckpt + " bfloat16,float16,float64", &output) == 0);
+  CHECK(count(output, "every element as storage gives it") == 3);
+  CHECK(count(output, "received 0 bytes") == 0);
+}

@@ -46,27 +46,42 @@ TEST_CASE("a checkpoint saved by 4 ranks loads on 1 to 4 ranks in another shardi
 
 namespace {
 
-// The bytes rank `rank` received during a save of the replicated layout on `ranks` ranks.
-long long received_by(int rank, int ranks) {
-  dcpp::test::TempDir dir;
+// What each rank received during a save of the replicated layout on `ranks` ranks: by default,
+// and with SaveOptions::metadata_on_every_rank ("everywhere"). Every rank checks what save
+// returned it: the whole committed Metadata, or its own part.
+struct SaveTraffic {
   std::string output;
-  REQUIRE(launch(ranks, "traffic " + (dir / "ckpt").string() + " replicated", &output) == 0);
-  const std::string prefix = "rank " + std::to_string(rank) + " received ";
-  const std::size_t at = output.find(prefix);
-  REQUIRE(at != std::string::npos);
-  return std::stoll(output.substr(at + prefix.size()));
+  long long received(int rank, bool everywhere = false) const {
+    const std::string prefix = "rank " + std::to_string(rank) +
+                               (everywhere ? " (metadata everywhere)" : "") + " received ";
+    const std::size_t at = output.find(prefix);
+    REQUIRE(at != std::string::npos);
+    return std::stoll(output.substr(at + prefix.size()));
+  }
+};
+SaveTraffic save_traffic(int ranks) {
+  dcpp::test::TempDir dir;
+  SaveTraffic traffic;
+  REQUIRE(launch(ranks, "traffic " + (dir / "ckpt").string() + " replicated", &traffic.output) ==
+          0);
+  CHECK(count(traffic.output, "returned Metadata as expected") == static_cast<std::size_t>(ranks));
+  return traffic;
 }
 
 }  // namespace
 
 TEST_CASE("a rank other than the coordinator receives as much on 4 ranks as on 2") {
   // Every rank plans every tensor (data parallel): the coordinator receives every rank's plan, the
-  // others only their own final plan, the status and the Metadata. Were plans all-gathered, rank 1
-  // would receive the three other ranks' plans on 4 ranks and one on 2.
-  const long long on_two = received_by(1, 2), on_four = received_by(1, 4);
+  // others only their own final plan and the status, and the Metadata only when they ask for it.
+  // Were plans all-gathered, rank 1 would receive the three other ranks' plans on 4 ranks and one
+  // on 2.
+  const SaveTraffic on_two = save_traffic(2), on_four = save_traffic(4);
   const long long identities = 2 * 300;  // two more process identities (host names vary)
-  CHECK(on_four <= on_two + identities);
-  CHECK(received_by(0, 4) > received_by(0, 2));  // the coordinator receives every plan
+  CHECK(on_four.received(1) <= on_two.received(1) + identities);
+  CHECK(on_four.received(0) > on_two.received(0));  // the coordinator receives every plan
+  // Asked for, the whole Metadata is what the coordinator sends every rank more.
+  CHECK(on_four.received(1, true) > on_four.received(1));
+  CHECK(on_four.received(3, true) > on_four.received(3));
 }
 
 TEST_CASE("periodic saves through a plan cache reuse the global plan until the structure changes") {

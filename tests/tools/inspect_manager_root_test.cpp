@@ -1,5 +1,6 @@
-// `dcpp inspect` on the root of a CheckpointManager: one line per step directory with its step,
-// whether it is committed, its manifest's time, loss and metrics, and its size on disk.
+// `dcpp inspect` and `dcpp verify` on the root of a CheckpointManager. inspect: one line per step
+// directory with its step, whether it is committed, its manifest's time, loss and metrics, and its
+// size on disk. verify: every committed checkpoint verified, with a result per step.
 
 #include "dcpp_test.h"
 #include "tools_test_util.h"
@@ -42,11 +43,9 @@ uint64_t size_on_disk(const fs::path& directory) {
   return size;
 }
 
-}  // namespace
-
-TEST_CASE("inspect on a manager root lists its steps from their manifests") {
-  dcpp::test::TempDir dir;
-  const fs::path root = dir / "ckpt";
+// A root with full checkpoints of steps 100 and 200, an export of step 200, and the data of a
+// save of step 300 that a killed job left uncommitted.
+void make_root(const fs::path& root) {
   {
     dcpp::CheckpointManagerOptions options;
     options.with_root(root).with_async(false);
@@ -60,6 +59,14 @@ TEST_CASE("inspect on a manager root lists its steps from their manifests") {
   // A save a killed job left: its data, no commit.
   fs::copy(root / "step-00000200", root / "step-00000300.incomplete");
   fs::remove(root / "step-00000300.incomplete" / "dcpp_checkpoint.json");
+}
+
+}  // namespace
+
+TEST_CASE("inspect on a manager root lists its steps from their manifests") {
+  dcpp::test::TempDir dir;
+  const fs::path root = dir / "ckpt";
+  make_root(root);
 
   const auto cli = run_cli("inspect --json " + root.string());
   INFO(cli.output);
@@ -104,4 +111,64 @@ TEST_CASE("inspect on a manager root lists its steps from their manifests") {
   const auto stats = run_cli("inspect --stats " + root.string());
   REQUIRE(stats.exit_code == 1);
   REQUIRE_THAT(stats.output, Catch::Contains((root / "step-00000200").string()));
+}
+
+TEST_CASE("verify on a manager root verifies every committed checkpoint, or one step's") {
+  dcpp::test::TempDir dir;
+  const fs::path root = dir / "ckpt";
+  make_root(root);
+
+  const auto cli = run_cli("verify --json " + root.string());
+  INFO(cli.output);
+  REQUIRE(cli.exit_code == 0);
+  const json report = json::parse(cli.output);
+  REQUIRE(report["ok"] == true);
+  REQUIRE(report["format"] == "dcpp-manager-root");
+  const json& checkpoints = report["checkpoints"];
+  REQUIRE(checkpoints.size() == 3);
+  const std::vector<std::string> directories = {"step-00000100", "step-00000200",
+                                                "export-step-00000200"};
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    INFO(i);
+    REQUIRE(checkpoints[i]["directory"] == directories[i]);
+    REQUIRE(checkpoints[i]["report"]["ok"] == true);
+    REQUIRE(checkpoints[i]["report"]["items"].get<int64_t>() > 0);
+  }
+  REQUIRE(checkpoints[2]["kind"] == "export");
+  REQUIRE(report["skipped"].size() == 1);
+  REQUIRE(report["skipped"][0]["directory"] == "step-00000300.incomplete");
+
+  const auto text = run_cli("verify " + root.string());
+  INFO(text.output);
+  REQUIRE(text.exit_code == 0);
+  REQUIRE_THAT(text.output, Catch::Contains("== step-00000100 (step 100, full)"));
+  REQUIRE_THAT(text.output, Catch::Contains("skipped: step-00000300.incomplete (incomplete"));
+  REQUIRE_THAT(text.output, Catch::Contains("ok: " + root.string() + ": 3 committed checkpoints verified"));
+
+  // A damaged step fails the root, names the step, and leaves the others ok.
+  const fs::path data = root / "step-00000200" / "__0_0.distcp";
+  REQUIRE(fs::exists(data));
+  dcpp::test::flip_byte(data, static_cast<int64_t>(fs::file_size(data) / 2));
+  const auto damaged = run_cli("verify " + root.string());
+  INFO(damaged.output);
+  REQUIRE(damaged.exit_code == 1);
+  REQUIRE_THAT(damaged.output,
+               Catch::Contains("failed: " + root.string() +
+                               ": problems in step-00000200 (of 3 committed checkpoints)"));
+  REQUIRE(run_cli("verify --step 100 " + root.string()).exit_code == 0);
+  const auto step_200 = run_cli("verify --json --step 200 " + root.string());
+  REQUIRE(step_200.exit_code == 1);
+  const json only_200 = json::parse(step_200.output);
+  REQUIRE(only_200["checkpoints"].size() == 2);  // the full checkpoint and the export
+  REQUIRE(only_200["checkpoints"][0]["report"]["ok"] == false);
+  REQUIRE(only_200["checkpoints"][1]["report"]["ok"] == true);
+
+  // A step the root has no committed checkpoint of; --step on one checkpoint.
+  const auto missing = run_cli("verify --step 700 " + root.string());
+  REQUIRE(missing.exit_code == 1);
+  REQUIRE_THAT(missing.output, Catch::Contains("no committed checkpoint of step 700") &&
+                                   Catch::Contains("its committed steps: 100, 200"));
+  const auto one = run_cli("verify --step 100 " + (root / "step-00000100").string());
+  REQUIRE(one.exit_code == 1);
+  REQUIRE_THAT(one.output, Catch::Contains("--step applies to a CheckpointManager's root"));
 }

@@ -5,6 +5,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/version.h>
 
 #include <nlohmann/json.hpp>
 
@@ -88,6 +89,14 @@ TEST_CASE("the dcpp command prints JSON and fails with one line on a bad checkpo
   const CommandResult malformed = run_cli("inspect --json " + (dir / "bad").string());
   REQUIRE(malformed.exit_code == 1);
   REQUIRE(std::count(malformed.output.begin(), malformed.output.end(), '\n') == 1);
+
+  // The version the headers were generated with (project()'s), without a command.
+  const CommandResult version = run_cli("--version");
+  REQUIRE(version.exit_code == 0);
+  REQUIRE(version.output == std::string("dcpp ") + DCPP_VERSION + "\n");
+  REQUIRE(std::string(DCPP_VERSION) == std::to_string(DCPP_VERSION_MAJOR) + "." +
+                                           std::to_string(DCPP_VERSION_MINOR) + "." +
+                                           std::to_string(DCPP_VERSION_PATCH));
 }
 
 TEST_CASE("inspect gives sizes per file and per top-level key, and a tree by real paths") {

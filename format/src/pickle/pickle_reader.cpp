@@ -241,7 +241,15 @@ void PickleVm::memo_get(uint64_t index) {
 
 void PickleVm::global(std::string module, std::string name) {
   if (!allow_(module, name)) {
-    fail("global '" + module + "." + name + "' is not allowed");
+    // Not malformed: a well-formed pickle of something dcpp will not make.
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        std::string(source_) + ": refers to the Python global '" + printable(module) + "." +
+            printable(name) + "' (pickle byte " + std::to_string(op_pos_) +
+            "), which dcpp does not load: dcpp decodes checkpoint data without running any of "
+            "it, and knows only the classes and functions PyTorch's checkpoint files use. The "
+            "checkpoint holds an object of another class (its writer's own, or one made to run "
+            "code); save tensors, numbers, strings and lists or dicts of them instead");
   }
   PyObject* object = make(PyKind::kGlobal);
   object->text = std::move(module);

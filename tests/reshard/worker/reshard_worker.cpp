@@ -45,6 +45,12 @@
 //                                       reading all it needs, then reading once; both must equal.
 //                                       Prints each rank's bytes read and received in both modes
 //                                       ("rank R read N never, M once, received K never, L once")
+//   reshard_worker read-once-dtypes DIR D0,D1,...  loads DIR (saved "row") replicated, reading
+//                                       once, rank r's floating-point tensors in dtype Dr (bfloat16,
+//                                       float16, float32 or float64; a planner that converts): each
+//                                       must equal what storage gives converted to its dtype, bit
+//                                       for bit, though it received part of them from ranks of
+//                                       other dtypes
 //   reshard_worker fail-commit DIR RANK loads DIR (saved "row") replicated, reading once, through
 //                                       a planner whose last commit_tensor on rank RANK throws: a
 //                                       box it received, after the reads. Every rank must get a
@@ -345,6 +351,156 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
+// Whether `returned` (what save returned on `rank`) is the committed Metadata (`whole`), or only
+// what this rank wrote of it: its own data files' storage entries, each as committed, and keys and
+// chunks the committed Metadata has.
+bool returned_as_expected(const dcpp::Metadata& returned, const dcpp::Metadata& committed,
+                          const Rank& rank, bool whole) {
+  const auto storage_in = [](const dcpp::Metadata& metadata, const dcpp::MetadataIndex& index)
+      -> const dcpp::StorageInfo* {
+    for (const auto& [at, info] : metadata.storage_data) {
+      if (at == index) return &info;
+    }
+    return nullptr;
+  };
+  const auto chunks_in = [](const dcpp::Metadata& metadata, const std::string& key) {
+    for (const auto& [name, entry] : metadata.state_dict_metadata) {
+      if (name == key) return std::get_if<dcpp::TensorStorageMetadata>(&entry);
+    }
+    return static_cast<const dcpp::TensorStorageMetadata*>(nullptr);
+  };
+  bool ok = whole ? returned.storage_data.size() == committed.storage_data.size() &&
+                        returned.state_dict_metadata.size() == committed.state_dict_metadata.size()
+                  : returned.storage_data.size() < committed.storage_data.size();
+  const std::string own_files = "__" + std::to_string(rank.index) + "_";
+  for (const auto& [index, info] : returned.storage_data) {
+    const dcpp::StorageInfo* found = storage_in(committed, index);
+    ok = ok && found != nullptr && found->relative_path == info.relative_path &&
+         found->offset == info.offset && found->length == info.length &&
+         (whole || info.relative_path.rfind(own_files, 0) == 0);
+  }
+  for (const auto& [key, entry] : returned.state_dict_metadata) {
+    const auto* tensor = std::get_if<dcpp::TensorStorageMetadata>(&entry);
+    const dcpp::TensorStorageMetadata* saved = chunks_in(committed, key);
+    if (tensor == nullptr) continue;
+    ok = ok && saved != nullptr && saved->size == tensor->size &&
+         saved->properties.dtype == tensor->properties.dtype;
+    for (const dcpp::ChunkStorageMetadata& chunk : tensor->chunks) {
+      ok = ok && saved != nullptr &&
+           std::find(saved->chunks.begin(), saved->chunks.end(), chunk) != saved->chunks.end();
+    }
+  }
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: save returned %zu storage entries and %zu keys, not %s of the "
+                         "committed %zu and %zu\n",
+                 rank.index, returned.storage_data.size(), returned.state_dict_metadata.size(),
+                 whole ? "all" : "this rank's part", committed.storage_data.size(),
+                 committed.state_dict_metadata.size());
+  }
+  return ok;
+}
+
+// Loads into tensors of other dtypes than the saved ones, as a program loading a float32
+// checkpoint into a bfloat16 model does (DefaultLoadPlanner refuses another dtype): it plans as
+// the default planner over zeros of the saved dtypes, and hands the storage reader views of the
+// state dict's own tensors, into which reading converts. Keys are "a.b" paths of nested dicts.
+class ConvertingLoadPlanner final : public dcpp::DefaultLoadPlanner {
+ public:
+  void set_up(dcpp::StateDict& state_dict, const dcpp::Metadata& metadata,
+              bool is_coordinator) override {
+    targets_ = &state_dict;
+    saved_dtypes_ = in_saved_dtypes(state_dict, metadata, "");
+    DefaultLoadPlanner::set_up(saved_dtypes_, metadata, is_coordinator);
+  }
+  at::Tensor resolve_tensor(const dcpp::ReadItem& item) override {
+    at::Tensor view = find(item.dest_index.fqn).tensor();
+    for (std::size_t d = 0; d < item.lengths.size(); ++d) {
+      view = view.narrow(static_cast<int64_t>(d), item.dest_offsets[d], item.lengths[d]);
+    }
+    return view;
+  }
+  void commit_tensor(const dcpp::ReadItem&, const at::Tensor&) override {}
+  void load_bytes(const dcpp::ReadItem& item, c10::IValue value) override {
+    find(item.dest_index.fqn) = dcpp::StateValue(std::move(value));
+  }
+
+ private:
+  static dcpp::StateDict in_saved_dtypes(const dcpp::StateDict& dict,
+                                         const dcpp::Metadata& metadata,
+                                         const std::string& prefix) {
+    dcpp::StateDict saved;
+    for (const auto& item : dict) {
+      const std::string key = prefix + item.key;
+      if (item.value.is_dict()) {
+        saved.insert(item.key, in_saved_dtypes(item.value.dict(), metadata, key + "."));
+        continue;
+      }
+      dcpp::StateValue value = item.value;
+      for (const auto& [name, entry] : metadata.state_dict_metadata) {
+        const auto* tensor = std::get_if<dcpp::TensorStorageMetadata>(&entry);
+        if (name == key && tensor != nullptr && item.value.is_tensor()) {
+          value = at::zeros_like(item.value.tensor(),
+                                 at::TensorOptions().dtype(tensor->properties.dtype));
+        }
+      }
+      saved.insert(item.key, value);
+    }
+    return saved;
+  }
+  dcpp::StateValue& find(const std::string& fqn) {
+    dcpp::StateDict* dict = targets_;
+    std::size_t start = 0;
+    for (std::size_t dot; (dot = fqn.find('.', start)) != std::string::npos; start = dot + 1) {
+      dict = &dict->at(fqn.substr(start, dot - start)).dict();
+    }
+    return dict->at(fqn.substr(start));
+  }
+
+  dcpp::StateDict* targets_ = nullptr;
+  dcpp::StateDict saved_dtypes_;
+};
+
+// read-once-dtypes DIR D0,D1,...: see the top of the file.
+int read_once_dtypes(const std::string& dir, const std::string& dtype_names,
+                     const c10::intrusive_ptr<c10d::ProcessGroup>& group, const Rank& rank) {
+  const std::vector<std::string> names = dcpp::test::split_at_commas(dtype_names);
+  const std::string& name = names.at(static_cast<std::size_t>(rank.index) % names.size());
+  const at::ScalarType dtype = name == "bfloat16"  ? at::kBFloat16
+                               : name == "float16" ? at::kHalf
+                               : name == "float64" ? at::kDouble
+                                                   : at::kFloat;
+  // What storage gives a destination of this rank's dtype: the saved values, converted.
+  const auto in_rank_dtype = [dtype](const at::Tensor& saved) {
+    return saved.is_floating_point() ? saved.to(dtype) : saved.clone();
+  };
+  dcpp::StateDict model;
+  for (const char* key : {"w", "e", "i", "b"}) {
+    model.insert(key, at::zeros_like(in_rank_dtype(global_tensor(key))));
+  }
+  dcpp::StateDict target;
+  target.insert("model", model);
+  target.insert("replicated", at::zeros({5}, at::TensorOptions().dtype(dtype)));
+  target.insert("step", 0);
+  dcpp::LoadOptions options = load_options(group);
+  options.read_once = dcpp::ReadOnce::kAlways;
+  options.planner = std::make_shared<ConvertingLoadPlanner>();
+  const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
+  dcpp::load(target, dir, options);
+  const int64_t received = dcpp::checkpoint_traffic().bytes_received - before.bytes_received;
+  bool ok = target.at("step").value().toInt() == 11 &&
+            same_bits(target.at("replicated").tensor(), in_rank_dtype(at::linspace(0, 1, 5)));
+  for (const auto& item : target.at("model").dict()) {
+    if (!same_bits(item.value.tensor(), in_rank_dtype(global_tensor(item.key)))) {
+      std::fprintf(stderr, "rank %d (%s): 'model.%s' differs from the saved values in %s\n",
+                   rank.index, name.c_str(), item.key.c_str(), name.c_str());
+      ok = false;
+    }
+  }
+  std::printf("rank %d (%s) received %lld bytes: %s\n", rank.index, name.c_str(),
+              static_cast<long long>(received), ok ? "every element as storage gives it" : "DIFFERENT");
+  return ok ? 0 : 1;
+}
+
 // The model part of the test state behind the Stateful protocol; load_state_dict() throws when
 // told to, as a user's object rejecting its state would.
 class ModelHolder final : public dcpp::Stateful {
@@ -521,22 +677,37 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
       return 0;
     }
     if (mode == "traffic") {
-      dcpp::SaveOptions options;
-      options.ranks.process_group = group;
-      options.file_system.sync_files = false;
-      const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
-      dcpp::save(state(arg, rank, false), dir, options);
-      const dcpp::CheckpointTraffic after = dcpp::checkpoint_traffic();
-      std::printf("rank %d received %lld bytes, sent %lld bytes\n", rank.index,
-                  static_cast<long long>(after.bytes_received - before.bytes_received),
-                  static_cast<long long>(after.bytes_sent - before.bytes_sent));
-      return 0;
+      // Saved twice: as save returns the Metadata by default (the coordinator the whole, every
+      // other rank its own part), then with metadata_on_every_rank (every rank the whole, as DCP).
+      bool ok = true;
+      for (const bool everywhere : {false, true}) {
+        dcpp::SaveOptions options;
+        options.ranks.process_group = group;
+        options.file_system.sync_files = false;
+        options.metadata_on_every_rank = everywhere;
+        const std::string where = dir + (everywhere ? "-everywhere" : "");
+        const dcpp::CheckpointTraffic before = dcpp::checkpoint_traffic();
+        const dcpp::Metadata returned = dcpp::save(state(arg, rank, false), where, options);
+        const dcpp::CheckpointTraffic after = dcpp::checkpoint_traffic();
+        ok = returned_as_expected(returned, dcpp::read_metadata(where), rank,
+                                  everywhere || rank.index == 0) &&
+             ok;
+        std::printf("rank %d%s received %lld bytes, sent %lld bytes\n", rank.index,
+                    everywhere ? " (metadata everywhere)" : "",
+                    static_cast<long long>(after.bytes_received - before.bytes_received),
+                    static_cast<long long>(after.bytes_sent - before.bytes_sent));
+      }
+      if (ok) std::printf("rank %d: returned Metadata as expected\n", rank.index);
+      return ok ? 0 : 1;
     }
     if (mode == "plan-cache") {
       return plan_cache_saves(dir, arg, group, rank);
     }
     if (mode == "read-once") {
       return read_once_loads(dir, arg, group, rank);
+    }
+    if (mode == "read-once-dtypes") {
+      return read_once_dtypes(dir, arg, group, rank);
     }
     if (mode == "fail-commit") {
       dcpp::LoadOptions options = load_options(group);

@@ -5,6 +5,7 @@
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/checkpoint/save_plan_cache.h>
+#include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/dist/ranks.h>
@@ -64,6 +65,11 @@ struct DCPP_API AsyncCheckpointerOptions {
   /// from two threads would interleave). Give one, or a `store` from which the checkpointer makes
   /// its own. `ranks.coordinator_rank` writes `.metadata`.
   Ranks ranks;
+  /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
+  /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
+  /// default; assigned here and set there to another value, the call fails (kUsage).
+  DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
+  DeprecatedField<int> coordinator_rank;
   /// With `store`: the checkpointer makes a Gloo group of `world_size` ranks named
   /// `group_options.group_name` from it (collective: every rank constructs its checkpointer).
   c10::intrusive_ptr<c10d::Store> store;

@@ -4,6 +4,7 @@
 
 #include <dcpp/checkpoint/read_once.h>
 #include <dcpp/checkpoint/save_plan_cache.h>
+#include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/format/metadata.h>
@@ -35,6 +36,11 @@ struct DCPP_API SaveOptions {
   std::shared_ptr<SavePlanner> planner;
   /// The ranks saving together (default: this process alone).
   Ranks ranks;
+  /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
+  /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
+  /// default; assigned here and set there to another value, the call fails (kUsage).
+  DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
+  DeprecatedField<int> coordinator_rank;
   /// DCP's `use_collectives`. When false, this rank saves alone, for jobs whose ranks must not
   /// coordinate: it plans only what it holds (nothing is deduplicated across ranks: a replicated
   /// tensor or a value every rank holds is written by every rank), writes its own data files
@@ -53,6 +59,14 @@ struct DCPP_API SaveOptions {
   /// global planning and sends tokens instead of plans (SavePlanCache). Null (the default): every
   /// save plans in full. Ignored without collectives.
   std::shared_ptr<SavePlanCache> plan_cache;
+  /// What save returns on the ranks other than the coordinator. false (the default): the part of
+  /// the Metadata this rank wrote (its keys, its chunks, its storage entries), which it knows
+  /// without a message, so a save's traffic does not grow with the world. true: the whole
+  /// committed Metadata, as DCP returns it on every rank, which the coordinator sends to every
+  /// rank (at 1,024 ranks and a 133 MB `.metadata`, about 136 GB per save). The coordinator
+  /// returns the whole Metadata either way; any rank can read it with read_metadata(). Every rank
+  /// must pass the same value.
+  bool metadata_on_every_rank = false;
 
   SaveOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
@@ -86,6 +100,10 @@ struct DCPP_API SaveOptions {
     plan_cache = std::move(value);
     return *this;
   }
+  SaveOptions& with_metadata_on_every_rank(bool value) {
+    metadata_on_every_rank = value;
+    return *this;
+  }
 };
 
 struct DCPP_API LoadOptions {
@@ -100,6 +118,11 @@ struct DCPP_API LoadOptions {
   bool allow_partial_load = false;
   /// The ranks loading together (default: this process alone).
   Ranks ranks;
+  /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
+  /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
+  /// default; assigned here and set there to another value, the call fails (kUsage).
+  DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
+  DeprecatedField<int> coordinator_rank;
   /// Read and verify everything into scratch copies first, and copy into the state dict's tensors
   /// (and hand Statefuls their state) only once every rank has succeeded: a failed load, on any
   /// rank, leaves every rank's state dict exactly as it was. Costs one extra copy, on its device,
@@ -154,8 +177,9 @@ struct DCPP_API LoadOptions {
 /// Saves `state_dict` as a DCP checkpoint in `directory`, a directory or an "s3://bucket/prefix"
 /// URL (S3StorageWriter, docs/storage.md). Stateful values are saved as their
 /// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
-/// checkpoint is committed; returns its Metadata. With a process group, every rank calls save with
-/// its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
+/// checkpoint is committed; returns its Metadata (on a rank other than the coordinator, the part
+/// of it that rank wrote, unless SaveOptions::metadata_on_every_rank). With a process group, every
+/// rank calls save with its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
 /// writing, committing), save throws on every rank a CheckpointError listing each failed rank and
 /// its message, and nothing is committed. A failed save never damages a checkpoint already there.
 /// Without collectives (SaveOptions::use_collectives = false) each rank saves alone and a failure

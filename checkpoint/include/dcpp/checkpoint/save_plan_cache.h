@@ -19,14 +19,15 @@ namespace dcpp {
 /// the token of the coordinator's own last committed save, the coordinator reuses that save's
 /// global plan and Metadata, and a rank whose final plan came out as before receives a token in
 /// place of it. Any other case (a tensor added, resized or resharded on any rank, another dtype,
-/// world size, coordinator, planner or storage writer type, a rank whose cache missed a save)
+/// world size, coordinator, planner or storage writer type, planner settings as
+/// SavePlanner::plan_cache_key gives them, a rank whose cache missed a save)
 /// plans globally from every rank's full plan, as a save without a cache does, at the cost of one
 /// more gather when some ranks had sent tokens. A save that fails leaves the cache as it was.
 /// Values never matter: only keys, shapes, dtypes and shards do.
 ///
-/// Assumes that the planner's global plan depends on the local plans alone, as
-/// DefaultSavePlanner's does; a planner whose global plan changes with anything else must not be
-/// given a cache. Costs the coordinator a copy of the global plan, every rank's final plan and the
+/// Assumes that the planner's global plan depends on the local plans and its plan_cache_key()
+/// alone, as DefaultSavePlanner's does; a planner whose global plan changes with anything else
+/// must not be given a cache. Costs the coordinator a copy of the global plan, every rank's final plan and the
 /// Metadata (about twice the `.metadata` file), and each rank a copy of its own plans.
 /// Not thread-safe: saves share a cache one at a time.
 class DCPP_API SavePlanCache {

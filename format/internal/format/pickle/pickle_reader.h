@@ -114,9 +114,10 @@ class Unpickled {
 
 /// Runs the restricted VM over `bytes` (protocols 2 to 5; trailing bytes after STOP are ignored).
 /// `collections.OrderedDict()` (REDUCE with no arguments) is built as a plain dict so that
-/// SETITEMS may fill it, as Python does. Throws CheckpointError naming `source` on any malformed
-/// input, unsupported opcode (with its byte offset) or global refused by `allow`
-/// ("global 'os.system' is not allowed").
+/// SETITEMS may fill it, as Python does. Throws CheckpointError (kCorrupt) naming `source` on any
+/// malformed input or unsupported opcode (with its byte offset), and on a global refused by
+/// `allow`, which it names ("refers to the Python global 'os.system'") and explains as a refusal,
+/// not as malformed bytes.
 Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source);
 
 }  // namespace dcpp::detail

@@ -10,6 +10,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -36,6 +37,13 @@ class DCPP_API SavePlanner {
   /// Receives this rank's final plan; returns what will be written.
   virtual SavePlan finish_plan(SavePlan central_plan) = 0;
   virtual WriteItemData resolve_data(const WriteItem& item) = 0;
+  /// The settings this planner's global plan depends on besides the local plans, as text: a
+  /// SavePlanCache reuses a global plan only for a planner of the same type whose key is the same
+  /// (on the coordinator). Empty by default, for a planner without such settings (as
+  /// DefaultSavePlanner). A planner whose create_global_plan reads settings returns them all
+  /// ("dedup=lowest-rank,label=nightly"); one whose global plan depends on anything else must not
+  /// be given a cache (SavePlanCache).
+  virtual std::string plan_cache_key() const { return {}; }
 };
 
 /// DCP's `DefaultSavePlanner`: flattens nested dicts and lists (keeping `planner_data` so keys with

@@ -17,6 +17,7 @@
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/checkpoint/read_once.h>
+#include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/plugin/checkpoint_info.h>
@@ -81,6 +82,11 @@ struct DCPP_API CheckpointManagerOptions {
   /// group). Neither: one process. `ranks.coordinator_rank` writes `.metadata`, the manifest,
   /// renames and prunes.
   Ranks ranks;
+  /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
+  /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
+  /// default; assigned here and set there to another value, the call fails (kUsage).
+  DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
+  DeprecatedField<int> coordinator_rank;
   c10::intrusive_ptr<c10d::ProcessGroup> async_process_group;
   c10::intrusive_ptr<c10d::Store> store;
   int rank = 0;
