@@ -11,7 +11,7 @@
 // metadata + commit. Every rank prints the checkpoint traffic it sent and received during the
 // save (checkpoint_traffic()): a rank other than the coordinator receives its own final plan, and
 // the committed Metadata only with --metadata-everywhere (otherwise save makes that rank's part of
-// it itself). Rank 0 prints what all ranks sent per save, in all: the job's traffic. With
+// it itself). Rank 0 prints what all ranks received per save, in all: the job's traffic. With
 // --saves S (2 or more), S saves of the same state go through one SavePlanCache: from the second
 // on, the ranks send tokens instead of plans and the coordinator reuses the global plan (plan
 // caching); each save's time and traffic is printed.
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   }
   dcpp::Metadata metadata;
   std::vector<std::pair<double, double>> times;  // wall and rank 0's CPU, per save
-  int64_t bytes_sent = 0;                        // by this rank, in all the saves
+  int64_t bytes_received = 0;                    // by this rank, in all the saves
   for (int n = 1; n <= saves; ++n) {
     MetadataOnlyWriter writer(dir / ("save-" + std::to_string(n)));
     group->barrier()->wait();
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     metadata = dcpp::save(state, writer, options);
     times.emplace_back(bench::seconds_since(start), bench::thread_cpu_seconds() - start_cpu);
     const dcpp::CheckpointTraffic traffic = dcpp::checkpoint_traffic();
-    bytes_sent += traffic.bytes_sent - traffic_before.bytes_sent;
+    bytes_received += traffic.bytes_received - traffic_before.bytes_received;
     std::printf(
         "save %d%s: sent %lld bytes in %lld messages, received %lld bytes in %lld messages\n", n,
         options.plan_cache && options.plan_cache->reused_plans() > reused_before
@@ -117,11 +117,12 @@ int main(int argc, char** argv) {
         static_cast<long long>(traffic.bytes_received - traffic_before.bytes_received),
         static_cast<long long>(traffic.messages_received - traffic_before.messages_received));
   }
-  // Every byte a save sends is received once: the job's traffic is the sum of what its ranks sent.
-  std::vector<at::Tensor> sum{at::tensor({bytes_sent}, at::kLong)};
+  // The job's traffic: what its ranks received (a broadcast counts once where it is sent, once
+  // per rank where it arrives).
+  std::vector<at::Tensor> sum{at::tensor({bytes_received}, at::kLong)};
   group->allreduce(sum)->wait();  // also keeps the traffic lines before rank 0's report
   if (rank == 0) {
-    std::printf("all %d ranks: %.2f MB sent per save in all (metadata %s)\n", ranks,
+    std::printf("all %d ranks: %.2f MB received per save in all (metadata %s)\n", ranks,
                 static_cast<double>(sum[0].item<int64_t>()) / saves / 1e6,
                 metadata_everywhere ? "to every rank" : "on the coordinator only");
     const auto size = std::filesystem::file_size(dir / "save-1" / ".metadata");
