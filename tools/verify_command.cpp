@@ -634,15 +634,14 @@ void add_verify_command(CLI::App& app) {
     const bool root = !is_s3_url(*checkpoint) && is_manager_root(*checkpoint);
     if (step_option->count() > 0 && !root) {
       throw CheckpointError(ErrorKind::kUsage,
-                            "--step applies to a CheckpointManager's root (its step-N "
-                            "directories); " + *checkpoint + " is one checkpoint: verify it "
-                            "without --step");
+                            "--step applies to a CheckpointManager's root (its "
+                            "step-N directories); " +
+                                *checkpoint + " is one checkpoint: verify it without --step");
     }
-    const json report =
-        root ? verify_manager_root(*checkpoint, step_option->count() > 0
-                                                    ? std::optional<int64_t>(*step)
-                                                    : std::nullopt)
-             : verify_checkpoint(*checkpoint);
+    const json report = root ? verify_manager_root(*checkpoint, step_option->count() > 0
+                                                                    ? std::optional<int64_t>(*step)
+                                                                    : std::nullopt)
+                             : verify_checkpoint(*checkpoint);
     if (*as_json) {
       // Keys and names may hold any bytes (a damaged .metadata): not valid UTF-8 is replaced.
       std::cout << report.dump(1, ' ', false, json::error_handler_t::replace) << "\n";

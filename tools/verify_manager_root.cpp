@@ -25,9 +25,8 @@ json verify_manager_root(const fs::path& root, std::optional<int64_t> step) {
     const int64_t entry_step = entry["step"].get<int64_t>();
     if (!entry["committed"].get<bool>()) {
       if (!step || *step == entry_step) {
-        report["skipped"].push_back({{"directory", entry["directory"]},
-                                     {"step", entry_step},
-                                     {"state", entry["state"]}});
+        report["skipped"].push_back(
+            {{"directory", entry["directory"]}, {"step", entry_step}, {"state", entry["state"]}});
       }
       continue;
     }

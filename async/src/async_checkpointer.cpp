@@ -69,9 +69,8 @@ class AsyncCheckpointer::Impl {
  public:
   explicit Impl(AsyncCheckpointerOptions options)
       : options_(detail::fold_legacy_ranks(std::move(options), "AsyncCheckpointerOptions")),
-        uploader_([nice = options_.uploader_nice] {
-          detail::lower_current_thread_priority(nice);
-        }) {
+        uploader_(
+            [nice = options_.uploader_nice] { detail::lower_current_thread_priority(nice); }) {
     if (!options_.stager) {
       options_.stager = make_blocking_stager();
     }

@@ -12,13 +12,13 @@ Metadata rank_metadata(const SavePlan& plan, const std::vector<WriteResult>& res
     const auto [at, added] = position.emplace(item.index.fqn, metadata.state_dict_metadata.size());
     if (added) {
       metadata.state_dict_metadata.emplace_back(
-          item.index.fqn, item.is_tensor() ? StorageMetadata(TensorStorageMetadata{
-                                                 item.tensor_data->properties,
-                                                 item.tensor_data->size, {}})
-                                           : StorageMetadata(BytesStorageMetadata{}));
+          item.index.fqn, item.is_tensor()
+                              ? StorageMetadata(TensorStorageMetadata{
+                                    item.tensor_data->properties, item.tensor_data->size, {}})
+                              : StorageMetadata(BytesStorageMetadata{}));
     }
-    if (auto* tensor = std::get_if<TensorStorageMetadata>(
-            &metadata.state_dict_metadata[at->second].second);
+    if (auto* tensor =
+            std::get_if<TensorStorageMetadata>(&metadata.state_dict_metadata[at->second].second);
         tensor != nullptr && item.tensor_data) {
       tensor->chunks.push_back(item.tensor_data->chunk);
     }

@@ -48,11 +48,12 @@ class StashingLoadPlanner final : public LoadPlanner {
 
 /// Runs this rank's transfers of `schedule` in order: sends the copies `stash` kept, and hands
 /// what it receives to `planner` as the storage reader would (resolve_tensor, then commit_tensor;
-/// load_bytes), a box converted from its saved dtype (`metadata`) into the destination's. A transfer this rank cannot complete (a box of an unexpected size, a value that
-/// does not decode, a planner that throws) does not stop it: it still receives every message the
-/// schedule has for it, so that no sender waits for it in vain, and then throws the first failure.
-/// A sender that lacks a copy tells its receiver so, and both throw. Every rank must call it with
-/// its schedule from the same load.
+/// load_bytes), a box converted from its saved dtype (`metadata`) into the destination's. A
+/// transfer this rank cannot complete (a box of an unexpected size, a value that does not decode, a
+/// planner that throws) does not stop it: it still receives every message the schedule has for it,
+/// so that no sender waits for it in vain, and then throws the first failure. A sender that lacks a
+/// copy tells its receiver so, and both throw. Every rank must call it with its schedule from the
+/// same load.
 void exchange_read_once(Collectives& ranks, const ReadOnceSchedule& schedule,
                         const StashingLoadPlanner* stash, LoadPlanner& planner,
                         const Metadata& metadata);

@@ -74,8 +74,7 @@ TEST_CASE("pickles that would run code are refused by every decoder with the glo
                       global, "file f, key 'k'");
       require_refused([&] { decode_tensor_pickle(pickle, "file f, key 'k'"); }, global,
                       "file f, key 'k'");
-      require_refused([&] { decode_metadata(pickle, "ckpt/.metadata"); }, global,
-                      "ckpt/.metadata");
+      require_refused([&] { decode_metadata(pickle, "ckpt/.metadata"); }, global, "ckpt/.metadata");
     }
   }
   REQUIRE_FALSE(fs::exists(marker));

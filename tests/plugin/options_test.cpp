@@ -6,6 +6,7 @@
 // still compiles and runs: those fields are [[deprecated]] aliases until 0.3.
 
 #include "dcpp_test.h"
+#include "rank_threads.h"
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -13,8 +14,6 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
-#include <functional>
-#include <thread>
 
 namespace {
 
@@ -158,42 +157,16 @@ TEST_CASE("a save and a load take their group through the with_ setters") {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-namespace {
-
-// Runs `body` on `world` ranks, threads of this process with a Gloo group each; returns what each
-// threw ("" for nothing).
-std::vector<std::string> run_ranks_0_1(
-    int world, const std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>, int)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < world; ++rank) {
-    ranks.emplace_back([&, rank] {
-      try {
-        body(dcpp::make_gloo_process_group(
-                 store, rank, world,
-                 dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(20))),
-             rank);
-      } catch (const std::exception& error) {
-        errors[rank] = error.what();
-      }
-    });
-  }
-  for (std::thread& rank : ranks) rank.join();
-  return errors;
-}
-
-}  // namespace
-
 TEST_CASE("0.1's options.process_group and options.coordinator_rank still work, deprecated") {
   dcpp::test::TempDir dir;
   const at::Tensor full = at::arange(12, at::kFloat).reshape({4, 3});
   // Two ranks save one tensor, each its half, through the old fields: only a save over the group
   // makes one checkpoint of the whole tensor (alone, each would commit its half as the whole).
-  const std::vector<std::string> errors = run_ranks_0_1(2, [&](auto group, int rank) {
+  dcpp::test::on_ranks(2, "options-0.1", [&](int rank, auto group) {
     dcpp::StateDict state;
-    state.insert("w", dcpp::ShardedTensor({4, 3}, {{full.narrow(0, 2 * rank, 2).clone(), {2 * rank, 0}}},
-                                          at::kFloat));
+    state.insert("w",
+                 dcpp::ShardedTensor({4, 3}, {{full.narrow(0, 2 * rank, 2).clone(), {2 * rank, 0}}},
+                                     at::kFloat));
     dcpp::SaveOptions options;
     options.process_group = group;
     options.coordinator_rank = 1;
@@ -205,9 +178,9 @@ TEST_CASE("0.1's options.process_group and options.coordinator_rank still work, 
     load_options.process_group = group;
     load_options.coordinator_rank = 1;
     dcpp::load(target, dir / "ckpt", load_options);
-    if (!at::equal(target.at("w").tensor(), full)) throw std::runtime_error("rank loaded other values");
+    if (!at::equal(target.at("w").tensor(), full))
+      throw std::runtime_error("rank loaded other values");
   });
-  CHECK(errors == std::vector<std::string>{"", ""});
   dcpp::StateDict whole;
   whole.insert("w", at::zeros({4, 3}, at::kFloat));
   dcpp::load(whole, dir / "ckpt");

@@ -143,7 +143,8 @@ TEST_CASE("verify on a manager root verifies every committed checkpoint, or one 
   REQUIRE(text.exit_code == 0);
   REQUIRE_THAT(text.output, Catch::Contains("== step-00000100 (step 100, full)"));
   REQUIRE_THAT(text.output, Catch::Contains("skipped: step-00000300.incomplete (incomplete"));
-  REQUIRE_THAT(text.output, Catch::Contains("ok: " + root.string() + ": 3 committed checkpoints verified"));
+  REQUIRE_THAT(text.output,
+               Catch::Contains("ok: " + root.string() + ": 3 committed checkpoints verified"));
 
   // A damaged step fails the root, names the step, and leaves the others ok.
   const fs::path data = root / "step-00000200" / "__0_0.distcp";

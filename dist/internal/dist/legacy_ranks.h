@@ -20,19 +20,20 @@ Options fold_legacy_ranks(Options options, const std::string& what) {
     const auto& old_group = options.process_group.assigned_value();
     if (options.ranks.process_group && options.ranks.process_group != old_group) {
       throw CheckpointError(ErrorKind::kUsage,
-                            what + ": process_group (deprecated) and ranks.process_group name "
-                                   "different groups; set ranks.process_group alone");
+                            what +
+                                ": process_group (deprecated) and ranks.process_group name "
+                                "different groups; set ranks.process_group alone");
     }
     options.ranks.process_group = old_group;
   }
   if (options.coordinator_rank.assigned()) {
     const int old_rank = options.coordinator_rank.assigned_value();
     if (options.ranks.coordinator_rank != 0 && options.ranks.coordinator_rank != old_rank) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            what + ": coordinator_rank (deprecated) is " +
-                                std::to_string(old_rank) + " and ranks.coordinator_rank " +
-                                std::to_string(options.ranks.coordinator_rank) +
-                                "; set ranks.coordinator_rank alone");
+      throw CheckpointError(ErrorKind::kUsage, what + ": coordinator_rank (deprecated) is " +
+                                                   std::to_string(old_rank) +
+                                                   " and ranks.coordinator_rank " +
+                                                   std::to_string(options.ranks.coordinator_rank) +
+                                                   "; set ranks.coordinator_rank alone");
     }
     options.ranks.coordinator_rank = old_rank;
   }

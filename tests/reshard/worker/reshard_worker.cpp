@@ -46,11 +46,11 @@
 //                                       Prints each rank's bytes read and received in both modes
 //                                       ("rank R read N never, M once, received K never, L once")
 //   reshard_worker read-once-dtypes DIR D0,D1,...  loads DIR (saved "row") replicated, reading
-//                                       once, rank r's floating-point tensors in dtype Dr (bfloat16,
-//                                       float16, float32 or float64; a planner that converts): each
-//                                       must equal what storage gives converted to its dtype, bit
-//                                       for bit, though it received part of them from ranks of
-//                                       other dtypes
+//                                       once, rank r's floating-point tensors in dtype Dr
+//                                       (bfloat16, float16, float32 or float64; a planner that
+//                                       converts): each must equal what storage gives converted to
+//                                       its dtype, bit for bit, though it received part of them
+//                                       from ranks of other dtypes
 //   reshard_worker fail-commit DIR RANK loads DIR (saved "row") replicated, reading once, through
 //                                       a planner whose last commit_tensor on rank RANK throws: a
 //                                       box it received, after the reads. Every rank must get a
@@ -356,8 +356,8 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 // chunks the committed Metadata has.
 bool returned_as_expected(const dcpp::Metadata& returned, const dcpp::Metadata& committed,
                           const Rank& rank, bool whole) {
-  const auto storage_in = [](const dcpp::Metadata& metadata, const dcpp::MetadataIndex& index)
-      -> const dcpp::StorageInfo* {
+  const auto storage_in = [](const dcpp::Metadata& metadata,
+                             const dcpp::MetadataIndex& index) -> const dcpp::StorageInfo* {
     for (const auto& [at, info] : metadata.storage_data) {
       if (at == index) return &info;
     }
@@ -391,8 +391,9 @@ bool returned_as_expected(const dcpp::Metadata& returned, const dcpp::Metadata& 
     }
   }
   if (!ok) {
-    std::fprintf(stderr, "rank %d: save returned %zu storage entries and %zu keys, not %s of the "
-                         "committed %zu and %zu\n",
+    std::fprintf(stderr,
+                 "rank %d: save returned %zu storage entries and %zu keys, not %s of the "
+                 "committed %zu and %zu\n",
                  rank.index, returned.storage_data.size(), returned.state_dict_metadata.size(),
                  whole ? "all" : "this rank's part", committed.storage_data.size(),
                  committed.state_dict_metadata.size());
@@ -497,7 +498,8 @@ int read_once_dtypes(const std::string& dir, const std::string& dtype_names,
     }
   }
   std::printf("rank %d (%s) received %lld bytes: %s\n", rank.index, name.c_str(),
-              static_cast<long long>(received), ok ? "every element as storage gives it" : "DIFFERENT");
+              static_cast<long long>(received),
+              ok ? "every element as storage gives it" : "DIFFERENT");
   return ok ? 0 : 1;
 }
 

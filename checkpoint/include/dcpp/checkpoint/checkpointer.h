@@ -179,11 +179,11 @@ struct DCPP_API LoadOptions {
 /// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
 /// checkpoint is committed; returns its Metadata (on a rank other than the coordinator, the part
 /// of it that rank wrote, unless SaveOptions::metadata_on_every_rank). With a process group, every
-/// rank calls save with its own shards; a chunk several ranks hold is written once. When any rank fails (planning,
-/// writing, committing), save throws on every rank a CheckpointError listing each failed rank and
-/// its message, and nothing is committed. A failed save never damages a checkpoint already there.
-/// Without collectives (SaveOptions::use_collectives = false) each rank saves alone and a failure
-/// throws on that rank only.
+/// rank calls save with its own shards; a chunk several ranks hold is written once. When any rank
+/// fails (planning, writing, committing), save throws on every rank a CheckpointError listing each
+/// failed rank and its message, and nothing is committed. A failed save never damages a checkpoint
+/// already there. Without collectives (SaveOptions::use_collectives = false) each rank saves alone
+/// and a failure throws on that rank only.
 DCPP_API Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
                        const SaveOptions& options = {});
 DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,

@@ -27,8 +27,8 @@ namespace dcpp {
 ///
 /// Assumes that the planner's global plan depends on the local plans and its plan_cache_key()
 /// alone, as DefaultSavePlanner's does; a planner whose global plan changes with anything else
-/// must not be given a cache. Costs the coordinator a copy of the global plan, every rank's final plan and the
-/// Metadata (about twice the `.metadata` file), and each rank a copy of its own plans.
+/// must not be given a cache. Costs the coordinator a copy of the global plan, every rank's final
+/// plan and the Metadata (about twice the `.metadata` file), and each rank a copy of its own plans.
 /// Not thread-safe: saves share a cache one at a time.
 class DCPP_API SavePlanCache {
  public:

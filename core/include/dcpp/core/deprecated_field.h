@@ -6,6 +6,11 @@
 
 #include <utility>
 
+#define DCPP_MOVED_INTO_RANKS                                                                   \
+  "moved into the options' `ranks` in dcpp 0.2: use ranks.process_group and "                   \
+  "ranks.coordinator_rank, or with_process_group() and with_coordinator_rank(); this old name " \
+  "goes in 0.3"
+
 namespace dcpp {
 
 /// The old name of a field of the options structs that moved into their `ranks` in 0.2
@@ -15,19 +20,13 @@ class DeprecatedField {
  public:
   DeprecatedField() = default;
 
-  [[deprecated("moved into the options' `ranks` in dcpp 0.2: use ranks.process_group and "
-               "ranks.coordinator_rank, or with_process_group() and with_coordinator_rank(); "
-               "this old name goes in 0.3")]]
-  DeprecatedField& operator=(T value) {
+  [[deprecated(DCPP_MOVED_INTO_RANKS)]] DeprecatedField& operator=(T value) {
     value_ = std::move(value);
     assigned_ = true;
     return *this;
   }
-  [[deprecated("moved into the options' `ranks` in dcpp 0.2: read ranks.process_group and "
-               "ranks.coordinator_rank; this old name goes in 0.3")]]
-  operator const T&() const {  // NOLINT(google-explicit-constructor): a field reads as its value
-    return value_;
-  }
+  // Implicit on purpose: a field reads as its value.
+  [[deprecated(DCPP_MOVED_INTO_RANKS)]] operator const T&() const { return value_; }
 
   /// For dcpp, which folds the value into the new field: whether the program assigned it, and
   /// what (no warning).
