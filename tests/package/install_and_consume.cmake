@@ -26,9 +26,11 @@ execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package -B ${WOR
 if(rc EQUAL 0 OR NOT out MATCHES "version: ${DCPP_VERSION}")
   message(FATAL_ERROR "find_package(dcpp ${other_version}) accepted dcpp ${DCPP_VERSION}:\n${out}")
 endif()
+# Without a build type (no optimization): what this checks is that dcpp's headers compile and link
+# with the user's compiler, not how fast the quickstart runs (the test takes 22 s of CPU, not 27).
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/package -B ${WORK_DIR}/build
     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DDCPP_EXAMPLES_DIR=${SOURCE_DIR}/examples
-    -DDCPP_REQUIRED_VERSION=${major_minor} -DCMAKE_BUILD_TYPE=Release)
+    -DDCPP_REQUIRED_VERSION=${major_minor} -DCMAKE_BUILD_TYPE=)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/quickstart train ${WORK_DIR}/ckpt)
 run(${WORK_DIR}/build/quickstart resume ${WORK_DIR}/ckpt)
