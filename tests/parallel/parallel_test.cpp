@@ -165,11 +165,11 @@ void resume_on_another_layout(const std::vector<std::string>& models) {
 TEST_CASE("an MLP and a transformer block resumed on the same layout train to the bit as before") {
   resume_on_the_same_layout({"mlp", "transformer"});
 }
-TEST_CASE("an MLP resumed on another layout trains as one process, in float32 and float64") {
-  resume_on_another_layout({"mlp", "mlp-f64"});
-}
-TEST_CASE("a transformer block resumed on another layout trains as one process, in f32 and f64") {
-  resume_on_another_layout({"transformer", "transformer-f64"});
+// All four models in each launch: a launch per layout and step, not per model.
+TEST_CASE(
+    "an MLP and a transformer block resumed on another layout train as one process, in "
+    "float32 and float64") {
+  resume_on_another_layout({"mlp", "mlp-f64", "transformer", "transformer-f64"});
 }
 
 TEST_CASE("FSDP placements are dim-0 shards with global shapes and offsets, a rank may hold none") {

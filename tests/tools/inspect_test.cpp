@@ -78,8 +78,9 @@ TEST_CASE("the dcpp command prints JSON and fails with one line on a bad checkpo
   REQUIRE(inspection["entries"]["w_row"]["chunks"][1]["rank"] == 1);
   REQUIRE(inspection["entries"]["w_row"]["chunks"][0]["rank"] == 0);
 
+  // The binary, main() included, as a user runs it; the other tests run the commands in-process.
   dcpp::test::TempDir dir;
-  const CommandResult missing = run_cli("inspect " + (dir / "nothing").string());
+  const CommandResult missing = dcpp::test::run_cli_binary("inspect " + (dir / "nothing").string());
   REQUIRE(missing.exit_code == 1);
   REQUIRE(missing.output.find(".metadata is missing") != std::string::npos);
   REQUIRE(std::count(missing.output.begin(), missing.output.end(), '\n') == 1);
@@ -91,7 +92,7 @@ TEST_CASE("the dcpp command prints JSON and fails with one line on a bad checkpo
   REQUIRE(std::count(malformed.output.begin(), malformed.output.end(), '\n') == 1);
 
   // The version the headers were generated with (project()'s), without a command.
-  const CommandResult version = run_cli("--version");
+  const CommandResult version = dcpp::test::run_cli_binary("--version");
   REQUIRE(version.exit_code == 0);
   REQUIRE(version.output == std::string("dcpp ") + DCPP_VERSION + "\n");
   REQUIRE(std::string(DCPP_VERSION) == std::to_string(DCPP_VERSION_MAJOR) + "." +
