@@ -135,7 +135,7 @@ test-libtorch: build-libtorch
 	  'cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
-# their reports need); docs/reliability.md, "Sanitizers". AddressSanitizer +
+# their reports need; the test programs at -O0); docs/reliability.md, "Sanitizers". AddressSanitizer +
 # UndefinedBehaviorSanitizer run everything that parses bytes or owns threads or processes: the
 # state dict, codec and checkpoint tests, the fuzz targets' replays, async, the multi-rank
 # collectives, the plugin, the faults, read-once loads and the storage drivers (S3 included).

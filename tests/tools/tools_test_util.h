@@ -43,24 +43,37 @@ inline CommandResult run_cli(const std::string& arguments) {
 
   std::FILE* capture = std::tmpfile();
   REQUIRE(capture != nullptr);
-  std::cout.flush();
-  std::fflush(nullptr);
-  const int saved_out = ::dup(1);
-  const int saved_err = ::dup(2);
-  REQUIRE((saved_out >= 0 && saved_err >= 0));
-  ::dup2(::fileno(capture), 1);
-  ::dup2(::fileno(capture), 2);
+  // Descriptors 1 and 2 point into `capture` for the command only: restored however it ends, so
+  // Catch2's own report is never written into the capture.
+  struct Redirection {
+    int saved_out = -1, saved_err = -1;
+    explicit Redirection(int into) {
+      std::cout.flush();
+      std::fflush(nullptr);
+      saved_out = ::dup(1);
+      saved_err = ::dup(2);
+      ::dup2(into, 1);
+      ::dup2(into, 2);
+    }
+    ~Redirection() {
+      std::cout.flush();
+      std::cerr.flush();
+      std::fflush(nullptr);
+      ::dup2(saved_out, 1);
+      ::dup2(saved_err, 2);
+      ::close(saved_out);
+      ::close(saved_err);
+    }
+  };
+  int code = 0;
   const auto start = std::chrono::steady_clock::now();
-  const int code = dcpp::tools::run_cli(static_cast<int>(words.size()), argv.data());
+  {
+    const Redirection redirection(::fileno(capture));
+    REQUIRE((redirection.saved_out >= 0 && redirection.saved_err >= 0));
+    code = dcpp::tools::run_cli(static_cast<int>(words.size()), argv.data());
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::dup2(saved_out, 1);
-  ::dup2(saved_err, 2);
-  ::close(saved_out);
-  ::close(saved_err);
 
   std::string output;
   std::fseek(capture, 0, SEEK_SET);  // the descriptors shared its offset
