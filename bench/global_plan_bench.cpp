@@ -8,16 +8,20 @@
 // the writer's prepare_global_plan, and its finish (encoding `.metadata` and the checksum file,
 // written without fsync) given every rank's write results. Baselines in the same run: a deep copy
 // of the local plans (touching every chunk once) and a raw write() of as many bytes as `.metadata`.
+// Also timed: finding the items several ranks list (the replica check's part of the global step,
+// SaveOptions::replica_check), before the planner's step, as save() runs it.
 // Peak memory is the process's high-water mark after each world size (they run smallest first).
 
 #include <dcpp/extend.h>
 
 #include "bench_common.h"
+#include "checkpoint/replicated_items.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -90,7 +94,7 @@ double raw_write_seconds(const fs::path& path, std::size_t bytes) {
 }
 
 struct Figures {
-  double plan = 0, prepare = 0, finish = 0, cpu = 0, copy = 0, raw_write = 0;
+  double replicas = 0, plan = 0, prepare = 0, finish = 0, cpu = 0, copy = 0, raw_write = 0;
   std::size_t chunks = 0;
   uintmax_t metadata_bytes = 0;
   double peak_mib = 0;
@@ -111,6 +115,15 @@ Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
 
   const double cpu_start = bench::thread_cpu_seconds();
   auto start = bench::Clock::now();
+  const dcpp::detail::ReplicatedItems replicated = dcpp::detail::find_replicated_items(plans);
+  f.replicas = bench::seconds_since(start);
+  if (!replicated.items.empty()) {
+    std::fprintf(stderr, "an FSDP job has no replicated items, yet %zu were found\n",
+                 replicated.items.size());
+    std::exit(1);
+  }
+
+  start = bench::Clock::now();
   auto [global_plans, metadata] = planner.create_global_plan(std::move(plans));
   f.plan = bench::seconds_since(start);
 
@@ -153,19 +166,20 @@ int main(int argc, char** argv) {
   std::printf("%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n",
               static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
               static_cast<long long>(kColumns));
-  std::printf("%6s %9s %9s %9s %9s %9s %9s %10s %9s %9s %9s\n", "ranks", "chunks", "plan s",
-              "prepare s", "finish s", "total s", "CPU s", ".metadata", "peak MiB", "/copy",
-              "/write");
+  std::printf("%6s %9s %10s %9s %9s %9s %9s %9s %10s %9s %9s %9s\n", "ranks", "chunks",
+              "replicas s", "plan s", "prepare s", "finish s", "total s", "CPU s", ".metadata",
+              "peak MiB", "/copy", "/write");
   for (const int ranks : world_sizes) {
     const Figures f = measure(ranks, tensors, dir);
-    const double total = f.plan + f.prepare + f.finish;
-    std::printf("%6d %9zu %9.3f %9.3f %9.3f %9.3f %9.3f %8.1fMB %9.0f %8.1fx %8.1fx\n", ranks,
-                f.chunks, f.plan, f.prepare, f.finish, total, f.cpu,
+    const double total = f.replicas + f.plan + f.prepare + f.finish;
+    std::printf("%6d %9zu %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1fMB %9.0f %8.1fx %8.1fx\n",
+                ranks, f.chunks, f.replicas, f.plan, f.prepare, f.finish, total, f.cpu,
                 static_cast<double>(f.metadata_bytes) / 1e6, f.peak_mib, total / f.copy,
                 total / f.raw_write);
   }
   std::printf(
-      "total: the three timed steps, wall; CPU: the same on this thread (target at 1,024 "
+      "replicas: finding replicated items (the replica check's step)\ntotal: the four timed "
+      "steps, wall; CPU: the same on this thread (target at 1,024 "
       "ranks: < 10 s on one core, < 4096 MiB peak)\n/copy, /write: total over a deep copy "
       "of the local plans and over a raw write() of .metadata's bytes\n");
   return 0;

@@ -1,26 +1,34 @@
 // Save and load throughput of dcpp against the baselines a user would otherwise have, measured in
 // one run on the same bytes: raw write()/read() of the tensors' memory, and torch::save/load.
 //
-//   save_load_bench [--gib N] [--tensors N] [--repeat N] [--sync] [--dir PATH]
+//   save_load_bench [--gib N] [--tensors N] [--repeat N] [--sync] [--dir PATH] [--ranks N]
 //
 // --sync makes every contender fsync what it wrote (dcpp's default); without it all stop at the
 // page cache. Each figure is the best of --repeat runs. Reads run with a warm page cache.
+// --ranks N (N > 1) also saves the state replicated on N ranks (threads of this process, a Gloo
+// group each, as data-parallel ranks hold it) with SaveOptions::replica_check on and off,
+// alternately, and prints what the check costs.
 
 #include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
 
 #include "bench_common.h"
 
 #include <torch/serialize.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -33,6 +41,7 @@ struct Options {
   int repeat = 5;
   bool sync = false;
   fs::path dir = fs::temp_directory_path() / "dcpp-bench";
+  int ranks = 1;
 };
 
 Options parse(int argc, char** argv) {
@@ -44,6 +53,9 @@ Options parse(int argc, char** argv) {
   app.add_option("--repeat", options.repeat, "runs of each timing; the best counts");
   app.add_flag("--sync", options.sync, "fsync what is written (dcpp's default)");
   app.add_option("--dir", options.dir, "scratch directory");
+  app.add_option("--ranks", options.ranks,
+                 "also save the state replicated on this many ranks, replica check on and off")
+      ->check(CLI::Range(1, 64));
   bench::parse_or_exit(app, argc, argv);
   return options;
 }
@@ -93,6 +105,38 @@ void fsync_path(const fs::path& path) {
   check(fd >= 0, "open");
   check(::fsync(fd) == 0, "fsync");
   ::close(fd);
+}
+
+// The best wall time of a save of `state` replicated on `ranks` rank threads, with the replica
+// check on and off (alternating runs, so both meet the same machine): {on, off}.
+std::pair<double, double> replicated_save_seconds(const dcpp::StateDict& state, int ranks,
+                                                  int repeat, const dcpp::SaveOptions& base,
+                                                  const fs::path& dir) {
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  double best[2] = {1e300, 1e300};
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto group = dcpp::make_gloo_process_group(
+          store, rank, ranks,
+          dcpp::ProcessGroupOptions().with_group_name("bench").with_gloo_hostname("127.0.0.1"));
+      for (int run = 0; run < 2 * repeat; ++run) {
+        const bool check = run % 2 == 0;
+        if (rank == 0) fs::remove_all(dir);
+        group->barrier()->wait();
+        const auto start = bench::Clock::now();
+        dcpp::SaveOptions options = base;
+        options.ranks.process_group = group;
+        options.replica_check = check ? dcpp::ReplicaCheck::kFail : dcpp::ReplicaCheck::kOff;
+        dcpp::save(state, dir, options);
+        group->barrier()->wait();
+        if (rank == 0)
+          best[check ? 0 : 1] = std::min(best[check ? 0 : 1], bench::seconds_since(start));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return {best[0], best[1]};
 }
 
 }  // namespace
@@ -177,6 +221,15 @@ int main(int argc, char** argv) {
       "        load/raw read  %.2fx (target >= 0.9)   load no CRC/raw read %.2fx   "
       "load/torch::load %.2fx\n",
       raw_read_s / dcpp_load_s, raw_read_s / dcpp_load_nocrc_s, torch_load_s / dcpp_load_s);
+  if (options.ranks > 1) {
+    const auto [on_s, off_s] = replicated_save_seconds(state, options.ranks, options.repeat,
+                                                       save_options, options.dir / "replicated");
+    std::printf("replicated on %d ranks (each writes 1/%d, checksums all):\n", options.ranks,
+                options.ranks);
+    std::printf("%-28s %8.2f %8.3f\n", "dcpp::save, replica check", gbps(on_s), on_s);
+    std::printf("%-28s %8.2f %8.3f\n", "dcpp::save, no check", gbps(off_s), off_s);
+    std::printf("ratio: check on/off %.3fx (target <= 1.05)\n", on_s / off_s);
+  }
   fs::remove_all(options.dir);
   return 0;
 }

@@ -19,7 +19,7 @@
 #include "core/logging.h"
 #include "core/serial_worker.h"
 #include "dist/legacy_ranks.h"
-#include "thread_priority.h"
+#include "core/thread_priority.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -188,6 +188,7 @@ class AsyncCheckpointer::Impl {
     save_options.ranks.coordinator_rank = options_.ranks.coordinator_rank;
     save_options.planner = options_.planner;
     save_options.plan_cache = options_.plan_cache;
+    save_options.replica_check = options_.replica_check;
     try {
       std::shared_ptr<StorageWriter> writer = job.make_writer();
       std::exception_ptr staging_error;

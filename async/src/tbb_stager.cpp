@@ -17,7 +17,7 @@
 
 #include "core/serial_worker.h"
 #include "staging_job.h"
-#include "thread_priority.h"
+#include "core/thread_priority.h"
 #include "tsan_annotations.h"
 
 #include <dcpp/core/checkpoint_error.h>

@@ -2,7 +2,8 @@
 // (planner/'s string codec):
 //   rank -> coordinator: {"plan", local plan} or {"token", token of the kept save}
 //   coordinator -> rank: {"resend"}, or {"plan" | "same", token of this save, "1" when the
-//                        merge was reused else "0", final plan or "" for "same"}
+//                        merge was reused else "0", final plan or "" for "same", marks of the
+//                        rank's replicated items or "" (replicated_items.h)}
 
 #include "cached_save_planning.h"
 
@@ -67,10 +68,11 @@ bool holds(const Plans& plans, const std::string& context) {
 }
 
 // The coordinator's part: every rank's offer in, every rank's reply out. Records in `pending`
-// (when caching) the merge and the final plans sent; returns the global Metadata in `metadata`.
+// (when caching) the merge and the final plans sent; sets the global Metadata and the replicated
+// items in `planning`.
 std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
                                        SavePlanCache::State* state, const std::string& context,
-                                       const SavePlanningSteps& steps, Metadata& metadata) {
+                                       const SavePlanningSteps& steps, SavePlanning& planning) {
   const std::size_t size = offers.size();
   std::vector<std::string> local_plans(size);
   std::size_t tokens = 0;
@@ -92,15 +94,20 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
   const bool reused = tokens == size;
   std::shared_ptr<const std::vector<SavePlan>> global_plans;
   std::shared_ptr<const Metadata> global_metadata;
+  std::shared_ptr<const ReplicatedItems> replicated;
   if (reused) {
     global_plans = state->kept.global_plans;
     global_metadata = state->kept.metadata;
+    replicated = state->kept.replicated;
   } else {
     std::vector<SavePlan> plans;
     plans.reserve(size);
     for (std::string& bytes : local_plans) {
       plans.push_back(decode_save_plan(bytes));
       std::string().swap(bytes);
+    }
+    if (steps.find_replicas) {
+      replicated = std::make_shared<const ReplicatedItems>(find_replicated_items(plans));
     }
     auto [merged, merged_metadata] = steps.global(std::move(plans));
     global_plans = std::make_shared<const std::vector<SavePlan>>(std::move(merged));
@@ -119,15 +126,19 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
     std::string plan = encode_save_plan(final_plans[rank]);
     const bool same =
         reused && rank < state->kept.final_plans.size() && state->kept.final_plans[rank] == plan;
+    const std::string marks =
+        replicated && rank < replicated->marks.size() ? replicated->marks[rank] : std::string();
     replies.push_back(
-        encode_strings({same ? kSame : kPlan, token, reused ? "1" : "0", same ? "" : plan}));
+        encode_strings({same ? kSame : kPlan, token, reused ? "1" : "0", same ? "" : plan, marks}));
     sent.push_back(std::move(plan));
   }
-  metadata = *global_metadata;
+  planning.metadata = *global_metadata;
+  planning.replicated = replicated;
   if (state != nullptr) {
     state->pending.global_plans = std::move(global_plans);
     state->pending.metadata = std::move(global_metadata);
     state->pending.final_plans = std::move(sent);
+    state->pending.replicated = std::move(replicated);
   }
   return replies;
 }
@@ -147,7 +158,8 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
     const std::vector<std::string> offers =
         gather_at_coordinator(ranks, coordinator, kOperation, "planning", [&] {
           if (!planned) {
-            planning.local_plan = encode_save_plan(steps.local());
+            planning.local = steps.local();
+            planning.local_plan = encode_save_plan(planning.local);
             planned = true;
           }
           if (offer_token && state != nullptr && holds(state->kept, context) &&
@@ -158,7 +170,7 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
         });
     planning.reply = scatter_from_coordinator(
         ranks, coordinator, kOperation, "global planning",
-        [&] { return plan_globally(offers, state, context, steps, planning.metadata); });
+        [&] { return plan_globally(offers, state, context, steps, planning); });
     if (planning.reply != encode_strings({kResend})) {
       return planning;
     }
@@ -171,7 +183,7 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
 SavePlan final_plan(SavePlanning& planning, SavePlanCache* cache, const std::string& context) {
   SavePlanCache::State* state = cache != nullptr ? &cache->state() : nullptr;
   const std::vector<std::string> reply =
-      fields_of(decode_strings(planning.reply), 4, {kPlan, kSame}, "final plan");
+      fields_of(decode_strings(planning.reply), 5, {kPlan, kSame}, "final plan");
   SavePlan plan;
   if (reply[0] == kSame) {
     if (state == nullptr || !holds(state->kept, context)) {
@@ -181,6 +193,7 @@ SavePlan final_plan(SavePlanning& planning, SavePlanCache* cache, const std::str
   } else {
     plan = decode_save_plan(reply[3]);
   }
+  planning.replicated_positions = decode_marks(reply[4], planning.local.items.size());
   if (state != nullptr) {
     state->pending.context = context;
     state->pending.token = parse_token(reply[1]);

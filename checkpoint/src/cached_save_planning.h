@@ -3,6 +3,7 @@
 // coordinator merges the plans (or reuses the merge of the last committed save) and sends every
 // rank its final plan.
 
+#include "checkpoint/replicated_items.h"
 #include "dist/collectives.h"
 
 #include <dcpp/checkpoint/save_plan_cache.h>
@@ -10,6 +11,7 @@
 #include <dcpp/planner/plan.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,9 +19,15 @@
 namespace dcpp::detail {
 
 struct SavePlanning {
-  std::string local_plan;  // this rank's, encoded
+  SavePlan local;          // this rank's local plan
+  std::string local_plan;  // the same, encoded
   std::string reply;       // the coordinator's reply: this rank's final plan, or its token
   Metadata metadata;       // the coordinator's: the global Metadata, without storage_data
+  /// The coordinator's, when SavePlanningSteps::find_replicas is set: the items several ranks
+  /// list (of this save, or of the cached one whose merge it reused).
+  std::shared_ptr<const ReplicatedItems> replicated;
+  /// Set by final_plan(): the positions in `local` of this rank's items that other ranks hold too.
+  std::vector<std::size_t> replicated_positions;
 };
 
 struct SavePlanningSteps {
@@ -29,6 +37,9 @@ struct SavePlanningSteps {
   std::function<std::pair<std::vector<SavePlan>, Metadata>(std::vector<SavePlan>)> global;
   /// The storage writer's prepare_global_plan, run on every save, reused merge or not.
   std::function<std::vector<SavePlan>(std::vector<SavePlan>)> prepare_global;
+  /// Whether the coordinator finds the items several ranks list (replicated_items.h), for the
+  /// replica check. Part of `context` when caching: a cached merge without them is not reused.
+  bool find_replicas = false;
 };
 
 /// Runs the planning steps SPMD (every rank calls it in step; a failure anywhere throws the same
@@ -43,8 +54,9 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
                        const std::string& context, const SavePlanningSteps& steps);
 
 /// This rank's final plan (before the planner's finish_plan), from the coordinator's reply or the
-/// cache. Throws CheckpointError (kCorrupt) on a malformed reply: call it inside a step of the
-/// SPMD protocol (spmd_step.h), so that every rank learns of it.
+/// cache; sets `planning.replicated_positions`. Throws CheckpointError (kCorrupt) on a malformed
+/// reply: call it inside a step of the SPMD protocol (spmd_step.h), so that every rank learns of
+/// it.
 SavePlan final_plan(SavePlanning& planning, SavePlanCache* cache, const std::string& context);
 
 /// The save that plan_save() planned has committed on every rank: its plans become the cache's.

@@ -22,6 +22,8 @@
 #include <dcpp/storage/storage_location.h>
 
 #include "cached_save_planning.h"
+#include "checkpoint/replicated_items.h"
+#include "core/logging.h"
 #include "dist/collectives.h"
 #include "dist/legacy_ranks.h"
 #include "dist/spmd_step.h"
@@ -190,24 +192,29 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   steps.prepare_global = [&](std::vector<SavePlan> plans) {
     return storage_writer.prepare_global_plan(std::move(plans));
   };
+  steps.find_replicas = options.replica_check != ReplicaCheck::kOff && ranks->size() > 1;
   const SavePlanner& planner_object = *planner;
   const std::string context =
       std::to_string(ranks->size()) + " ranks, rank " + std::to_string(ranks->rank()) +
       ", coordinator " + std::to_string(coordinator) + ", planner " +
       typeid(planner_object).name() + " {" + planner_object.plan_cache_key() + "}, writer " +
-      typeid(storage_writer).name();
+      typeid(storage_writer).name() + (steps.find_replicas ? ", replica check" : "");
   detail::SavePlanning planning =
       detail::plan_save(*ranks, coordinator, options.plan_cache.get(), context, steps);
   Metadata& metadata = planning.metadata;
-  // 3. Every rank writes its items; the coordinator learns where they landed.
+  // 3. Every rank writes its items, and checksums meanwhile those other ranks hold too; the
+  // coordinator learns where they landed, and the checksums.
   SavePlan written_plan;                   // this rank's final plan
   std::vector<WriteResult> written_items;  // where its items landed
   const std::vector<std::string> results =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "writing", [&] {
         written_plan =
             planner->finish_plan(detail::final_plan(planning, options.plan_cache.get(), context));
+        detail::ReplicaChecksums checksums(planning.local, planning.replicated_positions,
+                                           written_plan, *planner);
         written_items = storage_writer.write_data(written_plan, *planner);
-        return detail::encode_write_results(written_items);
+        return detail::encode_strings({detail::encode_write_results(written_items),
+                                       detail::encode_checksums(checksums.take(written_items))});
       });
   // 4. The coordinator commits; every rank learns the outcome, and gets the Metadata when it
   // asked for it (otherwise the traffic of a save would grow with the world: the coordinator
@@ -216,8 +223,28 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   const std::string committed =
       detail::from_coordinator(*ranks, coordinator, operation, "committing", [&] {
         std::vector<std::vector<WriteResult>> all_results;
+        std::vector<std::vector<uint32_t>> checksums;
         for (const std::string& bytes : results) {
-          all_results.push_back(detail::decode_write_results(bytes));
+          const std::vector<std::string> parts = detail::decode_strings(bytes);
+          if (parts.size() != 2) {
+            throw CheckpointError(ErrorKind::kCorrupt,
+                                  "checkpoint save: a rank's write results have " +
+                                      std::to_string(parts.size()) +
+                                      " parts, not 2; every rank must run the same dcpp build");
+          }
+          all_results.push_back(detail::decode_write_results(parts[0]));
+          checksums.push_back(detail::decode_checksums(parts[1]));
+        }
+        if (planning.replicated) {
+          const std::string differing =
+              detail::describe_differing_replicas(*planning.replicated, checksums);
+          if (!differing.empty() && options.replica_check == ReplicaCheck::kFail) {
+            throw CheckpointError(ErrorKind::kUsage, differing);
+          }
+          if (!differing.empty()) {
+            detail::logger().warn("{} (SaveOptions::replica_check is kWarn: committing anyway)",
+                                  differing);
+          }
         }
         storage_writer.finish(metadata, all_results);
         for (const auto& rank_results : all_results) {

@@ -2,6 +2,8 @@
 // What a SavePlanCache holds: the plans of the last committed save, and those of the save in
 // progress until it commits (cached_save_planning.h).
 
+#include "checkpoint/replicated_items.h"
+
 #include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/format/metadata.h>
 #include <dcpp/planner/plan.h>
@@ -33,6 +35,8 @@ struct SavePlanCache::State {
     std::shared_ptr<const std::vector<SavePlan>> global_plans;
     std::shared_ptr<const Metadata> metadata;
     std::vector<std::string> final_plans;
+    /// The coordinator only, with the replica check: the items several ranks list.
+    std::shared_ptr<const detail::ReplicatedItems> replicated;
   };
 
   Plans kept;     // the last committed save's

@@ -8,6 +8,7 @@
 #include "format/item_codec.h"
 
 #include "core/shape_string.h"
+#include "format/content_checksum.h"
 #include "format/crc32.h"
 #include "format/pickle/torch_pickle.h"
 #include "format/zip/zip_blob_reader.h"
@@ -66,8 +67,8 @@ WrittenItem finish_archive(ZipBlobWriter& zip, uint64_t start, ByteSink& sink) {
   return WrittenItem{sink.position() - start, zip.archive_crc32()};
 }
 
-void add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& tensor) {
-  zip.add("data/" + key, tensor.storage().data(), tensor.storage().nbytes());
+uint32_t add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& tensor) {
+  return zip.add("data/" + key, tensor.storage().data(), tensor.storage().nbytes());
 }
 
 // A CPU tensor that covers its storage exactly once: the tensor itself when it does, otherwise a
@@ -91,8 +92,12 @@ WrittenItem write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
   const uint64_t start = sink.position();
   ZipBlobWriter zip(sink);
   add_header_records(zip, encode_tensor_pickle(ref));
-  add_storage(zip, "0", data);
-  return finish_archive(zip, start, sink);
+  const uint32_t payload_crc = add_storage(zip, "0", data);
+  WrittenItem written = finish_archive(zip, start, sink);
+  if (data.is_contiguous()) {  // the payload is the elements in row-major order
+    written.content_crc32 = content_crc32_from_bytes_crc32(data, payload_crc);
+  }
+  return written;
 }
 
 WrittenItem write_bytes_item(ByteSink& sink, const c10::IValue& value) {

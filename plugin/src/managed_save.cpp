@@ -167,6 +167,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   save_options.file_system.overwrite = true;
   save_options.ranks.process_group = group;
   save_options.ranks.coordinator_rank = options.ranks.coordinator_rank;
+  save_options.replica_check = options.replica_check;
   if (kind == CheckpointKind::kFull) {
     save_options.plan_cache = blocking_plan_cache;
   }

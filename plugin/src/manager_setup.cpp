@@ -86,6 +86,7 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
       a.plan_cache = std::make_shared<SavePlanCache>();
     }
     a.file_system = options.file_system;
+    a.replica_check = options.replica_check;
     a.file_system.overwrite = true;  // a temporary directory an earlier failed try left
     a.ranks.coordinator_rank = options.ranks.coordinator_rank;
     if (world > 1) {

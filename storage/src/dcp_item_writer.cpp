@@ -67,9 +67,10 @@ std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name
       std::vector<std::string> descriptors;
       if (compression == Compression::kZstd) {
         ZstdSink compressed(sink, compression_level);
-        write(compressed);
+        const WrittenItem archive = write(compressed);
         compressed.finish();
-        written = WrittenItem{compressed.stored_length(), compressed.stored_crc32()};
+        written = WrittenItem{compressed.stored_length(), compressed.stored_crc32(),
+                              archive.content_crc32};
         descriptors.push_back(kZstdDescriptor);
       } else {
         written = write(sink);
@@ -81,6 +82,7 @@ std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name
           StorageInfo{name, static_cast<int64_t>(offset), static_cast<int64_t>(written.length),
                       std::move(descriptors)};
       result.crc32 = written.crc32;
+      result.content_crc32 = written.content_crc32;
       results.push_back(std::move(result));
     }
   }

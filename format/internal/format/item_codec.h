@@ -10,16 +10,19 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dcpp::detail {
 
 /// What writing an item produced: its length, and the CRC-32 of all its bytes (computed as they
-/// were written, the payloads' record CRC-32s folded in).
+/// were written, the payloads' record CRC-32s folded in); for a tensor written from row-major
+/// memory, also its content_crc32 (content_checksum.h), from the payload's CRC-32.
 struct WrittenItem {
   uint64_t length = 0;
   uint32_t crc32 = 0;
+  std::optional<uint32_t> content_crc32;
 };
 
 /// Writes `torch.save(tensor)` for a CPU tensor, straight from its memory when the tensor owns

@@ -52,7 +52,7 @@ void ZipBlobWriter::fold_payload(uint32_t crc, uint64_t size) {
   archive_crc_ = crc32_combine(archive_crc_, crc, size);
 }
 
-void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) {
+uint32_t ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) {
   const std::string full_name = archive_name_ + "/" + std::string(name);
   if (finished_ || failed_) {
     throw CheckpointError(ErrorKind::kUsage,
@@ -155,6 +155,7 @@ void ZipBlobWriter::add(std::string_view name, const void* data, uint64_t size) 
   }
   entries_.push_back(Entry{full_name, header_offset, size, crc});
   failed_ = false;
+  return crc;
 }
 
 uint64_t ZipBlobWriter::finish() {

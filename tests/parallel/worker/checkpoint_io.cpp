@@ -6,6 +6,17 @@
 
 namespace dcpp::test {
 
+namespace {
+
+// Flattened, as torchtitan saves it: in the nested form a param group lists its parameters, which
+// differ from one pipeline stage to the next, so the ranks of a pipeline would save different
+// values under one key (SaveOptions::replica_check refuses it).
+StateDictOptions optimizer_options() {
+  return StateDictOptions().with_flatten_optimizer_state_dict(true);
+}
+
+}  // namespace
+
 StateDict tensors_of(const ModelLayout& layout) {
   // Built from the placements directly (not by the helpers under test): what each process holds.
   StateDict out;
@@ -27,7 +38,7 @@ void save_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
                    const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   StateDict state;
   state.insert("model", get_model_state_dict(layout));
-  state.insert("optim", get_optimizer_state_dict(layout, optimizer));
+  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options()));
   SaveOptions options;
   options.ranks.process_group = group;
   options.file_system.sync_files = false;
@@ -41,12 +52,12 @@ void load_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
   // dcpp::load fills from whatever layout saved the checkpoint.
   StateDict state;
   state.insert("model", get_model_state_dict(layout));
-  state.insert("optim", get_optimizer_state_dict(layout, optimizer));
+  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options()));
   LoadOptions options;
   options.ranks.process_group = group;
   load(state, directory, options);
   set_model_state_dict(layout, state.at("model").dict());
-  set_optimizer_state_dict(layout, optimizer, state.at("optim").dict());
+  set_optimizer_state_dict(layout, optimizer, state.at("optim").dict(), optimizer_options());
 }
 
 }  // namespace dcpp::test

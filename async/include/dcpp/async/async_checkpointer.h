@@ -4,6 +4,7 @@
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
+#include <dcpp/checkpoint/replica_check.h>
 #include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
@@ -85,6 +86,9 @@ struct DCPP_API AsyncCheckpointerOptions {
   std::shared_ptr<SavePlanner> planner;
   /// Plan caching for the uploads (SaveOptions::plan_cache), one save at a time; null: none.
   std::shared_ptr<SavePlanCache> plan_cache;
+  /// Replicated items that differ across ranks (SaveOptions::replica_check): fail the save (the
+  /// default), warn, or do not check.
+  ReplicaCheck replica_check = ReplicaCheck::kFail;
   /// Nice value of the uploader thread and the writer threads it starts (0 to 19; 0 leaves it as
   /// is), so that writing yields the CPU to the training loop; 19 (the default) writes on CPU time
   /// the loop leaves idle.
@@ -131,6 +135,10 @@ struct DCPP_API AsyncCheckpointerOptions {
   }
   AsyncCheckpointerOptions& with_plan_cache(std::shared_ptr<SavePlanCache> value) {
     plan_cache = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_replica_check(ReplicaCheck value) {
+    replica_check = value;
     return *this;
   }
   AsyncCheckpointerOptions& with_uploader_nice(int value) {

@@ -3,6 +3,7 @@
 // every rank of a process group.
 
 #include <dcpp/checkpoint/read_once.h>
+#include <dcpp/checkpoint/replica_check.h>
 #include <dcpp/checkpoint/save_plan_cache.h>
 #include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
@@ -67,6 +68,12 @@ struct DCPP_API SaveOptions {
   /// returns the whole Metadata either way; any rank can read it with read_metadata(). Every rank
   /// must pass the same value.
   bool metadata_on_every_rank = false;
+  /// What the save does when ranks that list the same item (a whole tensor or value several ranks
+  /// hold, or the same shard) hold different bytes: fail on every rank before committing (the
+  /// default), warn, or not check (ReplicaCheck). The coordinator's setting counts; give every
+  /// rank the same. Costs a CRC-32 of every such item on each rank that holds it, computed while
+  /// the rank writes (docs/distributed.md, "Replication"). Ignored without collectives.
+  ReplicaCheck replica_check = ReplicaCheck::kFail;
 
   SaveOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
@@ -102,6 +109,10 @@ struct DCPP_API SaveOptions {
   }
   SaveOptions& with_metadata_on_every_rank(bool value) {
     metadata_on_every_rank = value;
+    return *this;
+  }
+  SaveOptions& with_replica_check(ReplicaCheck value) {
+    replica_check = value;
     return *this;
   }
 };

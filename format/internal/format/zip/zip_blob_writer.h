@@ -21,9 +21,10 @@ class ZipBlobWriter {
  public:
   /// `archive_name` is the root folder: non-empty, no '/'. Throws CheckpointError otherwise.
   explicit ZipBlobWriter(ByteSink& sink, std::string archive_name = "archive");
-  /// Writes one record (blocks until the sink took it; `data` is not kept). Throws
-  /// CheckpointError if the sink fails, `finish` was called, or `name` is empty or already added.
-  void add(std::string_view name, const void* data, uint64_t size);
+  /// Writes one record (blocks until the sink took it; `data` is not kept) and returns the CRC-32
+  /// of its payload. Throws CheckpointError if the sink fails, `finish` was called, or `name` is
+  /// empty or already added.
+  uint32_t add(std::string_view name, const void* data, uint64_t size);
   /// Writes the central directory and end records. Returns the archive's total size.
   uint64_t finish();
   /// The CRC-32 of every byte of the archive written so far (the whole archive after `finish`),

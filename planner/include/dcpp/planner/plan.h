@@ -49,6 +49,10 @@ struct DCPP_API WriteResult {
   /// The CRC-32 of the item's bytes, when the storage writer computed one (the file system writer
   /// does, for its checksum file). Not part of DCP's metadata.
   std::optional<uint32_t> crc32;
+  /// A CRC-32 of what the item holds (a tensor's dtype, shape and row-major elements), when the
+  /// storage writer computed it as it wrote (dcpp's DCP writers do for tensors): the replica check
+  /// (SaveOptions::replica_check) then does not read the item again. Stays on this rank.
+  std::optional<uint32_t> content_crc32;
 };
 
 enum class LoadItemType { kTensor, kBytes };

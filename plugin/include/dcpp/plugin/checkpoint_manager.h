@@ -17,6 +17,7 @@
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
 #include <dcpp/checkpoint/read_once.h>
+#include <dcpp/checkpoint/replica_check.h>
 #include <dcpp/core/deprecated_field.h>
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
@@ -68,6 +69,9 @@ struct DCPP_API CheckpointManagerOptions {
   /// Plan caching (SavePlanCache): a periodic save of a state with the structure of the last
   /// one skips global planning. Exports never use it.
   bool plan_caching = true;
+  /// Replicated items that differ across ranks (SaveOptions::replica_check): fail the save (the
+  /// default), warn, or do not check.
+  ReplicaCheck replica_check = ReplicaCheck::kFail;
   /// Who reads the bytes that several ranks need when restoring (LoadOptions::read_once): by
   /// default one rank reads them and sends them to the others on a network file system, and
   /// every rank reads for itself on a local disk.
@@ -123,6 +127,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_plan_caching(bool value) {
     plan_caching = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_replica_check(ReplicaCheck value) {
+    replica_check = value;
     return *this;
   }
   CheckpointManagerOptions& with_read_once(ReadOnce value) {

@@ -1,4 +1,4 @@
-#include "thread_priority.h"
+#include "core/thread_priority.h"
 
 #include "core/logging.h"
 
