@@ -21,7 +21,7 @@ namespace {
 // Hashing a MetadataIndex where it lies (in a plan's item), without copying it.
 struct IndexHash {
   std::size_t operator()(const MetadataIndex* index) const {
-    std::size_t h = std::hash<std::string>{}(index->fqn);
+    std::size_t h = std::hash<std::string_view>{}(index->fqn);
     if (index->offset) {
       for (int64_t offset : *index->offset) {
         h = h * 1000003u ^ std::hash<int64_t>{}(offset);
@@ -64,38 +64,77 @@ bool is_nested_param_group_list(const std::string& key) {
 }  // namespace
 
 ReplicatedItems find_replicated_items(const std::vector<SavePlan>& local_plans) {
-  struct Holders {
-    uint32_t count = 0;
-    uint32_t id = kNotReplicated;
+  // Every item as (hash of its index, its number in plan order), sorted: equal indices end up
+  // side by side, each group led by its first in plan order. A sort of 16-byte records instead of
+  // a node per item in a hash map: a million chunks take a fraction of a second.
+  struct Entry {
+    uint64_t hash;
+    uint32_t number;  // rank's first item's number + position in the rank's plan
   };
-  std::size_t total = 0;
-  for (const SavePlan& plan : local_plans) total += plan.items.size();
-  std::unordered_map<const MetadataIndex*, Holders, IndexHash, IndexEqual> holders;
-  holders.reserve(total);
+  std::vector<const MetadataIndex*> index_of;
+  std::vector<uint32_t> first_of_rank;
   for (const SavePlan& plan : local_plans) {
+    first_of_rank.push_back(static_cast<uint32_t>(index_of.size()));
     for (const WriteItem& item : plan.items) {
-      ++holders[&item.index].count;
+      index_of.push_back(&item.index);
+    }
+  }
+  if (index_of.size() >= kNotReplicated) {
+    throw CheckpointError(ErrorKind::kUsage, "checkpoint save: more than 2^32 items in one save");
+  }
+  std::vector<Entry> entries;
+  entries.reserve(index_of.size());
+  for (uint32_t n = 0; n < index_of.size(); ++n) {
+    entries.push_back(Entry{IndexHash{}(index_of[n]), n});
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.hash != b.hash ? a.hash < b.hash : a.number < b.number;
+  });
+  // leader[n]: the first item in plan order with item n's index, for items held more than once.
+  std::vector<uint32_t> leader(index_of.size(), kNotReplicated);
+  std::vector<uint32_t> pending;  // a hash's items not yet grouped (more than one index: rare)
+  for (std::size_t begin = 0, end = 0; begin < entries.size(); begin = end) {
+    for (end = begin + 1; end < entries.size() && entries[end].hash == entries[begin].hash; ++end) {
+    }
+    pending.clear();
+    for (std::size_t e = begin; e < end; ++e) pending.push_back(entries[e].number);
+    while (pending.size() > 1) {
+      const uint32_t first = pending.front();
+      std::size_t others = 0;
+      std::size_t equal = 1;
+      for (std::size_t k = 1; k < pending.size(); ++k) {
+        if (*index_of[pending[k]] == *index_of[first]) {
+          leader[pending[k]] = first;
+          ++equal;
+        } else {
+          pending[others++] = pending[k];
+        }
+      }
+      if (equal > 1) leader[first] = first;
+      pending.resize(others);
     }
   }
   ReplicatedItems replicated;
   replicated.marks.resize(local_plans.size());
   replicated.of_rank.resize(local_plans.size());
+  std::vector<uint32_t> id_of_leader(index_of.size(), kNotReplicated);
   for (std::size_t rank = 0; rank < local_plans.size(); ++rank) {
     const std::vector<WriteItem>& items = local_plans[rank].items;
     std::string& marks = replicated.marks[rank];
     for (std::size_t i = 0; i < items.size(); ++i) {
-      Holders& item = holders.at(&items[i].index);
-      if (item.count < 2) {
+      const uint32_t first = leader[first_of_rank[rank] + i];
+      if (first == kNotReplicated) {
         continue;
       }
-      if (item.id == kNotReplicated) {
-        item.id = static_cast<uint32_t>(replicated.items.size());
+      uint32_t& id = id_of_leader[first];
+      if (id == kNotReplicated) {
+        id = static_cast<uint32_t>(replicated.items.size());
         replicated.items.push_back(items[i].index);
         if (items[i].type != WriteItemType::kShard) {
           replicated.items.back().offset.reset();  // a whole tensor: named by its key alone
         }
       }
-      replicated.of_rank[rank].push_back(item.id);
+      replicated.of_rank[rank].push_back(id);
       if (marks.empty()) {
         marks.assign((items.size() + 7) / 8, '\0');
       }
