@@ -31,11 +31,22 @@ using dcpp::test::TempDir;
 
 namespace {
 
+// Fills every parameter of `module` with values of its own, derived from `seed` (not from the
+// global generator, which the rank threads share).
+void fill_parameters(torch::nn::Module& module, double seed) {
+  torch::NoGradGuard no_grad;
+  for (at::Tensor& parameter : module.parameters()) {
+    parameter.copy_(at::arange(parameter.numel(), at::kFloat).reshape(parameter.sizes()) / 7 +
+                    seed);
+    seed += 100;
+  }
+}
+
 // A tensor-parallel layer: each tensor-parallel rank holds its 3 of the layer's output rows.
 struct Block : torch::nn::Module {
   explicit Block(int tp_rank) {
-    torch::manual_seed(100 + tp_rank);
     proj = register_module("proj", torch::nn::Linear(4, 3));
+    fill_parameters(*this, tp_rank);
   }
   torch::nn::Linear proj{nullptr};
 };
@@ -252,11 +263,11 @@ TEST_CASE("a pipeline's nested optimizer param groups differ per stage; flattene
   // Two stages of a 2-module model: each stage's param group lists its own parameters.
   TempDir dir;
   std::vector<std::string> nested_errors(2);
-  std::vector<bool> flattened_saved(2, false);
+  std::vector<char> flattened_saved(2, 0);  // not vector<bool>: its bits share words
   on_rank_threads(2, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
     auto group = loopback_group(store, rank, 2, "pp");
-    torch::manual_seed(7);
     torch::nn::Sequential model(torch::nn::Linear(3, 3), torch::nn::Linear(3, 2));
+    fill_parameters(*model, 0);
     const dcpp::PipelineStage stage(dcpp::PipelineStage::slice(model, rank, rank + 1), rank, group);
     torch::optim::Adam optimizer(stage.parameters(), torch::optim::AdamOptions(1e-2));
     for (const bool flatten : {false, true}) {
