@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <unordered_set>
@@ -280,9 +281,9 @@ std::string describe_differing_replicas(const ReplicatedItems& replicated,
                                                    " ranks, expected " +
                                                    std::to_string(replicated.of_rank.size()));
   }
-  // Per item: the ranks holding each distinct checksum, in the order the checksums were met.
-  using Groups = std::vector<std::pair<uint32_t, std::vector<std::size_t>>>;
-  std::vector<Groups> groups(replicated.items.size());
+  // First pass, O(items) memory: which items' copies differ at all.
+  std::vector<uint32_t> first(replicated.items.size());
+  std::vector<char> seen(replicated.items.size(), 0), differs(replicated.items.size(), 0);
   for (std::size_t rank = 0; rank < checksums.size(); ++rank) {
     const std::vector<uint32_t>& ids = replicated.of_rank[rank];
     if (checksums[rank].size() != ids.size()) {
@@ -293,7 +294,35 @@ std::string describe_differing_replicas(const ReplicatedItems& replicated,
                                 " replicated items; every rank must run the same dcpp build");
     }
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      Groups& item = groups[ids[i]];
+      if (!seen[ids[i]]) {
+        seen[ids[i]] = 1;
+        first[ids[i]] = checksums[rank][i];
+      } else if (first[ids[i]] != checksums[rank][i]) {
+        differs[ids[i]] = 1;
+      }
+    }
+  }
+  constexpr std::size_t kNamed = 5;
+  std::size_t differing = 0;
+  bool optimizer_param_groups = false;
+  // Second pass, for the items named only: the ranks holding each distinct checksum, in the
+  // order the checksums were met.
+  using Groups = std::vector<std::pair<uint32_t, std::vector<std::size_t>>>;
+  std::map<uint32_t, Groups> named_groups;
+  for (uint32_t id = 0; id < differs.size(); ++id) {
+    if (differs[id]) {
+      ++differing;
+      optimizer_param_groups =
+          optimizer_param_groups || is_nested_param_group_list(replicated.items[id].fqn);
+      if (named_groups.size() < kNamed) named_groups.emplace(id, Groups());
+    }
+  }
+  for (std::size_t rank = 0; rank < checksums.size() && !named_groups.empty(); ++rank) {
+    const std::vector<uint32_t>& ids = replicated.of_rank[rank];
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      auto named_item = named_groups.find(ids[i]);
+      if (named_item == named_groups.end()) continue;
+      Groups& item = named_item->second;
       auto same = std::find_if(item.begin(), item.end(), [&](const auto& group) {
         return group.first == checksums[rank][i];
       });
@@ -304,21 +333,11 @@ std::string describe_differing_replicas(const ReplicatedItems& replicated,
       }
     }
   }
-  constexpr std::size_t kNamed = 5;
-  std::size_t differing = 0;
   std::string named;
-  bool optimizer_param_groups = false;
-  for (std::size_t id = 0; id < groups.size(); ++id) {
-    if (groups[id].size() < 2) {
-      continue;
-    }
-    optimizer_param_groups =
-        optimizer_param_groups || is_nested_param_group_list(replicated.items[id].fqn);
-    if (++differing <= kNamed) {
-      named += (differing > 1 ? "; " : "") + item_name(replicated.items[id]) + ": ";
-      for (std::size_t g = 0; g < groups[id].size(); ++g) {
-        named += (g ? " / " : "") + rank_list(groups[id][g].second);
-      }
+  for (const auto& [id, item_groups] : named_groups) {
+    named += (named.empty() ? "" : "; ") + item_name(replicated.items[id]) + ": ";
+    for (std::size_t g = 0; g < item_groups.size(); ++g) {
+      named += (g ? " / " : "") + rank_list(item_groups[g].second);
     }
   }
   if (differing == 0) {

@@ -2,11 +2,12 @@
 // The replica check of save() (SaveOptions::replica_check), in three parts:
 //   the coordinator, planning globally: find_replicated_items() finds the items that several
 //     ranks' local plans list, and marks for each rank which of its items those are;
-//   every rank, while it writes: ReplicaChecksums computes the content_crc32 of its marked items
-//     on a thread of its own, sent to the coordinator with the write results;
+//   every rank, while it writes: ReplicaChecksums gathers the content_crc32 of its marked items,
+//     hashing on a thread of its own those another rank writes and taking those it writes from
+//     its storage writer's results; they go to the coordinator with the write results;
 //   the coordinator, before it commits: describe_differing_replicas() compares them.
-// A rank hashes only items another rank also holds: a fully sharded or pipelined state costs
-// nothing, a data-parallel one a CRC-32 of the whole state on every rank.
+// A rank hashes only items another rank also holds and writes: a fully sharded or pipelined state
+// costs nothing, a data-parallel one on N ranks a CRC-32 of (N - 1) / N of the state on each.
 
 #include <dcpp/format/metadata.h>
 #include <dcpp/planner/plan.h>
