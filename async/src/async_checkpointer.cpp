@@ -18,8 +18,8 @@
 #include "core/exception_message.h"
 #include "core/logging.h"
 #include "core/serial_worker.h"
-#include "dist/legacy_ranks.h"
 #include "core/thread_priority.h"
+#include "dist/legacy_ranks.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -16,8 +16,8 @@
 #include <dcpp/async/tbb_stager.h>
 
 #include "core/serial_worker.h"
-#include "staging_job.h"
 #include "core/thread_priority.h"
+#include "staging_job.h"
 #include "tsan_annotations.h"
 
 #include <dcpp/core/checkpoint_error.h>

@@ -3,6 +3,7 @@
 #include "core/shape_string.h"
 #include "core/thread_priority.h"
 #include "format/content_checksum.h"
+#include "format/metadata_index_hash.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -19,23 +20,8 @@ namespace dcpp::detail {
 
 namespace {
 
-// Hashing a MetadataIndex where it lies (in a plan's item), without copying it.
-struct IndexHash {
-  std::size_t operator()(const MetadataIndex* index) const {
-    std::size_t h = std::hash<std::string_view>{}(index->fqn);
-    if (index->offset) {
-      for (int64_t offset : *index->offset) {
-        h = h * 1000003u ^ std::hash<int64_t>{}(offset);
-      }
-    } else {
-      h = ~h;
-    }
-    return h;
-  }
-};
-struct IndexEqual {
-  bool operator()(const MetadataIndex* a, const MetadataIndex* b) const { return *a == *b; }
-};
+using IndexHash = detail::MetadataIndexHash;
+using IndexEqual = detail::MetadataIndexEqual;
 
 constexpr uint32_t kNotReplicated = UINT32_MAX;
 

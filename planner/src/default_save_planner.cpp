@@ -4,6 +4,7 @@
 
 #include <dcpp/planner/save_planner.h>
 
+#include "format/metadata_index_hash.h"
 #include "planner/save_plan_validation.h"
 #include "planner_helpers.h"
 
@@ -48,23 +49,8 @@ WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& ch
   return item;
 }
 
-// Hashing a MetadataIndex where it lies (in a plan's item), without copying it.
-struct IndexHash {
-  std::size_t operator()(const MetadataIndex* index) const {
-    std::size_t h = std::hash<std::string>{}(index->fqn);
-    if (index->offset) {
-      for (int64_t offset : *index->offset) {
-        h = h * 1000003u ^ std::hash<int64_t>{}(offset);
-      }
-    } else {
-      h = ~h;
-    }
-    return h;
-  }
-};
-struct IndexEqual {
-  bool operator()(const MetadataIndex* a, const MetadataIndex* b) const { return *a == *b; }
-};
+using IndexHash = detail::MetadataIndexHash;
+using IndexEqual = detail::MetadataIndexEqual;
 
 // Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
 // so far, visiting items in the order they were first planned.
