@@ -6,9 +6,10 @@
 // the staged copy, and only then marks the checkpointer idle. So when an async_save that waited
 // (kWait) returns, the previous upload is complete and the staging buffers are free to reuse.
 //
-// With several ranks a staging failure on one rank must not leave the others waiting in a
-// collective: the failing rank still enters dcpp::save, with a planner that throws the staging
-// error while planning, so every rank fails that save at once, naming the rank.
+// With several ranks a failure on one rank before its save (making the writer, say a rank without
+// S3 credentials, or staging) must not leave the others waiting in a collective: the failing rank
+// still enters dcpp::save, with a writer that throws that error in the save's first step, so every
+// rank fails that save at once, naming the rank.
 
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/blocking_stager.h>
@@ -32,22 +33,24 @@ namespace dcpp {
 
 namespace {
 
-// Fails the save while planning with the staging error, so that every rank learns of it.
-class StagingFailedPlanner final : public SavePlanner {
+// Fails the save in its first step with `error`, met on this rank before the save (making its
+// writer, staging), so that every rank learns of it.
+class FailedBeforeSaveWriter final : public StorageWriter {
  public:
-  StagingFailedPlanner(ErrorKind kind, std::string message)
-      : kind_(kind), message_(std::move(message)) {}
-  void set_up(StateDict&, bool) override {}
-  SavePlan create_local_plan() override { throw CheckpointError(kind_, message_); }
-  std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan>) override {
-    throw CheckpointError(kind_, message_);
+  explicit FailedBeforeSaveWriter(std::exception_ptr error) : error_(std::move(error)) {}
+  void set_up(int, bool) override { std::rethrow_exception(error_); }
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan>) override {
+    std::rethrow_exception(error_);
   }
-  SavePlan finish_plan(SavePlan) override { throw CheckpointError(kind_, message_); }
-  WriteItemData resolve_data(const WriteItem&) override { throw CheckpointError(kind_, message_); }
+  std::vector<WriteResult> write_data(const SavePlan&, SavePlanner&) override {
+    std::rethrow_exception(error_);
+  }
+  void finish(Metadata, const std::vector<std::vector<WriteResult>>&) override {
+    std::rethrow_exception(error_);
+  }
 
  private:
-  ErrorKind kind_;
-  std::string message_;
+  std::exception_ptr error_;
 };
 
 template <typename T>
@@ -190,21 +193,25 @@ class AsyncCheckpointer::Impl {
     save_options.plan_cache = options_.plan_cache;
     save_options.replica_check = options_.replica_check;
     try {
-      std::shared_ptr<StorageWriter> writer = job.make_writer();
-      std::exception_ptr staging_error;
+      std::shared_ptr<StorageWriter> writer;
+      std::exception_ptr early_error;
       try {
-        job.staged.wait();
+        writer = job.make_writer();
       } catch (...) {
-        staging_error = std::current_exception();
+        early_error = std::current_exception();
       }
-      if (staging_error) {
+      try {
+        job.staged.wait();  // even when the writer failed: staging must end before the next save
+      } catch (...) {
+        if (!early_error) early_error = std::current_exception();
+      }
+      if (early_error) {
         if (group_ && group_->getSize() > 1) {
-          // Let every rank fail now rather than wait for this one until the timeout.
-          save_options.planner = std::make_shared<StagingFailedPlanner>(
-              detail::exception_kind(staging_error), detail::exception_message(staging_error));
-          save(StateDict(), *writer, save_options);
+          // Every rank fails this save now rather than wait for this one until the timeout.
+          FailedBeforeSaveWriter failed(early_error);
+          save(StateDict(), failed, save_options);
         }
-        std::rethrow_exception(staging_error);
+        std::rethrow_exception(early_error);
       }
       committed = save(job.staged.get(), *writer, save_options);
       return nullptr;

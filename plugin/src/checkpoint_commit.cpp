@@ -16,8 +16,12 @@ fs::path incomplete_directory(const fs::path& final_path) {
 }
 
 CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, int world_size,
-                             int64_t stored_bytes, const SaveRecord& record) {
+                             int64_t stored_bytes, const SaveRecord& record,
+                             const Lineage& lineage) {
   CheckpointInfo info;
+  info.save_id = new_save_id();
+  info.generation = lineage.generation;
+  info.branched_from = lineage.branched_from;
   info.step = request.step;
   info.epoch = request.epoch;
   info.kind = kind;

@@ -9,6 +9,8 @@
 // A job killed at any moment leaves a complete `<name>/` or an `.incomplete` directory, which
 // list_checkpoints() ignores and the next manager on the root removes.
 
+#include "checkpoint_lineage.h"
+
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_kind.h>
 #include <dcpp/plugin/checkpoint_manager.h>
@@ -26,9 +28,10 @@ std::filesystem::path incomplete_directory(const std::filesystem::path& final_pa
 
 /// The manifest of a save of `request` as `kind`: `stored_bytes`, every item the checkpoint stores
 /// (all ranks'); the plan, stage and write seconds of `record` (the coordinator's); committed now.
-/// `path` is left empty (read_checkpoint_info fills it in).
+/// A new save identity, and `lineage`. `path` is left empty (read_checkpoint_info fills it in).
 CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, int world_size,
-                             int64_t stored_bytes, const SaveRecord& record);
+                             int64_t stored_bytes, const SaveRecord& record,
+                             const Lineage& lineage);
 
 /// Step 2 of the protocol, on the coordinator only, after dcpp::save completed on it: writes
 /// `manifest` into `incomplete`, renames `incomplete` to `final_path` (replacing a directory

@@ -33,6 +33,9 @@ std::string checkpoint_info_to_json(const CheckpointInfo& info) {
   j["plan_seconds"] = info.plan_seconds;
   j["stage_seconds"] = info.stage_seconds;
   j["write_seconds"] = info.write_seconds;
+  j["save_id"] = info.save_id;
+  j["generation"] = info.generation;
+  j["branched_from"] = info.branched_from;
   return j.dump(2) + "\n";
 }
 
@@ -70,6 +73,9 @@ CheckpointInfo checkpoint_info_from_json(const std::string& text, const std::str
     info.plan_seconds = j.value("plan_seconds", 0.0);
     info.stage_seconds = j.value("stage_seconds", 0.0);
     info.write_seconds = j.value("write_seconds", 0.0);
+    info.save_id = j.value("save_id", std::string());
+    info.generation = j.value("generation", int64_t{0});
+    info.branched_from = j.value("branched_from", int64_t{-1});
     return info;
   } catch (const json::exception& e) {
     throw CheckpointError(ErrorKind::kCorrupt,

@@ -13,6 +13,7 @@
 //   save_history.h          what each save did: history(), the error wait() rethrows
 //   rank_agreement.h        the collectives (the only c10d collective calls of the plugin)
 
+#include "checkpoint_lineage.h"
 #include "checkpoint_pruning.h"
 #include "core/serial_worker.h"
 #include "phase_log.h"
@@ -62,9 +63,13 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
                                      std::optional<at::ScalarType> dtype);
 
-  /// checkpoint_restore.cpp: the newest complete checkpoint of the root and the remote tier,
-  /// the local one when both hold its step (lists the store).
+  /// checkpoint_restore.cpp: the newest resumable checkpoint of the root and the remote tier
+  /// (checkpoint_lineage.h), the local one when both hold its step (lists the store).
   std::optional<CheckpointInfo> latest() const;
+
+  /// checkpoint_restore.cpp: the complete checkpoints of the root, then the remote tier's (lists
+  /// the store).
+  std::vector<CheckpointInfo> all_checkpoints() const;
 
   /// checkpoint_restore.cpp: CheckpointManager::restore.
   std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
@@ -102,6 +107,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// waits for the first's outcome.
   std::set<int64_t> async_steps;
   detail::SaveHistory history;
+  /// The lineage of this manager's saves (checkpoint_lineage.h), the same on every rank: set by
+  /// the constructor and by each restore (the coordinator decides, the others learn it).
+  detail::Lineage lineage;
   /// The remote tier (null without one); drained by the coordinator only.
   std::unique_ptr<detail::RemoteTier> remote;
   std::mutex drain_error_mutex;
@@ -118,9 +126,11 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void clean_root();
 
   // checkpoint_restore.cpp
-  std::optional<std::string> choose_checkpoint(const RestoreRequest& request) const;
+  std::optional<CheckpointInfo> choose_checkpoint(const RestoreRequest& request);
+  CheckpointInfo manifest_of(const std::string& path) const;
 
   // managed_save.cpp
+  bool holds_step_to_keep(const std::filesystem::path& path) const;
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
                         ManagedSave result);
   ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,

@@ -14,6 +14,7 @@
 #include <dcpp/state_dict/stateful_swap.h>
 #include <dcpp/storage/s3_storage.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -42,73 +43,105 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
 
 }  // namespace
 
-std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
-  std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);
+std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints() const {
+  std::vector<CheckpointInfo> all = list_checkpoints(options.root);
   if (remote) {
-    const std::vector<CheckpointInfo> remote_steps = remote->list();
-    if (!remote_steps.empty() && (!newest || remote_steps.back().step > newest->step)) {
-      newest = remote_steps.back();
-    }
+    std::vector<CheckpointInfo> remote_steps = remote->list();
+    all.insert(all.end(), remote_steps.begin(), remote_steps.end());
   }
-  return newest;
+  return all;
 }
 
-// Collective: the checkpoint to load (a directory or a remote step's URL), or nullopt when there
-// is nothing to resume from. The coordinator chooses (the latest, or where step N is) and tells
-// the others: their view of the root may lag behind, and only it lists the remote tier.
-std::optional<std::string> CheckpointManager::Impl::choose_checkpoint(
-    const RestoreRequest& request) const {
-  const fs::path& root = options.root;
-  if (!request.path.empty()) return request.path.string();
-  std::string chosen, error;
+std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
+  const std::vector<CheckpointInfo> timeline = detail::resumable(all_checkpoints());
+  if (timeline.empty()) return std::nullopt;
+  return timeline.back();
+}
+
+// Collective: the checkpoint to load (a directory or a remote step's URL) and its manifest, or
+// nullopt when there is nothing to resume from. The coordinator chooses (the given path, where
+// step N is, or the latest), checks that a local one is complete and reads the manifest, and
+// tells the others: their view of the root may lag behind (or be another host's disk), and only it
+// lists the remote tier and reads a remote manifest. What fails there fails on every rank.
+std::optional<CheckpointInfo> CheckpointManager::Impl::choose_checkpoint(
+    const RestoreRequest& request) {
+  std::string chosen, manifest, error, next_lineage;
+  ErrorKind kind = ErrorKind::kIo;
   if (is_coordinator()) {
     try {
-      if (request.step) {
-        const fs::path local = root / step_directory_name(*request.step);
-        chosen = local.string();
-        if (remote && !fs::exists(local / ".metadata")) {
-          for (const CheckpointInfo& info : remote->list()) {
-            if (info.step == *request.step) chosen = info.path.string();
-          }
+      const std::vector<CheckpointInfo> all = all_checkpoints();
+      const std::vector<CheckpointInfo> timeline = detail::resumable(all);
+      if (!request.path.empty()) {
+        chosen = request.path.string();
+      } else if (request.step) {
+        // The resumable one of that step, else any (an abandoned step asked for by number),
+        // else the local directory (whose absence require_complete explains).
+        const auto of_step = [&](const std::vector<CheckpointInfo>& list) {
+          return std::find_if(list.begin(), list.end(), [&](const CheckpointInfo& info) {
+            return info.step == *request.step;
+          });
+        };
+        if (const auto found = of_step(timeline); found != timeline.end()) {
+          chosen = found->path.string();
+        } else if (const auto any = of_step(all); any != all.end()) {
+          chosen = any->path.string();
+        } else {
+          chosen = (options.root / step_directory_name(*request.step)).string();
         }
-      } else if (const std::optional<CheckpointInfo> newest = latest()) {
-        chosen = newest->path.string();
+      } else if (!timeline.empty()) {
+        chosen = timeline.back().path.string();
       }
+      if (!chosen.empty()) {
+        const CheckpointInfo info = manifest_of(chosen);
+        manifest = detail::checkpoint_info_to_json(info);
+        next_lineage = detail::encode_lineage(detail::lineage_after_restore(info, all));
+      }
+    } catch (const CheckpointError& e) {
+      error = e.what();
+      kind = e.kind();
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   error = detail::broadcast_text_from(group, error, options.ranks.coordinator_rank);
   if (!error.empty()) {
-    throw CheckpointError(ErrorKind::kIo, "choosing the checkpoint to resume from failed on rank " +
-                                              std::to_string(options.ranks.coordinator_rank) +
-                                              ": " + error);
+    kind = static_cast<ErrorKind>(
+        detail::broadcast_from(group, static_cast<int64_t>(kind), options.ranks.coordinator_rank));
+    throw CheckpointError(kind, "choosing the checkpoint to resume from failed on rank " +
+                                    std::to_string(options.ranks.coordinator_rank) + ": " + error);
   }
   chosen = detail::broadcast_text_from(group, chosen, options.ranks.coordinator_rank);
   if (chosen.empty()) return std::nullopt;
-  return chosen;
+  manifest = detail::broadcast_text_from(group, manifest, options.ranks.coordinator_rank);
+  next_lineage = detail::broadcast_text_from(group, next_lineage, options.ranks.coordinator_rank);
+  lineage = detail::decode_lineage(next_lineage);
+  CheckpointInfo info = detail::checkpoint_info_from_json(manifest, "the coordinator's manifest");
+  info.path = chosen;
+  return info;
+}
+
+// Coordinator: the manifest of the checkpoint at `path` (a remote step's URL or a directory);
+// throws naming the complete checkpoints of the root when a local one is not complete.
+CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) const {
+  // A remote step's load fails with kNotFound naming its `.metadata` when it is incomplete.
+  if (is_s3_url(path)) return detail::read_remote_checkpoint_info(path, options.remote.s3);
+  require_complete(path, options.root, rank);
+  if (fs::exists(fs::path(path) / kCheckpointInfoFile)) return read_checkpoint_info(path);
+  CheckpointInfo info;  // a plain DCP checkpoint: no manifest
+  info.path = path;
+  return info;
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
-  const std::optional<std::string> chosen = choose_checkpoint(request);
+  const std::optional<CheckpointInfo> chosen = choose_checkpoint(request);
   if (!chosen) return std::nullopt;
-  const std::string& path = *chosen;
-  const bool from_remote = is_s3_url(path);
-  // A remote step's load fails with kNotFound naming its `.metadata` when it is not complete.
-  if (!from_remote) require_complete(path, options.root, rank);
+  const CheckpointInfo& info = *chosen;
+  const std::string path = info.path.string();
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   const std::set<std::string> excluded(request.exclude_from_loading.begin(),
                                        request.exclude_from_loading.end());
   detail::erase_keys(target, excluded);
-  CheckpointInfo info;
-  if (from_remote) {
-    info = detail::read_remote_checkpoint_info(path, options.remote.s3);
-  } else if (fs::exists(fs::path(path) / kCheckpointInfoFile)) {
-    info = read_checkpoint_info(path);
-  } else {
-    info.path = path;  // a plain DCP checkpoint: no manifest
-  }
   log->begin("load", "plan", info.step, path);
   auto start = SteadyClock::now();
   const int64_t bytes = detail::tensor_bytes(resolve_statefuls(target));

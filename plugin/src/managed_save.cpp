@@ -55,13 +55,26 @@ Future<void> completed() {
 
 }  // namespace
 
+// A complete checkpoint at `path` that a save of its step keeps (skipped): one of this run's
+// generation or an older generation's that this run did not abandon. An unreadable manifest
+// keeps it too. Every rank decides alike: the lineage is the same on every rank.
+bool CheckpointManager::Impl::holds_step_to_keep(const fs::path& path) const {
+  if (!fs::exists(path / ".metadata")) return false;
+  if (lineage.generation == 0) return true;
+  try {
+    return !detail::replaces(lineage, read_checkpoint_info(path));
+  } catch (const CheckpointError&) {
+    return true;
+  }
+}
+
 ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequest& request) {
   ManagedSave result;
   result.path = options.root / step_directory_name(request.step);
   if (async_steps.erase(request.step) != 0) {
     worker.drain();  // an async save of this step is in flight: its outcome decides
   }
-  if (history.is_saved(request.step) || fs::exists(result.path / ".metadata")) {
+  if (history.is_saved(request.step) || holds_step_to_keep(result.path)) {
     result.staged = result.committed = completed();
     result.skipped = true;
     return result;
@@ -119,7 +132,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   result.committed = committed->get_future();
   const fs::path final_path = result.path;
   worker.post([this, response, committed, record, request, start, call_seconds, staged_in_call,
-               temporary, final_path]() mutable {
+               temporary, final_path, lineage = this->lineage]() mutable {
     try {
       response.staging_completion.wait();
       record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
@@ -136,7 +149,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       if (is_coordinator()) {
         detail::commit_checkpoint(temporary, final_path,
                                   detail::make_manifest(request, CheckpointKind::kFull, world,
-                                                        stored_bytes(metadata), record),
+                                                        stored_bytes(metadata), record, lineage),
                                   options.file_system.sync_files);
       }
       record.commit_seconds = seconds_since(commit_start);
@@ -186,7 +199,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
     try {
       detail::commit_checkpoint(
           temporary, final_path,
-          detail::make_manifest(request, kind, world, stored_bytes(metadata), record),
+          detail::make_manifest(request, kind, world, stored_bytes(metadata), record, lineage),
           options.file_system.sync_files);
     } catch (const std::exception& e) {
       commit_error = e.what();

@@ -2,8 +2,9 @@
 // with names of this manager's own), the AsyncCheckpointer of async saves, the phase log, and the
 // root prepared collectively: the coordinator creates it and removes what a killed job left (the
 // `.incomplete` directories of saves never committed, the `.deleting` ones of prunes never
-// finished) and lists the remote tier, if any (a store it cannot reach fails here, not at the first
-// drain), then tells every rank how that went. The first drain pass copies the steps an earlier
+// finished); every rank makes its remote tier, if any, and the coordinator lists it (a store it
+// cannot reach, or a rank without credentials, fails here, not at the first drain); then every rank
+// learns how that went. The first drain pass copies the steps an earlier
 // job committed but did not drain.
 
 #include "checkpoint_commit.h"
@@ -73,9 +74,6 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
   }
   log = std::make_unique<detail::PhaseLog>(
       rank == options.ranks.coordinator_rank ? options.metrics_file : fs::path(), rank);
-  if (options.remote.enabled()) {
-    remote = std::make_unique<detail::RemoteTier>(options.remote, *log);  // a bad URL throws
-  }
   if (options.plan_caching) {
     blocking_plan_cache = std::make_shared<SavePlanCache>();
   }
@@ -111,20 +109,31 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
   schedule.restart();
 }
 
-// Collective: the coordinator creates the root and cleans it (clean_root); every rank throws
-// the same CheckpointError when that failed, so none is left waiting for the coordinator.
+// Collective: the coordinator creates the root and cleans it (clean_root); every rank makes its
+// RemoteTier (resolving its S3 credentials), and the coordinator lists the store. Every rank
+// throws the same CheckpointError when any of it failed on any rank, naming the ranks, so none is
+// left waiting for another.
 void CheckpointManager::Impl::prepare_root() {
-  std::string error, remote_error;
+  std::string error, remote_error, continued;
   if (is_coordinator()) {
     try {
       clean_root();
     } catch (const std::exception& e) {
       error = e.what();
     }
+  }
+  if (options.remote.enabled()) {
     try {
-      if (remote && error.empty()) remote->list();
+      remote = std::make_unique<detail::RemoteTier>(options.remote, *log);
     } catch (const std::exception& e) {
       remote_error = e.what();
+    }
+  }
+  if (is_coordinator() && error.empty() && remote_error.empty()) {
+    try {  // lists the remote tier: a store it cannot reach fails here
+      continued = detail::encode_lineage(detail::lineage_to_continue(all_checkpoints()));
+    } catch (const std::exception& e) {
+      (remote ? remote_error : error) = e.what();
     }
   }
   error = detail::broadcast_text_from(group, error, options.ranks.coordinator_rank);
@@ -135,13 +144,17 @@ void CheckpointManager::Impl::prepare_root() {
                               "); give CheckpointManagerOptions::root a directory the coordinator "
                               "can create and every rank can write");
   }
-  remote_error = detail::broadcast_text_from(group, remote_error, options.ranks.coordinator_rank);
-  if (!remote_error.empty()) {
-    throw CheckpointError(ErrorKind::kUsage,
-                          "the remote tier " + options.remote.url + " cannot be used (rank " +
-                              std::to_string(options.ranks.coordinator_rank) + ": " + remote_error +
-                              "); fix CheckpointManagerOptions::remote");
+  if (options.remote.enabled()) {
+    remote_error = detail::failures_of_ranks(group, rank, remote_error);
+    if (!remote_error.empty()) {
+      throw CheckpointError(ErrorKind::kUsage, "the remote tier " + options.remote.url +
+                                                   " cannot be used (" + remote_error +
+                                                   "); fix CheckpointManagerOptions::remote (or "
+                                                   "the credentials) on those ranks");
+    }
   }
+  lineage = detail::decode_lineage(
+      detail::broadcast_text_from(group, continued, options.ranks.coordinator_rank));
 }
 
 // Coordinator, before any save: creates the root; what a killed job left behind is removed.

@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace dcpp::detail {
 
 namespace {
@@ -34,6 +36,29 @@ int64_t broadcast_from(const ProcessGroupPtr& group, int64_t value, int root) {
 
 std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string& text, int root) {
   return calls_on(group).broadcast_bytes(text, root, "the coordinator's message");
+}
+
+std::string failures_of_ranks(const ProcessGroupPtr& group, int rank, const std::string& error) {
+  if (!group) return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
+  GroupCalls calls = calls_on(group);
+  const int64_t length = static_cast<int64_t>(error.size());
+  if (calls.all_reduce(length, c10d::ReduceOp::MAX, "the ranks' outcomes") == 0) return "";
+  const std::vector<at::Tensor> lengths =
+      calls.all_gather(at::full({1}, length, at::kLong), "the lengths of the ranks' errors");
+  int64_t longest = 0;
+  for (const at::Tensor& each : lengths) longest = std::max(longest, each.item<int64_t>());
+  at::Tensor bytes = at::zeros({longest}, at::kByte);
+  std::copy(error.begin(), error.end(), bytes.data_ptr<uint8_t>());
+  const std::vector<at::Tensor> texts = calls.all_gather(bytes, "the ranks' errors");
+  std::string failures;
+  for (size_t r = 0; r < texts.size(); ++r) {
+    const int64_t size = lengths[r].item<int64_t>();
+    if (size == 0) continue;
+    const at::Tensor text = texts[r].to(at::kCPU).contiguous();
+    failures += (failures.empty() ? "rank " : "; rank ") + std::to_string(r) + ": " +
+                std::string(reinterpret_cast<const char*>(text.data_ptr<uint8_t>()), size);
+  }
+  return failures;
 }
 
 }  // namespace dcpp::detail

@@ -1,7 +1,7 @@
 #pragma once
 // How the plugin's ranks agree, on core's GroupCalls (the one place dcpp calls c10d). The
-// manager's commit status, the step every rank restores, the root's preparation outcome and the
-// callback's save/stop flags all go through these four functions.
+// manager's commit status, the step every rank restores, the root's and the remote tier's
+// preparation outcome and the callback's save/stop flags all go through these functions.
 //
 // Contract of every function here:
 //   - Collective over `group`: every rank of the group calls it, with the same `root` and the same
@@ -35,5 +35,10 @@ int64_t broadcast_from(const ProcessGroupPtr& group, int64_t value, int root);
 
 /// `root`'s `text` on every rank (the others' `text` is ignored); any bytes, any length.
 std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string& text, int root);
+
+/// Every rank's `error` ("" where a rank succeeded) as "rank 1: ...; rank 3: ...", the same on
+/// every rank; "" when no rank failed (then one all-reduce, whatever the world size). `rank`
+/// names this process without a group.
+std::string failures_of_ranks(const ProcessGroupPtr& group, int rank, const std::string& error);
 
 }  // namespace dcpp::detail

@@ -3,12 +3,14 @@
 #include "remote_tier.h"
 
 #include "checkpoint_info_json.h"
+#include "checkpoint_lineage.h"
 #include "checkpoint_pruning.h"
 #include "core/logging.h"
 #include "stopwatch.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/retention_policy.h>
+#include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
 #include <map>
@@ -75,38 +77,59 @@ std::vector<CheckpointInfo> RemoteTier::list() {
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files) {
   const std::vector<CheckpointInfo> remote = list();
-  std::set<int64_t> on_remote;
-  for (const CheckpointInfo& info : remote) on_remote.insert(info.step);
-  std::vector<CheckpointInfo> pending;
-  for (CheckpointInfo& info : list_checkpoints(root)) {
-    if (!on_remote.count(info.step)) pending.push_back(std::move(info));
-  }
-  std::vector<CheckpointInfo> candidates = remote;
-  candidates.insert(candidates.end(), pending.begin(), pending.end());
+  std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred
+  all.insert(all.end(), remote.begin(), remote.end());
+  std::map<int64_t, std::string> remote_save_ids;
+  for (const CheckpointInfo& info : remote) remote_save_ids[info.step] = info.save_id;
+  const auto held_remotely = [&](const CheckpointInfo& info) {
+    const auto found = remote_save_ids.find(info.step);
+    return found != remote_save_ids.end() && found->second == info.save_id;
+  };
+  // The timeline a resume takes, one checkpoint per step; the remote policy keeps some of it.
+  const std::vector<CheckpointInfo> timeline = resumable(all);
   std::set<int64_t> unwanted_remotely;
-  for (const CheckpointInfo& info : checkpoints_to_delete(candidates, options_.retention)) {
+  for (const CheckpointInfo& info : checkpoints_to_delete(timeline, options_.retention)) {
     unwanted_remotely.insert(info.step);
   }
 
-  for (const CheckpointInfo& info : pending) {
-    if (unwanted_remotely.count(info.step)) continue;
+  // Abandoned remote steps the timeline has passed go first: a step of the new run replaces its
+  // namesake, and none of them may ever be resumed from.
+  for (const CheckpointInfo& info : passed_abandoned(all)) {
+    if (!is_s3_url(info.path.string())) continue;  // local: pruned below
+    remove_logged(info.step, "abandoned");
+    remote_save_ids.erase(info.step);
+  }
+  for (const CheckpointInfo& info : timeline) {
+    if (is_s3_url(info.path.string()) || held_remotely(info) ||
+        unwanted_remotely.count(info.step)) {
+      continue;
+    }
     const auto start = SteadyClock::now();
     const std::string url = step_url(info.step);
     log_.begin("drain", "upload", info.step, url);
     const int64_t bytes = upload(info);
     log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
-    on_remote.insert(info.step);
+    remote_save_ids[info.step] = info.save_id;
   }
   for (const CheckpointInfo& info : remote) {
-    if (!unwanted_remotely.count(info.step)) continue;
-    const auto start = SteadyClock::now();
-    log_.begin("drain", "delete", info.step, info.path.string());
-    remove(info.step);
-    log_.record("drain", "delete", info.step, 0, seconds_since(start), info.path.string());
+    if (unwanted_remotely.count(info.step) && held_remotely(info)) {
+      remove_logged(info.step, "kept by no policy");
+    }
   }
-  prune_checkpoints(root, local_policy, sync_files, log_, [&](const CheckpointInfo& info) {
-    return on_remote.count(info.step) != 0 || unwanted_remotely.count(info.step) != 0;
+  // Locally: what the local policy does not keep, once the remote holds it (or would not keep
+  // it either), and the abandoned steps the timeline has passed.
+  prune_checkpoints(root, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
+    return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
+}
+
+void RemoteTier::remove_logged(int64_t step, const char* why) {
+  const auto start = SteadyClock::now();
+  const std::string url = step_url(step);
+  log_.begin("drain", "delete", step, url);
+  remove(step);
+  log_.record("drain", "delete", step, 0, seconds_since(start), url);
+  logger().info("deleted remote step {} ({}): {}", step, why, url);
 }
 
 int64_t RemoteTier::upload(const CheckpointInfo& info) {

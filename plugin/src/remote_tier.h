@@ -25,16 +25,19 @@ class RemoteTier {
   const RemoteTierOptions& options() const { return options_; }
 
   /// The complete remote step checkpoints (kFull), ascending by step; `path` is the step's URL.
-  /// A step is complete when its `.metadata` and manifest are both there.
+  /// A step is complete when its `.metadata` and manifest are both there. Abandoned ones
+  /// included (checkpoint_lineage.h says which).
   std::vector<CheckpointInfo> list();
   /// "s3://bucket/prefix/step-00001200".
   std::string step_url(int64_t step) const;
 
-  /// One pass of the drain: copies each complete local step under `root` that the remote lacks
-  /// and its policy keeps (ascending), deletes the remote steps its policy does not keep, then
-  /// deletes the local steps `local_policy` does not keep once the remote holds them (or would
-  /// not keep them either). Throws on the first failure; what was done before stays done, and a
-  /// step half copied is never complete remotely (the next pass copies it again).
+  /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h): deletes the
+  /// abandoned remote steps the timeline has passed; copies each local checkpoint of the
+  /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);
+  /// deletes the remote steps its policy does not keep; then prunes the root (the steps
+  /// `local_policy` does not keep once the remote holds them or would not keep them either, and
+  /// the passed abandoned ones). Throws on the first failure; what was done before stays done,
+  /// and a step half copied is never complete remotely (the next pass copies it again).
   void drain(const std::filesystem::path& root, const RetentionPolicy& local_policy,
              bool sync_files);
 
@@ -44,6 +47,8 @@ class RemoteTier {
   int64_t upload(const CheckpointInfo& info);
   // Deletes the remote step: `.metadata` first, so a half-deleted step is never complete.
   void remove(int64_t step);
+  // remove(), logged as a drain phase and saying `why`.
+  void remove_logged(int64_t step, const char* why);
   // Uploads one file and, when verifying, compares the store's bytes with it.
   void upload_file(const std::filesystem::path& source, const std::string& name);
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 
 namespace dcpp {
 
@@ -26,7 +27,6 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
       : url_(detail::parse_s3_url(url)),
         url_text_(url_.text()),
         options_(std::move(options)),
-        client_(detail::resolve_s3_config(options_.s3, url_.bucket)),
         items_(url_text_, {options_.verify_checksums, options_.max_decompressed_value_size}) {
     if (options_.thread_count < 1) {
       throw CheckpointError(ErrorKind::kUsage,
@@ -35,11 +35,15 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
     }
   }
 
+  // The credentials and the endpoint are resolved here, not in the constructor: read_metadata is
+  // part of the load's first step, whose outcome every rank learns, so a rank without
+  // credentials fails the load on every rank instead of leaving the others waiting in it.
   Metadata read_metadata() {
+    if (!client_) client_.emplace(detail::resolve_s3_config(options_.s3, url_.bucket));
     const std::string metadata_key = url_.prefix + ".metadata";
-    std::optional<std::string> bytes = client_.get_object_if_exists(metadata_key);
+    std::optional<std::string> bytes = client().get_object_if_exists(metadata_key);
     if (!bytes) {
-      client_.check_bucket();  // a missing bucket or bad credentials, named as such
+      client().check_bucket();  // a missing bucket or bad credentials, named as such
       throw CheckpointError(ErrorKind::kNotFound,
                             "no complete checkpoint at " + url_text_ +
                                 ": .metadata is missing (nothing was saved there, or a save to "
@@ -48,20 +52,20 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
     std::optional<detail::ItemChecksumIndex> checksums;
     const std::string checksum_key = url_.prefix + detail::kChecksumFileName;
     if (options_.verify_checksums) {
-      if (std::optional<std::string> file = client_.get_object_if_exists(checksum_key)) {
-        const auto saves = detail::decode_checksum_file(*file, client_.url_of(checksum_key));
+      if (std::optional<std::string> file = client().get_object_if_exists(checksum_key)) {
+        const auto saves = detail::decode_checksum_file(*file, client().url_of(checksum_key));
         const detail::SaveChecksums* save = detail::find_save(saves, *bytes);
         if (save == nullptr) {
           throw CheckpointError(
               ErrorKind::kCorrupt,
-              detail::metadata_mismatch_message(saves, *bytes, client_.url_of(metadata_key),
-                                                client_.url_of(checksum_key)));
+              detail::metadata_mismatch_message(saves, *bytes, client().url_of(metadata_key),
+                                                client().url_of(checksum_key)));
         }
         if (save->items) checksums.emplace(*save->items);
       }
     }
-    items_.set_checksums(std::move(checksums), client_.url_of(checksum_key));
-    Metadata metadata = detail::decode_metadata(*bytes, client_.url_of(metadata_key));
+    items_.set_checksums(std::move(checksums), client().url_of(checksum_key));
+    Metadata metadata = detail::decode_metadata(*bytes, client().url_of(metadata_key));
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, url_text_);
     }
@@ -79,15 +83,15 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
                                                                             by_file.end());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t i) {
       const std::string key = url_.prefix + files[i].first;
-      const std::optional<uint64_t> size = client_.head_object(key);
+      const std::optional<uint64_t> size = client().head_object(key);
       if (!size) {
         throw CheckpointError(ErrorKind::kNotFound,
-                              "data file " + client_.url_of(key) +
+                              "data file " + client().url_of(key) +
                                   ", which .metadata names, is missing; the checkpoint is "
                                   "incomplete: load an earlier checkpoint");
       }
-      const detail::S3Object object(client_, key, *size, bytes_read_);
-      items_.read_file(object, files[i].first, client_.url_of(key), std::move(files[i].second),
+      const detail::S3Object object(client(), key, *size, bytes_read_);
+      items_.read_file(object, files[i].first, client().url_of(key), std::move(files[i].second),
                        planner);
     });
   }
@@ -96,10 +100,19 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
   const std::string& url() const { return url_text_; }
 
  private:
+  detail::S3Client& client() {
+    if (!client_) {
+      throw CheckpointError(ErrorKind::kUsage, "S3StorageReader for " + url_text_ +
+                                                   ": read_metadata was not called before it "
+                                                   "was used");
+    }
+    return *client_;
+  }
+
   detail::S3Url url_;
   std::string url_text_;
   S3ReaderOptions options_;
-  detail::S3Client client_;
+  std::optional<detail::S3Client> client_;  // from read_metadata on
   detail::DcpItemReader items_;
   std::atomic<uint64_t> bytes_read_{0};  // by read_data's threads
 };

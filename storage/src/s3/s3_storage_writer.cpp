@@ -25,6 +25,7 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace dcpp {
@@ -51,10 +52,7 @@ S3WriterOptions S3WriterOptions::from(const FileSystemWriterOptions& layout, S3O
 class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
  public:
   Impl(const std::string& url, S3WriterOptions options)
-      : url_(detail::parse_s3_url(url)),
-        url_text_(url_.text()),
-        options_(std::move(options)),
-        client_(detail::resolve_s3_config(options_.s3, url_.bucket)) {
+      : url_(detail::parse_s3_url(url)), url_text_(url_.text()), options_(std::move(options)) {
     if (options_.thread_count < 1) {
       throw CheckpointError(ErrorKind::kUsage,
                             "S3WriterOptions::thread_count must be at least 1, not " +
@@ -68,8 +66,12 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     }
   }
 
+  // The credentials and the endpoint are resolved here, not in the constructor: set_up is part of
+  // the save's first step, whose outcome every rank learns, so a rank without credentials fails
+  // the save on every rank instead of leaving the others waiting in it.
   void set_up() {
-    client_.check_bucket();
+    if (!client_) client_.emplace(detail::resolve_s3_config(options_.s3, url_.bucket));
+    client_->check_bucket();
     if (!options_.overwrite && holds_checkpoint()) {
       throw CheckpointError(ErrorKind::kUsage,
                             url_text_ +
@@ -99,12 +101,12 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     }
     // The rank's requests in flight, shared among the files it uploads at once.
     const int parts_in_flight =
-        std::max(1, client_.config().concurrency /
+        std::max(1, client().config().concurrency /
                         std::min<int>(options_.thread_count, std::max<int>(1, files.size())));
     std::vector<std::vector<WriteResult>> results(files.size());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
       const std::string name = plan.storage_data + std::to_string(n) + detail::kDataFileSuffix;
-      detail::S3UploadSink sink(client_, url_.prefix + name, parts_in_flight);
+      detail::S3UploadSink sink(client(), url_.prefix + name, parts_in_flight);
       results[n] = detail::write_data_file(sink, name, files[n], planner, options_.compression,
                                            options_.compression_level);
       sink.finish();
@@ -127,18 +129,18 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{url_text_, detail::random_tag(8), "", {}};
     }
-    const std::optional<std::string> replaced = client_.get_object_if_exists(key(kMetadataObject));
+    const std::optional<std::string> replaced = client().get_object_if_exists(key(kMetadataObject));
     const std::string bytes = detail::encode_metadata(metadata);
     if (options_.checksum_file) {
       std::vector<detail::SaveChecksums> saves{detail::save_checksums_of(bytes, results)};
       if (replaced) {
         const std::string checksum_key = key(detail::kChecksumFileName);
         saves.push_back(detail::replaced_save_checksums(
-            *replaced, client_.get_object_if_exists(checksum_key), client_.url_of(checksum_key)));
+            *replaced, client().get_object_if_exists(checksum_key), client().url_of(checksum_key)));
       }
-      client_.put_object(key(detail::kChecksumFileName), detail::encode_checksum_file(saves));
+      client().put_object(key(detail::kChecksumFileName), detail::encode_checksum_file(saves));
     }
-    client_.put_object(key(kMetadataObject), bytes);
+    client().put_object(key(kMetadataObject), bytes);
     if (replaced) {
       delete_unreferenced_data_objects(referenced);
     }
@@ -150,19 +152,27 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
  private:
   std::string key(const std::string& name) const { return url_.prefix + name; }
 
-  bool holds_checkpoint() { return client_.head_object(key(kMetadataObject)).has_value(); }
+  detail::S3Client& client() {
+    if (!client_) {
+      throw CheckpointError(ErrorKind::kUsage, "S3StorageWriter for " + url_text_ +
+                                                   ": set_up was not called before it was used");
+    }
+    return *client_;
+  }
+
+  bool holds_checkpoint() { return client().head_object(key(kMetadataObject)).has_value(); }
 
   // After a replacing commit: the data objects directly under the prefix with DCP's names
   // (`__*.distcp`) that the new `.metadata` does not reference; nothing else is touched.
   void delete_unreferenced_data_objects(const std::set<std::string>& referenced) {
     try {
-      for (const detail::S3ObjectInfo& object : client_.list_objects(url_.prefix)) {
+      for (const detail::S3ObjectInfo& object : client().list_objects(url_.prefix)) {
         const std::string name = object.key.substr(url_.prefix.size());
         const bool is_data_object = name.rfind("__", 0) == 0 &&
                                     name.find('/') == std::string::npos && name.size() > 7 &&
                                     name.compare(name.size() - 7, 7, detail::kDataFileSuffix) == 0;
         if (is_data_object && referenced.count(name) == 0) {
-          client_.delete_object(object.key);
+          client().delete_object(object.key);
         }
       }
     } catch (const CheckpointError& error) {
@@ -174,7 +184,7 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
   detail::S3Url url_;
   std::string url_text_;
   S3WriterOptions options_;
-  detail::S3Client client_;
+  std::optional<detail::S3Client> client_;  // from set_up on
 };
 
 S3StorageWriter::S3StorageWriter(std::string url, S3WriterOptions options)

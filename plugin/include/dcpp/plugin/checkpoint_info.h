@@ -41,6 +41,16 @@ struct DCPP_API CheckpointInfo {
   /// phase of the save took on the coordinator.
   int64_t bytes = 0;
   double plan_seconds = 0, stage_seconds = 0, write_seconds = 0;
+  /// This save's identity (32 hex digits, random): the tiers compare it, not the step, to tell a
+  /// step of this run from the same step of a run it abandoned. Empty in manifests written
+  /// before dcpp 0.2.
+  std::string save_id;
+  /// The run it belongs to: its generation, and the step that generation forked from (-1: the
+  /// first run). A run that resumes from a step older than the newest of its tiers (a rollback)
+  /// forks a new generation; the checkpoints of older generations past the fork are abandoned:
+  /// never resumed from, deleted once the new run passes them (docs/storage.md, "Rollbacks").
+  int64_t generation = 0;
+  int64_t branched_from = -1;
 };
 
 /// `step-00001200` for step 1200 (8 digits, more when the step needs them).

@@ -45,6 +45,10 @@ struct DCPP_API S3WriterOptions {
 /// commit. A failed upload is aborted (its parts discarded) and nothing of the save is visible as
 /// a checkpoint; a previous checkpoint under the prefix is untouched. Saves without collectives
 /// are not supported (CheckpointError kUsage). Throws CheckpointError; see docs/storage.md.
+///
+/// The constructor parses the URL and checks the writer's own options only; the credentials,
+/// endpoint and S3Options are resolved in set_up, the save's first step, so a rank without
+/// credentials fails the save on every rank (naming itself) rather than before it.
 class DCPP_API S3StorageWriter : public StorageWriter {
  public:
   explicit S3StorageWriter(std::string url, S3WriterOptions options = {});
@@ -52,7 +56,8 @@ class DCPP_API S3StorageWriter : public StorageWriter {
   S3StorageWriter(const S3StorageWriter&) = delete;
   S3StorageWriter& operator=(const S3StorageWriter&) = delete;
 
-  /// Checks that the bucket exists and the credentials reach it, and that the prefix holds no
+  /// Resolves the S3Options (credentials, endpoint; CheckpointError kUsage when there are none),
+  /// checks that the bucket exists and the credentials reach it, and that the prefix holds no
   /// checkpoint unless `overwrite`.
   void set_up(int rank, bool is_coordinator) override;
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
@@ -82,7 +87,8 @@ struct DCPP_API S3ReaderOptions {
 /// Reads DCP's layout under `s3://bucket/prefix/`, as FileSystemReader reads a directory: every
 /// item format PyTorch 2.14 writes, checked against dcpp's checksum file when there is one. Reads
 /// use ranged GETs of the bytes the plan needs only, so a resharded load fetches what it needs
-/// and no more. Checkpoints saved without collectives (`__<r>.metadata`) are not read.
+/// and no more. Checkpoints saved without collectives (`__<r>.metadata`) are not read. As the
+/// writer's, the constructor resolves nothing: read_metadata, the load's first step, does.
 class DCPP_API S3StorageReader : public StorageReader {
  public:
   explicit S3StorageReader(std::string url, S3ReaderOptions options = {});
