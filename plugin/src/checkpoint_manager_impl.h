@@ -7,6 +7,7 @@
 //   managed_save.cpp        save(): sync and async saves, written, then committed
 //   checkpoint_commit.h     the commit protocol: manifest, rename to `step-...`, fsync of the root
 //   checkpoint_pruning.h    retention: pruning with the RetentionPolicy on the background worker
+//   checkpoint_lineage.h    which run a checkpoint belongs to: save identities, rollbacks' forks
 //   remote_tier.h           the remote tier: steps drained to an object store on the drain thread
 //   checkpoint_restore.cpp  restore(): the coordinator's choice of checkpoint, then the load
 //   checkpoint_export.cpp   export_state()
