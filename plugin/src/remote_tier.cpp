@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "stopwatch.h"
 
+#include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/storage/s3_storage.h>
@@ -47,25 +48,32 @@ std::string RemoteTier::step_url(int64_t step) const {
 
 std::vector<CheckpointInfo> RemoteTier::list() {
   static const std::regex name_pattern("step-[0-9]{8,}");
-  std::map<std::string, std::set<std::string>> files_of_step;
+  std::map<std::string, std::map<std::string, S3ObjectEntry>> files_of_step;  // by name
   for (const S3ObjectEntry& object : prefix_.list("step-")) {
     const size_t slash = object.name.find('/');
     if (slash == std::string::npos) continue;
     const std::string directory = object.name.substr(0, slash);
     if (std::regex_match(directory, name_pattern)) {
-      files_of_step[directory].insert(object.name.substr(slash + 1));
+      files_of_step[directory][object.name.substr(slash + 1)] = object;
     }
   }
   std::vector<CheckpointInfo> found;
   for (const auto& [directory, files] : files_of_step) {
-    if (!files.count(kMetadataFile) || !files.count(kCheckpointInfoFile)) continue;
-    const std::string manifest = directory + "/" + kCheckpointInfoFile;
-    const std::optional<std::string> text = prefix_.read(manifest);
-    if (!text) continue;  // deleted since the listing
+    const auto metadata = files.find(kMetadataFile);
+    const auto manifest = files.find(kCheckpointInfoFile);
+    if (metadata == files.end() || manifest == files.end()) continue;
     try {
-      CheckpointInfo info = checkpoint_info_from_json(*text, prefix_.url_of(manifest));
-      info.path = prefix_.url_of(directory);
-      if (info.kind == CheckpointKind::kFull) found.push_back(std::move(info));
+      // Read again when either object was replaced (a new entity tag) or changed size.
+      const std::optional<RemoteStep> step =
+          describe(directory, metadata->second.etag + std::to_string(metadata->second.size) + "/" +
+                                  manifest->second.etag + std::to_string(manifest->second.size));
+      if (!step) continue;  // deleted since the listing
+      const std::string missing = missing_file(*step, files);
+      if (!missing.empty()) {
+        logger().debug("remote step {} is not complete: {}", prefix_.url_of(directory), missing);
+        continue;
+      }
+      if (step->info.kind == CheckpointKind::kFull) found.push_back(step->info);
     } catch (const CheckpointError& e) {
       logger().warn("skipping remote checkpoint {}: {}", prefix_.url_of(directory), e.what());
     }
@@ -73,6 +81,48 @@ std::vector<CheckpointInfo> RemoteTier::list() {
   std::sort(found.begin(), found.end(),
             [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
   return found;
+}
+
+std::optional<RemoteTier::RemoteStep> RemoteTier::describe(const std::string& directory,
+                                                           const std::string& version) {
+  {
+    const std::lock_guard<std::mutex> lock(described_mutex_);
+    const auto cached = described_.find(directory);
+    if (cached != described_.end() && cached->second.version == version) return cached->second;
+  }
+  const std::string manifest = directory + "/" + kCheckpointInfoFile;
+  const std::optional<std::string> text = prefix_.read(manifest);
+  if (!text) return std::nullopt;
+  RemoteStep step;
+  step.version = version;
+  step.info = checkpoint_info_from_json(*text, prefix_.url_of(manifest));
+  step.info.path = prefix_.url_of(directory);
+  for (const auto& [index, where] :
+       read_metadata(prefix_.url_of(directory), options_.s3).storage_data) {
+    uint64_t& extent = step.extents[where.relative_path];
+    extent = std::max(extent, static_cast<uint64_t>(where.offset + where.length));
+  }
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  described_[directory] = step;
+  return step;
+}
+
+std::string RemoteTier::missing_file(const RemoteStep& step,
+                                     const std::map<std::string, S3ObjectEntry>& files) const {
+  for (const auto& [name, extent] : step.extents) {
+    const auto file = files.find(name);
+    if (file == files.end()) return "'" + name + "', which its .metadata names, is missing";
+    if (file->second.size < extent) {
+      return "'" + name + "' holds " + std::to_string(file->second.size) +
+             " bytes, its .metadata " + "names " + std::to_string(extent);
+    }
+  }
+  return {};
+}
+
+void RemoteTier::forget(int64_t step) {
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  described_.erase(step_directory_name(step));
 }
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files) {
@@ -133,6 +183,7 @@ void RemoteTier::remove_logged(int64_t step, const char* why) {
 }
 
 int64_t RemoteTier::upload(const CheckpointInfo& info) {
+  forget(info.step);
   const std::string directory = step_directory_name(info.step) + "/";
   // What an interrupted drain of this step left: objects of another layout would linger.
   for (const S3ObjectEntry& object : prefix_.list(directory)) prefix_.remove(object.name);
@@ -164,6 +215,7 @@ void RemoteTier::upload_file(const fs::path& source, const std::string& name) {
 }
 
 void RemoteTier::remove(int64_t step) {
+  forget(step);
   const std::string directory = step_directory_name(step) + "/";
   prefix_.remove(directory + kMetadataFile);
   for (const S3ObjectEntry& object : prefix_.list(directory)) prefix_.remove(object.name);

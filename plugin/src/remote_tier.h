@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +28,10 @@ class RemoteTier {
   const RemoteTierOptions& options() const { return options_; }
 
   /// The complete remote step checkpoints (kFull), ascending by step; `path` is the step's URL.
-  /// A step is complete when its `.metadata` and manifest are both there. Abandoned ones
-  /// included (checkpoint_lineage.h says which).
+  /// A step is complete when its `.metadata` and manifest are both there and every file its
+  /// `.metadata` names is too, holding at least the bytes its items need. Abandoned ones included
+  /// (checkpoint_lineage.h says which). Each step's manifest and `.metadata` are read once and
+  /// kept while the listing gives them the same entity tags and sizes.
   std::vector<CheckpointInfo> list();
   /// "s3://bucket/prefix/step-00001200".
   std::string step_url(int64_t step) const;
@@ -52,9 +57,26 @@ class RemoteTier {
   // Uploads one file and, when verifying, compares the store's bytes with it.
   void upload_file(const std::filesystem::path& source, const std::string& name);
 
+  // What a remote step's manifest and `.metadata` say, read once per `version` (their entity tags
+  // and sizes).
+  struct RemoteStep {
+    std::string version;
+    CheckpointInfo info;
+    std::map<std::string, uint64_t> extents;  // each file `.metadata` names: the bytes it needs
+  };
+  // The step `directory` ("step-00001200") as described now; nullopt when its manifest is gone.
+  std::optional<RemoteStep> describe(const std::string& directory, const std::string& version);
+  // What keeps `step` from being complete given its objects `files` (by name), or "".
+  std::string missing_file(const RemoteStep& step,
+                           const std::map<std::string, S3ObjectEntry>& files) const;
+  // Drops the step from the cache (before it is uploaded or deleted).
+  void forget(int64_t step);
+
   RemoteTierOptions options_;
   S3Prefix prefix_;
   PhaseLog& log_;
+  std::mutex described_mutex_;                   // guards described_ (list() runs on two threads)
+  std::map<std::string, RemoteStep> described_;  // by step directory
 };
 
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.

@@ -280,3 +280,38 @@ TEST_CASE("a remote tier in a bucket that does not exist fails the manager, nami
     CHECK_THAT(std::string(error.what()), Catch::Contains("CheckpointManagerOptions::remote"));
   }
 }
+
+TEST_CASE("a remote step lacking a file its .metadata names is not complete, and is copied again") {
+  Tiers tiers;
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+  manager.save(state_of_step(1), request(1));
+  const dcpp::StateDict second = state_of_step(2);
+  manager.save(second, request(2));
+  manager.wait_for_remote();
+  REQUIRE(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+
+  // Past the proxy: step 2 loses a data object, step 1's is cut short.
+  dcpp::S3Options direct = tiers.s3();
+  direct.endpoint_url = tiers.server.direct_endpoint();
+  dcpp::S3Prefix store(tiers.url, direct);
+  store.remove("step-00000002/__0_0.distcp");
+  const std::optional<std::string> first = store.read("step-00000001/__0_0.distcp");
+  REQUIRE(first);
+  store.write("step-00000001/__0_0.distcp", first->substr(0, first->size() / 2));
+  CHECK(manager.list_remote().empty());
+  {
+    TempDir elsewhere;  // a job on another disk sees no complete remote step to resume from
+    dcpp::CheckpointManager other(
+        tiers.options(0, 0).with_async(false).with_root(elsewhere / "checkpoints"));
+    CHECK_FALSE(other.latest());
+  }
+
+  // The next pass copies both again: the local root still holds them.
+  manager.save(state_of_step(3), request(3));
+  manager.wait_for_remote();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  fs::remove_all(tiers.root);
+  dcpp::StateDict state = zeros_like(second);
+  REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
+  require_equal(state, second);
+}

@@ -19,6 +19,7 @@ namespace dcpp::detail {
 struct S3ObjectInfo {
   std::string key;
   uint64_t size = 0;
+  std::string etag;  // as the listing gives it, quotes included; "" when it gives none
 };
 
 /// One part of a multipart upload, as complete_multipart_upload needs it.

@@ -42,7 +42,8 @@ std::vector<S3ObjectEntry> S3Prefix::list(std::string_view name_prefix) {
   std::vector<S3ObjectEntry> entries;
   for (const detail::S3ObjectInfo& object :
        impl_->client.list_objects(impl_->key_of(name_prefix))) {
-    entries.push_back(S3ObjectEntry{object.key.substr(impl_->url.prefix.size()), object.size});
+    entries.push_back(
+        S3ObjectEntry{object.key.substr(impl_->url.prefix.size()), object.size, object.etag});
   }
   return entries;
 }

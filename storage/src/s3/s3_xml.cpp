@@ -54,7 +54,7 @@ std::optional<S3ListPage> parse_list_page(std::string_view body) {
   for (const pugi::xml_node contents : root.children("Contents")) {
     const std::optional<uint64_t> size = parse_size(contents.child_value("Size"));
     if (!size) return std::nullopt;
-    page.objects.push_back({contents.child_value("Key"), *size});
+    page.objects.push_back({contents.child_value("Key"), *size, contents.child_value("ETag")});
   }
   for (const pugi::xml_node prefix : root.children("CommonPrefixes")) {
     page.common_prefixes.emplace_back(prefix.child_value("Prefix"));

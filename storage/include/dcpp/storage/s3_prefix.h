@@ -20,6 +20,9 @@ namespace dcpp {
 struct DCPP_API S3ObjectEntry {
   std::string name;
   uint64_t size = 0;
+  /// The store's entity tag, quotes included ("" when the listing gives none): it changes when
+  /// the object is replaced, so it tells a cached copy from a stale one.
+  std::string etag;
 };
 
 /// Names are relative to the prefix and may contain "/". Thread-safe: any number of threads may
