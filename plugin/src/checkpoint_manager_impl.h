@@ -65,12 +65,14 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
                                      std::optional<at::ScalarType> dtype);
 
   /// checkpoint_restore.cpp: the newest resumable checkpoint of the root and the remote tier
-  /// (checkpoint_lineage.h), the local one when both hold its step (lists the store).
+  /// (checkpoint_lineage.h), the local one when both hold its step (lists the store; the root's
+  /// alone, with a warning, when the store cannot be reached).
   std::optional<CheckpointInfo> latest() const;
 
   /// checkpoint_restore.cpp: the complete checkpoints of the root, then the remote tier's (lists
-  /// the store).
-  std::vector<CheckpointInfo> all_checkpoints() const;
+  /// the store). With `unreachable`, a store that cannot be reached (kIo, after the client's
+  /// retries) is no error: a warning is logged, `*unreachable` set and the root's returned alone.
+  std::vector<CheckpointInfo> all_checkpoints(bool* unreachable = nullptr) const;
 
   /// checkpoint_restore.cpp: CheckpointManager::restore.
   std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);

@@ -5,6 +5,7 @@
 
 #include "checkpoint_info_json.h"
 #include "checkpoint_manager_impl.h"
+#include "core/logging.h"
 #include "rank_agreement.h"
 #include "state_tools.h"
 #include "stopwatch.h"
@@ -43,17 +44,26 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
 
 }  // namespace
 
-std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints() const {
+std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints(bool* unreachable) const {
   std::vector<CheckpointInfo> all = list_checkpoints(options.root);
-  if (remote) {
+  if (!remote) return all;
+  try {
     std::vector<CheckpointInfo> remote_steps = remote->list();
     all.insert(all.end(), remote_steps.begin(), remote_steps.end());
+  } catch (const CheckpointError& e) {
+    if (unreachable == nullptr || e.kind() != ErrorKind::kIo) throw;
+    *unreachable = true;
+    detail::logger().warn(
+        "the remote tier {} cannot be reached ({}); working with the local root '{}' alone: "
+        "steps saved meanwhile drain when the store is back",
+        options.remote.url, e.what(), options.root.string());
   }
   return all;
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
-  const std::vector<CheckpointInfo> timeline = detail::resumable(all_checkpoints());
+  bool unreachable = false;
+  const std::vector<CheckpointInfo> timeline = detail::resumable(all_checkpoints(&unreachable));
   if (timeline.empty()) return std::nullopt;
   return timeline.back();
 }
@@ -69,7 +79,15 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::choose_checkpoint(
   ErrorKind kind = ErrorKind::kIo;
   if (is_coordinator()) {
     try {
-      const std::vector<CheckpointInfo> all = all_checkpoints();
+      bool unreachable = false;
+      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable);
+      if (unreachable && all.empty() && request.path.empty()) {
+        throw CheckpointError(ErrorKind::kIo,
+                              "the remote tier " + options.remote.url +
+                                  " cannot be reached and the root '" + options.root.string() +
+                                  "' holds no checkpoint: whether to resume from the store or to "
+                                  "start fresh cannot be told; retry when the store is back");
+      }
       const std::vector<CheckpointInfo> timeline = detail::resumable(all);
       if (!request.path.empty()) {
         chosen = request.path.string();

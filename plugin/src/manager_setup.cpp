@@ -110,9 +110,9 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
 }
 
 // Collective: the coordinator creates the root and cleans it (clean_root); every rank makes its
-// RemoteTier (resolving its S3 credentials), and the coordinator lists the store. Every rank
-// throws the same CheckpointError when any of it failed on any rank, naming the ranks, so none is
-// left waiting for another.
+// RemoteTier (resolving its S3 credentials), and the coordinator lists the store (one it cannot
+// reach is a warning: the job works locally). Every rank throws the same CheckpointError when
+// any of it failed on any rank, naming the ranks, so none is left waiting for another.
 void CheckpointManager::Impl::prepare_root() {
   std::string error, remote_error, continued;
   if (is_coordinator()) {
@@ -130,8 +130,12 @@ void CheckpointManager::Impl::prepare_root() {
     }
   }
   if (is_coordinator() && error.empty() && remote_error.empty()) {
-    try {  // lists the remote tier: a store it cannot reach fails here
-      continued = detail::encode_lineage(detail::lineage_to_continue(all_checkpoints()));
+    // Lists the remote tier: a missing bucket or refused credentials fail here; a store that
+    // cannot be reached is a warning (the drains try again).
+    try {
+      bool unreachable = false;
+      continued =
+          detail::encode_lineage(detail::lineage_to_continue(all_checkpoints(&unreachable)));
     } catch (const std::exception& e) {
       (remote ? remote_error : error) = e.what();
     }

@@ -315,3 +315,49 @@ TEST_CASE("a remote step lacking a file its .metadata names is not complete, and
   REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
   require_equal(state, second);
 }
+
+TEST_CASE("a store that is down stops neither a manager nor a restore from its root") {
+  Tiers tiers;
+  const dcpp::StateDict second = state_of_step(2);
+  {
+    dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+    manager.save(state_of_step(1), request(1));
+    manager.save(second, request(2));
+    manager.wait_for_remote();
+  }
+  S3Fault down;
+  down.status = 500;
+  down.times = 1000000;
+  tiers.server.inject(down);
+
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));  // a warning, no throw
+  dcpp::StateDict state = zeros_like(second);
+  const std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
+  REQUIRE(info);
+  CHECK(info->path == tiers.root / "step-00000002");
+  require_equal(state, second);
+  REQUIRE(manager.latest());
+  CHECK(manager.latest()->step == 2);
+  // Saves commit locally; the drain fails, is reported, and loses nothing.
+  manager.save(state_of_step(3), request(3));
+  CHECK_THROWS_AS(manager.wait_for_remote(), dcpp::CheckpointError);
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{1, 2, 3});
+  {
+    // A root without a checkpoint cannot tell whether to resume from the store: kIo, no guess.
+    TempDir empty;
+    dcpp::CheckpointManager fresh(
+        tiers.options(0, 0).with_async(false).with_root(empty / "checkpoints"));
+    dcpp::StateDict nothing = zeros_like(second);
+    try {
+      fresh.restore(nothing);
+      FAIL("a restore guessed while the store was down");
+    } catch (const dcpp::CheckpointError& error) {
+      CHECK(error.kind() == dcpp::ErrorKind::kIo);
+      CHECK_THAT(std::string(error.what()), Catch::Contains("cannot be reached"));
+    }
+  }
+  tiers.server.clear_faults();
+  manager.save(state_of_step(4), request(4));
+  manager.wait_for_remote();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3, 4});
+}

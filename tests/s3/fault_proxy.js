@@ -9,7 +9,8 @@
 // valid), bodies streamed both ways, unless a fault matches it. The control API, never forwarded:
 //   POST   /__dcpp_test/faults   adds a fault (a JSON S3Fault; faults apply in the order added)
 //   DELETE /__dcpp_test/faults   removes every fault
-//   GET    /__dcpp_test/traffic  the counts since the last reset (a JSON S3Traffic)
+//   GET    /__dcpp_test/traffic  the counts since the last reset (a JSON S3Traffic; most_in_flight
+//                                 is the most requests held at once)
 //   DELETE /__dcpp_test/traffic  resets them
 
 'use strict';
@@ -33,7 +34,7 @@ let faults = [];
 let traffic;
 function resetTraffic() {
   traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
-             aborted_uploads: 0};
+             aborted_uploads: 0, most_in_flight: 0};
 }
 resetTraffic();
 
@@ -46,6 +47,7 @@ function normalizeFault(f) {
     code: String(f.code || 'InternalError'),
     drop_request_after_bytes: Number(f.drop_request_after_bytes || 0),
     drop_response_after_bytes: Number(f.drop_response_after_bytes || 0),
+    retry_after_seconds: Number(f.retry_after_seconds === undefined ? -1 : f.retry_after_seconds),
   };
 }
 
@@ -122,7 +124,10 @@ function answerWithError(req, res, fault) {
   req.on('end', () => {
     const body = '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>' + xmlEscape(fault.code) +
                  '</Code><Message>injected by the test proxy</Message></Error>';
-    reply(res, fault.status, body, 'application/xml');
+    const headers = {'Content-Type': 'application/xml', 'Content-Length': Buffer.byteLength(body)};
+    if (fault.retry_after_seconds >= 0) headers['Retry-After'] = String(fault.retry_after_seconds);
+    res.writeHead(fault.status, headers);
+    res.end(body);
   });
 }
 
@@ -206,9 +211,23 @@ function forward(req, res, dropResponseAfter) {
   req.pipe(upReq);
 }
 
+// Requests received and not yet answered (their responses not finished or closed).
+let inFlight = 0;
+
 const server = http.createServer((req, res) => {
   if (req.url.startsWith(CONTROL_PREFIX)) return handleControl(req, res);
   traffic.requests++;
+  inFlight++;
+  traffic.most_in_flight = Math.max(traffic.most_in_flight, inFlight);
+  let counted = true;
+  const done = () => {
+    if (counted) {
+      counted = false;
+      inFlight--;
+    }
+  };
+  res.on('finish', done);
+  res.on('close', done);
   if (req.method === 'DELETE' && req.url.includes('uploadId=')) traffic.aborted_uploads++;
   const fault = takeFault(req);
   if (fault === null) return forward(req, res, 0);

@@ -140,6 +140,80 @@ TEST_CASE("s3: a server answering 503 is retried with backoff, and the save succ
   require_equal(loaded, saved);
 }
 
+TEST_CASE("s3: throttling outlasts max_attempts within the throttle budget, not beyond it") {
+  S3Location at;
+  S3Fault throttled;
+  throttled.method = "PUT";
+  throttled.path_contains = ".metadata";  // one request: the last of the save
+  throttled.status = 503;
+  throttled.code = "SlowDown";
+  throttled.times = 12;  // three times the tries the test server's options allow
+  at.server.inject(throttled);
+  const StateDict saved = training_state();
+  dcpp::save(saved, at.url, at.save_options());
+  CHECK(at.server.traffic().faults == 12);
+  StateDict loaded = zeros_like(saved);
+  dcpp::load(loaded, at.url, at.load_options());
+  require_equal(loaded, saved);
+
+  // Without a budget, throttling fails after max_attempts like any other error.
+  S3Location again;
+  throttled.times = 1000;
+  again.server.inject(throttled);
+  dcpp::SaveOptions no_budget = again.save_options();
+  no_budget.s3.throttle_budget = std::chrono::seconds(0);
+  const dcpp::CheckpointError error =
+      error_of([&] { dcpp::save(training_state(), again.url, no_budget); });
+  CHECK(error.kind() == dcpp::ErrorKind::kIo);
+  CHECK_THAT(std::string(error.what()),
+             Catch::Contains("SlowDown") && Catch::Contains("4 attempts"));
+}
+
+TEST_CASE("s3: a throttled request waits at least what Retry-After says") {
+  S3Location at;
+  S3Fault throttled;
+  throttled.method = "PUT";
+  throttled.path_contains = ".metadata";
+  throttled.status = 503;
+  throttled.code = "SlowDown";
+  throttled.retry_after_seconds = 2;
+  at.server.inject(throttled);
+  // The backoff of the test server's options is at most 100 ms: only Retry-After makes 2 s.
+  const auto start = std::chrono::steady_clock::now();
+  dcpp::save(training_state(), at.url, at.save_options());
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::seconds(2));
+  CHECK(at.server.traffic().faults == 1);
+}
+
+TEST_CASE("s3: the process's requests in flight stay within process_requests_in_flight") {
+  S3Location at;
+  StateDict saved;
+  saved.insert("big", at::randn({6, 1024, 1024}));  // 24 MiB: five parts of 5 MiB
+  for (int i = 0; i < 8; ++i) saved.insert("small" + std::to_string(i), at::randn({256}));
+  dcpp::SaveOptions options = at.save_options();
+  options.s3.part_size = 5 << 20;
+  options.s3.concurrency = 8;
+  options.file_system.thread_count = 8;
+  options.s3.process_requests_in_flight = 2;
+  at.server.reset_traffic();
+  dcpp::save(saved, at.url, options);
+  const int limited = at.server.traffic().most_in_flight;
+  CHECK(limited >= 1);
+  CHECK(limited <= 2);
+  // The same save without the limit has more at once: the limit is what held them.
+  S3Location unlimited;
+  options = unlimited.save_options();
+  options.s3.part_size = 5 << 20;
+  options.s3.concurrency = 8;
+  options.file_system.thread_count = 8;
+  unlimited.server.reset_traffic();
+  dcpp::save(saved, unlimited.url, options);
+  CHECK(unlimited.server.traffic().most_in_flight > 2);
+  StateDict loaded = zeros_like(saved);
+  dcpp::load(loaded, at.url, at.load_options());
+  require_equal(loaded, saved);
+}
+
 TEST_CASE("s3: a server failing every try is a clear error, and the previous checkpoint stays") {
   S3Location at;
   const StateDict first = training_state();

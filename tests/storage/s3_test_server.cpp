@@ -397,6 +397,7 @@ void S3TestServer::inject(const S3Fault& fault) {
       {"code", fault.code},
       {"drop_request_after_bytes", fault.drop_request_after_bytes},
       {"drop_response_after_bytes", fault.drop_response_after_bytes},
+      {"retry_after_seconds", fault.retry_after_seconds},
   };
   expect_ok(http("POST", state_->proxy_url("/__dcpp_test/faults"), json.dump()),
             "injecting a fault");
@@ -417,6 +418,7 @@ S3Traffic S3TestServer::traffic() const {
   traffic.put_body_bytes = json.at("put_body_bytes").get<uint64_t>();
   traffic.ranged_gets = json.at("ranged_gets").get<int>();
   traffic.aborted_uploads = json.at("aborted_uploads").get<int>();
+  traffic.most_in_flight = json.at("most_in_flight").get<int>();
   return traffic;
 }
 

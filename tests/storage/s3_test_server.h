@@ -13,7 +13,8 @@ namespace dcpp::test {
 /// What the proxy does to the next `times` requests that match `method` (empty: any) and whose
 /// path, query included ("?partNumber=2"), contains `path_contains` (empty: any). One of:
 ///   - status != 0: answers it with that HTTP status and an S3 XML error body whose Code is
-///     `code` (e.g. 503 "SlowDown", 500 "InternalError"), without forwarding it;
+///     `code` (e.g. 503 "SlowDown", 500 "InternalError"), without forwarding it, and with
+///     `retry_after_seconds` >= 0 a Retry-After header of that many seconds;
 ///   - drop_request_after_bytes != 0: forwards nothing; reads that many bytes of the request
 ///     body, then resets the connection (a connection dropped mid-upload);
 ///   - drop_response_after_bytes != 0: forwards the request, then sends the response's headers
@@ -27,6 +28,7 @@ struct S3Fault {
   std::string code = "InternalError";
   uint64_t drop_request_after_bytes = 0;
   uint64_t drop_response_after_bytes = 0;
+  int retry_after_seconds = -1;
 };
 
 /// What the proxy forwarded or failed since the last reset_traffic().
@@ -37,6 +39,7 @@ struct S3Traffic {
   uint64_t put_body_bytes = 0;  // request body bytes of forwarded PUTs and POSTs
   int ranged_gets = 0;          // forwarded GETs with a Range header
   int aborted_uploads = 0;      // AbortMultipartUpload requests (DELETE ...?uploadId=)
+  int most_in_flight = 0;       // the most requests the proxy held at once
 };
 
 /// The process-wide server, started on first use and stopped at exit: s3rver on 127.0.0.1 with a

@@ -1,6 +1,7 @@
 #include "s3/s3_client.h"
 
 #include "core/logging.h"
+#include "s3/process_request_limit.h"
 #include "s3/s3_http.h"
 #include "s3/s3_uri.h"
 #include "s3/s3_xml.h"
@@ -135,23 +136,40 @@ class S3Client::Impl {
     return response.status == 400 || (call.error_in_ok_body && response.status / 100 == 2);
   }
 
-  /// Sends `call`, again after a backoff while it fails in a way a retry may mend, up to
-  /// max_attempts tries. Returns the last answer, success or not; throws only bad_alloc and the
-  /// like.
+  /// Whether the store asks us to slow down (503, 429, SlowDown): the throttle budget applies.
+  static bool throttled(const Outcome& outcome) {
+    const long status = outcome.response.status;
+    return outcome.response.transport == CURLE_OK &&
+           (status == 503 || status == 429 || (outcome.error && outcome.error->code == "SlowDown"));
+  }
+
+  /// Sends `call`, again after a backoff while it fails in a way a retry may mend: up to
+  /// max_attempts tries, or while throttled, until throttle_budget has passed since the first
+  /// (each wait at least the answer's Retry-After). Each try holds one of the process's request
+  /// slots. Returns the last answer, success or not; throws only bad_alloc and the like.
   Outcome execute(const Call& call) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point first_try = Clock::now();
     std::chrono::milliseconds backoff = config_.initial_backoff;
     Outcome outcome;
     for (int attempt = 1;; ++attempt) {
-      outcome.response = transport_.perform(call.request);
+      {
+        const ProcessRequestSlot slot(config_.process_requests_in_flight);
+        outcome.response = transport_.perform(call.request);
+      }
       outcome.attempts = attempt;
       // A 2xx body is the payload (megabytes, maybe): parsed only where it may be an <Error>.
       const bool may_be_error = outcome.response.status / 100 != 2 || call.error_in_ok_body;
       outcome.error = may_be_error ? parse_s3_error(outcome.response.body) : std::nullopt;
-      if (outcome.ok(call.error_in_ok_body) || !retryable(call, outcome) ||
-          attempt >= config_.max_attempts) {
-        return outcome;
+      if (outcome.ok(call.error_in_ok_body) || !retryable(call, outcome)) return outcome;
+      std::chrono::milliseconds delay = jittered(backoff);
+      if (outcome.response.retry_after_seconds) {
+        delay = std::max<std::chrono::milliseconds>(
+            delay, std::chrono::seconds(*outcome.response.retry_after_seconds));
       }
-      const std::chrono::milliseconds delay = jittered(backoff);
+      const bool within_budget =
+          throttled(outcome) && Clock::now() + delay - first_try <= config_.throttle_budget;
+      if (attempt >= config_.max_attempts && !within_budget) return outcome;
       logger().debug("S3 {} failed ({}), try {} of {}; trying again in {} ms", call.what,
                      describe(outcome), attempt, config_.max_attempts, delay.count());
       std::this_thread::sleep_for(delay);
@@ -194,7 +212,7 @@ class S3Client::Impl {
                             head + " after " + plural(outcome.attempts, "attempt") + ": " +
                                 describe(outcome) + endpoint +
                                 "; the store is overloaded or unreachable: retry later, or raise "
-                                "S3Options::max_attempts");
+                                "S3Options::max_attempts (throttle_budget when it throttles)");
     }
     if (response.transport != CURLE_OK) {
       throw CheckpointError(ErrorKind::kIo, head + ": " + describe(outcome) + endpoint +

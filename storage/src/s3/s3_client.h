@@ -36,8 +36,9 @@ struct S3UploadedPart {
 ///   - kUsage: bad credentials or permissions (403: InvalidAccessKeyId, SignatureDoesNotMatch,
 ///     AccessDenied, ...), naming where the credentials came from.
 /// Requests that fail with 5xx, 429 or a transport error are retried with exponential backoff
-/// (S3Config::max_attempts, initial_backoff, max_backoff) before they throw; 4xx errors are
-/// not retried.
+/// (S3Config::max_attempts, initial_backoff, max_backoff) before they throw, throttled ones (503,
+/// 429, SlowDown) for throttle_budget at least, honouring Retry-After; 4xx errors are not
+/// retried. Every request holds one of the process's request slots (process_request_limit.h).
 class S3Client {
  public:
   explicit S3Client(S3Config config);

@@ -181,6 +181,11 @@ void check_options(const S3Options& options, const std::string& bucket) {
   if (options.concurrency < 1) {
     usage("concurrency " + std::to_string(options.concurrency) + " must be at least 1");
   }
+  if (options.process_requests_in_flight < 1) {
+    usage("process_requests_in_flight " + std::to_string(options.process_requests_in_flight) +
+          " must be at least 1");
+  }
+  if (options.throttle_budget.count() < 0) usage("throttle_budget must not be negative");
   if (options.max_attempts < 1) {
     usage("max_attempts " + std::to_string(options.max_attempts) +
           " must be at least 1 (1: no retries)");
@@ -259,6 +264,8 @@ S3Config resolve_s3_config(const S3Options& options, const std::string& bucket) 
   config.max_attempts = options.max_attempts;
   config.initial_backoff = options.initial_backoff;
   config.max_backoff = options.max_backoff;
+  config.throttle_budget = options.throttle_budget;
+  config.process_requests_in_flight = options.process_requests_in_flight;
   config.stall_timeout = options.stall_timeout;
   config.connect_timeout = options.connect_timeout;
   config.part_size = options.part_size;

@@ -24,6 +24,8 @@ struct S3Config {
   int max_attempts = 5;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
+  std::chrono::seconds throttle_budget{30};
+  int process_requests_in_flight = 64;
   std::chrono::seconds stall_timeout{60};
   std::chrono::seconds connect_timeout{10};
   uint64_t part_size = 16ull << 20;

@@ -110,10 +110,16 @@ void parse_header_line(std::string_view line, HttpResponse& response) {
     response.content_length.reset();
     response.etag.clear();
     response.bucket_region.clear();
+    response.retry_after_seconds.reset();
   } else if (header_is(line, "etag")) {
     response.etag = header_value(line, 4);
   } else if (header_is(line, "x-amz-bucket-region")) {
     response.bucket_region = header_value(line, 19);
+  } else if (header_is(line, "retry-after")) {  // seconds; an HTTP date is not followed
+    const std::string value = header_value(line, 11);
+    char* end = nullptr;
+    const long long seconds = std::strtoll(value.c_str(), &end, 10);
+    if (!value.empty() && *end == '\0' && seconds >= 0) response.retry_after_seconds = seconds;
   } else if (header_is(line, "content-length")) {
     const std::string value = header_value(line, 14);
     char* end = nullptr;

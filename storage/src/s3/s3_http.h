@@ -36,9 +36,10 @@ struct HttpResponse {
   std::string body;
   std::size_t dst_bytes = 0;  // bytes written to HttpRequest::dst
   bool dst_overflow = false;
-  std::optional<uint64_t> content_length;  // the Content-Length header, when there was one
-  std::string etag;                        // the ETag header, quotes included
-  std::string bucket_region;               // the x-amz-bucket-region header
+  std::optional<uint64_t> content_length;      // the Content-Length header, when there was one
+  std::string etag;                            // the ETag header, quotes included
+  std::string bucket_region;                   // the x-amz-bucket-region header
+  std::optional<int64_t> retry_after_seconds;  // the Retry-After header, in seconds
 };
 
 /// Thread-safe: perform() may run on any number of threads at once, each on its own handle.

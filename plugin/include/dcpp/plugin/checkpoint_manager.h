@@ -263,7 +263,9 @@ class DCPP_API CheckpointManager {
   /// Collective (makes the groups from `store`, then the coordinator's outcome broadcast): the
   /// coordinator creates the root and removes the `.incomplete` and `.deleting` directories an
   /// earlier killed job left there. Throws CheckpointError when a group cannot be made, and, on
-  /// every rank, naming the root and the cause, when the root cannot be created or cleaned.
+  /// every rank, naming the root and the cause, when the root cannot be created or cleaned; with
+  /// a remote tier, naming the ranks, when one has no credentials, or the bucket is missing. A
+  /// store that cannot be reached is a warning: the job works locally, the drains try again.
   explicit CheckpointManager(CheckpointManagerOptions options);
   /// Waits for the save in flight and pending pruning; never throws (errors are logged).
   ~CheckpointManager();
@@ -296,10 +298,13 @@ class DCPP_API CheckpointManager {
                                      std::optional<at::ScalarType> dtype = std::nullopt);
 
   /// Collective, blocking: loads the checkpoint `request` names into `state` in place (the
-  /// coordinator picks the latest, of the local root or the remote tier, the local copy when
-  /// both hold that step, and tells the others, so every rank loads the same one).
-  /// Returns its manifest, or nullopt when there is nothing to resume from (no complete
-  /// checkpoint; a given step or path that does not exist throws CheckpointError instead).
+  /// coordinator picks the latest resumable one, of the local root or the remote tier, the local
+  /// copy when both hold that step, and tells the others, so every rank loads the same one; a
+  /// store it cannot reach leaves the root's, with a warning, or, when the root holds none,
+  /// throws kIo). Returns its manifest, or nullopt when there is nothing to resume from (no
+  /// complete checkpoint; a given step or path that does not exist throws CheckpointError
+  /// instead). Restoring an older step than the newest, then saving, is a rollback
+  /// (docs/storage.md, "Rollbacks").
   std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request = {});
 
   /// The complete checkpoints under the root, ascending by step; never an incomplete one.
@@ -307,8 +312,8 @@ class DCPP_API CheckpointManager {
   /// The complete checkpoints of the remote tier, ascending by step (`path` is the step's URL);
   /// empty without one. Lists the store: throws CheckpointError when it cannot be reached.
   std::vector<CheckpointInfo> list_remote() const;
-  /// The complete checkpoint with the highest step, of the root or the remote tier (the local
-  /// one when both hold it).
+  /// The resumable checkpoint with the highest step, of the root or the remote tier (the local
+  /// one when both hold it; the root's alone, with a warning, when the store cannot be reached).
   std::optional<CheckpointInfo> latest() const;
 
   /// Blocks until every save in flight is committed (or failed) and local pruning is done; with

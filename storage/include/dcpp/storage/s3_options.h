@@ -37,6 +37,14 @@ struct DCPP_API S3Options {
   int max_attempts = 5;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
+  /// A store that throttles (HTTP 503 or 429, or the code SlowDown) is asked again for this long
+  /// after the first try, however many tries that takes, waiting at least what its Retry-After
+  /// header says: throttling passes, and a save should outlast it.
+  std::chrono::seconds throttle_budget{30};
+  /// The S3 requests of this process in flight at once (all clients together: every rank thread,
+  /// reader, writer and drain): a request of a client waits while this many are. Throttling is per
+  /// prefix and per host, so many ranks of one host should not all ask at once.
+  int process_requests_in_flight = 64;
   /// A request that moves less than 1 byte/s for this long is dropped (and retried).
   std::chrono::seconds stall_timeout{60};
   std::chrono::seconds connect_timeout{10};
