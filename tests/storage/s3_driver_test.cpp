@@ -4,6 +4,7 @@
 #include "dcpp_test.h"
 #include "s3/s3_client.h"
 #include "s3/s3_config.h"
+#include "s3/s3_upload_sink.h"
 #include "s3_test_server.h"
 
 #include <dcpp/async/async_checkpointer.h>
@@ -311,4 +312,24 @@ TEST_CASE("s3: a malformed s3:// URL is refused, naming it") {
     CHECK(error.kind() == dcpp::ErrorKind::kUsage);
     CHECK_THAT(std::string(error.what()), Catch::Contains(url));
   }
+}
+
+TEST_CASE("s3: part sizes grow so that 10,000 parts hold S3's largest object") {
+  using dcpp::detail::S3UploadSink;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  CHECK(S3UploadSink::part_size_of(5 * kMiB, 1) == 5 * kMiB);
+  CHECK(S3UploadSink::part_size_of(5 * kMiB, S3UploadSink::kPartsPerSize) == 5 * kMiB);
+  CHECK(S3UploadSink::part_size_of(5 * kMiB, S3UploadSink::kPartsPerSize + 1) == 10 * kMiB);
+  // From the smallest first part S3 allows: 10,000 parts, none above 5 GiB, hold 5 TiB.
+  uint64_t total = 0;
+  std::size_t largest = 0;
+  for (int part = 1; part <= 10000; ++part) {
+    const std::size_t size = S3UploadSink::part_size_of(5 * kMiB, part);
+    largest = std::max(largest, size);
+    total += size;
+  }
+  CHECK(largest == (std::size_t{5} << 30));
+  CHECK(total >= (uint64_t{5} << 40));
+  // An upload of the usual size never grows: 16 MiB parts up to 7.8 GiB.
+  CHECK(S3UploadSink::part_size_of(16 * kMiB, 500) == 16 * kMiB);
 }

@@ -8,9 +8,20 @@ namespace dcpp::detail {
 S3UploadSink::S3UploadSink(S3Client& client, std::string key, int max_in_flight)
     : client_(client),
       key_(std::move(key)),
-      part_size_(static_cast<std::size_t>(client.config().part_size)),
+      first_part_size_(static_cast<std::size_t>(client.config().part_size)),
+      part_size_(first_part_size_),
       max_in_flight_(static_cast<std::size_t>(std::max(max_in_flight, 1))) {
   buffer_.reserve(part_size_);
+}
+
+std::size_t S3UploadSink::part_size_of(std::size_t first, int part_number) {
+  constexpr std::size_t kLargestPart = std::size_t{5} << 30;
+  std::size_t size = first;
+  for (int doublings = (part_number - 1) / kPartsPerSize; doublings > 0 && size < kLargestPart;
+       --doublings) {
+    size *= 2;
+  }
+  return std::min(size, kLargestPart);
 }
 
 S3UploadSink::~S3UploadSink() {
@@ -46,6 +57,7 @@ void S3UploadSink::start_part() {
       std::async(std::launch::async, [this, number, etag, body = std::move(buffer_)] {
         *etag = client_.upload_part(key_, upload_id_, number, body);
       }));
+  part_size_ = part_size_of(first_part_size_, number + 1);
   buffer_ = std::string();
   buffer_.reserve(part_size_);
 }
