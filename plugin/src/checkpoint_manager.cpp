@@ -13,7 +13,7 @@ CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
 
 CheckpointManager::~CheckpointManager() {
   try {
-    impl_->drain_to_remote();
+    impl_->drain_to_remote(false);
   } catch (...) {  // logged when it happened
   }
 }
@@ -58,7 +58,7 @@ void CheckpointManager::wait() {
 }
 
 void CheckpointManager::wait_for_remote() {
-  impl_->drain_to_remote();
+  impl_->drain_to_remote(true);
   if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
 }
 

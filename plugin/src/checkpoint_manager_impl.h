@@ -84,7 +84,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   /// Coordinator, on the drainer: one RemoteTier::drain pass; its error logged and kept for
   /// wait_for_remote().
-  void drain_remote();
+  void drain_remote(bool retry_failed_now);
 
   /// Blocks until the async save in flight is uploaded and committed and every task posted to the
   /// worker (commits, pruning) has run. Throws what AsyncCheckpointer::wait() throws.
@@ -93,8 +93,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
     worker.drain();
   }
 
-  /// drain(), then every drain pass posted so far. Throws the first drain error not yet taken.
-  void drain_to_remote();
+  /// drain(), then every drain pass posted so far, and with `retry_failed_now` one more that
+  /// tries the steps whose copy failed at once. Throws the first drain error not yet taken.
+  void drain_to_remote(bool retry_failed_now);
 
   const CheckpointManagerOptions options;
   detail::SaveSchedule schedule{options};

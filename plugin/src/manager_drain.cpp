@@ -14,12 +14,13 @@ void CheckpointManager::Impl::after_commit() {
                               *log);
     return;
   }
-  drainer.post([this] { drain_remote(); });
+  drainer.post([this] { drain_remote(false); });
 }
 
-void CheckpointManager::Impl::drain_remote() {
+void CheckpointManager::Impl::drain_remote(bool retry_failed_now) {
   try {
-    remote->drain(options.root, options.retention, options.file_system.sync_files);
+    remote->drain(options.root, options.retention, options.file_system.sync_files,
+                  retry_failed_now);
   } catch (...) {
     detail::logger().error(
         "draining '{}' to {} failed (the steps stay local; the next commit "
@@ -31,8 +32,11 @@ void CheckpointManager::Impl::drain_remote() {
   }
 }
 
-void CheckpointManager::Impl::drain_to_remote() {
+void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now) {
   drain();
+  if (retry_failed_now && remote && is_coordinator()) {
+    drainer.post([this] { drain_remote(true); });
+  }
   drainer.drain();
   std::exception_ptr error;
   {

@@ -5,6 +5,7 @@
 #include "checkpoint_info_json.h"
 #include "checkpoint_lineage.h"
 #include "checkpoint_pruning.h"
+#include "core/exception_message.h"
 #include "core/logging.h"
 #include "stopwatch.h"
 
@@ -125,7 +126,8 @@ void RemoteTier::forget(int64_t step) {
   described_.erase(step_directory_name(step));
 }
 
-void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files) {
+void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
+                       bool retry_failed_now) {
   const std::vector<CheckpointInfo> remote = list();
   std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred
   all.insert(all.end(), remote.begin(), remote.end());
@@ -149,17 +151,39 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
     remove_logged(info.step, "abandoned");
     remote_save_ids.erase(info.step);
   }
+  // A step that fails is retried by later passes, after a backoff; the steps after it go on.
+  std::exception_ptr first_failure;
   for (const CheckpointInfo& info : timeline) {
     if (is_s3_url(info.path.string()) || held_remotely(info) ||
         unwanted_remotely.count(info.step)) {
       continue;
     }
+    const auto failed = failing_.find(info.step);
+    if (failed != failing_.end() && !retry_failed_now &&
+        SteadyClock::now() < failed->second.next_try) {
+      continue;
+    }
     const auto start = SteadyClock::now();
     const std::string url = step_url(info.step);
-    log_.begin("drain", "upload", info.step, url);
-    const int64_t bytes = upload(info);
-    log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
-    remote_save_ids[info.step] = info.save_id;
+    try {
+      log_.begin("drain", "upload", info.step, url);
+      const int64_t bytes = upload(info);
+      log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
+      remote_save_ids[info.step] = info.save_id;
+      failing_.erase(info.step);
+    } catch (...) {
+      StepFailures& failures = failing_[info.step];
+      ++failures.count;
+      const auto wait = std::min<std::chrono::seconds>(
+          kFirstRetryWait * (int64_t{1} << std::min(failures.count - 1, 16)), kLongestRetryWait);
+      failures.next_try = SteadyClock::now() + wait;
+      logger().error(
+          "copying step {} to {} failed ({} in a row; it stays local, the next pass tries it no "
+          "sooner than in {} s, or wait_for_remote() at once; newer steps go on): {}",
+          info.step, url, failures.count, wait.count(),
+          exception_message(std::current_exception()));
+      if (!first_failure) first_failure = std::current_exception();
+    }
   }
   for (const CheckpointInfo& info : remote) {
     if (unwanted_remotely.count(info.step) && held_remotely(info)) {
@@ -171,6 +195,7 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
   prune_checkpoints(root, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
     return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
+  if (first_failure) std::rethrow_exception(first_failure);
 }
 
 void RemoteTier::remove_logged(int64_t step, const char* why) {

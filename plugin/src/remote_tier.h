@@ -9,6 +9,7 @@
 #include <dcpp/plugin/remote_tier.h>
 #include <dcpp/storage/s3_prefix.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -41,10 +42,13 @@ class RemoteTier {
   /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);
   /// deletes the remote steps its policy does not keep; then prunes the root (the steps
   /// `local_policy` does not keep once the remote holds them or would not keep them either, and
-  /// the passed abandoned ones). Throws on the first failure; what was done before stays done,
-  /// and a step half copied is never complete remotely (the next pass copies it again).
+  /// the passed abandoned ones). A step whose copy fails stays local and is skipped by the next
+  /// passes until its backoff passed (5 s, doubling up to 5 min; `retry_failed_now` tries every
+  /// step at once); the other steps go on, and the pass then throws the first copy's failure. A
+  /// listing or deletion that fails throws at once. What was done stays done, and a step half
+  /// copied is never complete remotely (a later pass copies it again). Drain thread only.
   void drain(const std::filesystem::path& root, const RetentionPolicy& local_policy,
-             bool sync_files);
+             bool sync_files, bool retry_failed_now);
 
  private:
   // Copies the local step `info` to step_url(info.step): every file but `.metadata` (read back
@@ -72,11 +76,20 @@ class RemoteTier {
   // Drops the step from the cache (before it is uploaded or deleted).
   void forget(int64_t step);
 
+  static constexpr std::chrono::seconds kFirstRetryWait{5};
+  static constexpr std::chrono::seconds kLongestRetryWait{300};
+  // The local steps whose copy failed: how often in a row, and when a pass may try again.
+  struct StepFailures {
+    int count = 0;
+    std::chrono::steady_clock::time_point next_try;
+  };
+
   RemoteTierOptions options_;
   S3Prefix prefix_;
   PhaseLog& log_;
   std::mutex described_mutex_;                   // guards described_ (list() runs on two threads)
   std::map<std::string, RemoteStep> described_;  // by step directory
+  std::map<int64_t, StepFailures> failing_;      // by step; the drain thread's
 };
 
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.

@@ -361,3 +361,30 @@ TEST_CASE("a store that is down stops neither a manager nor a restore from its r
   manager.wait_for_remote();
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3, 4});
 }
+
+TEST_CASE("a step whose copy keeps failing does not hold back the newer steps") {
+  Tiers tiers;
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+  S3Fault fault;
+  fault.method = "PUT";
+  fault.path_contains = "step-00000001/";
+  fault.status = 500;
+  fault.times = 1000000;
+  tiers.server.inject(fault);
+  manager.save(state_of_step(1), request(1));
+  const dcpp::StateDict second = state_of_step(2);
+  manager.save(second, request(2));
+  manager.save(state_of_step(3), request(3));
+  // Step 1 failed and waits for its backoff; steps 2 and 3 went up meanwhile.
+  CHECK_THROWS_AS(manager.wait_for_remote(), dcpp::CheckpointError);
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{2, 3});
+  CHECK(steps_of(manager.list()) == std::vector<int64_t>{1, 2, 3});
+
+  tiers.server.clear_faults();
+  manager.wait_for_remote();  // tries step 1 at once
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  fs::remove_all(tiers.root);
+  dcpp::StateDict state = zeros_like(second);
+  REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
+  require_equal(state, second);
+}

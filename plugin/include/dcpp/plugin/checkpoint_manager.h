@@ -321,9 +321,11 @@ class DCPP_API CheckpointManager {
   /// an async save not yet reported by wait(); later calls do not.
   void wait();
   /// wait(), then, on the coordinator, until every step committed so far is drained to the remote
-  /// tier (and both tiers pruned); other ranks do not drain. Throws the first drain error not yet
-  /// reported (the failed step stays local, and the next drain tries it again), else what wait()
-  /// throws. The destructor also waits for the drain.
+  /// tier (and both tiers pruned), trying at once the steps whose copy failed (the drain after a
+  /// commit tries them only after a backoff, 5 s doubling up to 5 min, and copies the newer steps
+  /// meanwhile); other ranks do not drain. Throws the first drain error not yet reported (the
+  /// failed step stays local, and later drains try it again), else what wait() throws. The
+  /// destructor also waits for the drain passes posted, without the extra try.
   void wait_for_remote();
   /// The saves this rank made, in order (completed ones carry their timings).
   std::vector<SaveRecord> history() const;
