@@ -12,6 +12,12 @@
 //   GET    /__dcpp_test/traffic  the counts since the last reset (a JSON S3Traffic; most_in_flight
 //                                 is the most requests held at once)
 //   DELETE /__dcpp_test/traffic  resets them
+// It also plays the credential endpoints that the AWS SDKs ask (s3_credentials.h), under
+// /__dcpp_credentials/: STS (`sts/`, AssumeRoleWithWebIdentity for the token
+// "dcpp-web-identity-token"), EC2's instance metadata (`imds/latest/...`, IMDSv2) and a
+// container's endpoint (`container`, Authorization "dcpp-container-token"). Each answer gives the
+// key pair the S3 server accepts with a new session token ("token-<n>"), expiring after
+// `credentials_ttl_seconds` (POST /__dcpp_test/credentials {"ttl_seconds": N}; default 3600).
 
 'use strict';
 
@@ -34,7 +40,8 @@ let faults = [];
 let traffic;
 function resetTraffic() {
   traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
-             aborted_uploads: 0, most_in_flight: 0};
+             aborted_uploads: 0, most_in_flight: 0, credentials_issued: 0,
+             last_security_token: ''};
 }
 resetTraffic();
 
@@ -107,6 +114,12 @@ function handleControl(req, res) {
   } else if (what === 'traffic' && req.method === 'GET') {
     req.resume();
     reply(res, 200, JSON.stringify(traffic), 'application/json');
+  } else if (what === 'credentials' && req.method === 'POST') {
+    readJson(req, (err, settings) => {
+      if (err) return reply(res, 400, String(err) + '\n', 'text/plain');
+      credentialsTtlSeconds = Number(settings.ttl_seconds || 3600);
+      reply(res, 200, '{}', 'application/json');
+    });
   } else if (what === 'traffic' && req.method === 'DELETE') {
     resetTraffic();
     req.resume();
@@ -211,12 +224,74 @@ function forward(req, res, dropResponseAfter) {
   req.pipe(upReq);
 }
 
+const CREDENTIALS_PREFIX = '/__dcpp_credentials/';
+const IMDS_SESSION = 'dcpp-imds-session';
+let credentialsTtlSeconds = 3600;
+
+function issueCredentials() {
+  traffic.credentials_issued++;
+  return {
+    AccessKeyId: 'S3RVER',
+    SecretAccessKey: 'S3RVER',
+    Token: 'token-' + traffic.credentials_issued,
+    Expiration: new Date(Date.now() + credentialsTtlSeconds * 1000).toISOString(),
+  };
+}
+
+// The credential endpoints (the header comment); the body is read whole first.
+function handleCredentials(req, res) {
+  const path = req.url.slice(CREDENTIALS_PREFIX.length);
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks).toString('utf8');
+    if (path.startsWith('sts') && req.method === 'POST') {
+      const form = new URLSearchParams(body);
+      if (form.get('Action') !== 'AssumeRoleWithWebIdentity' ||
+          form.get('WebIdentityToken') !== 'dcpp-web-identity-token' || !form.get('RoleArn')) {
+        return reply(res, 400, '<ErrorResponse><Error><Code>InvalidIdentityToken</Code>' +
+                     '</Error></ErrorResponse>', 'text/xml');
+      }
+      const c = issueCredentials();
+      return reply(res, 200, '<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult>' +
+                   '<Credentials><AccessKeyId>' + c.AccessKeyId + '</AccessKeyId><SecretAccessKey>' +
+                   c.SecretAccessKey + '</SecretAccessKey><SessionToken>' + c.Token +
+                   '</SessionToken><Expiration>' + c.Expiration + '</Expiration></Credentials>' +
+                   '</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>',
+                   'text/xml');
+    }
+    if (path === 'imds/latest/api/token' && req.method === 'PUT') {
+      return reply(res, 200, IMDS_SESSION, 'text/plain');
+    }
+    const role = 'imds/latest/meta-data/iam/security-credentials/';
+    if (path.startsWith(role) && req.method === 'GET') {
+      if (req.headers['x-aws-ec2-metadata-token'] !== IMDS_SESSION) {
+        return reply(res, 401, '', 'text/plain');
+      }
+      if (path === role) return reply(res, 200, 'dcpp-role', 'text/plain');
+      const c = issueCredentials();
+      return reply(res, 200, JSON.stringify(Object.assign({Code: 'Success'}, c)),
+                   'application/json');
+    }
+    if (path === 'container' && req.method === 'GET') {
+      if (req.headers.authorization !== 'dcpp-container-token') {
+        return reply(res, 403, '{"message":"bad token"}', 'application/json');
+      }
+      return reply(res, 200, JSON.stringify(issueCredentials()), 'application/json');
+    }
+    reply(res, 404, 'no such credential endpoint: ' + req.method + ' ' + req.url + '\n',
+          'text/plain');
+  });
+}
+
 // Requests received and not yet answered (their responses not finished or closed).
 let inFlight = 0;
 
 const server = http.createServer((req, res) => {
   if (req.url.startsWith(CONTROL_PREFIX)) return handleControl(req, res);
+  if (req.url.startsWith(CREDENTIALS_PREFIX)) return handleCredentials(req, res);
   traffic.requests++;
+  traffic.last_security_token = req.headers['x-amz-security-token'] || '';
   inFlight++;
   traffic.most_in_flight = Math.max(traffic.most_in_flight, inFlight);
   let counted = true;

@@ -2,6 +2,7 @@
 // resolve them; and the options it refuses.
 
 #include "dcpp_test.h"
+#include "storage/aws_environment.h"
 
 #include "s3/s3_config.h"
 
@@ -17,52 +18,9 @@ using dcpp::ErrorKind;
 using dcpp::S3Options;
 using dcpp::detail::resolve_s3_config;
 using dcpp::detail::S3Config;
+using dcpp::test::ScopedAwsEnvironment;
 
 namespace {
-
-/// Every variable resolve_s3_config reads, unset for the scope (HOME pointed at an empty
-/// directory), and restored as it was on destruction.
-class ScopedAwsEnvironment {
- public:
-  ScopedAwsEnvironment() {
-    for (const char* name : kNames) {
-      const char* value = std::getenv(name);
-      saved_[name] = value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-      unsetenv(name);
-    }
-    set("HOME", home_.str());
-  }
-  ~ScopedAwsEnvironment() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
-  }
-  ScopedAwsEnvironment(const ScopedAwsEnvironment&) = delete;
-  ScopedAwsEnvironment& operator=(const ScopedAwsEnvironment&) = delete;
-
-  void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
-  /// The empty directory HOME points at.
-  const dcpp::test::TempDir& home() const { return home_; }
-
- private:
-  static constexpr const char* kNames[] = {"HOME",
-                                           "AWS_ENDPOINT_URL_S3",
-                                           "AWS_ENDPOINT_URL",
-                                           "AWS_REGION",
-                                           "AWS_DEFAULT_REGION",
-                                           "AWS_ACCESS_KEY_ID",
-                                           "AWS_SECRET_ACCESS_KEY",
-                                           "AWS_SESSION_TOKEN",
-                                           "AWS_PROFILE",
-                                           "AWS_SHARED_CREDENTIALS_FILE",
-                                           "AWS_CONFIG_FILE"};
-  dcpp::test::TempDir home_;
-  std::map<std::string, std::optional<std::string>> saved_;
-};
 
 /// The kind and message of what resolve_s3_config throws for `options`.
 std::pair<ErrorKind, std::string> resolve_error(const S3Options& options,

@@ -403,6 +403,16 @@ void S3TestServer::inject(const S3Fault& fault) {
             "injecting a fault");
 }
 
+std::string S3TestServer::credentials_endpoint() const {
+  return state_->proxy_url("/__dcpp_credentials");
+}
+
+void S3TestServer::set_credentials_ttl(int ttl_seconds) {
+  const nlohmann::json json = {{"ttl_seconds", ttl_seconds}};
+  expect_ok(http("POST", state_->proxy_url("/__dcpp_test/credentials"), json.dump()),
+            "setting the credentials' lifetime");
+}
+
 void S3TestServer::clear_faults() {
   expect_ok(http("DELETE", state_->proxy_url("/__dcpp_test/faults")), "clearing the faults");
 }
@@ -419,6 +429,8 @@ S3Traffic S3TestServer::traffic() const {
   traffic.ranged_gets = json.at("ranged_gets").get<int>();
   traffic.aborted_uploads = json.at("aborted_uploads").get<int>();
   traffic.most_in_flight = json.at("most_in_flight").get<int>();
+  traffic.credentials_issued = json.at("credentials_issued").get<int>();
+  traffic.last_security_token = json.at("last_security_token").get<std::string>();
   return traffic;
 }
 

@@ -33,13 +33,15 @@ struct S3Fault {
 
 /// What the proxy forwarded or failed since the last reset_traffic().
 struct S3Traffic {
-  int requests = 0;             // every request the proxy received
-  int faults = 0;               // those a fault answered or dropped
-  uint64_t get_body_bytes = 0;  // response body bytes of forwarded GETs
-  uint64_t put_body_bytes = 0;  // request body bytes of forwarded PUTs and POSTs
-  int ranged_gets = 0;          // forwarded GETs with a Range header
-  int aborted_uploads = 0;      // AbortMultipartUpload requests (DELETE ...?uploadId=)
-  int most_in_flight = 0;       // the most requests the proxy held at once
+  int requests = 0;                 // every request the proxy received
+  int faults = 0;                   // those a fault answered or dropped
+  uint64_t get_body_bytes = 0;      // response body bytes of forwarded GETs
+  uint64_t put_body_bytes = 0;      // request body bytes of forwarded PUTs and POSTs
+  int ranged_gets = 0;              // forwarded GETs with a Range header
+  int aborted_uploads = 0;          // AbortMultipartUpload requests (DELETE ...?uploadId=)
+  int most_in_flight = 0;           // the most requests the proxy held at once
+  int credentials_issued = 0;       // by the credential endpoints (credentials_endpoint())
+  std::string last_security_token;  // the x-amz-security-token of the last request forwarded
 };
 
 /// The process-wide server, started on first use and stopped at exit: s3rver on 127.0.0.1 with a
@@ -59,6 +61,14 @@ class S3TestServer {
   /// Options that reach this server through the proxy: endpoint(), region us-east-1, path-style,
   /// credentials S3RVER/S3RVER, max_attempts 4, backoff 10 ms to 100 ms, stall timeout 5 s.
   S3Options options() const;
+  /// The proxy's stand-ins for the credential endpoints,
+  /// "http://127.0.0.1:PORT/__dcpp_credentials":
+  /// + "/sts" (STS, AssumeRoleWithWebIdentity for the token "dcpp-web-identity-token"), + "/imds"
+  /// (EC2's instance metadata), + "/container" (Authorization "dcpp-container-token"). Each
+  /// gives the key pair the server accepts, a new session token and an expiration
+  /// `ttl_seconds` ahead (set_credentials_ttl; 3600 by default).
+  std::string credentials_endpoint() const;
+  void set_credentials_ttl(int ttl_seconds);
   /// Adds a fault (faults apply in the order added; each is spent after `times` matches).
   void inject(const S3Fault& fault);
   void clear_faults();

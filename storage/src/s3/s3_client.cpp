@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -64,7 +66,12 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds cap) {
 
 class S3Client::Impl {
  public:
-  explicit Impl(S3Config config) : config_(std::move(config)), transport_(config_) {
+  explicit Impl(S3Config config)
+      : config_(std::move(config)),
+        transport_(config_),
+        credentials_(std::make_shared<const S3Credentials>(
+            S3Credentials{config_.access_key_id, config_.secret_access_key, config_.session_token,
+                          config_.credentials_source, config_.credentials_expiration})) {
     const std::string& endpoint = config_.endpoint_url;
     if (config_.path_style) {
       bucket_url_ = endpoint + "/" + s3_uri_encode(config_.bucket, true);
@@ -136,6 +143,59 @@ class S3Client::Impl {
     return response.status == 400 || (call.error_in_ok_body && response.status / 100 == 2);
   }
 
+  /// Whether the store refused the credentials themselves (expired, unknown, badly signed, or
+  /// a 400 or 403 without a body, a HEAD's, which cannot say): asking for them again may mend it.
+  static bool refused_credentials(const Outcome& outcome) {
+    const long status = outcome.response.status;
+    if (outcome.response.transport != CURLE_OK || (status != 400 && status != 403)) return false;
+    if (!outcome.error) return status == 403 || outcome.response.body.empty();
+    const std::string& code = outcome.error->code;
+    return code == "ExpiredToken" || code == "TokenRefreshRequired" || code == "InvalidToken" ||
+           code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
+           code == "RequestExpired" || code == "AccessDenied";
+  }
+
+  /// The credentials to sign with now: asked for again first when they expire within five
+  /// minutes (when that fails, the old ones are used while they last, with a warning).
+  std::shared_ptr<const S3Credentials> current_credentials() {
+    const std::lock_guard<std::mutex> lock(credentials_mutex_);
+    const auto& expiration = credentials_->expiration;
+    if (expiration && config_.reload_credentials &&
+        std::chrono::system_clock::now() + std::chrono::minutes(5) >= *expiration) {
+      try {
+        credentials_ = std::make_shared<const S3Credentials>(config_.reload_credentials());
+        logger().debug("S3 credentials for bucket '{}' renewed before they expire (from {})",
+                       config_.bucket, credentials_->source);
+      } catch (const std::exception& e) {
+        logger().warn(
+            "renewing the S3 credentials for bucket '{}' failed (the old ones are used "
+            "while they last): {}",
+            config_.bucket, e.what());
+      }
+    }
+    return credentials_;
+  }
+
+  /// After the store refused `used`: asks for the credentials again. True when the request may
+  /// be sent again (they changed, or another request renewed them meanwhile).
+  bool renew_refused(const std::shared_ptr<const S3Credentials>& used) {
+    const std::lock_guard<std::mutex> lock(credentials_mutex_);
+    if (credentials_ != used) return true;
+    if (!config_.reload_credentials) return false;
+    try {
+      S3Credentials fresh = config_.reload_credentials();
+      if (fresh.same_keys(*credentials_)) return false;
+      logger().info("S3 credentials for bucket '{}' refused; using new ones from {}",
+                    config_.bucket, fresh.source);
+      credentials_ = std::make_shared<const S3Credentials>(std::move(fresh));
+      return true;
+    } catch (const std::exception& e) {
+      logger().warn("asking for S3 credentials again for bucket '{}' failed: {}", config_.bucket,
+                    e.what());
+      return false;
+    }
+  }
+
   /// Whether the store asks us to slow down (503, 429, SlowDown): the throttle budget applies.
   static bool throttled(const Outcome& outcome) {
     const long status = outcome.response.status;
@@ -152,15 +212,21 @@ class S3Client::Impl {
     const Clock::time_point first_try = Clock::now();
     std::chrono::milliseconds backoff = config_.initial_backoff;
     Outcome outcome;
+    bool renewed = false;
     for (int attempt = 1;; ++attempt) {
+      const std::shared_ptr<const S3Credentials> credentials = current_credentials();
       {
         const ProcessRequestSlot slot(config_.process_requests_in_flight);
-        outcome.response = transport_.perform(call.request);
+        outcome.response = transport_.perform(call.request, *credentials);
       }
       outcome.attempts = attempt;
       // A 2xx body is the payload (megabytes, maybe): parsed only where it may be an <Error>.
       const bool may_be_error = outcome.response.status / 100 != 2 || call.error_in_ok_body;
       outcome.error = may_be_error ? parse_s3_error(outcome.response.body) : std::nullopt;
+      if (!renewed && refused_credentials(outcome) && renew_refused(credentials)) {
+        renewed = true;  // once per request: new credentials the store refuses too are an error
+        continue;
+      }
       if (outcome.ok(call.error_in_ok_body) || !retryable(call, outcome)) return outcome;
       std::chrono::milliseconds delay = jittered(backoff);
       if (outcome.response.retry_after_seconds) {
@@ -202,7 +268,7 @@ class S3Client::Impl {
   }
 
   /// The CheckpointError for a call that failed for good (module comment of s3_client.h).
-  [[noreturn]] void fail(const Call& call, const Outcome& outcome) const {
+  [[noreturn]] void fail(const Call& call, const Outcome& outcome) {
     const HttpResponse& response = outcome.response;
     const std::string code = error_code(outcome);
     const std::string endpoint = " (endpoint " + config_.endpoint_url + ")";
@@ -235,10 +301,11 @@ class S3Client::Impl {
                                                 "or expired meanwhile; write the object again");
     }
     if (response.status == 403) {
+      const std::shared_ptr<const S3Credentials> credentials = current_credentials();
       throw CheckpointError(
           ErrorKind::kUsage,
           head + ": " + describe(outcome) + endpoint + ": the credentials (access key id '" +
-              config_.access_key_id + "', from " + config_.credentials_source +
+              credentials->access_key_id + "', from " + credentials->source +
               ") may not do this in bucket '" + config_.bucket +
               "': check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), or "
               "the profile (AWS_PROFILE, ~/.aws/credentials), and the bucket's policy");
@@ -312,6 +379,8 @@ class S3Client::Impl {
  private:
   S3Config config_;
   S3Transport transport_;
+  std::mutex credentials_mutex_;
+  std::shared_ptr<const S3Credentials> credentials_;  // replaced whole, never changed
   std::string bucket_url_;  // path-style "endpoint/bucket", virtual-hosted "scheme://bucket.host"
 };
 

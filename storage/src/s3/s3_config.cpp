@@ -1,10 +1,12 @@
 #include "s3/s3_config.h"
 
 #include "s3/aws_shared_file.h"
+#include "s3/s3_credentials.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <utility>
@@ -95,12 +97,7 @@ std::string normalize_endpoint(std::string url, const std::string& source) {
   return url;
 }
 
-struct Credentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;
-  std::string source;
-};
+using Credentials = S3Credentials;
 
 /// Both halves of a key pair or neither: one alone is a mistake worth naming.
 bool complete_pair(const std::string& id, const std::string& secret, const std::string& source,
@@ -126,38 +123,77 @@ std::optional<Credentials> profile_credentials(const SharedFile& file, const std
     return std::nullopt;
   }
   return Credentials{id, secret, file.contents->get(section, "aws_session_token").value_or(""),
-                     source};
+                     source, std::nullopt};
 }
 
-/// Options, then the environment (unless options name a profile: an explicit profile is asked
-/// for by name, as the CLI's --profile is), then the profile in the credentials file, then in
-/// the config file.
+/// STS of `region`: AWS_ENDPOINT_URL_STS, else AWS's regional endpoint.
+std::string sts_endpoint(const std::string& region) {
+  std::string endpoint = env("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) endpoint = "https://sts." + region + ".amazonaws.com";
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  return endpoint;
+}
+
+std::string session_name(const std::string& configured) {
+  return configured.empty() ? "dcpp-" + std::to_string(std::time(nullptr)) : configured;
+}
+
+/// In the AWS SDKs' order: S3Options' keys; the environment's keys, then its web identity
+/// (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), unless options name a profile (an explicit
+/// profile is asked for by name, as the CLI's --profile is); the profile's keys in the
+/// credentials file, its `credential_process`, its keys in the config file, its web identity
+/// (`web_identity_token_file`, `role_arn`); the container's endpoint; EC2's instance metadata.
 Credentials resolve_credentials(const S3Options& options, const std::string& bucket,
-                                const std::string& profile, const SharedFile& credentials_file,
-                                const SharedFile& config_file) {
+                                const std::string& region, const std::string& profile,
+                                const SharedFile& credentials_file, const SharedFile& config_file) {
   std::optional<Credentials> found;
+  const auto config_entry = [&](const char* key) -> std::string {
+    if (!config_file.contents) return "";
+    return config_file.contents->get(config_section(*config_file.contents, profile), key)
+        .value_or("");
+  };
   if (complete_pair(options.access_key_id, options.secret_access_key, "S3Options", "access_key_id",
                     "secret_access_key")) {
     found = Credentials{options.access_key_id, options.secret_access_key, options.session_token,
-                        "options"};
+                        "options", std::nullopt};
   } else if (options.profile.empty() &&
              complete_pair(env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
                            "the environment", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")) {
     found = Credentials{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
-                        env("AWS_SESSION_TOKEN"), "environment (AWS_ACCESS_KEY_ID)"};
+                        env("AWS_SESSION_TOKEN"), "environment (AWS_ACCESS_KEY_ID)", std::nullopt};
+  } else if (options.profile.empty() && !env("AWS_WEB_IDENTITY_TOKEN_FILE").empty() &&
+             !env("AWS_ROLE_ARN").empty()) {
+    found = credentials_from_web_identity(env("AWS_WEB_IDENTITY_TOKEN_FILE"), env("AWS_ROLE_ARN"),
+                                          session_name(env("AWS_ROLE_SESSION_NAME")),
+                                          sts_endpoint(region));
   } else {
     found = profile_credentials(credentials_file, profile, profile);
+    const std::string process = config_entry("credential_process");
+    if (!found && !process.empty()) {
+      found = credentials_from_process(
+          process, "credential_process of profile '" + profile + "' of " + config_file.path);
+    }
     if (!found && config_file.contents) {
       found =
           profile_credentials(config_file, config_section(*config_file.contents, profile), profile);
     }
+    const std::string token_file = config_entry("web_identity_token_file");
+    if (!found && !token_file.empty() && !config_entry("role_arn").empty()) {
+      found = credentials_from_web_identity(token_file, config_entry("role_arn"),
+                                            session_name(config_entry("role_session_name")),
+                                            sts_endpoint(region));
+    }
+    if (!found) found = credentials_from_container();
+    if (!found) found = credentials_from_instance_metadata();
   }
   if (!found) {
-    std::string looked = options.profile.empty()
-                             ? "S3Options, the environment (AWS_ACCESS_KEY_ID), "
-                             : "S3Options, ";
+    std::string looked = options.profile.empty() ? "S3Options, the environment (AWS_ACCESS_KEY_ID, "
+                                                   "AWS_WEB_IDENTITY_TOKEN_FILE), "
+                                                 : "S3Options, ";
     looked += "profile '" + profile + "' of " + credentials_file.describe() + " and of " +
-              config_file.describe();
+              config_file.describe() +
+              " (keys, credential_process, web_identity_token_file), the container's endpoint "
+              "(AWS_CONTAINER_CREDENTIALS_FULL_URI) and EC2's instance metadata";
     throw CheckpointError(
         ErrorKind::kUsage,
         "no S3 credentials for bucket '" + bucket + "' (looked in " + looked +
@@ -255,11 +291,21 @@ S3Config resolve_s3_config(const S3Options& options, const std::string& bucket) 
       options.path_style.value_or(configured_endpoint || !is_dns_compatible(bucket));
 
   Credentials credentials =
-      resolve_credentials(options, bucket, profile, credentials_file, config_file);
-  config.access_key_id = std::move(credentials.access_key_id);
-  config.secret_access_key = std::move(credentials.secret_access_key);
-  config.session_token = std::move(credentials.session_token);
-  config.credentials_source = std::move(credentials.source);
+      resolve_credentials(options, bucket, config.region, profile, credentials_file, config_file);
+  config.access_key_id = credentials.access_key_id;
+  config.secret_access_key = credentials.secret_access_key;
+  config.session_token = credentials.session_token;
+  config.credentials_source = credentials.source;
+  config.credentials_expiration = credentials.expiration;
+  // Asked again when these expire or are refused: the files and the variables are read anew.
+  config.reload_credentials = [options, bucket, region = config.region]() {
+    const std::string home = env("HOME");
+    std::string again = !options.profile.empty() ? options.profile : env("AWS_PROFILE");
+    if (again.empty()) again = "default";
+    return resolve_credentials(options, bucket, region, again,
+                               load_shared_file("AWS_SHARED_CREDENTIALS_FILE", "credentials", home),
+                               load_shared_file("AWS_CONFIG_FILE", "config", home));
+  };
 
   config.max_attempts = options.max_attempts;
   config.initial_backoff = options.initial_backoff;

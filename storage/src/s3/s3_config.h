@@ -1,10 +1,14 @@
 #pragma once
 // S3Options resolved against the environment and the AWS shared files, as the AWS SDKs do.
 
+#include "s3/s3_credentials.h"
+
 #include <dcpp/storage/s3_options.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 namespace dcpp::detail {
@@ -21,6 +25,11 @@ struct S3Config {
   /// Where the credentials came from ("options", "environment (AWS_ACCESS_KEY_ID)", "profile
   /// 'default' of /home/u/.aws/credentials"), for error messages.
   std::string credentials_source;
+  /// When they expire (nullopt: long-term keys), and how to ask for them again (the whole chain,
+  /// the environment and the shared files read anew); the client does before they expire and
+  /// when the store refuses them (s3_client.h).
+  std::optional<std::chrono::system_clock::time_point> credentials_expiration;
+  std::function<S3Credentials()> reload_credentials;
   int max_attempts = 5;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
@@ -35,7 +44,8 @@ struct S3Config {
 /// Resolves `options` for `bucket`: fields set in `options` win, then the environment, then the
 /// profile's entries in the shared files (`aws_access_key_id`, `aws_secret_access_key`,
 /// `aws_session_token` in the credentials file; `region`, `endpoint_url` in the config file's
-/// `[profile NAME]` or `[default]`, `services` sections are not read). A profile named in
+/// `[profile NAME]` or `[default]`, `services` sections are not read), then the providers of
+/// s3_credentials.h in the SDKs' order (resolve_credentials). A profile named in
 /// `options` is asked for by name: its credentials win over the environment's, as the CLI's
 /// --profile does. Throws CheckpointError (kUsage) when no credentials are found (saying where
 /// it looked), or an option is out of range.

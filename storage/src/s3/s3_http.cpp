@@ -10,12 +10,6 @@
 
 namespace dcpp::detail {
 
-namespace {
-
-constexpr long kDownloadBufferSize = 512L << 10;
-constexpr long kUploadBufferSize = 1L << 20;
-constexpr uint64_t kMaxBodyReserve = 1ull << 30;  // a Content-Length is a hint, not a promise
-
 void init_curl_once() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -25,6 +19,12 @@ void init_curl_once() {
     }
   });
 }
+
+namespace {
+
+constexpr long kDownloadBufferSize = 512L << 10;
+constexpr long kUploadBufferSize = 1L << 20;
+constexpr uint64_t kMaxBodyReserve = 1ull << 30;  // a Content-Length is a hint, not a promise
 
 /// One request in flight: what the callbacks read and write.
 struct Exchange {
@@ -154,8 +154,6 @@ struct HeaderList {
 
 S3Transport::S3Transport(const S3Config& config)
     : sigv4_("aws:amz:" + config.region + ":s3"),
-      access_key_id_(config.access_key_id),
-      secret_access_key_(config.secret_access_key),
       connect_timeout_ms_(static_cast<long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(config.connect_timeout).count())),
       stall_timeout_s_(static_cast<long>(config.stall_timeout.count())) {
@@ -163,9 +161,6 @@ S3Transport::S3Transport(const S3Config& config)
   // Payloads are not hashed (they may be gigabytes, streamed): S3 accepts UNSIGNED-PAYLOAD over
   // any connection, and s3rver refuses a request without the header. libcurl signs it.
   signed_headers_.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-  if (!config.session_token.empty()) {
-    signed_headers_.push_back("x-amz-security-token: " + config.session_token);
-  }
 }
 
 S3Transport::~S3Transport() {
@@ -208,11 +203,9 @@ void S3Transport::set_common_options(CURL* handle) const {
   curl_easy_setopt(handle, CURLOPT_UPLOAD_BUFFERSIZE, kUploadBufferSize);
   curl_easy_setopt(handle, CURLOPT_USERAGENT, "dcpp");
   curl_easy_setopt(handle, CURLOPT_AWS_SIGV4, sigv4_.c_str());
-  curl_easy_setopt(handle, CURLOPT_USERNAME, access_key_id_.c_str());
-  curl_easy_setopt(handle, CURLOPT_PASSWORD, secret_access_key_.c_str());
 }
 
-HttpResponse S3Transport::perform(const HttpRequest& request) {
+HttpResponse S3Transport::perform(const HttpRequest& request, const S3Credentials& credentials) {
   HttpResponse response;
   Exchange exchange;
   exchange.request = &request;
@@ -221,6 +214,9 @@ HttpResponse S3Transport::perform(const HttpRequest& request) {
 
   HeaderList headers;
   for (const std::string& line : signed_headers_) headers.append(line);
+  if (!credentials.session_token.empty()) {
+    headers.append("x-amz-security-token: " + credentials.session_token);
+  }
   for (const std::string& line : request.headers) headers.append(line);
   // libcurl adds "Expect: 100-continue" to a body over 1 MiB (after signing), so a refusal comes
   // before the body is sent. Never remove it with an empty "Expect:": libcurl 7.88 would sign
@@ -229,6 +225,8 @@ HttpResponse S3Transport::perform(const HttpRequest& request) {
   CURL* handle = acquire();
   exchange.handle = handle;
   set_common_options(handle);
+  curl_easy_setopt(handle, CURLOPT_USERNAME, credentials.access_key_id.c_str());  // copied
+  curl_easy_setopt(handle, CURLOPT_PASSWORD, credentials.secret_access_key.c_str());
   char error[CURL_ERROR_SIZE] = {};
   curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());

@@ -16,6 +16,9 @@
 
 namespace dcpp::detail {
 
+/// curl_global_init, once per process, before the first handle. Throws std::runtime_error.
+void init_curl_once();
+
 struct HttpRequest {
   const char* method = "GET";        // GET, PUT, POST, DELETE or HEAD
   std::string url;                   // path URI-encoded, query canonical (s3_uri.h)
@@ -50,9 +53,10 @@ class S3Transport {
   S3Transport(const S3Transport&) = delete;
   S3Transport& operator=(const S3Transport&) = delete;
 
-  /// One try of `request`. Never throws for what the network or the server did: the response
-  /// says. Throws std::bad_alloc, and std::runtime_error when libcurl cannot make a handle.
-  HttpResponse perform(const HttpRequest& request);
+  /// One try of `request`, signed with `credentials`. Never throws for what the network or the
+  /// server did: the response says. Throws std::bad_alloc, and std::runtime_error when libcurl
+  /// cannot make a handle.
+  HttpResponse perform(const HttpRequest& request, const S3Credentials& credentials);
 
  private:
   CURL* acquire();
@@ -60,10 +64,8 @@ class S3Transport {
   /// The options every request sets, after curl_easy_reset.
   void set_common_options(CURL* handle) const;
 
-  std::string sigv4_;  // "aws:amz:REGION:s3"
-  std::string access_key_id_;
-  std::string secret_access_key_;
-  std::vector<std::string> signed_headers_;  // x-amz-content-sha256, x-amz-security-token
+  std::string sigv4_;                        // "aws:amz:REGION:s3"
+  std::vector<std::string> signed_headers_;  // x-amz-content-sha256
   long connect_timeout_ms_;
   long stall_timeout_s_;
 
