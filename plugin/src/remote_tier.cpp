@@ -15,9 +15,13 @@
 #include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <set>
+#include <thread>
 
 namespace dcpp::detail {
 namespace fs = std::filesystem;
@@ -212,14 +216,39 @@ int64_t RemoteTier::upload(const CheckpointInfo& info) {
   const std::string directory = step_directory_name(info.step) + "/";
   // What an interrupted drain of this step left: objects of another layout would linger.
   for (const S3ObjectEntry& object : prefix_.list(directory)) prefix_.remove(object.name);
+  // Every file but `.metadata`, files_at_once at a time; then `.metadata`: its presence is the
+  // commit.
+  const std::vector<std::string> names = files_before_metadata(info.path);
+  std::atomic<size_t> next{0};
+  std::mutex failure_mutex;
+  std::exception_ptr failure;
+  const auto upload_files = [&] {
+    for (size_t n = next++; n < names.size(); n = next++) {
+      {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (failure) return;  // the step fails: no point sending more
+      }
+      try {
+        upload_file(info.path / names[n], directory + names[n]);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  const size_t workers =
+      std::min(names.size(), static_cast<size_t>(std::max(1, options_.files_at_once)));
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < workers; ++t) helpers.emplace_back(upload_files);
+  upload_files();
+  for (std::thread& helper : helpers) helper.join();
+  if (failure) std::rethrow_exception(failure);
+  upload_file(info.path / kMetadataFile, directory + kMetadataFile);
   int64_t bytes = 0;
-  std::vector<std::string> names = files_before_metadata(info.path);
-  names.push_back(kMetadataFile);  // last: its presence is the commit
   for (const std::string& name : names) {
-    const fs::path source = info.path / name;
-    upload_file(source, directory + name);
-    bytes += static_cast<int64_t>(fs::file_size(source));
+    bytes += static_cast<int64_t>(fs::file_size(info.path / name));
   }
+  bytes += static_cast<int64_t>(fs::file_size(info.path / kMetadataFile));
   logger().info("copied step {} to {} ({} bytes)", info.step, step_url(info.step), bytes);
   return bytes;
 }

@@ -12,6 +12,8 @@
 //   GET    /__dcpp_test/traffic  the counts since the last reset (a JSON S3Traffic; most_in_flight
 //                                 is the most requests held at once)
 //   DELETE /__dcpp_test/traffic  resets them
+// It checks every request's Content-MD5, as S3 does and s3rver does not: a body whose digest
+// differs is answered 400 BadDigest and not forwarded (counted as bad_digests).
 // It also plays the credential endpoints that the AWS SDKs ask (s3_credentials.h), under
 // /__dcpp_credentials/: STS (`sts/`, AssumeRoleWithWebIdentity for the token
 // "dcpp-web-identity-token"), EC2's instance metadata (`imds/latest/...`, IMDSv2) and a
@@ -21,6 +23,7 @@
 
 'use strict';
 
+const crypto = require('crypto');
 const http = require('http');
 
 const CONTROL_PREFIX = '/__dcpp_test/';
@@ -40,7 +43,7 @@ let faults = [];
 let traffic;
 function resetTraffic() {
   traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
-             aborted_uploads: 0, most_in_flight: 0, credentials_issued: 0,
+             aborted_uploads: 0, most_in_flight: 0, credentials_issued: 0, bad_digests: 0,
              last_security_token: ''};
 }
 resetTraffic();
@@ -55,6 +58,7 @@ function normalizeFault(f) {
     drop_request_after_bytes: Number(f.drop_request_after_bytes || 0),
     drop_response_after_bytes: Number(f.drop_response_after_bytes || 0),
     retry_after_seconds: Number(f.retry_after_seconds === undefined ? -1 : f.retry_after_seconds),
+    corrupt_request_body: Boolean(f.corrupt_request_body),
   };
 }
 
@@ -163,7 +167,7 @@ function dropRequest(req, limit) {
 
 // Forwards the request upstream; with `dropResponseAfter` > 0, sends the response's status and
 // headers and only that many bytes of its body, then resets the connection.
-function forward(req, res, dropResponseAfter) {
+function forward(req, res, dropResponseAfter, corruptBody) {
   const headers = Object.assign({}, req.headers);
   for (const h of REQUEST_HOP_HEADERS) delete headers[h];
   const isGet = req.method === 'GET';
@@ -221,7 +225,33 @@ function forward(req, res, dropResponseAfter) {
   res.on('close', () => {
     if (!res.writableFinished) upReq.destroy();
   });
-  req.pipe(upReq);
+  const contentMd5 = req.headers['content-md5'];
+  if (!corruptBody && contentMd5 === undefined) return req.pipe(upReq);
+  // The body whole: one bit of its first byte flipped on the way (the length kept) with
+  // corruptBody; checked against its Content-MD5 as S3 checks it (s3rver does not), a mismatch
+  // answered 400 BadDigest and not forwarded.
+  const chunks = [];
+  let flipped = !corruptBody;
+  req.on('data', (chunk) => {
+    if (!flipped && chunk.length > 0) {
+      chunk = Buffer.from(chunk);
+      chunk[0] ^= 1;
+      flipped = true;
+    }
+    chunks.push(chunk);
+  });
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    if (contentMd5 !== undefined &&
+        crypto.createHash('md5').update(body).digest('base64') !== contentMd5) {
+      upReq.destroy();
+      traffic.bad_digests++;
+      return reply(res, 400, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest' +
+                   '</Code><Message>The Content-MD5 you specified did not match what we ' +
+                   'received.</Message></Error>', 'application/xml');
+    }
+    upReq.end(body);
+  });
 }
 
 const CREDENTIALS_PREFIX = '/__dcpp_credentials/';
@@ -305,12 +335,12 @@ const server = http.createServer((req, res) => {
   res.on('close', done);
   if (req.method === 'DELETE' && req.url.includes('uploadId=')) traffic.aborted_uploads++;
   const fault = takeFault(req);
-  if (fault === null) return forward(req, res, 0);
+  if (fault === null) return forward(req, res, 0, false);
   traffic.faults++;
   console.log('fault: ' + JSON.stringify(fault) + ' on ' + req.method + ' ' + req.url);
   if (fault.status !== 0) return answerWithError(req, res, fault);
   if (fault.drop_request_after_bytes > 0) return dropRequest(req, fault.drop_request_after_bytes);
-  return forward(req, res, fault.drop_response_after_bytes);
+  return forward(req, res, fault.drop_response_after_bytes, fault.corrupt_request_body);
 });
 // The tests bound their requests themselves; a slow transfer must not be cut by the proxy.
 server.requestTimeout = 0;

@@ -215,6 +215,32 @@ TEST_CASE("s3: the process's requests in flight stay within process_requests_in_
   require_equal(loaded, saved);
 }
 
+TEST_CASE("s3: bytes changed on the way are refused by the store (Content-MD5) and sent again") {
+  S3Location at;
+  S3Fault flip;
+  flip.method = "PUT";
+  flip.path_contains = ".metadata";
+  flip.corrupt_request_body = true;
+  at.server.inject(flip);
+  const StateDict saved = training_state();
+  dcpp::save(saved, at.url, at.save_options());
+  CHECK(at.server.traffic().faults == 1);
+  CHECK(at.server.traffic().bad_digests == 1);
+  StateDict loaded = zeros_like(saved);
+  dcpp::load(loaded, at.url, at.load_options());
+  require_equal(loaded, saved);
+
+  // Without Content-MD5 the store keeps what it received: the load finds the damage.
+  S3Location unchecked;
+  unchecked.server.inject(flip);
+  dcpp::SaveOptions without_md5 = unchecked.save_options();
+  without_md5.s3.content_md5 = false;
+  dcpp::save(saved, unchecked.url, without_md5);
+  StateDict damaged = zeros_like(saved);
+  CHECK_THROWS_AS(dcpp::load(damaged, unchecked.url, unchecked.load_options()),
+                  dcpp::CheckpointError);
+}
+
 TEST_CASE("s3: a server failing every try is a clear error, and the previous checkpoint stays") {
   S3Location at;
   const StateDict first = training_state();

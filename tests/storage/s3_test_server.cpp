@@ -398,6 +398,7 @@ void S3TestServer::inject(const S3Fault& fault) {
       {"drop_request_after_bytes", fault.drop_request_after_bytes},
       {"drop_response_after_bytes", fault.drop_response_after_bytes},
       {"retry_after_seconds", fault.retry_after_seconds},
+      {"corrupt_request_body", fault.corrupt_request_body},
   };
   expect_ok(http("POST", state_->proxy_url("/__dcpp_test/faults"), json.dump()),
             "injecting a fault");
@@ -430,6 +431,7 @@ S3Traffic S3TestServer::traffic() const {
   traffic.aborted_uploads = json.at("aborted_uploads").get<int>();
   traffic.most_in_flight = json.at("most_in_flight").get<int>();
   traffic.credentials_issued = json.at("credentials_issued").get<int>();
+  traffic.bad_digests = json.at("bad_digests").get<int>();
   traffic.last_security_token = json.at("last_security_token").get<std::string>();
   return traffic;
 }

@@ -2,6 +2,7 @@
 // A real S3-compatible server for the tests: s3rver (npm) on loopback, installed by `make test`
 // (tests/s3/install_s3_server.sh), behind a fault-injecting proxy of our own
 // (tests/s3/fault_proxy.js) through which the tests make it fail as a store or a network fails.
+// The proxy checks each upload's Content-MD5 as S3 does (s3rver does not).
 
 #include <dcpp/storage/s3_options.h>
 
@@ -29,6 +30,8 @@ struct S3Fault {
   uint64_t drop_request_after_bytes = 0;
   uint64_t drop_response_after_bytes = 0;
   int retry_after_seconds = -1;
+  /// Forwards it with one bit of its body's first byte flipped (bytes changed on the way).
+  bool corrupt_request_body = false;
 };
 
 /// What the proxy forwarded or failed since the last reset_traffic().
@@ -41,6 +44,7 @@ struct S3Traffic {
   int aborted_uploads = 0;          // AbortMultipartUpload requests (DELETE ...?uploadId=)
   int most_in_flight = 0;           // the most requests the proxy held at once
   int credentials_issued = 0;       // by the credential endpoints (credentials_endpoint())
+  int bad_digests = 0;              // bodies refused for their Content-MD5 (checked by the proxy)
   std::string last_security_token;  // the x-amz-security-token of the last request forwarded
 };
 

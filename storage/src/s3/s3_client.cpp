@@ -1,6 +1,7 @@
 #include "s3/s3_client.h"
 
 #include "core/logging.h"
+#include "s3/content_md5.h"
 #include "s3/process_request_limit.h"
 #include "s3/s3_http.h"
 #include "s3/s3_uri.h"
@@ -48,7 +49,7 @@ bool is_retryable_status(long status) {
 /// 200 and then an <Error>; a socket S3 gave up on is a 400 RequestTimeout).
 bool is_retryable_code(const std::string& code) {
   return code == "InternalError" || code == "SlowDown" || code == "ServiceUnavailable" ||
-         code == "RequestTimeout";
+         code == "RequestTimeout" || code == "BadDigest";  // bytes changed on the way
 }
 
 std::string plural(int n, const char* word) {
@@ -402,6 +403,7 @@ void S3Client::check_bucket() {
 void S3Client::put_object(const std::string& key, std::string_view body) {
   Impl::Call call = impl_->object_call("PUT", key);
   call.request.body = body;
+  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
   impl_->run(call);
 }
 
@@ -520,6 +522,7 @@ std::string S3Client::upload_part(const std::string& key, const std::string& upl
       s3_canonical_query({{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}}),
       " (part " + std::to_string(part_number) + " of upload " + upload_id + ")");
   call.request.body = body;
+  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
   HttpResponse response = impl_->run(call);
   if (response.etag.empty()) {
     throw CheckpointError(ErrorKind::kIo, "S3 " + call.what + " (endpoint " +

@@ -316,6 +316,7 @@ S3Config resolve_s3_config(const S3Options& options, const std::string& bucket) 
   config.connect_timeout = options.connect_timeout;
   config.part_size = options.part_size;
   config.concurrency = options.concurrency;
+  config.content_md5 = options.content_md5;
   return config;
 }
 

@@ -39,6 +39,7 @@ struct S3Config {
   std::chrono::seconds connect_timeout{10};
   uint64_t part_size = 16ull << 20;
   int concurrency = 8;
+  bool content_md5 = true;
 };
 
 /// Resolves `options` for `bucket`: fields set in `options` win, then the environment, then the

@@ -3,8 +3,9 @@
 //
 // A save commits under the local root first (all a preemption save waits for); the coordinator's
 // drain thread then copies each committed step to `<url>/step-00001200/`: every file but
-// `.metadata`, each read back and its CRC-32 compared (`verify`), then `.metadata` last, whose
-// presence makes the remote copy complete. The drain applies `retention` to the remote steps, and
+// `.metadata`, several at once, each with its Content-MD5 for the store to check (and read back
+// and its CRC-32 compared with `verify`), then `.metadata` last, whose presence makes the remote
+// copy complete. The drain applies `retention` to the remote steps, and
 // deletes a local step the local policy does not keep only once the remote holds it (or the remote
 // policy would not keep it either). Resuming takes the newest complete step of either tier,
 // the local copy when both have it; a job whose local disk was lost resumes from the remote.
@@ -26,8 +27,12 @@ struct DCPP_API RemoteTierOptions {
   /// Which remote steps to keep (e.g. keep_latest 10); default: every step.
   RetentionPolicy retention;
   /// Read every uploaded object back and compare its CRC-32 with the local file's before the
-  /// commit (twice the traffic); else trust the store's answer to each upload.
-  bool verify = true;
+  /// commit (twice the traffic). Off by default: each upload carries its Content-MD5
+  /// (S3Options::content_md5), which the store checks against the bytes it received.
+  bool verify = false;
+  /// The files of a step uploaded at once (each a multipart upload of up to `s3.concurrency`
+  /// parts in flight; S3Options::process_requests_in_flight bounds them all).
+  int files_at_once = 4;
 
   bool enabled() const { return !url.empty(); }
 
@@ -45,6 +50,10 @@ struct DCPP_API RemoteTierOptions {
   }
   RemoteTierOptions& with_verify(bool value) {
     verify = value;
+    return *this;
+  }
+  RemoteTierOptions& with_files_at_once(int value) {
+    files_at_once = value;
     return *this;
   }
 };
