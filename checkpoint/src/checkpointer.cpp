@@ -303,11 +303,27 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   std::optional<StatefulSwap> statefuls;
   std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
 
-  // 1. Every rank reads the metadata and plans its reads; the coordinator receives the plans.
+  // 0. On shared storage the coordinator reads the metadata and sends what it read to the others
+  // (when its reader shares it), so the store serves it once, not once per rank.
+  std::string shared_metadata;
+  const bool share_metadata = ranks->size() > 1 && storage_reader.is_shared_storage();
+  if (share_metadata) {
+    shared_metadata =
+        detail::from_coordinator(*ranks, coordinator, operation, "reading the metadata", [&] {
+          metadata = storage_reader.read_metadata();
+          return storage_reader.metadata_to_share().value_or(std::string());
+        });
+  }
+  // 1. Every rank reads the metadata (or adopts the coordinator's) and plans its reads; the
+  // coordinator receives the plans.
   const std::vector<std::string> local_plans =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
         statefuls.emplace(state_dict);
-        metadata = storage_reader.read_metadata();
+        if (share_metadata && !is_coordinator && !shared_metadata.empty()) {
+          metadata = storage_reader.read_shared_metadata(shared_metadata);
+        } else if (!share_metadata || !is_coordinator) {
+          metadata = storage_reader.read_metadata();
+        }  // else the coordinator read it in step 0
         drop_optional_keys_missing_from(*statefuls, metadata);
         if (options.all_or_nothing) {
           scratch = detail::make_load_scratch(state_dict);

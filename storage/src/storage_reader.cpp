@@ -2,6 +2,8 @@
 
 #include <dcpp/storage/storage_reader.h>
 
+#include <dcpp/core/checkpoint_error.h>
+
 namespace dcpp {
 
 LoadPlan StorageReader::prepare_local_plan(LoadPlan plan) { return plan; }
@@ -11,5 +13,13 @@ std::vector<LoadPlan> StorageReader::prepare_global_plan(std::vector<LoadPlan> p
 }
 
 bool StorageReader::is_shared_storage() const { return false; }
+
+std::optional<std::string> StorageReader::metadata_to_share() { return std::nullopt; }
+
+Metadata StorageReader::read_shared_metadata(const std::string&) {
+  throw CheckpointError(ErrorKind::kUsage,
+                        "this storage reader shares its metadata (metadata_to_share) but does not "
+                        "implement read_shared_metadata; implement both or neither");
+}
 
 }  // namespace dcpp

@@ -44,6 +44,7 @@ let traffic;
 function resetTraffic() {
   traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
              aborted_uploads: 0, most_in_flight: 0, credentials_issued: 0, bad_digests: 0,
+             gets_by_name: {},
              last_security_token: ''};
 }
 resetTraffic();
@@ -322,6 +323,10 @@ const server = http.createServer((req, res) => {
   if (req.url.startsWith(CREDENTIALS_PREFIX)) return handleCredentials(req, res);
   traffic.requests++;
   traffic.last_security_token = req.headers['x-amz-security-token'] || '';
+  if (req.method === 'GET') {
+    const name = req.url.split('?')[0].split('/').pop();
+    traffic.gets_by_name[name] = (traffic.gets_by_name[name] || 0) + 1;
+  }
   inFlight++;
   traffic.most_in_flight = Math.max(traffic.most_in_flight, inFlight);
   let counted = true;

@@ -2,6 +2,7 @@
 // public API, ranged reads, and the faults an object store and a network produce.
 
 #include "dcpp_test.h"
+#include "rank_threads.h"
 #include "s3/s3_client.h"
 #include "s3/s3_config.h"
 #include "s3/s3_upload_sink.h"
@@ -239,6 +240,24 @@ TEST_CASE("s3: bytes changed on the way are refused by the store (Content-MD5) a
   StateDict damaged = zeros_like(saved);
   CHECK_THROWS_AS(dcpp::load(damaged, unchecked.url, unchecked.load_options()),
                   dcpp::CheckpointError);
+}
+
+TEST_CASE("s3: a load on several ranks fetches .metadata and .checksums once, on the coordinator") {
+  S3Location at;
+  const StateDict saved = training_state();
+  dcpp::save(saved, at.url, at.save_options());
+  at.server.reset_traffic();
+  std::vector<StateDict> loaded(4, zeros_like(saved));
+  for (StateDict& each : loaded) each = zeros_like(saved);
+  dcpp::test::on_ranks(4, "shared-metadata", [&](int rank, auto group) {
+    dcpp::LoadOptions options = at.load_options();
+    options.ranks.process_group = group;
+    dcpp::load(loaded[rank], at.url, options);
+  });
+  for (const StateDict& each : loaded) require_equal(each, saved);
+  const std::map<std::string, int> gets = at.server.traffic().gets_by_name;
+  CHECK(gets.at(".metadata") == 1);
+  CHECK(gets.at(".checksums") == 1);
 }
 
 TEST_CASE("s3: a server failing every try is a clear error, and the previous checkpoint stays") {

@@ -432,6 +432,7 @@ S3Traffic S3TestServer::traffic() const {
   traffic.most_in_flight = json.at("most_in_flight").get<int>();
   traffic.credentials_issued = json.at("credentials_issued").get<int>();
   traffic.bad_digests = json.at("bad_digests").get<int>();
+  traffic.gets_by_name = json.at("gets_by_name").get<std::map<std::string, int>>();
   traffic.last_security_token = json.at("last_security_token").get<std::string>();
   return traffic;
 }

@@ -7,6 +7,7 @@
 #include <dcpp/storage/s3_options.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace dcpp::test {
@@ -36,15 +37,16 @@ struct S3Fault {
 
 /// What the proxy forwarded or failed since the last reset_traffic().
 struct S3Traffic {
-  int requests = 0;                 // every request the proxy received
-  int faults = 0;                   // those a fault answered or dropped
-  uint64_t get_body_bytes = 0;      // response body bytes of forwarded GETs
-  uint64_t put_body_bytes = 0;      // request body bytes of forwarded PUTs and POSTs
-  int ranged_gets = 0;              // forwarded GETs with a Range header
-  int aborted_uploads = 0;          // AbortMultipartUpload requests (DELETE ...?uploadId=)
-  int most_in_flight = 0;           // the most requests the proxy held at once
-  int credentials_issued = 0;       // by the credential endpoints (credentials_endpoint())
-  int bad_digests = 0;              // bodies refused for their Content-MD5 (checked by the proxy)
+  int requests = 0;             // every request the proxy received
+  int faults = 0;               // those a fault answered or dropped
+  uint64_t get_body_bytes = 0;  // response body bytes of forwarded GETs
+  uint64_t put_body_bytes = 0;  // request body bytes of forwarded PUTs and POSTs
+  int ranged_gets = 0;          // forwarded GETs with a Range header
+  int aborted_uploads = 0;      // AbortMultipartUpload requests (DELETE ...?uploadId=)
+  int most_in_flight = 0;       // the most requests the proxy held at once
+  int credentials_issued = 0;   // by the credential endpoints (credentials_endpoint())
+  int bad_digests = 0;          // bodies refused for their Content-MD5 (checked by the proxy)
+  std::map<std::string, int> gets_by_name;  // GETs by the object's name (".metadata")
   std::string last_security_token;  // the x-amz-security-token of the last request forwarded
 };
 

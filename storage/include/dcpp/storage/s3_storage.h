@@ -97,6 +97,10 @@ class DCPP_API S3StorageReader : public StorageReader {
   S3StorageReader& operator=(const S3StorageReader&) = delete;
 
   Metadata read_metadata() override;
+  /// `.metadata` and the checksum file as read_metadata read them: load() sends them to the
+  /// other ranks, whose readers adopt them (read_shared_metadata) without a request.
+  std::optional<std::string> metadata_to_share() override;
+  Metadata read_shared_metadata(const std::string& shared) override;
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
   void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
   /// True: every rank's bytes come over the network from one store.

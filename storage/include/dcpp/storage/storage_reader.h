@@ -6,6 +6,8 @@
 #include <dcpp/planner/load_planner.h>
 #include <dcpp/planner/plan.h>
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace dcpp {
@@ -36,6 +38,16 @@ class DCPP_API StorageReader {
   /// less than every rank reading it: load()'s LoadOptions::read_once = kAuto asks the
   /// coordinator's reader. The default: false.
   virtual bool is_shared_storage() const;
+
+  /// After read_metadata, on the coordinator: what it read (the metadata and whatever came with
+  /// it, such as dcpp's checksum file), as bytes that a reader of the same location on another
+  /// rank adopts with read_shared_metadata instead of reading them itself; nullopt when this
+  /// reader has nothing to share (the default). load() shares it when the reader
+  /// is_shared_storage(), so an object store serves `.metadata` once per load, not once per rank.
+  virtual std::optional<std::string> metadata_to_share();
+  /// Instead of read_metadata: adopts what another rank's reader of the same location shared.
+  /// The default throws CheckpointError (kUsage): a reader that shares must adopt.
+  virtual Metadata read_shared_metadata(const std::string& shared);
 };
 
 }  // namespace dcpp
