@@ -451,6 +451,12 @@ void S3Client::get_range(const std::string& key, uint64_t offset, void* dst, std
 }
 
 std::optional<uint64_t> S3Client::head_object(const std::string& key) {
+  const std::optional<S3ObjectInfo> object = stat_object(key);
+  if (!object) return std::nullopt;
+  return object->size;
+}
+
+std::optional<S3ObjectInfo> S3Client::stat_object(const std::string& key) {
   const Impl::Call call = impl_->object_call("HEAD", key);
   const Impl::Outcome outcome = impl_->execute(call);
   if (outcome.ok(false)) {
@@ -459,7 +465,7 @@ std::optional<uint64_t> S3Client::head_object(const std::string& key) {
                                                 config().endpoint_url +
                                                 ") answered without a Content-Length");
     }
-    return outcome.response.content_length;
+    return S3ObjectInfo{key, *outcome.response.content_length, outcome.response.etag};
   }
   if (outcome.response.transport == CURLE_OK && outcome.response.status == 404) {
     return std::nullopt;
@@ -556,14 +562,28 @@ void S3Client::complete_multipart_upload(const std::string& key, const std::stri
   call.error_in_ok_body = true;
   const Impl::Outcome outcome = impl_->execute(call);
   if (outcome.ok(true)) return;
-  // A try whose answer was lost may have completed the upload: the next finds it gone, and
-  // the object there.
-  if (outcome.attempts > 1 && impl_->error_code(outcome) == "NoSuchUpload" && head_object(key)) {
-    logger().warn(
-        "S3 {}: the upload was gone on a retry, and the object is there: taking it "
-        "as completed by an earlier try whose answer was lost",
-        call.what);
-    return;
+  // A try whose answer was lost may have completed the upload: the next finds it gone, and the
+  // object there, with the ETag of these parts; an object of another ETag is an older one (or
+  // another writer's), never taken for this upload's.
+  if (outcome.attempts > 1 && impl_->error_code(outcome) == "NoSuchUpload") {
+    std::vector<std::string> part_etags;
+    for (const S3UploadedPart& part : sorted) part_etags.push_back(part.etag);
+    const std::optional<std::string> expected = multipart_etag(part_etags);
+    const std::optional<S3ObjectInfo> there = stat_object(key);
+    if (there && expected && there->etag == *expected) {
+      logger().warn(
+          "S3 {}: the upload was gone on a retry, and the object is there with these parts' "
+          "ETag: taking it as completed by an earlier try whose answer was lost",
+          call.what);
+      return;
+    }
+    throw CheckpointError(
+        ErrorKind::kIo,
+        "S3 " + call.what + " failed: the upload was gone on a retry, and " +
+            (there ? "the object there has ETag " + there->etag + ", not this upload's " +
+                         expected.value_or("(unknown)") + " (an older object, or another writer's)"
+                   : std::string("no object is there")) +
+            "; write the object again");
   }
   impl_->fail(call, outcome);
 }

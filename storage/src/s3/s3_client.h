@@ -63,6 +63,8 @@ class S3Client {
   void get_range(const std::string& key, uint64_t offset, void* dst, std::size_t n);
   /// The object's size (HEAD), or nullopt when it does not exist.
   std::optional<uint64_t> head_object(const std::string& key);
+  /// The object's size and ETag (HEAD), or nullopt when there is none.
+  std::optional<S3ObjectInfo> stat_object(const std::string& key);
   /// Every object whose key starts with `prefix`, in key order (ListObjectsV2, all pages).
   std::vector<S3ObjectInfo> list_objects(const std::string& prefix);
   /// The distinct "directories" directly below `prefix`: the common prefixes of ListObjectsV2
@@ -76,6 +78,9 @@ class S3Client {
   /// Returns the part's ETag.
   std::string upload_part(const std::string& key, const std::string& upload_id, int part_number,
                           std::string_view body);
+  /// A retry that finds the upload gone (NoSuchUpload: an earlier try's answer was lost) takes
+  /// the object at `key` as this upload's only when its ETag is the one these parts give it
+  /// (content_md5.h); an older object of the key is kIo.
   void complete_multipart_upload(const std::string& key, const std::string& upload_id,
                                  const std::vector<S3UploadedPart>& parts);
   /// Discards the upload and its parts. Never throws: a failure is logged (S3's lifecycle rules
