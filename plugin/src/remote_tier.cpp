@@ -51,7 +51,9 @@ std::string RemoteTier::step_url(int64_t step) const {
   return prefix_.url_of(step_directory_name(step));
 }
 
-std::vector<CheckpointInfo> RemoteTier::list() {
+std::vector<CheckpointInfo> RemoteTier::list() { return list(nullptr); }
+
+std::vector<CheckpointInfo> RemoteTier::list(std::vector<int64_t>* incomplete) {
   static const std::regex name_pattern("step-[0-9]{8,}");
   std::map<std::string, std::map<std::string, S3ObjectEntry>> files_of_step;  // by name
   for (const S3ObjectEntry& object : prefix_.list("step-")) {
@@ -66,7 +68,14 @@ std::vector<CheckpointInfo> RemoteTier::list() {
   for (const auto& [directory, files] : files_of_step) {
     const auto metadata = files.find(kMetadataFile);
     const auto manifest = files.find(kCheckpointInfoFile);
-    if (metadata == files.end() || manifest == files.end()) continue;
+    const int64_t step_number = std::stoll(directory.substr(5));  // "step-00001200"
+    const auto note_incomplete = [incomplete, step_number] {
+      if (incomplete) incomplete->push_back(step_number);
+    };
+    if (metadata == files.end() || manifest == files.end()) {
+      note_incomplete();
+      continue;
+    }
     try {
       // Read again when either object was replaced (a new entity tag) or changed size.
       const std::optional<RemoteStep> step =
@@ -76,6 +85,7 @@ std::vector<CheckpointInfo> RemoteTier::list() {
       const std::string missing = missing_file(*step, files);
       if (!missing.empty()) {
         logger().debug("remote step {} is not complete: {}", prefix_.url_of(directory), missing);
+        note_incomplete();
         continue;
       }
       if (step->info.kind == CheckpointKind::kFull) found.push_back(step->info);
@@ -132,7 +142,8 @@ void RemoteTier::forget(int64_t step) {
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
                        bool retry_failed_now) {
-  const std::vector<CheckpointInfo> remote = list();
+  std::vector<int64_t> incomplete;
+  const std::vector<CheckpointInfo> remote = list(&incomplete);
   std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred
   all.insert(all.end(), remote.begin(), remote.end());
   std::map<int64_t, std::string> remote_save_ids;
@@ -192,6 +203,13 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
   for (const CheckpointInfo& info : remote) {
     if (unwanted_remotely.count(info.step) && held_remotely(info)) {
       remove_logged(info.step, "kept by no policy");
+    }
+  }
+  // What a copy or a deletion cut short left (no `.metadata`, or files it names missing), unless
+  // this pass copied the step again (which cleared it first) or a later pass will (it failed).
+  for (const int64_t step : incomplete) {
+    if (remote_save_ids.count(step) == 0 && failing_.count(step) == 0) {
+      remove_logged(step, "incomplete: left by a copy or a deletion cut short");
     }
   }
   // Locally: what the local policy does not keep, once the remote holds it (or would not keep

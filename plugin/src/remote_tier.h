@@ -34,19 +34,23 @@ class RemoteTier {
   /// (checkpoint_lineage.h says which). Each step's manifest and `.metadata` are read once and
   /// kept while the listing gives them the same entity tags and sizes.
   std::vector<CheckpointInfo> list();
+  /// list(), and the steps of the directories under the prefix that are not complete.
+  std::vector<CheckpointInfo> list(std::vector<int64_t>* incomplete);
   /// "s3://bucket/prefix/step-00001200".
   std::string step_url(int64_t step) const;
 
   /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h): deletes the
   /// abandoned remote steps the timeline has passed; copies each local checkpoint of the
   /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);
-  /// deletes the remote steps its policy does not keep; then prunes the root (the steps
-  /// `local_policy` does not keep once the remote holds them or would not keep them either, and
-  /// the passed abandoned ones). A step whose copy fails stays local and is skipped by the next
-  /// passes until its backoff passed (5 s, doubling up to 5 min; `retry_failed_now` tries every
-  /// step at once); the other steps go on, and the pass then throws the first copy's failure. A
-  /// listing or deletion that fails throws at once. What was done stays done, and a step half
-  /// copied is never complete remotely (a later pass copies it again). Drain thread only.
+  /// deletes the remote steps its policy does not keep, and the incomplete ones a copy or a
+  /// deletion cut short left (unless a copy of the step is still due); then prunes the root (the
+  /// steps `local_policy` does not keep once the remote holds them or would not keep them
+  /// either, and the passed abandoned ones). A step whose copy fails stays local and is skipped by
+  /// the next passes until its backoff passed (5 s, doubling up to 5 min; `retry_failed_now`
+  /// tries every step at once); the other steps go on, and the pass then throws the first copy's
+  /// failure. A listing or deletion that fails throws at once. What was done stays done, and a
+  /// step half copied is never complete remotely (a later pass copies it again). Drain thread
+  /// only.
   void drain(const std::filesystem::path& root, const RetentionPolicy& local_policy,
              bool sync_files, bool retry_failed_now);
 

@@ -388,3 +388,19 @@ TEST_CASE("a step whose copy keeps failing does not hold back the newer steps") 
   REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
   require_equal(state, second);
 }
+
+TEST_CASE("what a copy or a deletion cut short left remotely is deleted by the next pass") {
+  Tiers tiers;
+  dcpp::S3Prefix store(tiers.url, tiers.s3());
+  // A deletion cut short after `.metadata`, and a copy cut short before it, of steps the root
+  // does not hold.
+  store.write("step-00000007/dcpp_checkpoint.json", "{}");
+  store.write("step-00000007/__0_0.distcp", "data");
+  store.write("step-00000008/__0_0.distcp", "data");
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+  manager.save(state_of_step(9), request(9));
+  manager.wait_for_remote();
+  CHECK(tiers.remote_objects("step-00000007/").empty());
+  CHECK(tiers.remote_objects("step-00000008/").empty());
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{9});
+}
