@@ -45,7 +45,12 @@ std::vector<std::string> files_before_metadata(const fs::path& directory) {
 }  // namespace
 
 RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log)
-    : options_(std::move(options)), prefix_(options_.url, options_.s3), log_(log) {}
+    : options_(std::move(options)),
+      prefix_(options_.url, options_.s3),
+      lease_(prefix_, options_.drain_lease),
+      log_(log) {}
+
+RemoteTier::~RemoteTier() { lease_.release(); }
 
 std::string RemoteTier::step_url(int64_t step) const {
   return prefix_.url_of(step_directory_name(step));
@@ -142,6 +147,7 @@ void RemoteTier::forget(int64_t step) {
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
                        bool retry_failed_now) {
+  if (options_.drain_lease.count() > 0) lease_.hold();
   std::vector<int64_t> incomplete;
   const std::vector<CheckpointInfo> remote = list(&incomplete);
   std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred

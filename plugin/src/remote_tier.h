@@ -3,6 +3,7 @@
 // <dcpp/plugin/remote_tier.h>): listing the remote steps, copying committed local steps up and
 // verifying them, and retention on both tiers.
 
+#include "drain_lease.h"
 #include "phase_log.h"
 
 #include <dcpp/plugin/checkpoint_info.h>
@@ -25,6 +26,8 @@ namespace dcpp::detail {
 class RemoteTier {
  public:
   RemoteTier(RemoteTierOptions options, PhaseLog& log);
+  /// Releases the drain lease this job holds (after the last pass).
+  ~RemoteTier();
 
   const RemoteTierOptions& options() const { return options_; }
 
@@ -39,7 +42,8 @@ class RemoteTier {
   /// "s3://bucket/prefix/step-00001200".
   std::string step_url(int64_t step) const;
 
-  /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h): deletes the
+  /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h), after taking or
+  /// renewing the prefix's drain lease (drain_lease.h; another job's is kUsage): deletes the
   /// abandoned remote steps the timeline has passed; copies each local checkpoint of the
   /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);
   /// deletes the remote steps its policy does not keep, and the incomplete ones a copy or a
@@ -90,6 +94,7 @@ class RemoteTier {
 
   RemoteTierOptions options_;
   S3Prefix prefix_;
+  DrainLease lease_;  // held by the coordinator's drain passes
   PhaseLog& log_;
   std::mutex described_mutex_;                   // guards described_ (list() runs on two threads)
   std::map<std::string, RemoteStep> described_;  // by step directory

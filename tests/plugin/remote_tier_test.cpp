@@ -404,3 +404,38 @@ TEST_CASE("what a copy or a deletion cut short left remotely is deleted by the n
   CHECK(tiers.remote_objects("step-00000008/").empty());
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{9});
 }
+
+TEST_CASE("two jobs cannot drain one prefix at once; an expired lease is taken over") {
+  Tiers tiers;
+  TempDir other_dir;
+  dcpp::CheckpointManagerOptions second_job =
+      tiers.options(0, 0).with_async(false).with_root(other_dir / "checkpoints");
+  std::optional<dcpp::CheckpointManager> second;
+  {
+    dcpp::CheckpointManager first(tiers.options(0, 0).with_async(false));
+    first.save(state_of_step(1), request(1));
+    first.wait_for_remote();  // holds the prefix's drain lease
+    second.emplace(second_job);
+    second->save(state_of_step(2), request(2));
+    try {
+      second->wait_for_remote();
+      FAIL("a second job drained a prefix the first holds");
+    } catch (const dcpp::CheckpointError& error) {
+      CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+      CHECK_THAT(std::string(error.what()), Catch::Contains("drained by another job"));
+    }
+    CHECK(steps_of(second->list_remote()) == std::vector<int64_t>{1});
+  }  // the first job ends: its lease with it
+  second->wait_for_remote();
+  CHECK(steps_of(second->list_remote()) == std::vector<int64_t>{1, 2});
+  second.reset();
+
+  // A lease whose holder died without releasing it is taken over once it expired.
+  dcpp::S3Prefix(tiers.url, tiers.s3())
+      .write(".dcpp-drain-lease",
+             R"({"owner": "a-dead-job", "host": "elsewhere", "pid": 1, "expires_at": 1.0})");
+  dcpp::CheckpointManager third(second_job);
+  third.save(state_of_step(3), request(3));
+  third.wait_for_remote();
+  CHECK(steps_of(third.list_remote()) == std::vector<int64_t>{1, 2, 3});
+}

@@ -13,7 +13,11 @@
 //                                 is the most requests held at once)
 //   DELETE /__dcpp_test/traffic  resets them
 // It checks every request's Content-MD5, as S3 does and s3rver does not: a body whose digest
-// differs is answered 400 BadDigest and not forwarded (counted as bad_digests).
+// differs is answered 400 BadDigest and not forwarded (counted as bad_digests). And it honours a
+// PUT's `If-None-Match: *` as S3 does and s3rver does not: it asks s3rver whether the object
+// exists (a HEAD with the request's own credentials; s3rver checks only the key id), answers
+// 412 PreconditionFailed when it does, and forwards the PUT otherwise; such PUTs of one key are
+// handled one at a time.
 // It also plays the credential endpoints that the AWS SDKs ask (s3_credentials.h), under
 // /__dcpp_credentials/: STS (`sts/`, AssumeRoleWithWebIdentity for the token
 // "dcpp-web-identity-token"), EC2's instance metadata (`imds/latest/...`, IMDSv2) and a
@@ -315,6 +319,45 @@ function handleCredentials(req, res) {
   });
 }
 
+// The conditional PUTs in progress, by path: each waits for the one before it.
+const conditionalPuts = new Map();
+
+// A PUT with If-None-Match: * (see the header comment); `proceed` forwards it.
+function conditionalPut(req, res, proceed) {
+  const path = req.url.split('?')[0];
+  const before = conditionalPuts.get(path) || Promise.resolve();
+  const turn = before.then(() => new Promise((done) => {
+    const headers = {};
+    for (const h of ['authorization', 'x-amz-date', 'x-amz-content-sha256',
+                     'x-amz-security-token', 'host']) {
+      if (req.headers[h] !== undefined) headers[h] = req.headers[h];
+    }
+    const head = http.request({host: upstream.hostname, port: upstream.port, method: 'HEAD',
+                               path, headers, agent: upstreamAgent, setHost: false});
+    head.on('error', () => {
+      reply(res, 502, 'upstream HEAD failed\n', 'text/plain');
+      done();
+    });
+    head.on('response', (headRes) => {
+      headRes.resume();
+      if (headRes.statusCode === 200) {
+        req.resume();
+        reply(res, 412, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>' +
+              'PreconditionFailed</Code><Message>At least one of the pre-conditions you ' +
+              'specified did not hold</Message></Error>', 'application/xml');
+        return done();
+      }
+      res.on('close', done);
+      proceed();
+    });
+    head.end();
+  }));
+  conditionalPuts.set(path, turn);
+  turn.then(() => {
+    if (conditionalPuts.get(path) === turn) conditionalPuts.delete(path);
+  });
+}
+
 // Requests received and not yet answered (their responses not finished or closed).
 let inFlight = 0;
 
@@ -339,6 +382,15 @@ const server = http.createServer((req, res) => {
   res.on('finish', done);
   res.on('close', done);
   if (req.method === 'DELETE' && req.url.includes('uploadId=')) traffic.aborted_uploads++;
+  if (req.method === 'PUT' && req.headers['if-none-match'] === '*') {
+    delete req.headers['if-none-match'];  // s3rver ignores it; decided here
+    return conditionalPut(req, res, () => handle(req, res));
+  }
+  handle(req, res);
+});
+
+// A request of the S3 API: a fault's, or forwarded.
+function handle(req, res) {
   const fault = takeFault(req);
   if (fault === null) return forward(req, res, 0, false);
   traffic.faults++;
@@ -346,7 +398,7 @@ const server = http.createServer((req, res) => {
   if (fault.status !== 0) return answerWithError(req, res, fault);
   if (fault.drop_request_after_bytes > 0) return dropRequest(req, fault.drop_request_after_bytes);
   return forward(req, res, fault.drop_response_after_bytes, fault.corrupt_request_body);
-});
+}
 // The tests bound their requests themselves; a slow transfer must not be cut by the proxy.
 server.requestTimeout = 0;
 server.headersTimeout = 0;

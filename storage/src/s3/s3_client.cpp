@@ -407,6 +407,21 @@ void S3Client::put_object(const std::string& key, std::string_view body) {
   impl_->run(call);
 }
 
+bool S3Client::put_object_if_absent(const std::string& key, std::string_view body) {
+  Impl::Call call = impl_->object_call("PUT", key, "", " (If-None-Match: *)");
+  call.request.body = body;
+  call.request.headers.push_back("If-None-Match: *");
+  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
+  const Impl::Outcome outcome = impl_->execute(call);
+  if (outcome.ok(false)) return true;
+  // 412: the object exists; 409 ConditionalRequestConflict: another such PUT is in flight.
+  if (outcome.response.transport == CURLE_OK &&
+      (outcome.response.status == 412 || outcome.response.status == 409)) {
+    return false;
+  }
+  impl_->fail(call, outcome);
+}
+
 std::string S3Client::get_object(const std::string& key) {
   return std::move(*impl_->get(key, false));
 }

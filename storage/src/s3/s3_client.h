@@ -63,6 +63,9 @@ class S3Client {
   void get_range(const std::string& key, uint64_t offset, void* dst, std::size_t n);
   /// The object's size (HEAD), or nullopt when it does not exist.
   std::optional<uint64_t> head_object(const std::string& key);
+  /// A PUT with If-None-Match: * : true when it created the object, false when one was there
+  /// (412) or another such PUT won (409).
+  bool put_object_if_absent(const std::string& key, std::string_view body);
   /// The object's size and ETag (HEAD), or nullopt when there is none.
   std::optional<S3ObjectInfo> stat_object(const std::string& key);
   /// Every object whose key starts with `prefix`, in key order (ListObjectsV2, all pages).

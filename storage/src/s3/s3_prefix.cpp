@@ -56,6 +56,10 @@ void S3Prefix::write(const std::string& name, std::string_view body) {
   impl_->client.put_object(impl_->key_of(name), body);
 }
 
+bool S3Prefix::create(const std::string& name, std::string_view body) {
+  return impl_->client.put_object_if_absent(impl_->key_of(name), body);
+}
+
 uint32_t S3Prefix::upload_file(const std::filesystem::path& source, const std::string& name) {
   std::ifstream in(source, std::ios::binary);
   if (!in) {

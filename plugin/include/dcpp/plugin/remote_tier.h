@@ -14,6 +14,7 @@
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/storage/s3_options.h>
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -33,6 +34,11 @@ struct DCPP_API RemoteTierOptions {
   /// The files of a step uploaded at once (each a multipart upload of up to `s3.concurrency`
   /// parts in flight; S3Options::process_requests_in_flight bounds them all).
   int files_at_once = 4;
+  /// How long this job's hold on the prefix lasts without a drain pass (a lease object,
+  /// `.dcpp-drain-lease`, renewed by every pass, deleted when the manager ends): another job's
+  /// drain of the same prefix fails meanwhile, naming this one, and takes over once it expires.
+  /// 0: no lease (for a store without conditional PUTs; one job per prefix is then yours to keep).
+  std::chrono::seconds drain_lease{600};
 
   bool enabled() const { return !url.empty(); }
 

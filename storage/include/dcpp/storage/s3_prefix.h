@@ -47,6 +47,9 @@ class DCPP_API S3Prefix {
   /// The whole object, or nullopt when there is none of that name.
   std::optional<std::string> read(const std::string& name);
   void write(const std::string& name, std::string_view body);
+  /// Writes the object only if there is none of that name (a conditional PUT, If-None-Match: *):
+  /// true when this call created it, false when one was there or another writer's won.
+  bool create(const std::string& name, std::string_view body);
   /// Streams the local file `source` into the object `name` (one PUT, or a multipart upload of
   /// the store's part size, parts in parallel; a failed one is aborted) and returns the CRC-32
   /// of the bytes sent. Throws kIo naming `source` when it cannot be read.
