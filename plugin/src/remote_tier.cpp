@@ -147,7 +147,10 @@ void RemoteTier::forget(int64_t step) {
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
                        bool retry_failed_now) {
-  if (options_.drain_lease.count() > 0) lease_.hold();
+  if (options_.drain_lease.count() > 0) {
+    lease_.hold();
+    abort_leftover_uploads();  // with the lease, no live job uploads here
+  }
   std::vector<int64_t> incomplete;
   const std::vector<CheckpointInfo> remote = list(&incomplete);
   std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred
@@ -224,6 +227,24 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
     return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
   if (first_failure) std::rethrow_exception(first_failure);
+}
+
+void RemoteTier::abort_leftover_uploads() {
+  try {
+    const int aborted = prefix_.abort_uploads("step-");
+    if (aborted > 0) {
+      logger().info("aborted {} multipart upload(s) under {} that a killed drain left", aborted,
+                    prefix_.url());
+    }
+  } catch (const CheckpointError& e) {
+    if (!uploads_unlisted_) {
+      logger().warn(
+          "cannot list the multipart uploads under {} ({}); the parts of uploads a killed drain "
+          "left stay stored until a lifecycle rule (AbortIncompleteMultipartUpload) removes them",
+          prefix_.url(), e.what());
+    }
+    uploads_unlisted_ = true;
+  }
 }
 
 void RemoteTier::remove_logged(int64_t step, const char* why) {

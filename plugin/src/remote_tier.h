@@ -43,7 +43,8 @@ class RemoteTier {
   std::string step_url(int64_t step) const;
 
   /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h), after taking or
-  /// renewing the prefix's drain lease (drain_lease.h; another job's is kUsage): deletes the
+  /// renewing the prefix's drain lease (drain_lease.h; another job's is kUsage) and aborting the
+  /// multipart uploads a killed drain left: deletes the
   /// abandoned remote steps the timeline has passed; copies each local checkpoint of the
   /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);
   /// deletes the remote steps its policy does not keep, and the incomplete ones a copy or a
@@ -66,6 +67,9 @@ class RemoteTier {
   void remove(int64_t step);
   // remove(), logged as a drain phase and saying `why`.
   void remove_logged(int64_t step, const char* why);
+  // Aborts the multipart uploads under the steps' names (a killed drain's); a store that cannot
+  // list them is a warning, once.
+  void abort_leftover_uploads();
   // Uploads one file and, when verifying, compares the store's bytes with it.
   void upload_file(const std::filesystem::path& source, const std::string& name);
 
@@ -99,6 +103,7 @@ class RemoteTier {
   std::mutex described_mutex_;                   // guards described_ (list() runs on two threads)
   std::map<std::string, RemoteStep> described_;  // by step directory
   std::map<int64_t, StepFailures> failing_;      // by step; the drain thread's
+  bool uploads_unlisted_ = false;                // the store could not list uploads (warned)
 };
 
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.

@@ -439,3 +439,16 @@ TEST_CASE("two jobs cannot drain one prefix at once; an expired lease is taken o
   third.wait_for_remote();
   CHECK(steps_of(third.list_remote()) == std::vector<int64_t>{1, 2, 3});
 }
+
+TEST_CASE("the multipart uploads a killed drain left are aborted by the next pass") {
+  Tiers tiers;
+  tiers.server.begin_upload(tiers.bucket, "run/step-00000004/__0_0.distcp");
+  tiers.server.begin_upload(tiers.bucket, "run/step-00000005/__1_0.distcp");
+  tiers.server.begin_upload(tiers.bucket, "elsewhere/not-a-step");  // not the tier's: kept
+  REQUIRE(tiers.server.uploads_in_progress(tiers.bucket) == 3);
+  dcpp::CheckpointManager manager(tiers.options(0, 0).with_async(false));
+  manager.save(state_of_step(6), request(6));
+  manager.wait_for_remote();
+  CHECK(tiers.server.uploads_in_progress(tiers.bucket) == 1);
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{6});
+}

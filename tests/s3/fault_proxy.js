@@ -18,6 +18,9 @@
 // exists (a HEAD with the request's own credentials; s3rver checks only the key id), answers
 // 412 PreconditionFailed when it does, and forwards the PUT otherwise; such PUTs of one key are
 // handled one at a time.
+// It keeps the multipart uploads in progress that pass through it, and answers
+// ListMultipartUploads (GET /bucket?uploads) and AbortMultipartUpload (DELETE ...?uploadId=, 204)
+// from them, as S3 does and s3rver does not (it answers NotImplemented and 405).
 // It also plays the credential endpoints that the AWS SDKs ask (s3_credentials.h), under
 // /__dcpp_credentials/: STS (`sts/`, AssumeRoleWithWebIdentity for the token
 // "dcpp-web-identity-token"), EC2's instance metadata (`imds/latest/...`, IMDSv2) and a
@@ -199,6 +202,22 @@ function forward(req, res, dropResponseAfter, corruptBody) {
     const resHeaders = Object.assign({}, upRes.headers);
     for (const h of RESPONSE_HOP_HEADERS) delete resHeaders[h];
     res.writeHead(upRes.statusCode, upRes.statusMessage, resHeaders);
+    const query = queryOf(req.url);
+    if (req.method === 'POST' && upRes.statusCode === 200 && query.has('uploadId')) {
+      uploads.delete(query.get('uploadId'));  // completed
+    }
+    if (req.method === 'POST' && upRes.statusCode === 200 && query.has('uploads') &&
+        dropResponseAfter <= 0) {  // begun: its id is in the answer
+      const chunks = [];
+      upRes.on('data', (chunk) => chunks.push(chunk));
+      upRes.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const id = /<UploadId>([^<]*)<\/UploadId>/.exec(body.toString('utf8'));
+        if (id) uploads.set(id[1], bucketAndKey(req.url));
+        res.end(body);
+      });
+      return;
+    }
     if (dropResponseAfter <= 0) {
       if (isGet) upRes.on('data', (chunk) => (traffic.get_body_bytes += chunk.length));
       upRes.pipe(res);
@@ -358,6 +377,50 @@ function conditionalPut(req, res, proceed) {
   });
 }
 
+// The multipart uploads begun through the proxy and not completed or aborted: upload id to
+// {bucket, key} (path-style URLs).
+const uploads = new Map();
+
+function bucketAndKey(url) {
+  const path = url.split('?')[0].slice(1);
+  const slash = path.indexOf('/');
+  return slash < 0 ? {bucket: decodeURIComponent(path), key: ''}
+                   : {bucket: decodeURIComponent(path.slice(0, slash)),
+                      key: decodeURIComponent(path.slice(slash + 1))};
+}
+
+function queryOf(url) {
+  return new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+}
+
+// ListMultipartUploads and AbortMultipartUpload, answered here; true when `req` was one.
+function handleUploads(req, res) {
+  const query = queryOf(req.url);
+  const {bucket, key} = bucketAndKey(req.url);
+  if (req.method === 'GET' && key === '' && query.has('uploads')) {
+    const prefix = query.get('prefix') || '';
+    let body = '<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult><Bucket>' +
+               xmlEscape(bucket) + '</Bucket><IsTruncated>false</IsTruncated>';
+    for (const [id, upload] of uploads) {
+      if (upload.bucket === bucket && upload.key.startsWith(prefix)) {
+        body += '<Upload><Key>' + xmlEscape(upload.key) + '</Key><UploadId>' + xmlEscape(id) +
+                '</UploadId></Upload>';
+      }
+    }
+    req.resume();
+    reply(res, 200, body + '</ListMultipartUploadsResult>', 'application/xml');
+    return true;
+  }
+  if (req.method === 'DELETE' && query.has('uploadId')) {
+    uploads.delete(query.get('uploadId'));
+    req.resume();
+    res.writeHead(204);
+    res.end();
+    return true;
+  }
+  return false;
+}
+
 // Requests received and not yet answered (their responses not finished or closed).
 let inFlight = 0;
 
@@ -389,9 +452,10 @@ const server = http.createServer((req, res) => {
   handle(req, res);
 });
 
-// A request of the S3 API: a fault's, or forwarded.
+// A request of the S3 API: a fault's, answered here (uploads), or forwarded.
 function handle(req, res) {
   const fault = takeFault(req);
+  if (fault === null && handleUploads(req, res)) return;
   if (fault === null) return forward(req, res, 0, false);
   traffic.faults++;
   console.log('fault: ' + JSON.stringify(fault) + ' on ' + req.method + ' ' + req.url);

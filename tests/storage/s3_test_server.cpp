@@ -404,6 +404,29 @@ void S3TestServer::inject(const S3Fault& fault) {
             "injecting a fault");
 }
 
+std::string S3TestServer::begin_upload(const std::string& bucket, const std::string& key) {
+  const HttpReply reply =
+      expect_ok(http("POST", endpoint() + "/" + bucket + "/" + key + "?uploads=", {}, true),
+                "beginning a multipart upload");
+  const std::size_t start = reply.body.find("<UploadId>");
+  const std::size_t end = reply.body.find("</UploadId>");
+  if (start == std::string::npos || end == std::string::npos) {
+    throw std::runtime_error("no UploadId in " + reply.body);
+  }
+  return reply.body.substr(start + 10, end - start - 10);
+}
+
+int S3TestServer::uploads_in_progress(const std::string& bucket) {
+  const HttpReply reply = expect_ok(http("GET", endpoint() + "/" + bucket + "?uploads=", {}, true),
+                                    "listing the multipart uploads");
+  int count = 0;
+  for (std::size_t at = reply.body.find("<Upload>"); at != std::string::npos;
+       at = reply.body.find("<Upload>", at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
 std::string S3TestServer::credentials_endpoint() const {
   return state_->proxy_url("/__dcpp_credentials");
 }

@@ -74,6 +74,12 @@ class S3TestServer {
   /// gives the key pair the server accepts, a new session token and an expiration
   /// `ttl_seconds` ahead (set_credentials_ttl; 3600 by default).
   std::string credentials_endpoint() const;
+  /// Begins a multipart upload of `key` through the proxy and leaves it (what a killed writer
+  /// leaves); returns its id. The proxy keeps the uploads begun through it and answers
+  /// ListMultipartUploads and AbortMultipartUpload for them (s3rver implements neither).
+  std::string begin_upload(const std::string& bucket, const std::string& key);
+  /// The multipart uploads in progress in `bucket`, as the proxy lists them.
+  int uploads_in_progress(const std::string& bucket);
   void set_credentials_ttl(int ttl_seconds);
   /// Adds a fault (faults apply in the order added; each is spent after `times` matches).
   void inject(const S3Fault& fault);

@@ -603,6 +603,37 @@ void S3Client::complete_multipart_upload(const std::string& key, const std::stri
   impl_->fail(call, outcome);
 }
 
+std::vector<S3UploadInfo> S3Client::list_multipart_uploads(const std::string& prefix) {
+  std::vector<S3UploadInfo> uploads;
+  std::string key_marker, upload_id_marker;
+  for (;;) {
+    std::vector<std::pair<std::string, std::string>> params = {{"uploads", ""}, {"prefix", prefix}};
+    if (!key_marker.empty()) params.emplace_back("key-marker", key_marker);
+    if (!upload_id_marker.empty()) params.emplace_back("upload-id-marker", upload_id_marker);
+    Impl::Call call;
+    call.what = "GET " + url_of(prefix) + " (ListMultipartUploads)";
+    call.request.method = "GET";
+    call.request.url = impl_->bucket_url(s3_canonical_query(std::move(params)));
+    const HttpResponse response = impl_->run(call);
+    std::optional<S3UploadsPage> page = parse_uploads_page(response.body);
+    if (!page) {
+      throw CheckpointError(ErrorKind::kIo, "S3 " + call.what + " (endpoint " +
+                                                config().endpoint_url +
+                                                ") answered with something other than a "
+                                                "ListMultipartUploadsResult");
+    }
+    uploads.insert(uploads.end(), page->uploads.begin(), page->uploads.end());
+    if (!page->truncated) return uploads;
+    if (page->next_key_marker == key_marker && page->next_upload_id_marker == upload_id_marker) {
+      throw CheckpointError(ErrorKind::kIo,
+                            "S3 " + call.what + " (endpoint " + config().endpoint_url +
+                                ") said the listing goes on but gave no new marker");
+    }
+    key_marker = page->next_key_marker;
+    upload_id_marker = page->next_upload_id_marker;
+  }
+}
+
 void S3Client::abort_multipart_upload(const std::string& key,
                                       const std::string& upload_id) noexcept {
   try {

@@ -22,6 +22,12 @@ struct S3ObjectInfo {
   std::string etag;  // as the listing gives it, quotes included; "" when it gives none
 };
 
+/// A multipart upload in progress (begun, neither completed nor aborted).
+struct S3UploadInfo {
+  std::string key;
+  std::string upload_id;
+};
+
 /// One part of a multipart upload, as complete_multipart_upload needs it.
 struct S3UploadedPart {
   int part_number = 0;  // 1 to 10,000
@@ -86,6 +92,9 @@ class S3Client {
   /// (content_md5.h); an older object of the key is kIo.
   void complete_multipart_upload(const std::string& key, const std::string& upload_id,
                                  const std::vector<S3UploadedPart>& parts);
+  /// The multipart uploads in progress whose keys start with `prefix` (ListMultipartUploads, every
+  /// page).
+  std::vector<S3UploadInfo> list_multipart_uploads(const std::string& prefix);
   /// Discards the upload and its parts. Never throws: a failure is logged (S3's lifecycle rules
   /// clean up what an abort could not).
   void abort_multipart_upload(const std::string& key, const std::string& upload_id) noexcept;

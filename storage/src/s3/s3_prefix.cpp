@@ -56,6 +56,17 @@ void S3Prefix::write(const std::string& name, std::string_view body) {
   impl_->client.put_object(impl_->key_of(name), body);
 }
 
+int S3Prefix::abort_uploads(std::string_view name_prefix) {
+  S3Client& client = impl_->client;
+  int aborted = 0;
+  for (const detail::S3UploadInfo& upload :
+       client.list_multipart_uploads(impl_->key_of(name_prefix))) {
+    client.abort_multipart_upload(upload.key, upload.upload_id);
+    ++aborted;
+  }
+  return aborted;
+}
+
 bool S3Prefix::create(const std::string& name, std::string_view body) {
   return impl_->client.put_object_if_absent(impl_->key_of(name), body);
 }

@@ -64,6 +64,20 @@ std::optional<S3ListPage> parse_list_page(std::string_view body) {
   return page;
 }
 
+std::optional<S3UploadsPage> parse_uploads_page(std::string_view body) {
+  pugi::xml_document document;
+  const pugi::xml_node root = parse_root(document, body);
+  if (std::string_view(root.name()) != "ListMultipartUploadsResult") return std::nullopt;
+  S3UploadsPage page;
+  for (const pugi::xml_node upload : root.children("Upload")) {
+    page.uploads.push_back({upload.child_value("Key"), upload.child_value("UploadId")});
+  }
+  page.truncated = std::string_view(root.child_value("IsTruncated")) == "true";
+  page.next_key_marker = root.child_value("NextKeyMarker");
+  page.next_upload_id_marker = root.child_value("NextUploadIdMarker");
+  return page;
+}
+
 std::string complete_multipart_body(const std::vector<S3UploadedPart>& parts) {
   pugi::xml_document document;
   pugi::xml_node root = document.append_child("CompleteMultipartUpload");

@@ -34,6 +34,17 @@ struct S3ListPage {
 /// Parses a `<ListBucketResult>`, or nullopt when `body` is not one (or a Size is not a number).
 std::optional<S3ListPage> parse_list_page(std::string_view body);
 
+/// One page of a ListMultipartUploads answer.
+struct S3UploadsPage {
+  std::vector<S3UploadInfo> uploads;  // Upload: Key, UploadId
+  bool truncated = false;             // IsTruncated
+  std::string next_key_marker;        // NextKeyMarker
+  std::string next_upload_id_marker;  // NextUploadIdMarker
+};
+
+/// A `<ListMultipartUploadsResult>` page, or nullopt when the body is not one.
+std::optional<S3UploadsPage> parse_uploads_page(std::string_view body);
+
 /// The `<CompleteMultipartUpload>` body listing `parts` in the order given.
 std::string complete_multipart_body(const std::vector<S3UploadedPart>& parts);
 

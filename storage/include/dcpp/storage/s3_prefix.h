@@ -59,6 +59,10 @@ class DCPP_API S3Prefix {
   uint32_t crc32_of(const std::string& name);
   /// Deletes the object; a missing one is no error.
   void remove(const std::string& name);
+  /// Aborts every multipart upload in progress whose object name starts with `name_prefix` (what
+  /// writers that were killed left: the store keeps, and bills, their parts until then) and
+  /// returns how many. Only for a prefix no live writer uploads to.
+  int abort_uploads(std::string_view name_prefix);
 
  private:
   class Impl;
