@@ -128,6 +128,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   // manager_setup.cpp
   void prepare_root();
   void clean_root();
+  void require_shared_root();
 
   // checkpoint_restore.cpp
   std::optional<CheckpointInfo> choose_checkpoint(const RestoreRequest& request);

@@ -19,8 +19,11 @@
 #include <dcpp/storage/s3_storage.h>
 
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string>
+
+#include <unistd.h>
 
 namespace dcpp {
 namespace fs = std::filesystem;
@@ -159,6 +162,45 @@ void CheckpointManager::Impl::prepare_root() {
   }
   lineage = detail::decode_lineage(
       detail::broadcast_text_from(group, continued, options.ranks.coordinator_rank));
+  require_shared_root();
+}
+
+// Collective: every rank sees a file the coordinator creates under the root, or every rank throws
+// naming those that do not. The commit is a rename on the coordinator, and a load reads every
+// rank's files from one directory: a root on each host's own disk (node-local) would save
+// checkpoints that cannot be resumed. The file's name is new (a random token), so no cache of a
+// network file system can have it as missing.
+void CheckpointManager::Impl::require_shared_root() {
+  if (world <= 1) return;
+  std::string probe;
+  if (is_coordinator()) {
+    probe = ".dcpp-shared-root-" + detail::new_save_id();
+    std::ofstream(options.root / probe) << "written by the coordinator to check that every rank "
+                                           "sees this root; removed at once\n";
+  }
+  probe = detail::broadcast_text_from(group, probe, options.ranks.coordinator_rank);
+  std::string unseen;
+  std::error_code error;
+  if (!fs::exists(options.root / probe, error)) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    unseen =
+        "on host " + std::string(host) + ", '" + (options.root / probe).string() + "' is not there";
+  }
+  const std::string failures = detail::failures_of_ranks(group, rank, unseen);
+  if (is_coordinator()) fs::remove(options.root / probe, error);
+  if (!failures.empty()) {
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "checkpoint root '" + options.root.string() + "' is not one directory that every rank " +
+            "sees: the coordinator (rank " + std::to_string(options.ranks.coordinator_rank) +
+            ") wrote a file there that other ranks do not see (" + failures +
+            "). The manager commits a step with a rename on the coordinator and resumes by "
+            "reading every rank's files from one directory, so a root on each host's own disk "
+            "would save checkpoints that cannot be resumed; node-local roots are not supported "
+            "yet. Give CheckpointManagerOptions::root a directory on a file system every host "
+            "mounts (docs/storage.md)");
+  }
 }
 
 // Coordinator, before any save: creates the root; what a killed job left behind is removed.

@@ -120,3 +120,25 @@ TEST_CASE("an s3:// manager root is refused, naming it, before anything is creat
   CHECK(fs::is_empty(dir.path()));  // no local directory named "s3:"
   fs::current_path(before);
 }
+
+TEST_CASE("a root that is not shared by every rank (node-local disks) fails on every rank") {
+  // Each rank's root is a directory of its own, as each host's own disk would be.
+  TempDir dir;
+  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    dcpp::CheckpointManagerOptions options;
+    options.root = dir / ("host-" + std::to_string(group->getRank())) / "checkpoints";
+    options.ranks.process_group = std::move(group);
+    options.async = false;
+    dcpp::CheckpointManager manager(options);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK(errors[rank].find("is not one directory that every rank sees") != std::string::npos);
+    CHECK(errors[rank].find("rank 1: on host") != std::string::npos);
+    CHECK(errors[rank].find("rank 0:") == std::string::npos);  // the coordinator sees its file
+  }
+  // The coordinator's probe is gone.
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
+    CHECK(entry.path().filename().string().rfind(".dcpp-shared-root-", 0) == std::string::npos);
+  }
+}
