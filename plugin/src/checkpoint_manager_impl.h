@@ -19,6 +19,7 @@
 #include "core/serial_worker.h"
 #include "phase_log.h"
 #include "remote_tier.h"
+#include "save_gate.h"
 #include "save_history.h"
 #include "save_schedule.h"
 
@@ -136,6 +137,8 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   // managed_save.cpp
   bool holds_step_to_keep(const std::filesystem::path& path) const;
+  detail::SaveGate gated_writer(const std::filesystem::path& temporary) const;
+  void check_disk_space() const;
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
                         ManagedSave result);
   ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,

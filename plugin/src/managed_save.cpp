@@ -10,6 +10,7 @@
 #include "core/exception_message.h"
 #include "core/logging.h"
 #include "rank_agreement.h"
+#include "save_gate.h"
 #include "state_tools.h"
 #include "stopwatch.h"
 
@@ -54,6 +55,37 @@ Future<void> completed() {
 }
 
 }  // namespace
+
+// The writer of a save into `temporary`: the disk check first, on the coordinator.
+detail::SaveGate CheckpointManager::Impl::gated_writer(const fs::path& temporary) const {
+  FileSystemWriterOptions layout = options.file_system;
+  layout.overwrite = true;  // a temporary directory an earlier failed try left
+  return detail::SaveGate([this] { check_disk_space(); },
+                          [temporary, layout]() -> std::unique_ptr<StorageWriter> {
+                            return std::make_unique<FileSystemWriter>(temporary, layout);
+                          });
+}
+
+// Coordinator, before a save writes anything: throws kIo when the root's free space, less
+// options.reserved_disk_bytes, cannot hold another step as large as the newest one.
+void CheckpointManager::Impl::check_disk_space() const {
+  const std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);
+  const uint64_t step_bytes = newest ? static_cast<uint64_t>(newest->bytes) : 0;
+  std::error_code error;
+  const fs::space_info space = fs::space(options.root, error);
+  if (error || space.available >= step_bytes + options.reserved_disk_bytes) return;
+  const auto mib = [](uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; };
+  const std::string backlog = remote ? remote->backlog() : std::string();
+  throw CheckpointError(
+      ErrorKind::kIo,
+      "checkpoint root '" + options.root.string() + "' has " + mib(space.available) +
+          " free, and a step takes about " + mib(step_bytes) + " (step " +
+          std::to_string(newest ? newest->step : 0) + ") with " + mib(options.reserved_disk_bytes) +
+          " to keep free (CheckpointManagerOptions::reserved_disk_bytes): this save would fill "
+          "the disk, so it did not start, and the checkpoints there are untouched; " +
+          (backlog.empty() ? std::string("free space, or keep fewer steps (retention)")
+                           : backlog + ": the remote tier must catch up before local steps go"));
+}
 
 // A complete checkpoint at `path` that a save of its step keeps (skipped): one of this run's
 // generation or an older generation's that this run did not abandon. An unreadable manifest
@@ -122,7 +154,8 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   async_steps.insert(request.step);
   log->begin("save", "stage", request.step, temporary.string());
   const auto start = SteadyClock::now();
-  AsyncSaveResponse response = checkpointer->async_save(resolved, temporary);
+  AsyncSaveResponse response = checkpointer->async_save(
+      resolved, std::make_shared<detail::SaveGate>(gated_writer(temporary)));
   const double call_seconds = seconds_since(start);
   // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
   // worker thread gets to look.
@@ -186,8 +219,9 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   }
   log->begin(operation, "write", request.step, temporary.string());
   auto start = SteadyClock::now();
-  // Throws on every rank when any rank failed.
-  const Metadata metadata = dcpp::save(resolved, temporary, save_options);
+  // Throws on every rank when any rank failed (the disk check on the coordinator included).
+  detail::SaveGate writer = gated_writer(temporary);
+  const Metadata metadata = dcpp::save(resolved, writer, save_options);
   record.write_seconds = seconds_since(start);
   record.written_bytes = bytes_written_by(metadata, rank);
   log->record(operation, "write", request.step, record.written_bytes, record.write_seconds,

@@ -226,7 +226,30 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
   prune_checkpoints(root, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
     return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
+  std::string waiting;
+  int count = 0;
+  for (const CheckpointInfo& info : timeline) {
+    if (!is_s3_url(info.path.string()) && !held_remotely(info) &&
+        !unwanted_remotely.count(info.step)) {
+      waiting += (count++ == 0 ? "" : ", ") + std::to_string(info.step);
+    }
+  }
+  {
+    const std::lock_guard<std::mutex> lock(backlog_mutex_);
+    backlog_ =
+        count == 0
+            ? std::string()
+            : std::to_string(count) + " step(s) (" + waiting + ") wait for the drain to " +
+                  prefix_.url() +
+                  (first_failure ? " (its last failure: " + exception_message(first_failure) + ")"
+                                 : std::string());
+  }
   if (first_failure) std::rethrow_exception(first_failure);
+}
+
+std::string RemoteTier::backlog() const {
+  const std::lock_guard<std::mutex> lock(backlog_mutex_);
+  return backlog_;
 }
 
 void RemoteTier::abort_leftover_uploads() {

@@ -31,6 +31,10 @@ class RemoteTier {
 
   const RemoteTierOptions& options() const { return options_; }
 
+  /// What the last drain pass left undone: "2 steps (1200, 1300) wait for the drain to URL (its
+  /// last failure: ...)", or "" when it left nothing. Thread-safe.
+  std::string backlog() const;
+
   /// The complete remote step checkpoints (kFull), ascending by step; `path` is the step's URL.
   /// A step is complete when its `.metadata` and manifest are both there and every file its
   /// `.metadata` names is too, holding at least the bytes its items need. Abandoned ones included
@@ -104,6 +108,8 @@ class RemoteTier {
   std::map<std::string, RemoteStep> described_;  // by step directory
   std::map<int64_t, StepFailures> failing_;      // by step; the drain thread's
   bool uploads_unlisted_ = false;                // the store could not list uploads (warned)
+  mutable std::mutex backlog_mutex_;             // guards backlog_
+  std::string backlog_;                          // backlog(), set by each pass
 };
 
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.

@@ -142,3 +142,44 @@ TEST_CASE("a root that is not shared by every rank (node-local disks) fails on e
     CHECK(entry.path().filename().string().rfind(".dcpp-shared-root-", 0) == std::string::npos);
   }
 }
+
+TEST_CASE("a save that would fill the root's disk fails on every rank before writing anything") {
+  TempDir dir;
+  const fs::path root = dir / "checkpoints";
+  std::vector<int> saved_steps(2, 0);
+  const auto errors = run_ranks(2, [&](c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    const int rank = group->getRank();
+    dcpp::CheckpointManagerOptions options;
+    options.root = root;
+    options.ranks.process_group = std::move(group);
+    options.async = false;
+    dcpp::StateDict state;
+    state.insert("w" + std::to_string(rank), at::full({256, 256}, static_cast<double>(rank)));
+    dcpp::SaveRequest first;
+    first.step = 1;
+    {
+      dcpp::CheckpointManager manager(options);
+      manager.save(state, first);
+      saved_steps[rank] = 1;
+    }
+    // Keep more free than the disk has: the next step cannot fit.
+    options.reserved_disk_bytes = fs::space(root).available + (uint64_t{1} << 30);
+    dcpp::CheckpointManager manager(options);
+    dcpp::SaveRequest second;
+    second.step = 2;
+    manager.save(state, second);
+    saved_steps[rank] = 2;
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK(saved_steps[rank] == 1);
+    CHECK(errors[rank].find("would fill the disk") != std::string::npos);
+    CHECK(errors[rank].find("reserved_disk_bytes") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(root / "step-00000002"));
+  // No byte of step 2 was written (a rank may have made its empty temporary directory, which
+  // the next manager on the root removes).
+  const fs::path temporary = root / "step-00000002.incomplete";
+  if (fs::exists(temporary)) CHECK(fs::is_empty(temporary));
+  CHECK(fs::exists(root / "step-00000001" / ".metadata"));
+}

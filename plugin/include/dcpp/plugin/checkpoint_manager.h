@@ -66,6 +66,12 @@ struct DCPP_API CheckpointManagerOptions {
   RetentionPolicy retention;
   /// Data files, fsync. `overwrite` is forced on for the temporary directory.
   FileSystemWriterOptions file_system;
+  /// Bytes of the root's file system that saves leave free. Before each save the coordinator
+  /// checks that the free space, less these, holds another step as large as the newest one;
+  /// otherwise the save fails on every rank before it writes anything (kIo, naming the root, the
+  /// sizes and, with a remote tier, the steps waiting for the drain), rather than filling the
+  /// disk partway through.
+  uint64_t reserved_disk_bytes = 0;
   /// Plan caching (SavePlanCache): a periodic save of a state with the structure of the last
   /// one skips global planning. Exports never use it.
   bool plan_caching = true;
@@ -106,6 +112,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_remote(RemoteTierOptions value) {
     remote = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_reserved_disk_bytes(uint64_t value) {
+    reserved_disk_bytes = value;
     return *this;
   }
   CheckpointManagerOptions& with_save_every_steps(int64_t n) {
