@@ -187,27 +187,9 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
         SteadyClock::now() < failed->second.next_try) {
       continue;
     }
-    const auto start = SteadyClock::now();
-    const std::string url = step_url(info.step);
-    try {
-      log_.begin("drain", "upload", info.step, url);
-      const int64_t bytes = upload(info);
-      log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
-      remote_save_ids[info.step] = info.save_id;
-      failing_.erase(info.step);
-    } catch (...) {
-      StepFailures& failures = failing_[info.step];
-      ++failures.count;
-      const auto wait = std::min<std::chrono::seconds>(
-          kFirstRetryWait * (int64_t{1} << std::min(failures.count - 1, 16)), kLongestRetryWait);
-      failures.next_try = SteadyClock::now() + wait;
-      logger().error(
-          "copying step {} to {} failed ({} in a row; it stays local, the next pass tries it no "
-          "sooner than in {} s, or wait_for_remote() at once; newer steps go on): {}",
-          info.step, url, failures.count, wait.count(),
-          exception_message(std::current_exception()));
-      if (!first_failure) first_failure = std::current_exception();
-    }
+    std::exception_ptr failure = upload_or_back_off(info);
+    if (!failure) remote_save_ids[info.step] = info.save_id;
+    if (failure && !first_failure) first_failure = failure;
   }
   for (const CheckpointInfo& info : remote) {
     if (unwanted_remotely.count(info.step) && held_remotely(info)) {
@@ -226,25 +208,52 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
   prune_checkpoints(root, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
     return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
-  std::string waiting;
-  int count = 0;
+  std::vector<int64_t> waiting;
   for (const CheckpointInfo& info : timeline) {
     if (!is_s3_url(info.path.string()) && !held_remotely(info) &&
         !unwanted_remotely.count(info.step)) {
-      waiting += (count++ == 0 ? "" : ", ") + std::to_string(info.step);
+      waiting.push_back(info.step);
     }
   }
-  {
-    const std::lock_guard<std::mutex> lock(backlog_mutex_);
-    backlog_ =
-        count == 0
-            ? std::string()
-            : std::to_string(count) + " step(s) (" + waiting + ") wait for the drain to " +
-                  prefix_.url() +
-                  (first_failure ? " (its last failure: " + exception_message(first_failure) + ")"
-                                 : std::string());
-  }
+  record_backlog(waiting, first_failure);
   if (first_failure) std::rethrow_exception(first_failure);
+}
+
+std::exception_ptr RemoteTier::upload_or_back_off(const CheckpointInfo& info) {
+  const auto start = SteadyClock::now();
+  const std::string url = step_url(info.step);
+  try {
+    log_.begin("drain", "upload", info.step, url);
+    const int64_t bytes = upload(info);
+    log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
+    failing_.erase(info.step);
+    return nullptr;
+  } catch (...) {
+    StepFailures& failures = failing_[info.step];
+    ++failures.count;
+    const auto wait = std::min<std::chrono::seconds>(
+        kFirstRetryWait * (int64_t{1} << std::min(failures.count - 1, 16)), kLongestRetryWait);
+    failures.next_try = SteadyClock::now() + wait;
+    logger().error(
+        "copying step {} to {} failed ({} in a row; it stays local, the next pass tries it no "
+        "sooner than in {} s, or wait_for_remote() at once; newer steps go on): {}",
+        info.step, url, failures.count, wait.count(), exception_message(std::current_exception()));
+    return std::current_exception();
+  }
+}
+
+void RemoteTier::record_backlog(const std::vector<int64_t>& waiting,
+                                const std::exception_ptr& failure) {
+  std::string text;
+  if (!waiting.empty()) {
+    std::string steps;
+    for (const int64_t step : waiting) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
+    text = std::to_string(waiting.size()) + " step(s) (" + steps + ") wait for the drain to " +
+           prefix_.url() +
+           (failure ? " (its last failure: " + exception_message(failure) + ")" : std::string());
+  }
+  const std::lock_guard<std::mutex> lock(backlog_mutex_);
+  backlog_ = std::move(text);
 }
 
 std::string RemoteTier::backlog() const {

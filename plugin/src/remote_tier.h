@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -74,6 +75,11 @@ class RemoteTier {
   // Aborts the multipart uploads under the steps' names (a killed drain's); a store that cannot
   // list them is a warning, once.
   void abort_leftover_uploads();
+  // upload(info), logged as a drain phase; on failure, the step's backoff grows and the error is
+  // returned (logged), not thrown.
+  std::exception_ptr upload_or_back_off(const CheckpointInfo& info);
+  // Sets what backlog() says: the local steps `waiting` for the drain, and the pass's `failure`.
+  void record_backlog(const std::vector<int64_t>& waiting, const std::exception_ptr& failure);
   // Uploads one file and, when verifying, compares the store's bytes with it.
   void upload_file(const std::filesystem::path& source, const std::string& name);
 
