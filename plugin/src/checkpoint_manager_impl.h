@@ -132,7 +132,11 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void require_shared_root();
 
   // checkpoint_restore.cpp
-  std::optional<CheckpointInfo> choose_checkpoint(const RestoreRequest& request);
+  struct Chosen {
+    CheckpointInfo info;     // its manifest, `path` where it is
+    detail::Lineage saving;  // the lineage of the saves after a successful restore of it
+  };
+  std::optional<Chosen> choose_checkpoint(const RestoreRequest& request) const;
   CheckpointInfo manifest_of(const std::string& path) const;
 
   // managed_save.cpp

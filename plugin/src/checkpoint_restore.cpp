@@ -68,13 +68,14 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
   return timeline.back();
 }
 
-// Collective: the checkpoint to load (a directory or a remote step's URL) and its manifest, or
-// nullopt when there is nothing to resume from. The coordinator chooses (the given path, where
-// step N is, or the latest), checks that a local one is complete and reads the manifest, and
-// tells the others: their view of the root may lag behind (or be another host's disk), and only it
-// lists the remote tier and reads a remote manifest. What fails there fails on every rank.
-std::optional<CheckpointInfo> CheckpointManager::Impl::choose_checkpoint(
-    const RestoreRequest& request) {
+// Collective: the checkpoint to load (a directory or a remote step's URL), its manifest and the
+// lineage of the saves after it, or nullopt when there is nothing to resume from. The coordinator
+// chooses (the given path, where step N is, or the latest), checks that a local one is complete and
+// reads the manifest, and tells the others: their view of the root may lag behind (or be another
+// host's disk), and only it lists the remote tier and reads a remote manifest. What fails there
+// fails on every rank.
+std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_checkpoint(
+    const RestoreRequest& request) const {
   std::string chosen, manifest, error, next_lineage;
   ErrorKind kind = ErrorKind::kIo;
   if (is_coordinator()) {
@@ -132,10 +133,10 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::choose_checkpoint(
   if (chosen.empty()) return std::nullopt;
   manifest = detail::broadcast_text_from(group, manifest, options.ranks.coordinator_rank);
   next_lineage = detail::broadcast_text_from(group, next_lineage, options.ranks.coordinator_rank);
-  lineage = detail::decode_lineage(next_lineage);
-  CheckpointInfo info = detail::checkpoint_info_from_json(manifest, "the coordinator's manifest");
-  info.path = chosen;
-  return info;
+  Chosen result{detail::checkpoint_info_from_json(manifest, "the coordinator's manifest"),
+                detail::decode_lineage(next_lineage)};
+  result.info.path = chosen;
+  return result;
 }
 
 // Coordinator: the manifest of the checkpoint at `path` (a remote step's URL or a directory);
@@ -152,9 +153,9 @@ CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) con
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
-  const std::optional<CheckpointInfo> chosen = choose_checkpoint(request);
+  const std::optional<Chosen> chosen = choose_checkpoint(request);
   if (!chosen) return std::nullopt;
-  const CheckpointInfo& info = *chosen;
+  const CheckpointInfo& info = chosen->info;
   const std::string path = info.path.string();
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   const std::set<std::string> excluded(request.exclude_from_loading.begin(),
@@ -176,6 +177,7 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
   dcpp::load(target, path, load_options);
   detail::copy_loaded_values(state, target);
   log->record("load", "read", info.step, bytes, seconds_since(start), path);
+  lineage = chosen->saving;  // only now: a restore that failed forks nothing
   return info;
 }
 

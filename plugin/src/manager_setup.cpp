@@ -2,10 +2,10 @@
 // with names of this manager's own), the AsyncCheckpointer of async saves, the phase log, and the
 // root prepared collectively: the coordinator creates it and removes what a killed job left (the
 // `.incomplete` directories of saves never committed, the `.deleting` ones of prunes never
-// finished); every rank makes its remote tier, if any, and the coordinator lists it (a store it
-// cannot reach, or a rank without credentials, fails here, not at the first drain); then every rank
-// learns how that went. The first drain pass copies the steps an earlier
-// job committed but did not drain.
+// finished); every rank makes its remote tier, if any (a rank without credentials, or a missing
+// bucket, fails here, not at the first drain; a store that cannot be reached is a warning); then
+// every rank learns how that went, and that every rank sees the root. The first drain pass copies
+// the steps an earlier job committed but did not drain.
 
 #include "checkpoint_commit.h"
 #include "checkpoint_manager_impl.h"

@@ -138,3 +138,23 @@ TEST_CASE("a rollback in a local root replaces the abandoned steps as the new ru
   CHECK(resumed(restarted) == std::make_pair(int64_t{5}, 2));
   CHECK(resumed(restarted, dcpp::RestoreRequest().with_step(3)) == std::make_pair(int64_t{3}, 2));
 }
+
+TEST_CASE("a restore that fails forks nothing: the newer steps stay resumable") {
+  TempDir dir;
+  const dcpp::CheckpointManagerOptions options =
+      dcpp::CheckpointManagerOptions().with_root(dir / "checkpoints").with_async(false);
+  {
+    dcpp::CheckpointManager manager(options);
+    for (int64_t step = 1; step <= 5; ++step) manager.save(rollback_state(step, 1), request(step));
+  }
+  dcpp::CheckpointManager manager(options);
+  dcpp::StateDict target = rollback_target();
+  target.insert("not_saved", at::zeros({2}));  // the load fails: the checkpoint lacks it
+  CHECK_THROWS_AS(manager.restore(target, dcpp::RestoreRequest().with_step(2)),
+                  dcpp::CheckpointError);
+  // Training went on from scratch: its step 3 does not replace the run's step 3.
+  CHECK(manager.save(rollback_state(3, 2), request(3)).skipped);
+  REQUIRE(manager.latest());
+  CHECK(manager.latest()->step == 5);
+  CHECK(resumed(manager, dcpp::RestoreRequest().with_step(3)) == std::make_pair(int64_t{3}, 1));
+}
