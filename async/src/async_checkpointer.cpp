@@ -254,13 +254,15 @@ AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
 }
 
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
-                                                std::shared_ptr<StorageWriter> storage_writer) {
+                                                std::shared_ptr<StorageWriter> storage_writer,
+                                                const std::string& where) {
   if (!storage_writer) {
     throw CheckpointError(ErrorKind::kUsage,
                           "async_save: the storage writer is null; pass a writer, or a directory");
   }
   return impl_->async_save(
-      state_dict, [storage_writer] { return storage_writer; }, "its storage writer");
+      state_dict, [storage_writer] { return storage_writer; },
+      where.empty() ? std::string("its storage writer") : where);
 }
 
 void AsyncCheckpointer::wait() { impl_->wait(); }

@@ -155,7 +155,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   log->begin("save", "stage", request.step, temporary.string());
   const auto start = SteadyClock::now();
   AsyncSaveResponse response = checkpointer->async_save(
-      resolved, std::make_shared<detail::SaveGate>(gated_writer(temporary)));
+      resolved, std::make_shared<detail::SaveGate>(gated_writer(temporary)), temporary.string());
   const double call_seconds = seconds_since(start);
   // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
   // worker thread gets to look.

@@ -138,10 +138,14 @@ TEST_CASE("InFlightPolicy kFail refuses a second save while one is in flight") {
       options_with(stager_named("tbb"), dcpp::InFlightPolicy::kFail));
   dcpp::test::MixedState state(2);
   auto release = std::make_shared<Gate>();
-  auto first = checkpointer.async_save(state.state, gated_writer(dir / "first", release));
+  auto first = checkpointer.async_save(state.state, gated_writer(dir / "first", release),
+                                       "the first save's place");
   CHECK(checkpointer.in_flight());
   CHECK_THROWS_WITH(checkpointer.async_save(state.state, dir / "second"),
                     Catch::Contains("still in flight"));
+  // A writer's save is named by what its caller said.
+  CHECK_THROWS_WITH(checkpointer.async_save(state.state, dir / "second"),
+                    Catch::Contains("the save to the first save's place is still in flight"));
   release->open();
   first.upload_completion.wait();
   CHECK(!std::filesystem::exists(dir / "second" / ".metadata"));

@@ -170,9 +170,12 @@ class DCPP_API AsyncCheckpointer {
   /// in-flight policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError
   /// (kFail). Otherwise never throws: staging and upload errors travel in the response's futures.
   AsyncSaveResponse async_save(const StateDict& state_dict, const std::filesystem::path& directory);
-  /// The same, writing through `storage_writer` (kept alive until the upload completes).
+  /// The same, writing through `storage_writer` (kept alive until the upload completes). `where`
+  /// names the destination in messages (the in-flight policy's, a failed upload's); empty: "its
+  /// storage writer".
   AsyncSaveResponse async_save(const StateDict& state_dict,
-                               std::shared_ptr<StorageWriter> storage_writer);
+                               std::shared_ptr<StorageWriter> storage_writer,
+                               const std::string& where = {});
 
   /// Blocks until no save is in flight. Never throws (errors are in the responses).
   void wait();
