@@ -20,10 +20,12 @@ inline Matchers::StringContainsMatcher Contains(const std::string& text) {
 #include <catch2/catch.hpp>
 #endif
 
+#include <dcpp/core/checkpoint_error.h>
 #include <dcpp/core/torch_compat.h>
 #include <dcpp/state_dict/flatten.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace dcpp::test {
@@ -70,6 +72,9 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 /// A state dict of `state`'s keys, each tensor as zeros of its dtype and shape, each other value 0:
 /// a target for a load that must fill every value.
 StateDict zeros_like(const StateDict& state);
+
+/// The CheckpointError `f` throws; FAILs the test when it throws none.
+CheckpointError error_of(const std::function<void()>& f);
 
 /// REQUIREs that every key of `saved` is in `loaded` with a value equal to it: tensors bit for bit,
 /// other values by IValue equality.

@@ -89,6 +89,16 @@ StateDict zeros_like(const StateDict& state) {
   return zeros;
 }
 
+CheckpointError error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CheckpointError& error) {
+    return error;
+  }
+  FAIL("no CheckpointError was thrown");
+  throw std::logic_error("unreachable");
+}
+
 void require_equal(const StateDict& loaded, const StateDict& saved) {
   for (const auto& item : saved) {
     INFO(item.key);

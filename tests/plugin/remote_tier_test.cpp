@@ -91,6 +91,19 @@ struct Tiers {
   }
 };
 
+// The local root is lost: `manager` resumes step `step` from the remote tier, bit for bit
+// `expected`.
+void require_resume_from_remote(dcpp::CheckpointManager& manager, const Tiers& tiers, int64_t step,
+                                const dcpp::StateDict& expected) {
+  fs::remove_all(tiers.root);
+  dcpp::StateDict state = zeros_like(expected);
+  const std::optional<dcpp::CheckpointInfo> info =
+      manager.restore(state, dcpp::RestoreRequest().with_step(step));
+  REQUIRE(info);
+  CHECK(info->path == tiers.url + "/" + dcpp::step_directory_name(step));
+  require_equal(state, expected);
+}
+
 }  // namespace
 
 TEST_CASE("committed steps drain to the remote tier, byte for byte, each tier keeping its own") {
@@ -310,10 +323,7 @@ TEST_CASE("a remote step lacking a file its .metadata names is not complete, and
   manager.save(state_of_step(3), request(3));
   manager.wait_for_remote();
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
-  fs::remove_all(tiers.root);
-  dcpp::StateDict state = zeros_like(second);
-  REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
-  require_equal(state, second);
+  require_resume_from_remote(manager, tiers, 2, second);
 }
 
 TEST_CASE("a store that is down stops neither a manager nor a restore from its root") {
@@ -383,10 +393,7 @@ TEST_CASE("a step whose copy keeps failing does not hold back the newer steps") 
   tiers.server.clear_faults();
   manager.wait_for_remote();  // tries step 1 at once
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
-  fs::remove_all(tiers.root);
-  dcpp::StateDict state = zeros_like(second);
-  REQUIRE(manager.restore(state, dcpp::RestoreRequest().with_step(2)));
-  require_equal(state, second);
+  require_resume_from_remote(manager, tiers, 2, second);
 }
 
 TEST_CASE("what a copy or a deletion cut short left remotely is deleted by the next pass") {

@@ -19,6 +19,7 @@
 
 namespace fs = std::filesystem;
 using dcpp::StateDict;
+using dcpp::test::error_of;
 using dcpp::test::S3Fault;
 using dcpp::test::S3TestServer;
 using dcpp::test::ScopedAwsEnvironment;
@@ -112,14 +113,11 @@ TEST_CASE("S3 credentials from a profile's credential_process, run again when re
 
   // A process that fails is an error naming it.
   write_text(dir / "credentials.sh", "exit 3\n");
-  try {
-    dcpp::save(credentials_state(), url, saving);
-    FAIL("a failing credential_process gave credentials");
-  } catch (const dcpp::CheckpointError& e) {
-    CHECK(e.kind() == dcpp::ErrorKind::kUsage);
-    CHECK_THAT(std::string(e.what()),
-               Catch::Contains("credential_process") && Catch::Contains("status"));
-  }
+  const dcpp::CheckpointError failed =
+      error_of([&] { dcpp::save(credentials_state(), url, saving); });
+  CHECK(failed.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(std::string(failed.what()),
+             Catch::Contains("credential_process") && Catch::Contains("status"));
 }
 
 TEST_CASE("S3 credentials read again from the shared files when the store refuses them") {
@@ -160,14 +158,11 @@ TEST_CASE("S3 credentials from web identity (STS), asked for again before they e
 
   // A token STS refuses is an error naming the role.
   write_text(env.home() / "token", "not-the-token\n");
-  try {
-    round_trip(without_keys(), "web-identity-refused");
-    FAIL("STS refused the token, yet the save went on");
-  } catch (const dcpp::CheckpointError& e) {
-    CHECK(e.kind() == dcpp::ErrorKind::kUsage);
-    CHECK_THAT(std::string(e.what()),
-               Catch::Contains("dcpp-test") && Catch::Contains("InvalidIdentityToken"));
-  }
+  const dcpp::CheckpointError refused =
+      error_of([] { round_trip(without_keys(), "web-identity-refused"); });
+  CHECK(refused.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(std::string(refused.what()),
+             Catch::Contains("dcpp-test") && Catch::Contains("InvalidIdentityToken"));
 }
 
 TEST_CASE("S3 credentials from a container's endpoint and from EC2's instance metadata") {
@@ -180,12 +175,9 @@ TEST_CASE("S3 credentials from a container's endpoint and from EC2's instance me
     round_trip(without_keys(), "container");
     CHECK(server.traffic().credentials_issued >= 1);
     env.set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "wrong");
-    try {
-      round_trip(without_keys(), "container-refused");
-      FAIL("the container endpoint refused, yet the save went on");
-    } catch (const dcpp::CheckpointError& e) {
-      CHECK_THAT(std::string(e.what()), Catch::Contains("container") && Catch::Contains("403"));
-    }
+    const dcpp::CheckpointError refused =
+        error_of([] { round_trip(without_keys(), "container-refused"); });
+    CHECK_THAT(std::string(refused.what()), Catch::Contains("container") && Catch::Contains("403"));
   }
   SECTION("instance metadata, IMDSv2") {
     ScopedAwsEnvironment env;

@@ -20,6 +20,7 @@
 
 namespace fs = std::filesystem;
 using dcpp::StateDict;
+using dcpp::test::error_of;
 using dcpp::test::require_equal;
 using dcpp::test::S3Fault;
 using dcpp::test::S3TestServer;
@@ -67,16 +68,6 @@ StateDict training_state() {
   state.insert("model.big", at::randn({2, 1024, 1024}));  // 8 MiB: a multipart upload
   state.insert("step", c10::IValue(int64_t{42}));
   return state;
-}
-
-dcpp::CheckpointError error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const dcpp::CheckpointError& error) {
-    return error;
-  }
-  FAIL("no CheckpointError was thrown");
-  throw std::logic_error("unreachable");
 }
 
 }  // namespace
