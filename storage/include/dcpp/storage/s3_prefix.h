@@ -61,7 +61,9 @@ class DCPP_API S3Prefix {
   void remove(const std::string& name);
   /// Aborts every multipart upload in progress whose object name starts with `name_prefix` (what
   /// writers that were killed left: the store keeps, and bills, their parts until then) and
-  /// returns how many. Only for a prefix no live writer uploads to.
+  /// returns how many it asked to abort (an abort the store refuses is logged, not thrown). Only
+  /// for a prefix no live writer uploads to. Throws CheckpointError when the uploads cannot be
+  /// listed (kIo for a store that does not implement ListMultipartUploads, as s3rver).
   int abort_uploads(std::string_view name_prefix);
 
  private:
