@@ -22,6 +22,9 @@
 
 namespace dcpp::detail {
 
+/// A step's commit file: its presence makes a remote copy complete (uploaded last).
+inline constexpr const char* kMetadataFile = ".metadata";
+
 /// Used on the coordinator only: drain() on the manager's drain thread, list() also on the
 /// training thread (S3Prefix is thread-safe). Errors are CheckpointErrors naming the object.
 class RemoteTier {

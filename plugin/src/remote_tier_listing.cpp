@@ -1,0 +1,121 @@
+// The remote tier's listing: which remote steps are complete (their `.metadata`, manifest and
+// every file `.metadata` names there), each step's manifest and `.metadata` read once and kept by
+// entity tag; and a remote step's manifest.
+
+#include "remote_tier.h"
+
+#include "checkpoint_info_json.h"
+#include "core/logging.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+
+namespace dcpp::detail {
+
+std::vector<CheckpointInfo> RemoteTier::list() { return list(nullptr); }
+
+std::vector<CheckpointInfo> RemoteTier::list(std::vector<int64_t>* incomplete) {
+  static const std::regex name_pattern("step-[0-9]{8,}");
+  std::map<std::string, std::map<std::string, S3ObjectEntry>> files_of_step;  // by name
+  for (const S3ObjectEntry& object : prefix_.list("step-")) {
+    const size_t slash = object.name.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string directory = object.name.substr(0, slash);
+    if (std::regex_match(directory, name_pattern)) {
+      files_of_step[directory][object.name.substr(slash + 1)] = object;
+    }
+  }
+  std::vector<CheckpointInfo> found;
+  for (const auto& [directory, files] : files_of_step) {
+    const auto metadata = files.find(kMetadataFile);
+    const auto manifest = files.find(kCheckpointInfoFile);
+    const int64_t step_number = std::stoll(directory.substr(5));  // "step-00001200"
+    const auto note_incomplete = [incomplete, step_number] {
+      if (incomplete) incomplete->push_back(step_number);
+    };
+    if (metadata == files.end() || manifest == files.end()) {
+      note_incomplete();
+      continue;
+    }
+    try {
+      // Read again when either object was replaced (a new entity tag) or changed size.
+      const std::optional<RemoteStep> step =
+          describe(directory, metadata->second.etag + std::to_string(metadata->second.size) + "/" +
+                                  manifest->second.etag + std::to_string(manifest->second.size));
+      if (!step) continue;  // deleted since the listing
+      const std::string missing = missing_file(*step, files);
+      if (!missing.empty()) {
+        logger().debug("remote step {} is not complete: {}", prefix_.url_of(directory), missing);
+        note_incomplete();
+        continue;
+      }
+      if (step->info.kind == CheckpointKind::kFull) found.push_back(step->info);
+    } catch (const CheckpointError& e) {
+      logger().warn("skipping remote checkpoint {}: {}", prefix_.url_of(directory), e.what());
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
+  return found;
+}
+
+std::optional<RemoteTier::RemoteStep> RemoteTier::describe(const std::string& directory,
+                                                           const std::string& version) {
+  {
+    const std::lock_guard<std::mutex> lock(described_mutex_);
+    const auto cached = described_.find(directory);
+    if (cached != described_.end() && cached->second.version == version) return cached->second;
+  }
+  const std::string manifest = directory + "/" + kCheckpointInfoFile;
+  const std::optional<std::string> text = prefix_.read(manifest);
+  if (!text) return std::nullopt;
+  RemoteStep step;
+  step.version = version;
+  step.info = checkpoint_info_from_json(*text, prefix_.url_of(manifest));
+  step.info.path = prefix_.url_of(directory);
+  for (const auto& [index, where] :
+       read_metadata(prefix_.url_of(directory), options_.s3).storage_data) {
+    uint64_t& extent = step.extents[where.relative_path];
+    extent = std::max(extent, static_cast<uint64_t>(where.offset + where.length));
+  }
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  described_[directory] = step;
+  return step;
+}
+
+std::string RemoteTier::missing_file(const RemoteStep& step,
+                                     const std::map<std::string, S3ObjectEntry>& files) const {
+  for (const auto& [name, extent] : step.extents) {
+    const auto file = files.find(name);
+    if (file == files.end()) return "'" + name + "', which its .metadata names, is missing";
+    if (file->second.size < extent) {
+      return "'" + name + "' holds " + std::to_string(file->second.size) +
+             " bytes, its .metadata " + "names " + std::to_string(extent);
+    }
+  }
+  return {};
+}
+
+void RemoteTier::forget(int64_t step) {
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  described_.erase(step_directory_name(step));
+}
+
+CheckpointInfo read_remote_checkpoint_info(const std::string& url, const S3Options& s3) {
+  S3Prefix checkpoint(url, s3);
+  const std::optional<std::string> text = checkpoint.read(kCheckpointInfoFile);
+  if (!text) {
+    throw CheckpointError(ErrorKind::kNotFound, "no checkpoint manifest " +
+                                                    checkpoint.url_of(kCheckpointInfoFile) +
+                                                    ": not a complete managed checkpoint");
+  }
+  CheckpointInfo info = checkpoint_info_from_json(*text, checkpoint.url_of(kCheckpointInfoFile));
+  info.path = url;
+  return info;
+}
+
+}  // namespace dcpp::detail
