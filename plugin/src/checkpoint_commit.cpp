@@ -16,10 +16,10 @@ fs::path incomplete_directory(const fs::path& final_path) {
 }
 
 CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, int world_size,
-                             int64_t stored_bytes, const SaveRecord& record,
-                             const Lineage& lineage) {
+                             int64_t stored_bytes, const SaveRecord& record, const Lineage& lineage,
+                             const std::string& save_id) {
   CheckpointInfo info;
-  info.save_id = new_save_id();
+  info.save_id = save_id.empty() ? new_save_id() : save_id;
   info.generation = lineage.generation;
   info.branched_from = lineage.branched_from;
   info.step = request.step;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 namespace dcpp::detail {
 
@@ -28,12 +29,15 @@ std::filesystem::path incomplete_directory(const std::filesystem::path& final_pa
 
 /// The manifest of a save of `request` as `kind`: `stored_bytes`, every item the checkpoint stores
 /// (all ranks'); the plan, stage and write seconds of `record` (the coordinator's); committed now.
-/// A new save identity, and `lineage`. `path` is left empty (read_checkpoint_info fills it in).
+/// Its save identity `save_id` (a new one when empty), and `lineage`. `path` is left empty
+/// (read_checkpoint_info fills it in).
 CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, int world_size,
-                             int64_t stored_bytes, const SaveRecord& record,
-                             const Lineage& lineage);
+                             int64_t stored_bytes, const SaveRecord& record, const Lineage& lineage,
+                             const std::string& save_id);
 
-/// Step 2 of the protocol, on the coordinator only, after dcpp::save completed on it: writes
+/// Step 2 of the protocol, on the coordinator only (with a node-local root, on each host's
+/// leader, into its host's directory, with the same manifest), after dcpp::save completed on it:
+/// writes
 /// `manifest` into `incomplete`, renames `incomplete` to `final_path` (replacing a directory
 /// there) and logs the saved step; the fsyncs only with `sync_files`. Blocking; throws
 /// CheckpointError (or std::filesystem::filesystem_error) when a step fails, and then nothing

@@ -6,6 +6,7 @@
 #include "state_tools.h"
 #include "stopwatch.h"
 
+#include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/stateful_swap.h>
 
 namespace dcpp {
@@ -13,6 +14,12 @@ namespace fs = std::filesystem;
 
 fs::path CheckpointManager::Impl::export_state(const StateDict& state, const SaveRequest& request,
                                                std::optional<at::ScalarType> dtype) {
+  if (options.node_local_root) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "export_state needs a root every rank sees: with node_local_root, an "
+                          "export's files would stay scattered over the hosts' disks; save the "
+                          "export with dcpp::save to a shared directory or an s3:// URL");
+  }
   if (checkpointer) checkpointer->wait();  // one save at a time on the file system
   const fs::path final_path = options.root / ("export-" + step_directory_name(request.step));
   SaveRecord record;

@@ -1,6 +1,7 @@
 // The manifest `dcpp_checkpoint.json` of a managed checkpoint, and finding complete checkpoints.
 
 #include "checkpoint_info_json.h"
+#include "local_steps.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_info.h>
@@ -101,7 +102,9 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
   return info;
 }
 
-std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
+namespace detail {
+
+std::vector<CheckpointInfo> list_local_steps(const fs::path& root, bool node_local) {
   static const std::regex name_pattern("step-[0-9]{8,}");
   std::vector<CheckpointInfo> found;
   std::error_code ec;
@@ -109,7 +112,7 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (!std::regex_match(name, name_pattern)) continue;
-    if (!fs::exists(entry.path() / ".metadata", ec) ||
+    if ((!node_local && !fs::exists(entry.path() / ".metadata", ec)) ||
         !fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
       continue;
     }
@@ -123,6 +126,18 @@ std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
   std::sort(found.begin(), found.end(),
             [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
   return found;
+}
+
+std::optional<CheckpointInfo> latest_local_step(const fs::path& root, bool node_local) {
+  std::vector<CheckpointInfo> all = list_local_steps(root, node_local);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+}  // namespace detail
+
+std::vector<CheckpointInfo> list_checkpoints(const fs::path& root) {
+  return detail::list_local_steps(root, false);
 }
 
 std::optional<CheckpointInfo> latest_checkpoint(const fs::path& root) {

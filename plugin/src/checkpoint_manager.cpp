@@ -12,9 +12,10 @@ CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 CheckpointManager::~CheckpointManager() {
+  if (impl_->host_recheck) impl_->host_recheck->close();
   try {
-    impl_->drain_to_remote(false);
-  } catch (...) {  // logged when it happened
+    impl_->drain_to_remote(false, false);  // never collective: ranks may end apart
+  } catch (...) {                          // logged when it happened
   }
 }
 

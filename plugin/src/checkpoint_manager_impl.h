@@ -17,8 +17,10 @@
 #include "checkpoint_lineage.h"
 #include "checkpoint_pruning.h"
 #include "core/serial_worker.h"
+#include "delayed_post.h"
 #include "phase_log.h"
 #include "remote_tier.h"
+#include "root_sharing.h"
 #include "save_gate.h"
 #include "save_history.h"
 #include "save_schedule.h"
@@ -48,6 +50,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   explicit Impl(CheckpointManagerOptions options);
 
   bool is_coordinator() const { return rank == options.ranks.coordinator_rank; }
+  /// Whether this rank commits (and drains) its root directory: the coordinator, and with a
+  /// node-local root the first rank of each other host's ranks.
+  bool is_root_leader() const { return sharing.leader_of.at(rank) == rank; }
 
   /// managed_save.cpp: CheckpointManager::save.
   ManagedSave save(const StateDict& state, const SaveRequest& request);
@@ -59,7 +64,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// failed.
   SaveRecord save_blocking(const StateDict& resolved, const SaveRequest& request,
                            CheckpointKind kind, const std::filesystem::path& final_path,
-                           SaveRecord record);
+                           SaveRecord record, const std::string& save_id = {});
 
   /// checkpoint_export.cpp: CheckpointManager::export_state.
   std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
@@ -95,10 +100,20 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   }
 
   /// drain(), then every drain pass posted so far, and with `retry_failed_now` one more that
-  /// tries the steps whose copy failed at once. Throws the first drain error not yet taken.
-  void drain_to_remote(bool retry_failed_now);
+  /// tries the steps whose copy failed at once. Throws the first drain error not yet taken. With
+  /// a node-local root on several ranks and `collective`: settle_hosts instead.
+  void drain_to_remote(bool retry_failed_now, bool collective = true);
+
+  /// manager_drain.cpp, node-local roots. Collective: drain() and this host's passes, then, in
+  /// turn, a pass of the coordinator (replacing older saves' remote steps), of every other host's
+  /// leader (copying its files), and of the coordinator (committing the steps whose files are all
+  /// up). Throws CheckpointError (kIo) on every rank naming the ranks whose passes failed.
+  void settle_hosts(bool retry_failed_now);
 
   const CheckpointManagerOptions options;
+  /// Which ranks share the root (set by the constructor): one group, or with a node-local root
+  /// one per host.
+  detail::RootSharing sharing;
   detail::SaveSchedule schedule{options};
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // null for one process
   int rank = 0;
@@ -120,6 +135,11 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::mutex drain_error_mutex;
   std::exception_ptr drain_error;  // the first drain pass that failed, until wait_for_remote()
 
+  /// Node-local root, coordinator: posts the pass that looks again for other hosts' files (null
+  /// otherwise). Closed by ~CheckpointManager before anything else; outlives the drainer.
+  std::unique_ptr<detail::DelayedPost> host_recheck;
+  int host_rechecks = 0;  // the pauses in a row before host_recheck's passes; the drainer's
+
   /// Runs the drain passes; destroyed after `worker` (whose commits post to it), before the rest.
   detail::SerialWorker drainer;
   /// Declared last: destroyed first, so its tasks finish while everything above is alive.
@@ -129,7 +149,6 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   // manager_setup.cpp
   void prepare_root();
   void clean_root();
-  void require_shared_root();
 
   // checkpoint_restore.cpp
   struct Chosen {
@@ -137,16 +156,18 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
     detail::Lineage saving;  // the lineage of the saves after a successful restore of it
   };
   std::optional<Chosen> choose_checkpoint(const RestoreRequest& request) const;
+  std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
   CheckpointInfo manifest_of(const std::string& path) const;
 
   // managed_save.cpp
   bool holds_step_to_keep(const std::filesystem::path& path) const;
   detail::SaveGate gated_writer(const std::filesystem::path& temporary) const;
   void check_disk_space() const;
+  // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
-                        ManagedSave result);
+                        ManagedSave result, const std::string& save_id);
   ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
-                         ManagedSave result);
+                         ManagedSave result, const std::string& save_id);
 };
 
 }  // namespace dcpp

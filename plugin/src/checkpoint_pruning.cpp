@@ -13,10 +13,10 @@
 namespace dcpp::detail {
 namespace fs = std::filesystem;
 
-void prune_checkpoints(const fs::path& root, const RetentionPolicy& policy, bool sync_files,
-                       PhaseLog& log, const std::vector<CheckpointInfo>& other_tiers,
+void prune_checkpoints(const std::vector<CheckpointInfo>& local, const RetentionPolicy& policy,
+                       bool sync_files, PhaseLog& log,
+                       const std::vector<CheckpointInfo>& other_tiers,
                        const std::function<bool(const CheckpointInfo&)>& may_delete) {
-  const std::vector<CheckpointInfo> local = list_checkpoints(root);
   std::vector<CheckpointInfo> all = local;
   all.insert(all.end(), other_tiers.begin(), other_tiers.end());
   std::vector<CheckpointInfo> doomed;

@@ -17,14 +17,15 @@ namespace dcpp::detail {
 /// is never taken for a checkpoint (the next manager on the root removes what a kill left).
 inline constexpr const char* kDeletingSuffix = ".deleting";
 
-/// Deletes each complete checkpoint under `root` that `policy` does not keep among the resumable
-/// ones, and each abandoned one the timeline has passed (checkpoint_lineage.h; `other_tiers`, the
-/// remote tier's checkpoints, count for both): renames it to `<dir>.deleting` (durably with
-/// `sync_files`), then removes it, recording ("prune", "delete") on `log`. Blocking file I/O; a
-/// deletion that fails is logged (warning) and skipped, the others go on. Not safe to run twice
-/// at once on one root. `may_delete`, when given, vetoes the policy's deletions (a remote tier
-/// keeps a step not yet copied), not the abandoned ones'.
-void prune_checkpoints(const std::filesystem::path& root, const RetentionPolicy& policy,
+/// Deletes each of `local` (the complete checkpoints of a root, as list_checkpoints or
+/// list_local_steps give them) that `policy` does not keep among the resumable ones, and each
+/// abandoned one the timeline has passed (checkpoint_lineage.h; `other_tiers`, the remote tier's
+/// checkpoints, count for both): renames it to `<dir>.deleting` (durably with `sync_files`), then
+/// removes it, recording ("prune", "delete") on `log`. Blocking file I/O; a deletion that fails is
+/// logged (warning) and skipped, the others go on. Not safe to run twice at once on one root.
+/// `may_delete`, when given, vetoes the policy's deletions (a remote tier keeps a step not yet
+/// copied), not the abandoned ones'.
+void prune_checkpoints(const std::vector<CheckpointInfo>& local, const RetentionPolicy& policy,
                        bool sync_files, PhaseLog& log,
                        const std::vector<CheckpointInfo>& other_tiers = {},
                        const std::function<bool(const CheckpointInfo&)>& may_delete = {});

@@ -61,9 +61,25 @@ std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints(bool* unrea
   return all;
 }
 
+// resumable(all); with a node-local root, only the steps the remote tier holds, as its entries (a
+// local step is one host's part of it).
+std::vector<CheckpointInfo> CheckpointManager::Impl::restorable(
+    const std::vector<CheckpointInfo>& all) const {
+  std::vector<CheckpointInfo> timeline = detail::resumable(all);
+  if (!options.node_local_root) return timeline;
+  std::vector<CheckpointInfo> held;
+  for (const CheckpointInfo& info : timeline) {
+    const auto remote = std::find_if(all.begin(), all.end(), [&](const CheckpointInfo& c) {
+      return is_s3_url(c.path.string()) && c.step == info.step && c.save_id == info.save_id;
+    });
+    if (remote != all.end()) held.push_back(*remote);
+  }
+  return held;
+}
+
 std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
   bool unreachable = false;
-  const std::vector<CheckpointInfo> timeline = detail::resumable(all_checkpoints(&unreachable));
+  const std::vector<CheckpointInfo> timeline = restorable(all_checkpoints(&unreachable));
   if (timeline.empty()) return std::nullopt;
   return timeline.back();
 }
@@ -89,7 +105,7 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
                                   "' holds no checkpoint: whether to resume from the store or to "
                                   "start fresh cannot be told; retry when the store is back");
       }
-      const std::vector<CheckpointInfo> timeline = detail::resumable(all);
+      const std::vector<CheckpointInfo> timeline = restorable(all);
       if (!request.path.empty()) {
         chosen = request.path.string();
       } else if (request.step) {
@@ -153,6 +169,14 @@ CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) con
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
+  if (options.node_local_root && remote && world > 1) {
+    // A resume reads from the store: the steps every host committed go up first.
+    try {
+      settle_hosts(false);
+    } catch (const CheckpointError& e) {
+      detail::logger().warn("restoring from the steps the store holds now: {}", e.what());
+    }
+  }
   const std::optional<Chosen> chosen = choose_checkpoint(request);
   if (!chosen) return std::nullopt;
   const CheckpointInfo& info = chosen->info;

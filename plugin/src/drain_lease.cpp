@@ -1,4 +1,5 @@
 #include "drain_lease.h"
+#include "host_name.h"
 
 #include "checkpoint_lineage.h"
 #include "core/logging.h"
@@ -9,8 +10,6 @@
 
 #include <optional>
 
-#include <unistd.h>
-
 namespace dcpp::detail {
 
 namespace {
@@ -19,12 +18,6 @@ using nlohmann::json;
 
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
 }
 
 struct Holder {

@@ -9,6 +9,7 @@
 #include "checkpoint_manager_impl.h"
 #include "core/exception_message.h"
 #include "core/logging.h"
+#include "local_steps.h"
 #include "rank_agreement.h"
 #include "save_gate.h"
 #include "state_tools.h"
@@ -56,20 +57,26 @@ Future<void> completed() {
 
 }  // namespace
 
-// The writer of a save into `temporary`: the disk check first, on the coordinator.
+// The writer of a save into `temporary`: the disk check first, on each rank that commits a root
+// directory (the coordinator, or each host's leader with a node-local root).
 detail::SaveGate CheckpointManager::Impl::gated_writer(const fs::path& temporary) const {
   FileSystemWriterOptions layout = options.file_system;
   layout.overwrite = true;  // a temporary directory an earlier failed try left
-  return detail::SaveGate([this] { check_disk_space(); },
-                          [temporary, layout]() -> std::unique_ptr<StorageWriter> {
-                            return std::make_unique<FileSystemWriter>(temporary, layout);
-                          });
+  return detail::SaveGate(
+      [this] {
+        if (is_root_leader()) check_disk_space();
+      },
+      [temporary, layout]() -> std::unique_ptr<StorageWriter> {
+        return std::make_unique<FileSystemWriter>(temporary, layout);
+      });
 }
 
-// Coordinator, before a save writes anything: throws kIo when the root's free space, less
-// options.reserved_disk_bytes, cannot hold another step as large as the newest one.
+// A root's leader, before a save writes anything: throws kIo when the root's free space, less
+// options.reserved_disk_bytes, cannot hold another step as large as the newest one (a whole
+// step's bytes, on a node-local root too: a host's share of the next one may grow).
 void CheckpointManager::Impl::check_disk_space() const {
-  const std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);
+  const std::optional<CheckpointInfo> newest =
+      detail::latest_local_step(options.root, options.node_local_root);
   const uint64_t step_bytes = newest ? static_cast<uint64_t>(newest->bytes) : 0;
   std::error_code error;
   const fs::space_info space = fs::space(options.root, error);
@@ -106,7 +113,16 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
   if (async_steps.erase(request.step) != 0) {
     worker.drain();  // an async save of this step is in flight: its outcome decides
   }
-  if (history.is_saved(request.step) || holds_step_to_keep(result.path)) {
+  bool skip = history.is_saved(request.step) || holds_step_to_keep(result.path);
+  std::string save_id;
+  if (options.node_local_root) {
+    // Only the coordinator's host holds `.metadata`: it decides, and names the save, so that
+    // every host's manifest carries the same identity.
+    save_id = detail::broadcast_text_from(group, skip ? "" : detail::new_save_id(),
+                                          options.ranks.coordinator_rank);
+    skip = save_id.empty();
+  }
+  if (skip) {
     result.staged = result.committed = completed();
     result.skipped = true;
     return result;
@@ -124,16 +140,16 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
   record.plan_seconds = seconds_since(start);
   log->record("save", "plan", request.step, record.bytes, record.plan_seconds,
               result.path.string());
-  return options.async ? save_async(resolved, request, record, std::move(result))
-                       : save_sync(resolved, request, record, std::move(result));
+  return options.async ? save_async(resolved, request, record, std::move(result), save_id)
+                       : save_sync(resolved, request, record, std::move(result), save_id);
 }
 
 // Returns after the commit; throws (on every rank) when the save or the commit failed.
 ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
                                                const SaveRequest& request, SaveRecord record,
-                                               ManagedSave result) {
+                                               ManagedSave result, const std::string& save_id) {
   try {
-    record = save_blocking(resolved, request, CheckpointKind::kFull, result.path, record);
+    record = save_blocking(resolved, request, CheckpointKind::kFull, result.path, record, save_id);
   } catch (const std::exception& e) {
     record.error = e.what();
     history.add(record);  // thrown to the caller: not reported again by wait()
@@ -141,7 +157,7 @@ ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
   }
   history.add(record);
   history.mark_saved(request.step);
-  if (is_coordinator()) worker.post([this] { after_commit(); });
+  if (is_root_leader()) worker.post([this] { after_commit(); });
   result.staged = result.committed = completed();
   return result;
 }
@@ -149,7 +165,7 @@ ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
 // Returns after staging started; the worker finishes the save. Errors travel in `committed`.
 ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
                                                 const SaveRequest& request, SaveRecord record,
-                                                ManagedSave result) {
+                                                ManagedSave result, const std::string& save_id) {
   const fs::path temporary = detail::incomplete_directory(result.path);
   async_steps.insert(request.step);
   log->begin("save", "stage", request.step, temporary.string());
@@ -165,7 +181,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   result.committed = committed->get_future();
   const fs::path final_path = result.path;
   worker.post([this, response, committed, record, request, start, call_seconds, staged_in_call,
-               temporary, final_path, lineage = this->lineage]() mutable {
+               temporary, final_path, save_id, lineage = this->lineage]() mutable {
     try {
       response.staging_completion.wait();
       record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
@@ -179,11 +195,12 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
                   temporary.string());
       log->begin("save", "commit", request.step, final_path.string());
       const auto commit_start = SteadyClock::now();
-      if (is_coordinator()) {
-        detail::commit_checkpoint(temporary, final_path,
-                                  detail::make_manifest(request, CheckpointKind::kFull, world,
-                                                        stored_bytes(metadata), record, lineage),
-                                  options.file_system.sync_files);
+      if (is_root_leader()) {
+        detail::commit_checkpoint(
+            temporary, final_path,
+            detail::make_manifest(request, CheckpointKind::kFull, world, stored_bytes(metadata),
+                                  record, lineage, save_id),
+            options.file_system.sync_files);
       }
       record.commit_seconds = seconds_since(commit_start);
       log->record("save", "commit", request.step, 0, record.commit_seconds, final_path.string());
@@ -191,7 +208,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       history.add(record);
       history.mark_saved(request.step);
       committed->set_value();
-      if (is_coordinator()) after_commit();
+      if (is_root_leader()) after_commit();
     } catch (...) {
       record.error = detail::exception_message(std::current_exception());
       detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,
@@ -205,7 +222,8 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
 
 SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
                                                   const SaveRequest& request, CheckpointKind kind,
-                                                  const fs::path& final_path, SaveRecord record) {
+                                                  const fs::path& final_path, SaveRecord record,
+                                                  const std::string& save_id) {
   const char* operation = operation_of(kind);
   const fs::path temporary = detail::incomplete_directory(final_path);
   SaveOptions save_options;
@@ -229,21 +247,20 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   log->begin(operation, "commit", request.step, final_path.string());
   start = SteadyClock::now();
   std::string commit_error;
-  if (is_coordinator()) {
+  if (is_root_leader()) {
     try {
-      detail::commit_checkpoint(
-          temporary, final_path,
-          detail::make_manifest(request, kind, world, stored_bytes(metadata), record, lineage),
-          options.file_system.sync_files);
+      detail::commit_checkpoint(temporary, final_path,
+                                detail::make_manifest(request, kind, world, stored_bytes(metadata),
+                                                      record, lineage, save_id),
+                                options.file_system.sync_files);
     } catch (const std::exception& e) {
       commit_error = e.what();
     }
   }
-  if (!detail::every_rank_ok(group, commit_error.empty())) {
-    throw CheckpointError(ErrorKind::kIo, "committing '" + final_path.string() +
-                                              "' failed on rank " +
-                                              std::to_string(options.ranks.coordinator_rank) +
-                                              (commit_error.empty() ? "" : ": " + commit_error));
+  commit_error = detail::failures_of_ranks(group, rank, commit_error);
+  if (!commit_error.empty()) {
+    throw CheckpointError(ErrorKind::kIo,
+                          "committing '" + final_path.string() + "' failed (" + commit_error + ")");
   }
   record.commit_seconds = seconds_since(start);
   log->record(operation, "commit", request.step, 0, record.commit_seconds, final_path.string());

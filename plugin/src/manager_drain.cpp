@@ -1,17 +1,32 @@
-// What the CheckpointManager does after each commit on the coordinator: prune the root, or, with
+// What the CheckpointManager does after each commit on a root's leader: prune the root, or, with
 // a remote tier, post a drain pass (remote_tier.h) to the drainer, whose errors wait_for_remote()
-// reports.
+// reports. With a node-local root the coordinator looks again, after a growing pause, for the
+// other hosts' files of the steps it could not commit yet, and wait_for_remote() is collective:
+// the hosts' passes and the coordinator's take turns until every step committed so far is up.
 
 #include "checkpoint_manager_impl.h"
 #include "core/exception_message.h"
 #include "core/logging.h"
+#include "rank_agreement.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <algorithm>
 
 namespace dcpp {
 
+namespace {
+
+// The pauses before the coordinator looks again for other hosts' files: 0.5 s, doubling to 30 s.
+constexpr std::chrono::milliseconds kFirstHostRecheck{500};
+constexpr std::chrono::milliseconds kLongestHostRecheck{30000};
+
+}  // namespace
+
 void CheckpointManager::Impl::after_commit() {
   if (!remote) {
-    detail::prune_checkpoints(options.root, options.retention, options.file_system.sync_files,
-                              *log);
+    detail::prune_checkpoints(list_checkpoints(options.root), options.retention,
+                              options.file_system.sync_files, *log);
     return;
   }
   drainer.post([this] { drain_remote(false); });
@@ -30,9 +45,21 @@ void CheckpointManager::Impl::drain_remote(bool retry_failed_now) {
     const std::lock_guard<std::mutex> lock(drain_error_mutex);
     if (!drain_error) drain_error = std::current_exception();
   }
+  if (!host_recheck) return;
+  if (remote->waiting_for_hosts()) {
+    host_recheck->schedule(std::min(kFirstHostRecheck * (int64_t{1} << std::min(host_rechecks, 6)),
+                                    kLongestHostRecheck));
+    ++host_rechecks;
+  } else {
+    host_rechecks = 0;
+  }
 }
 
-void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now) {
+void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now, bool collective) {
+  if (collective && options.node_local_root && remote && world > 1) {
+    settle_hosts(retry_failed_now);
+    return;
+  }
   drain();
   if (retry_failed_now && remote && is_coordinator()) {
     drainer.post([this] { drain_remote(true); });
@@ -44,6 +71,36 @@ void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now) {
     std::swap(error, drain_error);
   }
   if (error) std::rethrow_exception(error);
+}
+
+void CheckpointManager::Impl::settle_hosts(bool retry_failed_now) {
+  drain();
+  drainer.drain();  // this host's passes, posted by its commits
+  const auto pass_on = [&](bool here, bool retry) {
+    if (here) {
+      drainer.post([this, retry] { drain_remote(retry); });
+      drainer.drain();
+    }
+    detail::every_rank_ok(group, true);  // every rank waits for that turn
+  };
+  detail::every_rank_ok(group, true);
+  // The coordinator first: it replaces the remote steps of older saves, which the hosts' copies
+  // wait for; then every other host copies its files; then the coordinator commits.
+  pass_on(is_coordinator(), retry_failed_now);
+  pass_on(is_root_leader() && !is_coordinator(), retry_failed_now);
+  pass_on(is_coordinator(), false);
+  std::string error;
+  {
+    const std::lock_guard<std::mutex> lock(drain_error_mutex);
+    if (drain_error) error = detail::exception_message(drain_error);
+    drain_error = nullptr;
+  }
+  error = detail::failures_of_ranks(group, rank, error);
+  if (!error.empty()) {
+    throw CheckpointError(ErrorKind::kIo, "draining the node-local roots '" +
+                                              options.root.string() + "' to " + options.remote.url +
+                                              " failed (" + error + ")");
+  }
 }
 
 }  // namespace dcpp

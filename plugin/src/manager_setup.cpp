@@ -13,17 +13,15 @@
 #include "core/logging.h"
 #include "dist/legacy_ranks.h"
 #include "rank_agreement.h"
+#include "root_sharing.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <string>
-
-#include <unistd.h>
 
 namespace dcpp {
 namespace fs = std::filesystem;
@@ -108,31 +106,58 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
   }
   prepare_root();
-  if (remote && is_coordinator()) after_commit();  // steps an earlier job did not drain
+  if (remote && options.node_local_root && is_coordinator()) {
+    host_recheck = std::make_unique<detail::DelayedPost>(
+        [this] { drainer.post([this] { drain_remote(false); }); });
+  }
+  if (remote && is_root_leader()) after_commit();  // steps an earlier job did not drain
   schedule.restart();
 }
 
-// Collective: the coordinator creates the root and cleans it (clean_root); every rank makes its
-// RemoteTier (resolving its S3 credentials), and the coordinator lists the store (one it cannot
-// reach is a warning: the job works locally). Every rank throws the same CheckpointError when
-// any of it failed on any rank, naming the ranks, so none is left waiting for another.
+// Collective: the coordinator creates the root and cleans it (clean_root), and with a node-local
+// root every rank creates it; then the ranks find who shares it (root_sharing.h), and with a
+// node-local root each other host's leader cleans its own; every rank makes its RemoteTier
+// (resolving its S3 credentials), and the coordinator lists the store (one it cannot reach is a
+// warning: the job works locally). Every rank throws the same CheckpointError when any of it
+// failed on any rank, naming the ranks, so none is left waiting for another.
 void CheckpointManager::Impl::prepare_root() {
-  std::string error, remote_error, continued;
-  if (is_coordinator()) {
+  const bool node_local = options.node_local_root;
+  if (node_local && !options.remote.enabled()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "CheckpointManagerOptions::node_local_root needs a remote tier "
+                          "(CheckpointManagerOptions::remote): each host's disk holds only its "
+                          "ranks' files, so a step can be resumed only from the store the hosts "
+                          "drain to");
+  }
+  std::string error;
+  if (is_coordinator() || node_local) {
     try {
       clean_root();
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
+  error = detail::failures_of_ranks(group, rank, error);
+  if (!error.empty()) {
+    throw CheckpointError(
+        ErrorKind::kIo, "checkpoint root '" + options.root.string() + "' cannot be used (" + error +
+                            "); give CheckpointManagerOptions::root a directory the coordinator "
+                            "can create and every rank can write");
+  }
+  sharing = detail::find_root_sharing(group, rank, world, options.ranks.coordinator_rank,
+                                      options.root, node_local);
+  std::string remote_error, continued;
   if (options.remote.enabled()) {
+    const detail::DrainRole role = !node_local        ? detail::DrainRole::kWholeSteps
+                                   : is_coordinator() ? detail::DrainRole::kHostCoordinator
+                                                      : detail::DrainRole::kHostFiles;
     try {
-      remote = std::make_unique<detail::RemoteTier>(options.remote, *log);
+      remote = std::make_unique<detail::RemoteTier>(options.remote, *log, role, rank);
     } catch (const std::exception& e) {
       remote_error = e.what();
     }
   }
-  if (is_coordinator() && error.empty() && remote_error.empty()) {
+  if (is_coordinator() && remote_error.empty()) {
     // Lists the remote tier: a missing bucket or refused credentials fail here; a store that
     // cannot be reached is a warning (the drains try again).
     try {
@@ -162,48 +187,17 @@ void CheckpointManager::Impl::prepare_root() {
   }
   lineage = detail::decode_lineage(
       detail::broadcast_text_from(group, continued, options.ranks.coordinator_rank));
-  require_shared_root();
-}
-
-// Collective: every rank sees a file the coordinator creates under the root, or every rank throws
-// naming those that do not. The commit is a rename on the coordinator, and a load reads every
-// rank's files from one directory: a root on each host's own disk (node-local) would save
-// checkpoints that cannot be resumed. The file's name is new (a random token), so no cache of a
-// network file system can have it as missing.
-void CheckpointManager::Impl::require_shared_root() {
-  if (world <= 1) return;
-  std::string probe;
-  if (is_coordinator()) {
-    probe = ".dcpp-shared-root-" + detail::new_save_id();
-    std::ofstream(options.root / probe) << "written by the coordinator to check that every rank "
-                                           "sees this root; removed at once\n";
-  }
-  probe = detail::broadcast_text_from(group, probe, options.ranks.coordinator_rank);
-  std::string unseen;
-  std::error_code error;
-  if (!fs::exists(options.root / probe, error)) {
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    unseen =
-        "on host " + std::string(host) + ", '" + (options.root / probe).string() + "' is not there";
-  }
-  const std::string failures = detail::failures_of_ranks(group, rank, unseen);
-  if (is_coordinator()) fs::remove(options.root / probe, error);
-  if (!failures.empty()) {
-    throw CheckpointError(
-        ErrorKind::kUsage,
-        "checkpoint root '" + options.root.string() + "' is not one directory that every rank " +
-            "sees: the coordinator (rank " + std::to_string(options.ranks.coordinator_rank) +
-            ") wrote a file there that other ranks do not see (" + failures +
-            "). The manager commits a step with a rename on the coordinator and resumes by "
-            "reading every rank's files from one directory, so a root on each host's own disk "
-            "would save checkpoints that cannot be resumed; node-local roots are not supported "
-            "yet. Give CheckpointManagerOptions::root a directory on a file system every host "
-            "mounts (docs/storage.md)");
+  if (node_local && is_coordinator()) {
+    detail::logger().info(
+        "node-local root '{}', one directory per group of ranks ({}): each "
+        "group's first rank commits it and drains its files to {}",
+        options.root.string(), sharing.describe(), options.remote.url);
   }
 }
 
-// Coordinator, before any save: creates the root; what a killed job left behind is removed.
+// Before any save, on the coordinator (on each host's ranks with a node-local root): creates the
+// root; what a killed job left behind is removed (by the coordinator, or each host's first rank
+// that gets there: the others find nothing left).
 // Throws std::runtime_error (or std::filesystem::filesystem_error) saying what is wrong.
 void CheckpointManager::Impl::clean_root() {
   std::error_code error;
@@ -216,7 +210,8 @@ void CheckpointManager::Impl::clean_root() {
     const std::string name = entry.path().filename().string();
     if (ends_with(name, detail::kIncompleteSuffix) || ends_with(name, detail::kDeletingSuffix)) {
       detail::logger().info("removing '{}' left by an earlier job", entry.path().string());
-      fs::remove_all(entry.path());
+      std::error_code gone;  // another rank of this host may be removing it too
+      fs::remove_all(entry.path(), gone);
     }
   }
 }

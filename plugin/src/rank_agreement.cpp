@@ -38,6 +38,16 @@ std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string&
   return calls_on(group).broadcast_bytes(text, root, "the coordinator's message");
 }
 
+std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value) {
+  if (!group) return {value};
+  std::vector<int64_t> values;
+  for (const at::Tensor& each :
+       calls_on(group).all_gather(at::full({1}, value, at::kLong), "the ranks' values")) {
+    values.push_back(each.item<int64_t>());
+  }
+  return values;
+}
+
 std::string failures_of_ranks(const ProcessGroupPtr& group, int rank, const std::string& error) {
   if (!group) return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
   GroupCalls calls = calls_on(group);

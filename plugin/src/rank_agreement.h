@@ -36,6 +36,9 @@ int64_t broadcast_from(const ProcessGroupPtr& group, int64_t value, int root);
 /// `root`'s `text` on every rank (the others' `text` is ignored); any bytes, any length.
 std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string& text, int root);
 
+/// Every rank's `value`, by rank (one all-gather; `{value}` without a group).
+std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value);
+
 /// Every rank's `error` ("" where a rank succeeded) as "rank 1: ...; rank 3: ...", the same on
 /// every rank; "" when no rank failed (then one all-reduce, whatever the world size). `rank`
 /// names this process without a group.

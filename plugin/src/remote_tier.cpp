@@ -9,6 +9,7 @@
 #include "checkpoint_pruning.h"
 #include "core/exception_message.h"
 #include "core/logging.h"
+#include "local_steps.h"
 #include "stopwatch.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -21,15 +22,14 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
 namespace dcpp::detail {
 namespace fs = std::filesystem;
 
-namespace {
-
-// The files of a step directory, relative to it ("/" separated), sorted; `.metadata` excluded.
 std::vector<std::string> files_before_metadata(const fs::path& directory) {
   std::vector<std::string> names;
   for (const auto& entry : fs::recursive_directory_iterator(directory)) {
@@ -41,10 +41,22 @@ std::vector<std::string> files_before_metadata(const fs::path& directory) {
   return names;
 }
 
+namespace {
+
+// The step of a step directory's name ("step-00001200"), or nullopt for another name.
+std::optional<int64_t> step_of_directory(const std::string& name) {
+  static const std::regex pattern("step-([0-9]{8,})");
+  std::smatch match;
+  if (!std::regex_match(name, match, pattern)) return std::nullopt;
+  return std::stoll(match[1].str());
+}
+
 }  // namespace
 
-RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log)
+RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role, int rank)
     : options_(std::move(options)),
+      role_(role),
+      rank_(rank),
       prefix_(options_.url, options_.s3),
       lease_(prefix_, options_.drain_lease),
       log_(log) {}
@@ -57,13 +69,12 @@ std::string RemoteTier::step_url(int64_t step) const {
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
                        bool retry_failed_now) {
-  if (options_.drain_lease.count() > 0) {
-    lease_.hold();
-    abort_leftover_uploads();  // with the lease, no live job uploads here
-  }
-  std::vector<int64_t> incomplete;
+  const bool deletes = role_ != DrainRole::kHostFiles;  // and holds the lease
+  if (deletes && options_.drain_lease.count() > 0) lease_.hold();
+  std::map<int64_t, StepObjects> incomplete;
   const std::vector<CheckpointInfo> remote = list(&incomplete);
-  std::vector<CheckpointInfo> all = list_checkpoints(root);  // local first: preferred
+  const std::vector<CheckpointInfo> local = list_local_steps(root, role_ != DrainRole::kWholeSteps);
+  std::vector<CheckpointInfo> all = local;  // local first: preferred
   all.insert(all.end(), remote.begin(), remote.end());
   std::map<int64_t, std::string> remote_save_ids;
   for (const CheckpointInfo& info : remote) remote_save_ids[info.step] = info.save_id;
@@ -77,65 +88,110 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
   for (const CheckpointInfo& info : checkpoints_to_delete(timeline, options_.retention)) {
     unwanted_remotely.insert(info.step);
   }
+  // The local steps this pass should copy (or, on a node-local root, copy its host's part of).
+  std::vector<CheckpointInfo> due;
+  for (const CheckpointInfo& info : timeline) {
+    if (!is_s3_url(info.path.string()) && !held_remotely(info) &&
+        !unwanted_remotely.count(info.step)) {
+      due.push_back(info);
+    }
+  }
+  // A remote directory other hosts may still be copying into: a step due here, or one newer
+  // than this host has committed (its commit may lag another host's).
+  const int64_t newest_local = local.empty() ? -1 : local.back().step;
+  const auto in_use = [&](int64_t step) {
+    if (std::any_of(due.begin(), due.end(), [&](const auto& info) { return info.step == step; })) {
+      return true;
+    }
+    return role_ == DrainRole::kHostCoordinator && step > newest_local;
+  };
+  if (deletes && options_.drain_lease.count() > 0) abort_leftover_uploads(in_use);
 
   // Abandoned remote steps the timeline has passed go first: a step of the new run replaces its
   // namesake, and none of them may ever be resumed from.
-  for (const CheckpointInfo& info : passed_abandoned(all)) {
-    if (!is_s3_url(info.path.string())) continue;  // local: pruned below
-    remove_logged(info.step, "abandoned");
-    remote_save_ids.erase(info.step);
+  if (deletes) {
+    for (const CheckpointInfo& info : passed_abandoned(all)) {
+      if (!is_s3_url(info.path.string())) continue;  // local: pruned below
+      remove_logged(info.step, "abandoned");
+      remote_save_ids.erase(info.step);
+      incomplete.erase(info.step);
+    }
   }
   // A step that fails is retried by later passes, after a backoff; the steps after it go on.
   std::exception_ptr first_failure;
-  for (const CheckpointInfo& info : timeline) {
-    if (is_s3_url(info.path.string()) || held_remotely(info) ||
-        unwanted_remotely.count(info.step)) {
-      continue;
-    }
+  std::string waits;  // what the steps of other hosts wait for
+  bool waiting_for_hosts = false;
+  for (const CheckpointInfo& info : due) {
     const auto failed = failing_.find(info.step);
     if (failed != failing_.end() && !retry_failed_now &&
         SteadyClock::now() < failed->second.next_try) {
       continue;
     }
-    std::exception_ptr failure = upload_or_back_off(info);
-    if (!failure) remote_save_ids[info.step] = info.save_id;
+    std::exception_ptr failure;
+    if (role_ == DrainRole::kWholeSteps) {
+      failure = upload_or_back_off(info);
+      if (!failure) remote_save_ids[info.step] = info.save_id;
+    } else if (remote_save_ids.count(info.step) != 0 && role_ == DrainRole::kHostFiles) {
+      // Another save of the step is complete remotely: the coordinator replaces it first.
+      waits += " step " + std::to_string(info.step) + ": the store holds another save of it;";
+    } else {
+      if (remote_save_ids.count(info.step) != 0) {
+        remove_logged(info.step, "replaced by another save of the step");
+        remote_save_ids.erase(info.step);
+        incomplete.erase(info.step);
+      }
+      std::string waiting;
+      failure = with_backoff(info, [&] { waiting = copy_host_part(info, incomplete[info.step]); });
+      if (!failure && waiting.empty() && role_ == DrainRole::kHostCoordinator) {
+        remote_save_ids[info.step] = info.save_id;
+      }
+      if (!failure && !waiting.empty()) {
+        waits += " step " + std::to_string(info.step) + ": " + waiting + ";";
+        waiting_for_hosts = true;
+      }
+    }
     if (failure && !first_failure) first_failure = failure;
   }
-  for (const CheckpointInfo& info : remote) {
-    if (unwanted_remotely.count(info.step) && held_remotely(info)) {
-      remove_logged(info.step, "kept by no policy");
+  waiting_for_hosts_ = waiting_for_hosts && role_ == DrainRole::kHostCoordinator;
+  if (deletes) {
+    for (const CheckpointInfo& info : remote) {
+      if (unwanted_remotely.count(info.step) && held_remotely(info)) {
+        remove_logged(info.step, "kept by no policy");
+      }
     }
-  }
-  // What a copy or a deletion cut short left (no `.metadata`, or files it names missing), unless
-  // this pass copied the step again (which cleared it first) or a later pass will (it failed).
-  for (const int64_t step : incomplete) {
-    if (remote_save_ids.count(step) == 0 && failing_.count(step) == 0) {
-      remove_logged(step, "incomplete: left by a copy or a deletion cut short");
+    // What a copy or a deletion cut short left (no `.metadata`, or files it names missing),
+    // unless a copy of the step is due (this pass made it, or a later pass will).
+    for (const auto& [step, objects] : incomplete) {
+      if (!in_use(step)) remove_logged(step, "incomplete: left by a copy or a deletion cut short");
     }
   }
   // Locally: what the local policy does not keep, once the remote holds it (or would not keep
   // it either), and the abandoned steps the timeline has passed.
-  prune_checkpoints(root, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
+  prune_checkpoints(local, local_policy, sync_files, log_, remote, [&](const CheckpointInfo& info) {
     return held_remotely(info) || unwanted_remotely.count(info.step) != 0;
   });
   std::vector<int64_t> waiting;
-  for (const CheckpointInfo& info : timeline) {
-    if (!is_s3_url(info.path.string()) && !held_remotely(info) &&
-        !unwanted_remotely.count(info.step)) {
-      waiting.push_back(info.step);
-    }
+  for (const CheckpointInfo& info : due) {
+    if (!held_remotely(info)) waiting.push_back(info.step);
   }
-  record_backlog(waiting, first_failure);
+  record_backlog(waiting, first_failure, waits);
   if (first_failure) std::rethrow_exception(first_failure);
 }
 
 std::exception_ptr RemoteTier::upload_or_back_off(const CheckpointInfo& info) {
-  const auto start = SteadyClock::now();
-  const std::string url = step_url(info.step);
-  try {
+  return with_backoff(info, [&] {
+    const auto start = SteadyClock::now();
+    const std::string url = step_url(info.step);
     log_.begin("drain", "upload", info.step, url);
     const int64_t bytes = upload(info);
     log_.record("drain", "upload", info.step, bytes, seconds_since(start), url);
+  });
+}
+
+std::exception_ptr RemoteTier::with_backoff(const CheckpointInfo& info,
+                                            const std::function<void()>& copy) {
+  try {
+    copy();
     failing_.erase(info.step);
     return nullptr;
   } catch (...) {
@@ -147,20 +203,22 @@ std::exception_ptr RemoteTier::upload_or_back_off(const CheckpointInfo& info) {
     logger().error(
         "copying step {} to {} failed ({} in a row; it stays local, the next pass tries it no "
         "sooner than in {} s, or wait_for_remote() at once; newer steps go on): {}",
-        info.step, url, failures.count, wait.count(), exception_message(std::current_exception()));
+        info.step, step_url(info.step), failures.count, wait.count(),
+        exception_message(std::current_exception()));
     return std::current_exception();
   }
 }
 
 void RemoteTier::record_backlog(const std::vector<int64_t>& waiting,
-                                const std::exception_ptr& failure) {
+                                const std::exception_ptr& failure, const std::string& waits) {
   std::string text;
   if (!waiting.empty()) {
     std::string steps;
     for (const int64_t step : waiting) steps += (steps.empty() ? "" : ", ") + std::to_string(step);
     text = std::to_string(waiting.size()) + " step(s) (" + steps + ") wait for the drain to " +
            prefix_.url() +
-           (failure ? " (its last failure: " + exception_message(failure) + ")" : std::string());
+           (failure ? " (its last failure: " + exception_message(failure) + ")" : std::string()) +
+           (waits.empty() ? std::string() : " (" + waits.substr(1, waits.size() - 2) + ")");
   }
   const std::lock_guard<std::mutex> lock(backlog_mutex_);
   backlog_ = std::move(text);
@@ -171,9 +229,12 @@ std::string RemoteTier::backlog() const {
   return backlog_;
 }
 
-void RemoteTier::abort_leftover_uploads() {
+void RemoteTier::abort_leftover_uploads(const std::function<bool(int64_t step)>& in_use) {
   try {
-    const int aborted = prefix_.abort_uploads("step-");
+    const int aborted = prefix_.abort_uploads("step-", [&](const std::string& name) {
+      const std::optional<int64_t> step = step_of_directory(name.substr(0, name.find('/')));
+      return step && in_use(*step);
+    });
     if (aborted > 0) {
       logger().info("aborted {} multipart upload(s) under {} that a killed drain left", aborted,
                     prefix_.url());
@@ -206,17 +267,30 @@ int64_t RemoteTier::upload(const CheckpointInfo& info) {
   // Every file but `.metadata`, files_at_once at a time; then `.metadata`: its presence is the
   // commit.
   const std::vector<std::string> names = files_before_metadata(info.path);
+  upload_files(info.path, names, directory);
+  upload_file(info.path / kMetadataFile, directory + kMetadataFile);
+  int64_t bytes = 0;
+  for (const std::string& name : names) {
+    bytes += static_cast<int64_t>(fs::file_size(info.path / name));
+  }
+  bytes += static_cast<int64_t>(fs::file_size(info.path / kMetadataFile));
+  logger().info("copied step {} to {} ({} bytes)", info.step, step_url(info.step), bytes);
+  return bytes;
+}
+
+void RemoteTier::upload_files(const fs::path& directory, const std::vector<std::string>& names,
+                              const std::string& remote_directory) {
   std::atomic<size_t> next{0};
   std::mutex failure_mutex;
   std::exception_ptr failure;
-  const auto upload_files = [&] {
+  const auto upload_some = [&] {
     for (size_t n = next++; n < names.size(); n = next++) {
       {
         const std::lock_guard<std::mutex> lock(failure_mutex);
         if (failure) return;  // the step fails: no point sending more
       }
       try {
-        upload_file(info.path / names[n], directory + names[n]);
+        upload_file(directory / names[n], remote_directory + names[n]);
       } catch (...) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
         if (!failure) failure = std::current_exception();
@@ -226,18 +300,10 @@ int64_t RemoteTier::upload(const CheckpointInfo& info) {
   const size_t workers =
       std::min(names.size(), static_cast<size_t>(std::max(1, options_.files_at_once)));
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < workers; ++t) helpers.emplace_back(upload_files);
-  upload_files();
+  for (size_t t = 1; t < workers; ++t) helpers.emplace_back(upload_some);
+  upload_some();
   for (std::thread& helper : helpers) helper.join();
   if (failure) std::rethrow_exception(failure);
-  upload_file(info.path / kMetadataFile, directory + kMetadataFile);
-  int64_t bytes = 0;
-  for (const std::string& name : names) {
-    bytes += static_cast<int64_t>(fs::file_size(info.path / name));
-  }
-  bytes += static_cast<int64_t>(fs::file_size(info.path / kMetadataFile));
-  logger().info("copied step {} to {} ({} bytes)", info.step, step_url(info.step), bytes);
-  return bytes;
 }
 
 void RemoteTier::upload_file(const fs::path& source, const std::string& name) {

@@ -10,10 +10,12 @@
 #include <dcpp/plugin/remote_tier.h>
 #include <dcpp/storage/s3_prefix.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,11 +27,32 @@ namespace dcpp::detail {
 /// A step's commit file: its presence makes a remote copy complete (uploaded last).
 inline constexpr const char* kMetadataFile = ".metadata";
 
-/// Used on the coordinator only: drain() on the manager's drain thread, list() also on the
-/// training thread (S3Prefix is thread-safe). Errors are CheckpointErrors naming the object.
+/// The files of a local step directory, relative to it ("/" separated), sorted; `.metadata`
+/// excluded.
+std::vector<std::string> files_before_metadata(const std::filesystem::path& directory);
+
+/// What one rank's drain passes do, as the root is shared (root_sharing.h).
+enum class DrainRole {
+  /// A root every rank sees: the coordinator copies whole steps, `.metadata` last.
+  kWholeSteps,
+  /// A node-local root, on the coordinator: copies its host's files of each step, and commits
+  /// the step remotely (manifest, then `.metadata`) once every file its `.metadata` names is up
+  /// (remote_tier_hosts.cpp). It alone deletes remotely, holds the lease and aborts uploads.
+  kHostCoordinator,
+  /// A node-local root, on the leader of another host's ranks: copies its host's files.
+  kHostFiles,
+};
+
+/// Used on the coordinator (and with a node-local root on each host's leader): drain() on the
+/// manager's drain thread, list() also on the training thread (S3Prefix is thread-safe). Errors
+/// are CheckpointErrors naming the object.
+using StepObjects = std::map<std::string, S3ObjectEntry>;  // a remote step's objects, by name
+
 class RemoteTier {
  public:
-  RemoteTier(RemoteTierOptions options, PhaseLog& log);
+  /// `rank`: the rank whose drain this is (it names a host's files remotely).
+  RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role = DrainRole::kWholeSteps,
+             int rank = 0);
   /// Releases the drain lease this job holds (after the last pass).
   ~RemoteTier();
 
@@ -45,10 +68,14 @@ class RemoteTier {
   /// (checkpoint_lineage.h says which). Each step's manifest and `.metadata` are read once and
   /// kept while the listing gives them the same entity tags and sizes.
   std::vector<CheckpointInfo> list();
-  /// list(), and the steps of the directories under the prefix that are not complete.
-  std::vector<CheckpointInfo> list(std::vector<int64_t>* incomplete);
+  /// list(), and the objects of each step directory under the prefix that is not complete.
+  std::vector<CheckpointInfo> list(std::map<int64_t, StepObjects>* incomplete);
   /// "s3://bucket/prefix/step-00001200".
   std::string step_url(int64_t step) const;
+
+  /// Whether the last pass (kHostCoordinator) left a step whose own files are up and that waits
+  /// for other hosts' only: a pass soon after may commit it. Thread-safe.
+  bool waiting_for_hosts() const { return waiting_for_hosts_; }
 
   /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h), after taking or
   /// renewing the prefix's drain lease (drain_lease.h; another job's is kUsage) and aborting the
@@ -63,11 +90,29 @@ class RemoteTier {
   /// tries every step at once); the other steps go on, and the pass then throws the first copy's
   /// failure. A listing or deletion that fails throws at once. What was done stays done, and a
   /// step half copied is never complete remotely (a later pass copies it again). Drain thread
-  /// only.
+  /// only. With a node-local root (the kHost roles) the local steps are this host's
+  /// (local_steps.h) and "copies" means this host's files of the step; only the kHostCoordinator
+  /// takes the lease, aborts uploads and deletes remotely, sparing the directories other hosts
+  /// may still be copying into (the steps it has yet to commit remotely, and those newer than
+  /// its newest local step).
   void drain(const std::filesystem::path& root, const RetentionPolicy& local_policy,
              bool sync_files, bool retry_failed_now);
 
  private:
+  // kHost roles (remote_tier_hosts.cpp): copies this host's files of the local step `info` that
+  // `objects` (its remote directory) lack, then the marker naming them and the save; the
+  // kHostCoordinator then commits the step when the markers of its save cover every file its
+  // `.metadata` names. Returns "" when this rank's part is done (and, on the coordinator, the
+  // step committed), else what the step waits for.
+  std::string copy_host_part(const CheckpointInfo& info, const StepObjects& objects);
+  // kHostCoordinator: uploads the manifest, then `.metadata`, of `info` when every file its
+  // `.metadata` names is up, by the markers of its save; else returns what is missing.
+  std::string commit_when_covered(const CheckpointInfo& info);
+  // The local files of step directory `directory` (relative names), `.metadata` excluded, each
+  // uploaded under `remote_directory`, files_at_once at a time; the first failure is thrown once
+  // the others stopped.
+  void upload_files(const std::filesystem::path& directory, const std::vector<std::string>& names,
+                    const std::string& remote_directory);
   // Copies the local step `info` to step_url(info.step): every file but `.metadata` (read back
   // and compared when options_.verify), then `.metadata`. Returns the bytes copied.
   int64_t upload(const CheckpointInfo& info);
@@ -75,14 +120,19 @@ class RemoteTier {
   void remove(int64_t step);
   // remove(), logged as a drain phase and saying `why`.
   void remove_logged(int64_t step, const char* why);
-  // Aborts the multipart uploads under the steps' names (a killed drain's); a store that cannot
-  // list them is a warning, once.
-  void abort_leftover_uploads();
+  // Aborts the multipart uploads under the steps' names (a killed drain's), but those under the
+  // directories of the steps `in_use` accepts; a store that cannot list them is a warning, once.
+  void abort_leftover_uploads(const std::function<bool(int64_t step)>& in_use);
   // upload(info), logged as a drain phase; on failure, the step's backoff grows and the error is
   // returned (logged), not thrown.
   std::exception_ptr upload_or_back_off(const CheckpointInfo& info);
+  // `copy`, with the step's backoff: on failure, the step's backoff grows and the error is
+  // returned (logged), not thrown.
+  std::exception_ptr with_backoff(const CheckpointInfo& info, const std::function<void()>& copy);
   // Sets what backlog() says: the local steps `waiting` for the drain, and the pass's `failure`.
-  void record_backlog(const std::vector<int64_t>& waiting, const std::exception_ptr& failure);
+  // `waits`: what steps wait for besides the drain (" step 1200: ...;" each).
+  void record_backlog(const std::vector<int64_t>& waiting, const std::exception_ptr& failure,
+                      const std::string& waits);
   // Uploads one file and, when verifying, compares the store's bytes with it.
   void upload_file(const std::filesystem::path& source, const std::string& name);
 
@@ -110,6 +160,8 @@ class RemoteTier {
   };
 
   RemoteTierOptions options_;
+  DrainRole role_;
+  int rank_;
   S3Prefix prefix_;
   DrainLease lease_;  // held by the coordinator's drain passes
   PhaseLog& log_;
@@ -117,8 +169,12 @@ class RemoteTier {
   std::map<std::string, RemoteStep> described_;  // by step directory
   std::map<int64_t, StepFailures> failing_;      // by step; the drain thread's
   bool uploads_unlisted_ = false;                // the store could not list uploads (warned)
-  mutable std::mutex backlog_mutex_;             // guards backlog_
-  std::string backlog_;                          // backlog(), set by each pass
+  // kHost roles: the saves (by step) whose host part this process copied; a part gone from the
+  // store before the step was committed was deleted (the coordinator does not drain that save).
+  std::map<int64_t, std::string> copied_parts_;
+  std::atomic<bool> waiting_for_hosts_{false};
+  mutable std::mutex backlog_mutex_;  // guards backlog_
+  std::string backlog_;               // backlog(), set by each pass
 };
 
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.

@@ -18,9 +18,9 @@ namespace dcpp::detail {
 
 std::vector<CheckpointInfo> RemoteTier::list() { return list(nullptr); }
 
-std::vector<CheckpointInfo> RemoteTier::list(std::vector<int64_t>* incomplete) {
+std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* incomplete) {
   static const std::regex name_pattern("step-[0-9]{8,}");
-  std::map<std::string, std::map<std::string, S3ObjectEntry>> files_of_step;  // by name
+  std::map<std::string, StepObjects> files_of_step;  // by directory
   for (const S3ObjectEntry& object : prefix_.list("step-")) {
     const size_t slash = object.name.find('/');
     if (slash == std::string::npos) continue;
@@ -34,8 +34,8 @@ std::vector<CheckpointInfo> RemoteTier::list(std::vector<int64_t>* incomplete) {
     const auto metadata = files.find(kMetadataFile);
     const auto manifest = files.find(kCheckpointInfoFile);
     const int64_t step_number = std::stoll(directory.substr(5));  // "step-00001200"
-    const auto note_incomplete = [incomplete, step_number] {
-      if (incomplete) incomplete->push_back(step_number);
+    const auto note_incomplete = [incomplete, step_number, &files = files] {
+      if (incomplete) (*incomplete)[step_number] = files;
     };
     if (metadata == files.end() || manifest == files.end()) {
       note_incomplete();

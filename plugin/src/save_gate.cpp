@@ -9,7 +9,7 @@ SaveGate::SaveGate(std::function<void()> check,
     : check_(std::move(check)), make_(std::move(make)) {}
 
 void SaveGate::set_up(int rank, bool is_coordinator) {
-  if (is_coordinator && check_) check_();
+  if (check_) check_();
   inner_ = make_();
   inner_->set_up(rank, is_coordinator);
 }

@@ -1,5 +1,5 @@
 #pragma once
-// A StorageWriter that checks, on the coordinator, whether a managed save may start before it
+// A StorageWriter that checks, on every rank, whether a managed save may start before it
 // makes and sets up the writer it wraps: a check that throws fails the save's first step, whose
 // outcome every rank learns, so every rank fails that save at once without a collective of its
 // own. The manager's disk check (a root about to fill up) goes through it.
@@ -13,8 +13,8 @@ namespace dcpp::detail {
 
 class SaveGate final : public StorageWriter {
  public:
-  /// `check` runs on the coordinator in set_up, then `make` (on every rank), whose writer gets
-  /// every call that follows.
+  /// `check` runs in set_up (on every rank: it decides where it has anything to check), then
+  /// `make`, whose writer gets every call that follows.
   SaveGate(std::function<void()> check, std::function<std::unique_ptr<StorageWriter>()> make);
 
   void set_up(int rank, bool is_coordinator) override;

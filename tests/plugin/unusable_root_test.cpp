@@ -139,7 +139,7 @@ TEST_CASE("a root that is not shared by every rank (node-local disks) fails on e
   }
   // The coordinator's probe is gone.
   for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
-    CHECK(entry.path().filename().string().rfind(".dcpp-shared-root-", 0) == std::string::npos);
+    CHECK(entry.path().filename().string().rfind(".dcpp-root-probe-", 0) == std::string::npos);
   }
 }
 

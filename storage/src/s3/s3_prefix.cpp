@@ -56,11 +56,18 @@ void S3Prefix::write(const std::string& name, std::string_view body) {
   impl_->client.put_object(impl_->key_of(name), body);
 }
 
-int S3Prefix::abort_uploads(std::string_view name_prefix) {
+int S3Prefix::abort_uploads(std::string_view name_prefix) { return abort_uploads(name_prefix, {}); }
+
+int S3Prefix::abort_uploads(std::string_view name_prefix,
+                            const std::function<bool(const std::string& name)>& spare) {
   S3Client& client = impl_->client;
+  const std::string own_prefix = impl_->key_of("");
   int aborted = 0;
   for (const detail::S3UploadInfo& upload :
        client.list_multipart_uploads(impl_->key_of(name_prefix))) {
+    if (spare && spare(upload.key.substr(std::min(own_prefix.size(), upload.key.size())))) {
+      continue;
+    }
     client.abort_multipart_upload(upload.key, upload.upload_id);
     ++aborted;
   }

@@ -52,6 +52,14 @@ struct DCPP_API CheckpointManagerOptions {
   /// An object store ("s3://bucket/prefix") the committed steps drain to, with a retention of its
   /// own (<dcpp/plugin/remote_tier.h>); empty url: none.
   RemoteTierOptions remote;
+  /// The root is a directory on each host's own disk (node-local NVMe, at the same path on every
+  /// host), not one directory every rank sees. Each host's directory then holds the files of its
+  /// own ranks: the ranks sharing it (found when the manager is made) commit it by their lowest
+  /// rank, which also drains its files to the remote tier, required here; the coordinator writes
+  /// the remote step's `.metadata` once every host's files are up. A resume reads from the
+  /// store, so a job can restart on other hosts, or on another number of ranks. export_state()
+  /// is refused (an export scattered over hosts is no file to hand on). docs/storage.md.
+  bool node_local_root = false;
   /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
   /// see is_save_due().
   int64_t save_every_steps = 0;
@@ -112,6 +120,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_remote(RemoteTierOptions value) {
     remote = std::move(value);
+    return *this;
+  }
+  CheckpointManagerOptions& with_node_local_root(bool value) {
+    node_local_root = value;
     return *this;
   }
   CheckpointManagerOptions& with_reserved_disk_bytes(uint64_t value) {

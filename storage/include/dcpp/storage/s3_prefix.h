@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,10 @@ class DCPP_API S3Prefix {
   /// for a prefix no live writer uploads to. Throws CheckpointError when the uploads cannot be
   /// listed (kIo for a store that does not implement ListMultipartUploads, as s3rver).
   int abort_uploads(std::string_view name_prefix);
+  /// The same, sparing the uploads whose object name (relative to the prefix) `spare` accepts:
+  /// those that live writers may still be sending.
+  int abort_uploads(std::string_view name_prefix,
+                    const std::function<bool(const std::string& name)>& spare);
 
  private:
   class Impl;

@@ -1,0 +1,169 @@
+// Node-local roots (CheckpointManagerOptions::node_local_root): each host's disk holds only its
+// ranks' files. Here a host's disk is a directory of its own per group of rank threads (ranks 0
+// and 1 share one, rank 2 has another), the store is the real S3 server. Each host's leader
+// drains its own files, the coordinator commits each remote step once every file is up, and a
+// job on other disks and another number of ranks resumes from the store. (Two real hosts, mount
+// namespaces with a disk each: node_local_hosts_test.cpp.)
+
+#include "dcpp_test.h"
+#include "rank_threads.h"
+#include "storage/s3_test_server.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/storage/s3_prefix.h>
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using dcpp::test::on_rank_threads;
+using dcpp::test::S3TestServer;
+using dcpp::test::TempDir;
+
+namespace {
+
+constexpr int64_t kRows = 6;
+
+// The global "w" of `step`: distinct values, exact in float64.
+at::Tensor node_local_weights(int64_t step) {
+  return at::arange(kRows * 4, at::kDouble)
+      .reshape({kRows, 4})
+      .add(static_cast<double>(step) * 100);
+}
+
+// This rank's rows of "w" (near-equal parts) and a replicated "r", as of `step` (zeros: 0).
+dcpp::StateDict node_local_state(int64_t step, int rank, int world, bool zeros) {
+  const at::Tensor full = zeros ? at::zeros({kRows, 4}, at::kDouble) : node_local_weights(step);
+  const int64_t base = kRows / world, longer = kRows % world;
+  const int64_t begin = rank * base + std::min<int64_t>(rank, longer);
+  const int64_t rows = base + (rank < longer ? 1 : 0);
+  std::vector<dcpp::Shard> shards;
+  if (rows > 0) shards.push_back({full.narrow(0, begin, rows).clone(), {begin, 0}});
+  dcpp::StateDict state;
+  state.insert("w", dcpp::ShardedTensor({kRows, 4}, std::move(shards), at::kDouble));
+  state.insert("r", at::full({3}, zeros ? 0.0 : static_cast<double>(step), at::kDouble));
+  return state;
+}
+
+dcpp::CheckpointManagerOptions node_local_options(const fs::path& root, const std::string& url,
+                                                  const c10::intrusive_ptr<c10d::Store>& store,
+                                                  int rank, int world) {
+  dcpp::CheckpointManagerOptions options;
+  options.root = root;
+  options.node_local_root = true;
+  options.remote.url = url;
+  options.remote.s3 = S3TestServer::get().options();
+  options.store = store;
+  options.rank = rank;
+  options.world_size = world;
+  return options;
+}
+
+// The names of the files under `directory`, relative to it.
+std::vector<std::string> node_local_files(const fs::path& directory) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string node_local_joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : " ") + name;
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("node-local roots: each host drains its files, a job on other disks resumes") {
+  TempDir dir;
+  const std::string url = "s3://" + S3TestServer::get().create_bucket("node-local") + "/run";
+  // Ranks 0 and 1 share host A's disk, rank 2 is alone on host B.
+  const auto host_of = [&](int rank) { return dir / (rank < 2 ? "host-a" : "host-b"); };
+  std::vector<std::vector<int64_t>> remote_steps(3);
+  on_rank_threads(3, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManager manager(node_local_options(host_of(rank), url, store, rank, 3));
+    for (int64_t step = 1; step <= 3; ++step) {
+      dcpp::SaveRequest request;
+      request.step = step;
+      manager.save(node_local_state(step, rank, 3, false), request);
+    }
+    manager.wait_for_remote();  // collective with a node-local root
+    for (const dcpp::CheckpointInfo& info : manager.list_remote()) {
+      remote_steps[rank].push_back(info.step);
+    }
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(remote_steps[rank] == std::vector<int64_t>{1, 2, 3});
+  }
+  // Each disk holds its ranks' files alone; `.metadata` only on the coordinator's.
+  const fs::path step_a = host_of(0) / dcpp::step_directory_name(3);
+  const fs::path step_b = host_of(2) / dcpp::step_directory_name(3);
+  const std::vector<std::string> on_a = node_local_files(step_a);
+  const std::vector<std::string> on_b = node_local_files(step_b);
+  INFO("host A: " << node_local_joined(on_a) << "; host B: " << node_local_joined(on_b));
+  CHECK(std::count(on_a.begin(), on_a.end(), ".metadata") == 1);
+  CHECK(std::count(on_b.begin(), on_b.end(), ".metadata") == 0);
+  CHECK(std::count(on_b.begin(), on_b.end(), "dcpp_checkpoint.json") == 1);
+  for (const std::string& name : on_b) {
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".distcp") == 0) {
+      CHECK(name.rfind("__2_", 0) == 0);
+    }
+  }
+  CHECK(std::none_of(on_a.begin(), on_a.end(),
+                     [](const std::string& name) { return name.rfind("__2_", 0) == 0; }));
+  // The remote step is a whole checkpoint, without the hosts' part markers.
+  dcpp::S3Prefix prefix(url, S3TestServer::get().options());
+  for (const dcpp::S3ObjectEntry& object : prefix.list("step-")) {
+    CHECK(object.name.find(".dcpp-part-") == std::string::npos);
+  }
+  dcpp::StateDict whole;
+  whole.insert("w", at::zeros({kRows, 4}, at::kDouble));
+  whole.insert("r", at::zeros({3}, at::kDouble));
+  dcpp::LoadOptions load;
+  load.s3 = S3TestServer::get().options();
+  dcpp::load(whole, url + "/" + dcpp::step_directory_name(3), load);
+  CHECK(at::equal(whole.at("w").tensor(), node_local_weights(3)));
+
+  // Both disks lost: a job of 2 ranks, each on a new host, resumes step 3 from the store.
+  fs::remove_all(host_of(0));
+  fs::remove_all(host_of(2));
+  std::vector<int64_t> resumed(2, -1);
+  std::vector<bool> equal(2, false);
+  on_rank_threads(2, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManager manager(
+        node_local_options(dir / ("host-" + std::to_string(rank + 3)), url, store, rank, 2));
+    dcpp::StateDict state = node_local_state(0, rank, 2, true);
+    const std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
+    if (info) resumed[rank] = info->step;
+    const dcpp::StateDict expected = node_local_state(3, rank, 2, false);
+    const auto& got = state.at("w").sharded_tensor().local_shards();
+    const auto& want = expected.at("w").sharded_tensor().local_shards();
+    equal[rank] = got.size() == want.size() && at::equal(got[0].tensor, want[0].tensor) &&
+                  at::equal(state.at("r").tensor(), expected.at("r").tensor());
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(resumed[rank] == 3);
+    CHECK(equal[rank]);
+  }
+}
+
+TEST_CASE("a node-local root needs a remote tier") {
+  TempDir dir;
+  dcpp::CheckpointManagerOptions options;
+  options.root = dir / "ckpt";
+  options.node_local_root = true;
+  try {
+    dcpp::CheckpointManager manager(options);
+    FAIL("a node-local root without a remote tier was accepted");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("needs a remote tier"));
+  }
+}
