@@ -12,7 +12,9 @@
 // Async saves do step 2 on the manager's background thread once the upload future completes.
 // A job killed at any point leaves either a complete `step-...` directory or an `.incomplete` one,
 // which latest() ignores and the next manager on this root removes. Renames and pruning assume
-// every rank sees the same root (one machine, or a shared file system), as DCP's writer does.
+// every rank sees the same root (one machine, or a shared file system), as DCP's writer does,
+// unless `node_local_root` says each host has its own (then each host's first rank commits its
+// directory, and the steps resume from the remote tier).
 
 #include <dcpp/async/async_stager.h>
 #include <dcpp/async/future.h>
@@ -326,7 +328,8 @@ class DCPP_API CheckpointManager {
   /// throws kIo). Returns its manifest, or nullopt when there is nothing to resume from (no
   /// complete checkpoint; a given step or path that does not exist throws CheckpointError
   /// instead). Restoring an older step than the newest, then saving, is a rollback
-  /// (docs/storage.md, "Rollbacks").
+  /// (docs/storage.md, "Rollbacks"). With a node-local root the hosts first drain what they
+  /// committed (as wait_for_remote), and only steps the remote tier holds are resumed.
   std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request = {});
 
   /// The complete checkpoints under the root, ascending by step; never an incomplete one.
@@ -347,7 +350,9 @@ class DCPP_API CheckpointManager {
   /// commit tries them only after a backoff, 5 s doubling up to 5 min, and copies the newer steps
   /// meanwhile); other ranks do not drain. Throws the first drain error not yet reported (the
   /// failed step stays local, and later drains try it again), else what wait() throws. The
-  /// destructor also waits for the drain passes posted, without the extra try.
+  /// destructor also waits for the drain passes posted, without the extra try. With a node-local
+  /// root on several ranks it is collective (call it on every rank): every host copies its
+  /// files, the coordinator commits, and a drain error on any rank is thrown on every rank.
   void wait_for_remote();
   /// The saves this rank made, in order (completed ones carry their timings).
   std::vector<SaveRecord> history() const;
