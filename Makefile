@@ -14,7 +14,7 @@ DEMO_REMOTE_STEPS ?= 500
 
 DEBIAN_PACKAGES := cmake clang-14 g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 \
                    libgloo-dev libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev \
-                   libcurl4-openssl-dev libssl-dev libpugixml-dev iproute2 ninja-build mold
+                   libcurl4-openssl-dev libssl-dev libisal-dev libpugixml-dev iproute2 ninja-build mold
 # The sanitizers' runtimes (below), installed by their builds only: `make demo` needs none.
 SANITIZER_PACKAGES := libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)

@@ -27,7 +27,7 @@ if ((EUID != 0)); then
 fi
 python_packages="python3-torch python3-numpy"
 build_packages="cmake g++ make pkg-config libtorch-dev libtbb-dev libspdlog-dev catch2 libgloo-dev \
-libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev \
+libdeflate-dev zlib1g-dev libzstd-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev libisal-dev \
 libpugixml-dev iproute2 ninja-build mold clang"
 
 die() { echo "reference_root.sh: $*" >&2; exit 2; }

@@ -18,6 +18,12 @@
 // exists (a HEAD with the request's own credentials; s3rver checks only the key id), answers
 // 412 PreconditionFailed when it does, and forwards the PUT otherwise; such PUTs of one key are
 // handled one at a time.
+// It checks S3's flexible checksums as S3 does and s3rver does not: a PUT (an object or a part)
+// with x-amz-checksum-crc32c is refused 400 BadDigest when the body's CRC-32C differs (counted in
+// bad_digests), and otherwise forwarded and answered with the checksum (counted as
+// crc32c_checked); a CreateMultipartUpload with x-amz-checksum-algorithm: CRC32C is answered with
+// that header. POST /__dcpp_test/checksums {"crc32c": false} makes it ignore them, as s3rver and
+// older S3-compatible stores do (true again by default after every reset of the faults).
 // It keeps the multipart uploads in progress that pass through it, and answers
 // ListMultipartUploads (GET /bucket?uploads) and AbortMultipartUpload (DELETE ...?uploadId=, 204)
 // from them, as S3 does and s3rver does not (it answers NotImplemented and 405).
@@ -47,10 +53,31 @@ const listenPort = Number(process.argv[3] || 0);
 const upstreamAgent = new http.Agent({keepAlive: false});
 
 let faults = [];
+let checksCrc32c = true;
+
+// CRC-32C (Castagnoli, reflected 0x82F63B78) of a Buffer, as S3's x-amz-checksum-crc32c: base64
+// of its four bytes, most significant first.
+const CRC32C_TABLE = (() => {
+  const table = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = (c & 1) ? (0x82F63B78 ^ (c >>> 1)) : (c >>> 1);
+    table[n] = c >>> 0;
+  }
+  return table;
+})();
+function crc32cBase64(body) {
+  let crc = 0xFFFFFFFF;
+  for (let i = 0; i < body.length; i++) crc = CRC32C_TABLE[(crc ^ body[i]) & 0xFF] ^ (crc >>> 8);
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE((crc ^ 0xFFFFFFFF) >>> 0);
+  return bytes.toString('base64');
+}
 let traffic;
 function resetTraffic() {
   traffic = {requests: 0, faults: 0, get_body_bytes: 0, put_body_bytes: 0, ranged_gets: 0,
              aborted_uploads: 0, most_in_flight: 0, credentials_issued: 0, bad_digests: 0,
+             crc32c_checked: 0, content_md5_sent: 0,
              gets_by_name: {},
              last_security_token: ''};
 }
@@ -121,11 +148,18 @@ function handleControl(req, res) {
     });
   } else if (what === 'faults' && req.method === 'DELETE') {
     faults = [];
+    checksCrc32c = true;
     req.resume();
     reply(res, 200, '{}', 'application/json');
   } else if (what === 'traffic' && req.method === 'GET') {
     req.resume();
     reply(res, 200, JSON.stringify(traffic), 'application/json');
+  } else if (what === 'checksums' && req.method === 'POST') {
+    readJson(req, (err, settings) => {
+      if (err) return reply(res, 400, String(err) + '\n', 'text/plain');
+      checksCrc32c = settings.crc32c !== false;
+      reply(res, 200, '{}', 'application/json');
+    });
   } else if (what === 'credentials' && req.method === 'POST') {
     readJson(req, (err, settings) => {
       if (err) return reply(res, 400, String(err) + '\n', 'text/plain');
@@ -176,6 +210,14 @@ function dropRequest(req, limit) {
 // Forwards the request upstream; with `dropResponseAfter` > 0, sends the response's status and
 // headers and only that many bytes of its body, then resets the connection.
 function forward(req, res, dropResponseAfter, corruptBody) {
+  // What S3 adds to a successful answer when it checked a flexible checksum.
+  let checksumAnswer = null;
+  if (checksCrc32c && req.method === 'PUT' && req.headers['x-amz-checksum-crc32c'] !== undefined) {
+    checksumAnswer = {'x-amz-checksum-crc32c': req.headers['x-amz-checksum-crc32c']};
+  } else if (checksCrc32c && req.method === 'POST' && queryOf(req.url).has('uploads') &&
+             req.headers['x-amz-checksum-algorithm'] === 'CRC32C') {
+    checksumAnswer = {'x-amz-checksum-algorithm': 'CRC32C'};
+  }
   const headers = Object.assign({}, req.headers);
   for (const h of REQUEST_HOP_HEADERS) delete headers[h];
   const isGet = req.method === 'GET';
@@ -201,6 +243,7 @@ function forward(req, res, dropResponseAfter, corruptBody) {
   upReq.on('response', (upRes) => {
     const resHeaders = Object.assign({}, upRes.headers);
     for (const h of RESPONSE_HOP_HEADERS) delete resHeaders[h];
+    if (upRes.statusCode === 200 && checksumAnswer !== null) Object.assign(resHeaders, checksumAnswer);
     res.writeHead(upRes.statusCode, upRes.statusMessage, resHeaders);
     const query = queryOf(req.url);
     if (req.method === 'POST' && upRes.statusCode === 200 && query.has('uploadId')) {
@@ -250,7 +293,10 @@ function forward(req, res, dropResponseAfter, corruptBody) {
     if (!res.writableFinished) upReq.destroy();
   });
   const contentMd5 = req.headers['content-md5'];
-  if (!corruptBody && contentMd5 === undefined) return req.pipe(upReq);
+  const crc32c = checksCrc32c && req.method === 'PUT' ? req.headers['x-amz-checksum-crc32c']
+                                                       : undefined;
+  if (contentMd5 !== undefined) traffic.content_md5_sent++;
+  if (!corruptBody && contentMd5 === undefined && crc32c === undefined) return req.pipe(upReq);
   // The body whole: one bit of its first byte flipped on the way (the length kept) with
   // corruptBody; checked against its Content-MD5 as S3 checks it (s3rver does not), a mismatch
   // answered 400 BadDigest and not forwarded.
@@ -273,6 +319,16 @@ function forward(req, res, dropResponseAfter, corruptBody) {
       return reply(res, 400, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest' +
                    '</Code><Message>The Content-MD5 you specified did not match what we ' +
                    'received.</Message></Error>', 'application/xml');
+    }
+    if (crc32c !== undefined) {
+      if (crc32cBase64(body) !== crc32c) {
+        upReq.destroy();
+        traffic.bad_digests++;
+        return reply(res, 400, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest' +
+                     '</Code><Message>The CRC32C you specified did not match the calculated ' +
+                     'checksum.</Message></Error>', 'application/xml');
+      }
+      traffic.crc32c_checked++;
     }
     upReq.end(body);
   });

@@ -437,6 +437,12 @@ void S3TestServer::set_credentials_ttl(int ttl_seconds) {
             "setting the credentials' lifetime");
 }
 
+void S3TestServer::set_crc32c_checks(bool checks) {
+  const nlohmann::json json = {{"crc32c", checks}};
+  expect_ok(http("POST", state_->proxy_url("/__dcpp_test/checksums"), json.dump()),
+            "setting whether the proxy checks CRC-32C");
+}
+
 void S3TestServer::clear_faults() {
   expect_ok(http("DELETE", state_->proxy_url("/__dcpp_test/faults")), "clearing the faults");
 }
@@ -455,6 +461,8 @@ S3Traffic S3TestServer::traffic() const {
   traffic.most_in_flight = json.at("most_in_flight").get<int>();
   traffic.credentials_issued = json.at("credentials_issued").get<int>();
   traffic.bad_digests = json.at("bad_digests").get<int>();
+  traffic.crc32c_checked = json.at("crc32c_checked").get<int>();
+  traffic.content_md5_sent = json.at("content_md5_sent").get<int>();
   traffic.gets_by_name = json.at("gets_by_name").get<std::map<std::string, int>>();
   traffic.last_security_token = json.at("last_security_token").get<std::string>();
   return traffic;

@@ -45,7 +45,9 @@ struct S3Traffic {
   int aborted_uploads = 0;      // AbortMultipartUpload requests (DELETE ...?uploadId=)
   int most_in_flight = 0;       // the most requests the proxy held at once
   int credentials_issued = 0;   // by the credential endpoints (credentials_endpoint())
-  int bad_digests = 0;          // bodies refused for their Content-MD5 (checked by the proxy)
+  int bad_digests = 0;          // bodies refused for their Content-MD5 or CRC-32C (by the proxy)
+  int crc32c_checked = 0;       // PUTs whose x-amz-checksum-crc32c the proxy checked and returned
+  int content_md5_sent = 0;     // requests that carried a Content-MD5
   std::map<std::string, int> gets_by_name;  // GETs by the object's name (".metadata")
   std::string last_security_token;  // the x-amz-security-token of the last request forwarded
 };
@@ -81,6 +83,9 @@ class S3TestServer {
   /// The multipart uploads in progress in `bucket`, as the proxy lists them.
   int uploads_in_progress(const std::string& bucket);
   void set_credentials_ttl(int ttl_seconds);
+  /// Whether the proxy checks and returns x-amz-checksum-crc32c as S3 does (the default), or
+  /// ignores it as s3rver does; clear_faults() makes it check again.
+  void set_crc32c_checks(bool checks);
   /// Adds a fault (faults apply in the order added; each is spent after `times` matches).
   void inject(const S3Fault& fault);
   void clear_faults();

@@ -1,6 +1,7 @@
 #include "s3/s3_client.h"
 
 #include "core/logging.h"
+#include "s3/content_crc32c.h"
 #include "s3/content_md5.h"
 #include "s3/process_request_limit.h"
 #include "s3/s3_http.h"
@@ -10,7 +11,9 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -61,6 +64,20 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds cap) {
   thread_local std::mt19937_64 random{std::random_device{}()};
   if (cap.count() <= 0) return cap;
   return std::chrono::milliseconds(std::uniform_int_distribution<int64_t>(0, cap.count())(random));
+}
+
+// Whether an endpoint checks x-amz-checksum-crc32c: not known until an upload's answer says.
+enum class Crc32cChecks { kUnknown, kYes, kNo };
+
+// The process's knowledge of `endpoint` (what its answers said), shared by all its clients: each
+// save makes clients of its own, and needs not learn again.
+std::shared_ptr<std::atomic<Crc32cChecks>> crc32c_checks_of(const std::string& endpoint) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<std::atomic<Crc32cChecks>>> by_endpoint;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<std::atomic<Crc32cChecks>>& checks = by_endpoint[endpoint];
+  if (!checks) checks = std::make_shared<std::atomic<Crc32cChecks>>(Crc32cChecks::kUnknown);
+  return checks;
 }
 
 }  // namespace
@@ -377,12 +394,46 @@ class S3Client::Impl {
     }
   }
 
+  // The checksums of an upload of `body` (S3Options::content_md5, crc32c): the CRC-32C unless
+  // the store does not check it, the MD5 unless it does. Returns the CRC-32C sent ("" if none).
+  std::string add_checksums(Call& call, std::string_view body) {
+    const Crc32cChecks checks = *crc32c_checks_;
+    std::string crc;
+    if (config_.crc32c && checks != Crc32cChecks::kNo) {
+      crc = content_crc32c(body);
+      call.request.headers.push_back("x-amz-checksum-crc32c: " + crc);
+    }
+    if (config_.content_md5 && (crc.empty() || checks != Crc32cChecks::kYes)) {
+      call.request.headers.push_back("Content-MD5: " + content_md5(body));
+    }
+    return crc;
+  }
+
+  // What an answer to an upload that sent `crc` (or a CreateMultipartUpload that asked for
+  // CRC-32C, `crc` "CRC32C") says of the store: it returned the checksum (it checked it), or not
+  // (then the uploads after it carry their MD5 again).
+  void learn_checksums(const std::string& crc, const std::string& returned) {
+    if (crc.empty()) return;
+    const Crc32cChecks learned = returned == crc ? Crc32cChecks::kYes : Crc32cChecks::kNo;
+    if (crc32c_checks_->exchange(learned) != learned && learned == Crc32cChecks::kNo) {
+      logger().debug(
+          "S3 endpoint {} does not check x-amz-checksum-crc32c: uploads carry their "
+          "Content-MD5",
+          config_.endpoint_url);
+    }
+  }
+
+  Crc32cChecks crc32c_checks() const { return *crc32c_checks_; }
+
  private:
   S3Config config_;
   S3Transport transport_;
   std::mutex credentials_mutex_;
   std::shared_ptr<const S3Credentials> credentials_;  // replaced whole, never changed
   std::string bucket_url_;  // path-style "endpoint/bucket", virtual-hosted "scheme://bucket.host"
+  // What the endpoint's answers said, shared by every client of the endpoint in the process.
+  std::shared_ptr<std::atomic<Crc32cChecks>> crc32c_checks_ =
+      crc32c_checks_of(config_.endpoint_url);
 };
 
 S3Client::S3Client(S3Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
@@ -403,17 +454,20 @@ void S3Client::check_bucket() {
 void S3Client::put_object(const std::string& key, std::string_view body) {
   Impl::Call call = impl_->object_call("PUT", key);
   call.request.body = body;
-  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
-  impl_->run(call);
+  const std::string crc = impl_->add_checksums(call, body);
+  impl_->learn_checksums(crc, impl_->run(call).checksum_crc32c);
 }
 
 bool S3Client::put_object_if_absent(const std::string& key, std::string_view body) {
   Impl::Call call = impl_->object_call("PUT", key, "", " (If-None-Match: *)");
   call.request.body = body;
   call.request.headers.push_back("If-None-Match: *");
-  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
+  const std::string crc = impl_->add_checksums(call, body);
   const Impl::Outcome outcome = impl_->execute(call);
-  if (outcome.ok(false)) return true;
+  if (outcome.ok(false)) {
+    impl_->learn_checksums(crc, outcome.response.checksum_crc32c);
+    return true;
+  }
   // 412: the object exists; 409 ConditionalRequestConflict: another such PUT is in flight.
   if (outcome.response.transport == CURLE_OK &&
       (outcome.response.status == 412 || outcome.response.status == 409)) {
@@ -517,9 +571,11 @@ void S3Client::delete_object(const std::string& key) {
   impl_->fail(call, outcome);
 }
 
-std::string S3Client::create_multipart_upload(const std::string& key) {
+S3NewUpload S3Client::create_multipart_upload(const std::string& key) {
   Impl::Call call = impl_->object_call("POST", key, s3_canonical_query({{"uploads", ""}}),
                                        " (CreateMultipartUpload)");
+  const bool ask_crc32c = config().crc32c && impl_->crc32c_checks() != Crc32cChecks::kNo;
+  if (ask_crc32c) call.request.headers.push_back("x-amz-checksum-algorithm: CRC32C");
   const HttpResponse response = impl_->run(call);
   std::optional<std::string> upload_id = parse_upload_id(response.body);
   if (!upload_id) {
@@ -527,11 +583,18 @@ std::string S3Client::create_multipart_upload(const std::string& key) {
                                               config().endpoint_url +
                                               ") answered without an UploadId");
   }
-  return std::move(*upload_id);
+  S3NewUpload upload;
+  upload.upload_id = std::move(*upload_id);
+  if (ask_crc32c) {
+    impl_->learn_checksums("CRC32C", response.checksum_algorithm);
+    upload.crc32c = response.checksum_algorithm == "CRC32C";
+  }
+  return upload;
 }
 
-std::string S3Client::upload_part(const std::string& key, const std::string& upload_id,
-                                  int part_number, std::string_view body) {
+S3UploadedPart S3Client::upload_part(const std::string& key, const S3NewUpload& upload,
+                                     int part_number, std::string_view body) {
+  const std::string& upload_id = upload.upload_id;
   if (part_number < 1 || part_number > 10000) {
     throw CheckpointError(ErrorKind::kUsage, "S3 part number " + std::to_string(part_number) +
                                                  " of " + url_of(key) +
@@ -543,13 +606,22 @@ std::string S3Client::upload_part(const std::string& key, const std::string& upl
       s3_canonical_query({{"partNumber", std::to_string(part_number)}, {"uploadId", upload_id}}),
       " (part " + std::to_string(part_number) + " of upload " + upload_id + ")");
   call.request.body = body;
-  if (config().content_md5) call.request.headers.push_back("Content-MD5: " + content_md5(body));
+  S3UploadedPart part;
+  part.part_number = part_number;
+  // A part carries the checksum its upload was created with; the store checks it.
+  if (upload.crc32c) {
+    part.checksum_crc32c = content_crc32c(body);
+    call.request.headers.push_back("x-amz-checksum-crc32c: " + part.checksum_crc32c);
+  } else if (config().content_md5) {
+    call.request.headers.push_back("Content-MD5: " + content_md5(body));
+  }
   HttpResponse response = impl_->run(call);
   if (response.etag.empty()) {
     throw CheckpointError(ErrorKind::kIo, "S3 " + call.what + " (endpoint " +
                                               config().endpoint_url + ") answered without an ETag");
   }
-  return std::move(response.etag);
+  part.etag = std::move(response.etag);
+  return part;
 }
 
 void S3Client::complete_multipart_upload(const std::string& key, const std::string& upload_id,

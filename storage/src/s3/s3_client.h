@@ -30,8 +30,15 @@ struct S3UploadInfo {
 
 /// One part of a multipart upload, as complete_multipart_upload needs it.
 struct S3UploadedPart {
-  int part_number = 0;  // 1 to 10,000
-  std::string etag;     // as upload_part returned it, quotes included
+  int part_number = 0;          // 1 to 10,000
+  std::string etag;             // as upload_part returned it, quotes included
+  std::string checksum_crc32c;  // its x-amz-checksum-crc32c, when its upload has that algorithm
+};
+
+/// A multipart upload begun by create_multipart_upload.
+struct S3NewUpload {
+  std::string upload_id;
+  bool crc32c = false;  // created with the CRC-32C algorithm: each part carries its CRC-32C
 };
 
 /// Every method throws CheckpointError on failure, with a message naming the bucket and key, the
@@ -83,10 +90,12 @@ class S3Client {
   void delete_object(const std::string& key);
 
   /// Multipart uploads. Parts but the last must be at least 5 MiB (S3's rule).
-  std::string create_multipart_upload(const std::string& key);
-  /// Returns the part's ETag.
-  std::string upload_part(const std::string& key, const std::string& upload_id, int part_number,
-                          std::string_view body);
+  /// Asks for the CRC-32C algorithm (S3Options::crc32c) unless the store does not check it.
+  S3NewUpload create_multipart_upload(const std::string& key);
+  /// The part as complete_multipart_upload lists it: its ETag and checksum. The body carries its
+  /// CRC-32C when the upload has that algorithm, else its MD5 (S3Options::content_md5).
+  S3UploadedPart upload_part(const std::string& key, const S3NewUpload& upload, int part_number,
+                             std::string_view body);
   /// A retry that finds the upload gone (NoSuchUpload: an earlier try's answer was lost) takes
   /// the object at `key` as this upload's only when its ETag is the one these parts give it
   /// (content_md5.h); an older object of the key is kIo.

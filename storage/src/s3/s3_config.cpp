@@ -317,6 +317,7 @@ S3Config resolve_s3_config(const S3Options& options, const std::string& bucket) 
   config.part_size = options.part_size;
   config.concurrency = options.concurrency;
   config.content_md5 = options.content_md5;
+  config.crc32c = options.crc32c;
   return config;
 }
 

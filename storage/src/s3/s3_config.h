@@ -40,6 +40,7 @@ struct S3Config {
   uint64_t part_size = 16ull << 20;
   int concurrency = 8;
   bool content_md5 = true;
+  bool crc32c = true;
 };
 
 /// Resolves `options` for `bucket`: fields set in `options` win, then the environment, then the

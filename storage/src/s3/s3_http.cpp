@@ -111,6 +111,12 @@ void parse_header_line(std::string_view line, HttpResponse& response) {
     response.etag.clear();
     response.bucket_region.clear();
     response.retry_after_seconds.reset();
+    response.checksum_crc32c.clear();
+    response.checksum_algorithm.clear();
+  } else if (header_is(line, "x-amz-checksum-crc32c")) {
+    response.checksum_crc32c = header_value(line, 21);
+  } else if (header_is(line, "x-amz-checksum-algorithm")) {
+    response.checksum_algorithm = header_value(line, 24);
   } else if (header_is(line, "etag")) {
     response.etag = header_value(line, 4);
   } else if (header_is(line, "x-amz-bucket-region")) {

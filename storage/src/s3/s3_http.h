@@ -43,6 +43,8 @@ struct HttpResponse {
   std::string etag;                            // the ETag header, quotes included
   std::string bucket_region;                   // the x-amz-bucket-region header
   std::optional<int64_t> retry_after_seconds;  // the Retry-After header, in seconds
+  std::string checksum_crc32c;     // x-amz-checksum-crc32c: the store checked the body's CRC-32C
+  std::string checksum_algorithm;  // x-amz-checksum-algorithm (CreateMultipartUpload's answer)
 };
 
 /// Thread-safe: perform() may run on any number of threads at once, each on its own handle.

@@ -32,7 +32,7 @@ S3UploadSink::~S3UploadSink() {
     } catch (...) {  // the upload is abandoned: its first error was, or will be, reported
     }
   }
-  if (!upload_id_.empty()) client_.abort_multipart_upload(key_, upload_id_);
+  if (!upload_.upload_id.empty()) client_.abort_multipart_upload(key_, upload_.upload_id);
 }
 
 void S3UploadSink::write(const void* data, std::size_t size) {
@@ -48,14 +48,14 @@ void S3UploadSink::write(const void* data, std::size_t size) {
 }
 
 void S3UploadSink::start_part() {
-  if (upload_id_.empty()) upload_id_ = client_.create_multipart_upload(key_);
+  if (upload_.upload_id.empty()) upload_ = client_.create_multipart_upload(key_);
   while (in_flight_.size() >= max_in_flight_) wait_oldest();
   const int number = static_cast<int>(parts_.size()) + 1;
-  parts_.push_back(S3UploadedPart{number, ""});
-  std::string* etag = &parts_.back().etag;  // a deque's elements stay put as it grows
+  parts_.push_back(S3UploadedPart{number, "", ""});
+  S3UploadedPart* part = &parts_.back();  // a deque's elements stay put as it grows
   in_flight_.push_back(
-      std::async(std::launch::async, [this, number, etag, body = std::move(buffer_)] {
-        *etag = client_.upload_part(key_, upload_id_, number, body);
+      std::async(std::launch::async, [this, number, part, body = std::move(buffer_)] {
+        *part = client_.upload_part(key_, upload_, number, body);
       }));
   part_size_ = part_size_of(first_part_size_, number + 1);
   buffer_ = std::string();
@@ -69,12 +69,12 @@ void S3UploadSink::wait_oldest() {
 }
 
 void S3UploadSink::finish() {
-  if (upload_id_.empty()) {
+  if (upload_.upload_id.empty()) {
     client_.put_object(key_, buffer_);
   } else {
     if (!buffer_.empty() || parts_.empty()) start_part();
     while (!in_flight_.empty()) wait_oldest();
-    client_.complete_multipart_upload(key_, upload_id_, {parts_.begin(), parts_.end()});
+    client_.complete_multipart_upload(key_, upload_.upload_id, {parts_.begin(), parts_.end()});
   }
   finished_ = true;
 }

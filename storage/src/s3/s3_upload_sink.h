@@ -47,7 +47,7 @@ class S3UploadSink final : public ByteSink {
   std::size_t max_in_flight_;
   std::string buffer_;
   uint64_t position_ = 0;
-  std::string upload_id_;  // empty until the first part is started
+  S3NewUpload upload_;  // its upload_id empty until the first part is started
   std::deque<S3UploadedPart> parts_;
   std::deque<std::future<void>> in_flight_;
   bool finished_ = false;

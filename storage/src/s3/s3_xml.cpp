@@ -86,6 +86,9 @@ std::string complete_multipart_body(const std::vector<S3UploadedPart>& parts) {
     pugi::xml_node node = root.append_child("Part");
     node.append_child("PartNumber").text() = part.part_number;
     node.append_child("ETag").text() = part.etag.c_str();
+    if (!part.checksum_crc32c.empty()) {
+      node.append_child("ChecksumCRC32C").text() = part.checksum_crc32c.c_str();
+    }
   }
   std::ostringstream out;
   document.save(out, "", pugi::format_raw);

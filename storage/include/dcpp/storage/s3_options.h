@@ -56,6 +56,12 @@ struct DCPP_API S3Options {
   /// changed ones (400 BadDigest, retried), so no byte changed on the way is stored. Costs one
   /// MD5 pass over what is uploaded.
   bool content_md5 = true;
+  /// Send each upload's CRC-32C (x-amz-checksum-crc32c, S3's flexible checksums; a multipart
+  /// upload is created with that algorithm and lists each part's). A store that checks it says so
+  /// in its answer (it returns the checksum); once one did, uploads carry the CRC-32C alone,
+  /// which costs a fraction of the MD5 pass. A store that does not (s3rver, older S3-compatible
+  /// stores) keeps getting the Content-MD5 alone after its first answer.
+  bool crc32c = true;
 };
 
 }  // namespace dcpp
