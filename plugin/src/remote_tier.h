@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -142,7 +143,21 @@ class RemoteTier {
     std::string version;
     CheckpointInfo info;
     std::map<std::string, uint64_t> extents;  // each file `.metadata` names: the bytes it needs
+    size_t objects = 0;  // once found complete with this version: the objects it had; else 0
   };
+  // The objects of each step directory (by name, "step-00001200"): while the last listing found
+  // at most options_.listing_objects objects, one listing of them all; beyond, the directories by a
+  // listing with a delimiter, and for each its commit objects, the rest only where the step is
+  // not known complete with those same commit objects: those are added to `known`, with their
+  // commit objects alone.
+  std::map<std::string, StepObjects> objects_of_steps(std::set<std::string>* known);
+  // The version of a step whose objects are `files` ("" without `.metadata` and manifest).
+  static std::string version_of(const StepObjects& files);
+  // The cached step `directory` when it was found complete with `version`.
+  std::optional<RemoteStep> known_complete(const std::string& directory,
+                                           const std::string& version);
+  // Records that `directory`, at `version`, was complete with `objects` objects.
+  void note_complete(const std::string& directory, const std::string& version, size_t objects);
   // The step `directory` ("step-00001200") as described now; nullopt when its manifest is gone.
   std::optional<RemoteStep> describe(const std::string& directory, const std::string& version);
   // What keeps `step` from being complete given its objects `files` (by name), or "".
@@ -167,8 +182,11 @@ class RemoteTier {
   PhaseLog& log_;
   std::mutex described_mutex_;                   // guards described_ (list() runs on two threads)
   std::map<std::string, RemoteStep> described_;  // by step directory
-  std::map<int64_t, StepFailures> failing_;      // by step; the drain thread's
-  bool uploads_unlisted_ = false;                // the store could not list uploads (warned)
+  // How many objects the last listing found; beyond options_.listing_objects, steps are listed
+  // one by one.
+  std::atomic<size_t> listed_objects_{0};
+  std::map<int64_t, StepFailures> failing_;  // by step; the drain thread's
+  bool uploads_unlisted_ = false;            // the store could not list uploads (warned)
   // kHost roles: the saves (by step) whose host part this process copied; a part gone from the
   // store before the step was committed was deleted (the coordinator does not drain that save).
   std::map<int64_t, std::string> copied_parts_;

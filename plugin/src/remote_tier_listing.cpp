@@ -12,23 +12,94 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <regex>
+#include <set>
 
 namespace dcpp::detail {
 
 std::vector<CheckpointInfo> RemoteTier::list() { return list(nullptr); }
 
-std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* incomplete) {
+std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::string>* known) {
   static const std::regex name_pattern("step-[0-9]{8,}");
   std::map<std::string, StepObjects> files_of_step;  // by directory
-  for (const S3ObjectEntry& object : prefix_.list("step-")) {
-    const size_t slash = object.name.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string directory = object.name.substr(0, slash);
-    if (std::regex_match(directory, name_pattern)) {
-      files_of_step[directory][object.name.substr(slash + 1)] = object;
+  if (listed_objects_ <= options_.listing_objects) {
+    // One listing of every object under the steps: fewest requests while they are few.
+    size_t objects = 0;
+    for (const S3ObjectEntry& object : prefix_.list("step-")) {
+      const size_t slash = object.name.find('/');
+      if (slash == std::string::npos) continue;
+      const std::string directory = object.name.substr(0, slash);
+      if (std::regex_match(directory, name_pattern)) {
+        files_of_step[directory][object.name.substr(slash + 1)] = object;
+        ++objects;
+      }
     }
+    listed_objects_ = objects;
+    return files_of_step;
   }
+  // Many objects: the step directories (a listing with a delimiter), then of each its commit
+  // objects (`.metadata` and the others whose names start with a dot, and the manifest); a step
+  // known complete with those same objects needs no more, any other is listed whole.
+  size_t objects = 0;
+  for (const std::string& name : prefix_.list_directories("step-")) {
+    const std::string directory = name.substr(0, name.size() - 1);  // "step-00001200/"
+    if (!std::regex_match(directory, name_pattern)) continue;
+    StepObjects& files = files_of_step[directory];
+    for (const char* start : {".", kCheckpointInfoFile}) {
+      for (const S3ObjectEntry& object : prefix_.list(name + start)) {
+        files[object.name.substr(name.size())] = object;
+      }
+    }
+    const std::optional<RemoteStep> complete = known_complete(directory, version_of(files));
+    if (complete) {
+      objects += complete->objects;
+      known->insert(directory);
+      continue;
+    }
+    files.clear();
+    for (const S3ObjectEntry& object : prefix_.list(name)) {
+      files[object.name.substr(name.size())] = object;
+    }
+    objects += files.size();
+  }
+  listed_objects_ = objects;
+  return files_of_step;
+}
+
+std::string RemoteTier::version_of(const StepObjects& files) {
+  const auto metadata = files.find(kMetadataFile);
+  const auto manifest = files.find(kCheckpointInfoFile);
+  if (metadata == files.end() || manifest == files.end()) return {};
+  // Read again when either object was replaced (a new entity tag) or changed size.
+  return metadata->second.etag + std::to_string(metadata->second.size) + "/" +
+         manifest->second.etag + std::to_string(manifest->second.size);
+}
+
+std::optional<RemoteTier::RemoteStep> RemoteTier::known_complete(const std::string& directory,
+                                                                 const std::string& version) {
+  if (version.empty()) return std::nullopt;
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  const auto cached = described_.find(directory);
+  if (cached == described_.end() || cached->second.version != version ||
+      cached->second.objects == 0) {
+    return std::nullopt;
+  }
+  return cached->second;
+}
+
+void RemoteTier::note_complete(const std::string& directory, const std::string& version,
+                               size_t objects) {
+  const std::lock_guard<std::mutex> lock(described_mutex_);
+  const auto cached = described_.find(directory);
+  if (cached != described_.end() && cached->second.version == version) {
+    cached->second.objects = objects;
+  }
+}
+
+std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* incomplete) {
+  std::set<std::string> known;  // listed by their commit objects alone: known complete
+  const std::map<std::string, StepObjects> files_of_step = objects_of_steps(&known);
   std::vector<CheckpointInfo> found;
   for (const auto& [directory, files] : files_of_step) {
     const auto metadata = files.find(kMetadataFile);
@@ -42,16 +113,17 @@ std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* inc
       continue;
     }
     try {
-      // Read again when either object was replaced (a new entity tag) or changed size.
-      const std::optional<RemoteStep> step =
-          describe(directory, metadata->second.etag + std::to_string(metadata->second.size) + "/" +
-                                  manifest->second.etag + std::to_string(manifest->second.size));
-      if (!step) continue;  // deleted since the listing
-      const std::string missing = missing_file(*step, files);
-      if (!missing.empty()) {
-        logger().debug("remote step {} is not complete: {}", prefix_.url_of(directory), missing);
-        note_incomplete();
-        continue;
+      const std::string version = version_of(files);
+      const std::optional<RemoteStep> step = describe(directory, version);
+      if (!step) continue;                // deleted since the listing
+      if (known.count(directory) == 0) {  // listed whole: every file it names must be there
+        const std::string missing = missing_file(*step, files);
+        if (!missing.empty()) {
+          logger().debug("remote step {} is not complete: {}", prefix_.url_of(directory), missing);
+          note_incomplete();
+          continue;
+        }
+        note_complete(directory, version, files.size());
       }
       if (step->info.kind == CheckpointKind::kFull) found.push_back(step->info);
     } catch (const CheckpointError& e) {

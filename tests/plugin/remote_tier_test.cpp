@@ -459,3 +459,32 @@ TEST_CASE("the multipart uploads a killed drain left are aborted by the next pas
   CHECK(tiers.server.uploads_in_progress(tiers.bucket) == 1);
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{6});
 }
+
+TEST_CASE("past listing_objects, a listing costs two small requests per complete step") {
+  Tiers tiers;
+  dcpp::CheckpointManagerOptions options = tiers.options(1, 10);
+  options.remote.listing_objects = 0;  // the per-directory listing from the second pass on
+  dcpp::CheckpointManager manager(options);
+  for (int64_t step = 1; step <= 3; ++step) manager.save(state_of_step(step), request(step));
+  manager.wait_for_remote();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  // Every step known complete: the directories, then each step's commit objects.
+  tiers.server.reset_traffic();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  CHECK(tiers.server.traffic().requests == 1 + 2 * 3);
+  CHECK(tiers.server.traffic().gets_by_name.count("dcpp_checkpoint.json") == 0);  // cached
+  // A directory a copy cut short (no .metadata) is listed whole, and is not complete.
+  dcpp::S3Prefix prefix(tiers.url, tiers.s3());
+  prefix.write("step-00000004/__0_0.distcp", "partial");
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  // A new step is found and checked whole once, then known.
+  const dcpp::StateDict fifth = state_of_step(5);
+  manager.save(fifth, request(5));
+  manager.wait_for_remote();  // its pass also deletes what step 4's copy left
+  CHECK(tiers.remote_objects("step-00000004/").empty());
+  tiers.server.reset_traffic();
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3, 5});
+  CHECK(tiers.server.traffic().requests == 1 + 2 * 4);
+  // Restored from the store, bit for bit, through the per-directory listing.
+  require_resume_from_remote(manager, tiers, 5, fifth);
+}

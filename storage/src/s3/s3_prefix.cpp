@@ -48,6 +48,16 @@ std::vector<S3ObjectEntry> S3Prefix::list(std::string_view name_prefix) {
   return entries;
 }
 
+std::vector<std::string> S3Prefix::list_directories(std::string_view name_prefix) {
+  const std::string own_prefix = impl_->key_of("");
+  std::vector<std::string> names;
+  for (std::string& key : impl_->client.list_common_prefixes(impl_->key_of(name_prefix))) {
+    names.push_back(key.substr(std::min(own_prefix.size(), key.size())));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 std::optional<std::string> S3Prefix::read(const std::string& name) {
   return impl_->client.get_object_if_exists(impl_->key_of(name));
 }

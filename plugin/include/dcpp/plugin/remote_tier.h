@@ -15,6 +15,7 @@
 #include <dcpp/storage/s3_options.h>
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -39,6 +40,12 @@ struct DCPP_API RemoteTierOptions {
   /// drain of the same prefix fails meanwhile, naming this one, and takes over once it expires.
   /// 0: no lease (for a store without conditional PUTs; one job per prefix is then yours to keep).
   std::chrono::seconds drain_lease{600};
+  /// How the drain lists the remote steps: while the last listing found at most this many
+  /// objects, one listing of all of them (a request per 1,000); beyond, the step directories (a
+  /// listing with the delimiter "/"), then of each step its commit objects (`.metadata`, the
+  /// manifest: two small requests), and all its objects only while it is not known complete: a
+  /// pass then costs about two requests per step, whatever the number of ranks' files.
+  std::size_t listing_objects = 4000;
 
   bool enabled() const { return !url.empty(); }
 
@@ -56,6 +63,10 @@ struct DCPP_API RemoteTierOptions {
   }
   RemoteTierOptions& with_verify(bool value) {
     verify = value;
+    return *this;
+  }
+  RemoteTierOptions& with_listing_objects(std::size_t value) {
+    listing_objects = value;
     return *this;
   }
   RemoteTierOptions& with_files_at_once(int value) {

@@ -45,6 +45,10 @@ class DCPP_API S3Prefix {
 
   /// Every object whose name starts with `name_prefix` (all of them by default), sorted by name.
   std::vector<S3ObjectEntry> list(std::string_view name_prefix = {});
+  /// The "directories" directly below the prefix whose names start with `name_prefix`: the
+  /// distinct names up to their first "/" after it, each ending in "/" ("step-00000010/"),
+  /// sorted (a listing with the delimiter "/": one entry per directory, not per object).
+  std::vector<std::string> list_directories(std::string_view name_prefix = {});
   /// The whole object, or nullopt when there is none of that name.
   std::optional<std::string> read(const std::string& name);
   void write(const std::string& name, std::string_view body);
