@@ -2,6 +2,7 @@
 
 #include "checkpoint_info_json.h"
 #include "local_steps.h"
+#include "step_names.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_info.h>
@@ -11,7 +12,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 namespace dcpp {
@@ -105,13 +105,12 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
 namespace detail {
 
 std::vector<CheckpointInfo> list_local_steps(const fs::path& root, bool node_local) {
-  static const std::regex name_pattern("step-[0-9]{8,}");
   std::vector<CheckpointInfo> found;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return found;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, name_pattern)) continue;
+    if (!step_of_directory_name(name)) continue;
     if ((!node_local && !fs::exists(entry.path() / ".metadata", ec)) ||
         !fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
       continue;

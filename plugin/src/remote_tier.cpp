@@ -10,6 +10,7 @@
 #include "core/exception_message.h"
 #include "core/logging.h"
 #include "local_steps.h"
+#include "step_names.h"
 #include "stopwatch.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
@@ -23,7 +24,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -40,18 +40,6 @@ std::vector<std::string> files_before_metadata(const fs::path& directory) {
   std::sort(names.begin(), names.end());
   return names;
 }
-
-namespace {
-
-// The step of a step directory's name ("step-00001200"), or nullopt for another name.
-std::optional<int64_t> step_of_directory(const std::string& name) {
-  static const std::regex pattern("step-([0-9]{8,})");
-  std::smatch match;
-  if (!std::regex_match(name, match, pattern)) return std::nullopt;
-  return std::stoll(match[1].str());
-}
-
-}  // namespace
 
 RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role, int rank)
     : options_(std::move(options)),
@@ -232,7 +220,7 @@ std::string RemoteTier::backlog() const {
 void RemoteTier::abort_leftover_uploads(const std::function<bool(int64_t step)>& in_use) {
   try {
     const int aborted = prefix_.abort_uploads("step-", [&](const std::string& name) {
-      const std::optional<int64_t> step = step_of_directory(name.substr(0, name.find('/')));
+      const std::optional<int64_t> step = step_of_directory_name(name.substr(0, name.find('/')));
       return step && in_use(*step);
     });
     if (aborted > 0) {

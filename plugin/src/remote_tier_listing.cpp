@@ -6,6 +6,7 @@
 
 #include "checkpoint_info_json.h"
 #include "core/logging.h"
+#include "step_names.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 
 namespace dcpp::detail {
@@ -21,7 +21,6 @@ namespace dcpp::detail {
 std::vector<CheckpointInfo> RemoteTier::list() { return list(nullptr); }
 
 std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::string>* known) {
-  static const std::regex name_pattern("step-[0-9]{8,}");
   std::map<std::string, StepObjects> files_of_step;  // by directory
   if (listed_objects_ <= options_.listing_objects) {
     // One listing of every object under the steps: fewest requests while they are few.
@@ -30,7 +29,7 @@ std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::st
       const size_t slash = object.name.find('/');
       if (slash == std::string::npos) continue;
       const std::string directory = object.name.substr(0, slash);
-      if (std::regex_match(directory, name_pattern)) {
+      if (step_of_directory_name(directory)) {
         files_of_step[directory][object.name.substr(slash + 1)] = object;
         ++objects;
       }
@@ -44,7 +43,7 @@ std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::st
   size_t objects = 0;
   for (const std::string& name : prefix_.list_directories("step-")) {
     const std::string directory = name.substr(0, name.size() - 1);  // "step-00001200/"
-    if (!std::regex_match(directory, name_pattern)) continue;
+    if (!step_of_directory_name(directory)) continue;
     StepObjects& files = files_of_step[directory];
     for (const char* start : {".", kCheckpointInfoFile}) {
       for (const S3ObjectEntry& object : prefix_.list(name + start)) {
@@ -104,7 +103,7 @@ std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* inc
   for (const auto& [directory, files] : files_of_step) {
     const auto metadata = files.find(kMetadataFile);
     const auto manifest = files.find(kCheckpointInfoFile);
-    const int64_t step_number = std::stoll(directory.substr(5));  // "step-00001200"
+    const int64_t step_number = *step_of_directory_name(directory);
     const auto note_incomplete = [incomplete, step_number, &files = files] {
       if (incomplete) (*incomplete)[step_number] = files;
     };
