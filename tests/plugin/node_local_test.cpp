@@ -6,6 +6,7 @@
 // namespaces with a disk each: node_local_hosts_test.cpp.)
 
 #include "dcpp_test.h"
+#include "node_local_state.h"
 #include "rank_threads.h"
 #include "storage/s3_test_server.h"
 
@@ -20,34 +21,14 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+using dcpp::test::node_local_state;
+using dcpp::test::node_local_state_equals;
+using dcpp::test::node_local_weights;
 using dcpp::test::on_rank_threads;
 using dcpp::test::S3TestServer;
 using dcpp::test::TempDir;
 
 namespace {
-
-constexpr int64_t kRows = 6;
-
-// The global "w" of `step`: distinct values, exact in float64.
-at::Tensor node_local_weights(int64_t step) {
-  return at::arange(kRows * 4, at::kDouble)
-      .reshape({kRows, 4})
-      .add(static_cast<double>(step) * 100);
-}
-
-// This rank's rows of "w" (near-equal parts) and a replicated "r", as of `step` (zeros: 0).
-dcpp::StateDict node_local_state(int64_t step, int rank, int world, bool zeros) {
-  const at::Tensor full = zeros ? at::zeros({kRows, 4}, at::kDouble) : node_local_weights(step);
-  const int64_t base = kRows / world, longer = kRows % world;
-  const int64_t begin = rank * base + std::min<int64_t>(rank, longer);
-  const int64_t rows = base + (rank < longer ? 1 : 0);
-  std::vector<dcpp::Shard> shards;
-  if (rows > 0) shards.push_back({full.narrow(0, begin, rows).clone(), {begin, 0}});
-  dcpp::StateDict state;
-  state.insert("w", dcpp::ShardedTensor({kRows, 4}, std::move(shards), at::kDouble));
-  state.insert("r", at::full({3}, zeros ? 0.0 : static_cast<double>(step), at::kDouble));
-  return state;
-}
 
 dcpp::CheckpointManagerOptions node_local_options(const fs::path& root, const std::string& url,
                                                   const c10::intrusive_ptr<c10d::Store>& store,
@@ -124,7 +105,7 @@ TEST_CASE("node-local roots: each host drains its files, a job on other disks re
     CHECK(object.name.find(".dcpp-part-") == std::string::npos);
   }
   dcpp::StateDict whole;
-  whole.insert("w", at::zeros({kRows, 4}, at::kDouble));
+  whole.insert("w", at::zeros({dcpp::test::kNodeLocalRows, 4}, at::kDouble));
   whole.insert("r", at::zeros({3}, at::kDouble));
   dcpp::LoadOptions load;
   load.s3 = S3TestServer::get().options();
@@ -142,11 +123,7 @@ TEST_CASE("node-local roots: each host drains its files, a job on other disks re
     dcpp::StateDict state = node_local_state(0, rank, 2, true);
     const std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
     if (info) resumed[rank] = info->step;
-    const dcpp::StateDict expected = node_local_state(3, rank, 2, false);
-    const auto& got = state.at("w").sharded_tensor().local_shards();
-    const auto& want = expected.at("w").sharded_tensor().local_shards();
-    equal[rank] = got.size() == want.size() && at::equal(got[0].tensor, want[0].tensor) &&
-                  at::equal(state.at("r").tensor(), expected.at("r").tensor());
+    equal[rank] = node_local_state_equals(state, 3, rank, 2) ? 1 : 0;
   });
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(resumed[rank] == 3);

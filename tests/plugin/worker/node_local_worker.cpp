@@ -12,7 +12,9 @@
 //
 // Exits 0 when it got that far; errors are printed as "rank R failed: ...". The state: "w", a
 // 6 x 4 float64 tensor sharded by rows over the ranks, and "r", a replicated one; both depend on
-// the step.
+// the step (node_local_state.h).
+
+#include "../node_local_state.h"
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -32,24 +34,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kRows = 6;
-
-dcpp::StateDict state_of(int64_t step, int rank, int world, bool zeros) {
-  const at::Tensor full = zeros ? at::zeros({kRows, 4}, at::kDouble)
-                                : at::arange(kRows * 4, at::kDouble)
-                                      .reshape({kRows, 4})
-                                      .add(static_cast<double>(step) * 100);
-  const int64_t base = kRows / world, longer = kRows % world;
-  const int64_t begin = rank * base + std::min<int64_t>(rank, longer);
-  const int64_t rows = base + (rank < longer ? 1 : 0);
-  std::vector<dcpp::Shard> shards;
-  if (rows > 0) shards.push_back({full.narrow(0, begin, rows).clone(), {begin, 0}});
-  dcpp::StateDict state;
-  state.insert("w", dcpp::ShardedTensor({kRows, 4}, std::move(shards), at::kDouble));
-  state.insert("r", at::full({3}, zeros ? 0.0 : static_cast<double>(step), at::kDouble));
-  return state;
-}
-
 std::string host() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
@@ -68,7 +52,7 @@ int run(const std::string& mode, const fs::path& root, const std::string& url, i
     for (int64_t step = 1; step <= steps; ++step) {
       dcpp::SaveRequest request;
       request.step = step;
-      manager.save(state_of(step, env.rank, env.world_size, false), request);
+      manager.save(dcpp::test::node_local_state(step, env.rank, env.world_size, false), request);
     }
     manager.wait_for_remote();
     std::string remote;
@@ -88,14 +72,10 @@ int run(const std::string& mode, const fs::path& root, const std::string& url, i
     }
     return 0;
   }
-  dcpp::StateDict state = state_of(0, env.rank, env.world_size, true);
+  dcpp::StateDict state = dcpp::test::node_local_state(0, env.rank, env.world_size, true);
   const std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
-  const dcpp::StateDict expected = state_of(steps, env.rank, env.world_size, false);
-  const auto& got = state.at("w").sharded_tensor().local_shards();
-  const auto& want = expected.at("w").sharded_tensor().local_shards();
-  const bool equal = info && info->step == steps && got.size() == want.size() &&
-                     (got.empty() || at::equal(got[0].tensor, want[0].tensor)) &&
-                     at::equal(state.at("r").tensor(), expected.at("r").tensor());
+  const bool equal = info && info->step == steps &&
+                     dcpp::test::node_local_state_equals(state, steps, env.rank, env.world_size);
   std::printf("rank %d resumed step %lld: %s\n", env.rank,
               static_cast<long long>(info ? info->step : -1),
               equal ? "values equal" : "values differ");
