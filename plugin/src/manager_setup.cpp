@@ -115,8 +115,8 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
 }
 
 // Collective: the coordinator creates the root and cleans it (clean_root), and with a node-local
-// root every rank creates it; then the ranks find who shares it (root_sharing.h), and with a
-// node-local root each other host's leader cleans its own; every rank makes its RemoteTier
+// root every rank does so on its host; then the ranks find who shares it (root_sharing.h); every
+// rank makes its RemoteTier
 // (resolving its S3 credentials), and the coordinator lists the store (one it cannot reach is a
 // warning: the job works locally). Every rank throws the same CheckpointError when any of it
 // failed on any rank, naming the ranks, so none is left waiting for another.

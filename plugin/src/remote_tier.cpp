@@ -93,7 +93,11 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
     }
     return role_ == DrainRole::kHostCoordinator && step > newest_local;
   };
-  if (deletes && options_.drain_lease.count() > 0) abort_leftover_uploads(in_use);
+  if (deletes && options_.drain_lease.count() > 0) {
+    // With the lease, no other job uploads here; on a shared root no other rank does either.
+    abort_leftover_uploads(
+        [&](int64_t step) { return role_ == DrainRole::kHostCoordinator && in_use(step); });
+  }
 
   // Abandoned remote steps the timeline has passed go first: a step of the new run replaces its
   // namesake, and none of them may ever be resumed from.
