@@ -2,6 +2,8 @@
 // The options of the state-dict helpers: DCP's `torch.distributed.checkpoint.state_dict
 // .StateDictOptions`, field for field.
 
+#include <dcpp/core/export.h>
+
 namespace dcpp {
 
 /// How get_*_state_dict build a state dict and set_*_state_dict apply one. A plain aggregate with

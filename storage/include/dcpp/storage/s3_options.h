@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace dcpp {
 
@@ -62,6 +63,74 @@ struct DCPP_API S3Options {
   /// which costs a fraction of the MD5 pass. A store that does not (s3rver, older S3-compatible
   /// stores) keeps getting the Content-MD5 alone after its first answer.
   bool crc32c = true;
+
+  /// The keys, as a pair (and the session token of temporary ones); empty: as above.
+  S3Options& with_credentials(std::string key_id, std::string secret, std::string token = {}) {
+    access_key_id = std::move(key_id);
+    secret_access_key = std::move(secret);
+    session_token = std::move(token);
+    return *this;
+  }
+  S3Options& with_endpoint_url(std::string value) {
+    endpoint_url = std::move(value);
+    return *this;
+  }
+  S3Options& with_region(std::string value) {
+    region = std::move(value);
+    return *this;
+  }
+  S3Options& with_profile(std::string value) {
+    profile = std::move(value);
+    return *this;
+  }
+  S3Options& with_path_style(bool value) {
+    path_style = value;
+    return *this;
+  }
+  S3Options& with_max_attempts(int value) {
+    max_attempts = value;
+    return *this;
+  }
+  S3Options& with_initial_backoff(std::chrono::milliseconds value) {
+    initial_backoff = value;
+    return *this;
+  }
+  S3Options& with_max_backoff(std::chrono::milliseconds value) {
+    max_backoff = value;
+    return *this;
+  }
+  S3Options& with_throttle_budget(std::chrono::seconds value) {
+    throttle_budget = value;
+    return *this;
+  }
+  S3Options& with_process_requests_in_flight(int value) {
+    process_requests_in_flight = value;
+    return *this;
+  }
+  S3Options& with_stall_timeout(std::chrono::seconds value) {
+    stall_timeout = value;
+    return *this;
+  }
+  S3Options& with_connect_timeout(std::chrono::seconds value) {
+    connect_timeout = value;
+    return *this;
+  }
+  S3Options& with_part_size(uint64_t value) {
+    part_size = value;
+    return *this;
+  }
+  S3Options& with_concurrency(int value) {
+    concurrency = value;
+    return *this;
+  }
+  S3Options& with_content_md5(bool value) {
+    content_md5 = value;
+    return *this;
+  }
+  S3Options& with_crc32c(bool value) {
+    crc32c = value;
+    return *this;
+  }
 };
 
 }  // namespace dcpp
