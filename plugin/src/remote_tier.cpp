@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -108,6 +109,13 @@ void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy
       remote_save_ids.erase(info.step);
       incomplete.erase(info.step);
     }
+  }
+  // The host parts this process copied of steps no longer due (committed, or gone) are done.
+  for (auto part = copied_parts_.begin(); part != copied_parts_.end();) {
+    const bool still_due = std::any_of(due.begin(), due.end(), [&](const CheckpointInfo& info) {
+      return info.step == part->first;
+    });
+    part = still_due ? std::next(part) : copied_parts_.erase(part);
   }
   // A step that fails is retried by later passes, after a backoff; the steps after it go on.
   std::exception_ptr first_failure;
