@@ -169,10 +169,11 @@ CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) con
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
-  if (options.node_local_root && remote && world > 1) {
-    // A resume reads from the store: the steps every host committed go up first.
+  if (options.node_local_root && remote) {
+    // A resume reads from the store: the steps every host committed go up first (collective on
+    // several ranks: settle_hosts).
     try {
-      settle_hosts(false);
+      drain_to_remote(false);
     } catch (const CheckpointError& e) {
       detail::logger().warn("restoring from the steps the store holds now: {}", e.what());
     }

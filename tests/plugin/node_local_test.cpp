@@ -6,6 +6,7 @@
 // namespaces with a disk each: node_local_hosts_test.cpp.)
 
 #include "dcpp_test.h"
+#include "manager_test_support.h"
 #include "node_local_state.h"
 #include "rank_threads.h"
 #include "storage/s3_test_server.h"
@@ -143,4 +144,37 @@ TEST_CASE("a node-local root needs a remote tier") {
     CHECK(error.kind() == dcpp::ErrorKind::kUsage);
     CHECK_THAT(std::string(error.what()), Catch::Contains("needs a remote tier"));
   }
+}
+
+TEST_CASE("a node-local restore on one rank drains what the root holds before it chooses") {
+  TempDir dir;
+  const std::string url = "s3://" + S3TestServer::get().create_bucket("node-local-one") + "/run";
+  dcpp::CheckpointManagerOptions options;
+  options.root = dir / "host";
+  options.node_local_root = true;
+  options.async = false;
+  options.remote.url = url;
+  options.remote.s3 = S3TestServer::get().options();
+  {
+    dcpp::CheckpointManager manager(options);
+    manager.save(node_local_state(1, 0, 1, false), dcpp::test::request(1));
+    manager.wait_for_remote();
+    // The store refuses step 2's data: it stays on the local disk alone.
+    dcpp::test::S3Fault refuse;
+    refuse.method = "PUT";
+    refuse.path_contains = "step-00000002/__0_";
+    refuse.status = 500;
+    refuse.times = 1000;
+    S3TestServer::get().inject(refuse);
+    manager.save(node_local_state(2, 0, 1, false), dcpp::test::request(2));
+    CHECK_THROWS_AS(manager.wait_for_remote(), dcpp::CheckpointError);
+    S3TestServer::get().clear_faults();
+  }
+  // The store is back: the restart resumes step 2, which its first drain takes up, not step 1.
+  dcpp::CheckpointManager restarted(options);
+  dcpp::StateDict state = node_local_state(0, 0, 1, true);
+  const std::optional<dcpp::CheckpointInfo> info = restarted.restore(state);
+  REQUIRE(info);
+  CHECK(info->step == 2);
+  CHECK(node_local_state_equals(state, 2, 0, 1));
 }
