@@ -53,9 +53,9 @@ struct DCPP_API S3Options {
   /// in flight per rank (part uploads and ranged GETs).
   uint64_t part_size = 16ull << 20;
   int concurrency = 8;
-  /// Send each upload's MD5 (Content-MD5): the store checks the bytes it received and refuses
-  /// changed ones (400 BadDigest, retried), so no byte changed on the way is stored. Costs one
-  /// MD5 pass over what is uploaded.
+  /// Send an upload's MD5 (Content-MD5) where the store does not check its CRC-32C (`crc32c`,
+  /// below): the store checks the bytes it received and refuses changed ones (400 BadDigest,
+  /// retried), so no byte changed on the way is stored. Costs one MD5 pass over what is uploaded.
   bool content_md5 = true;
   /// Send each upload's CRC-32C (x-amz-checksum-crc32c, S3's flexible checksums; a multipart
   /// upload is created with that algorithm and lists each part's). A store that checks it says so
