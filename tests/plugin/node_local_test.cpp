@@ -178,3 +178,38 @@ TEST_CASE("a node-local restore on one rank drains what the root holds before it
   CHECK(info->step == 2);
   CHECK(node_local_state_equals(state, 2, 0, 1));
 }
+
+TEST_CASE(
+    "a host whose drain fails fails wait_for_remote on every rank naming it and loses nothing") {
+  TempDir dir;
+  const std::string url = "s3://" + S3TestServer::get().create_bucket("node-local-fail") + "/run";
+  const auto host_of = [&](int rank) { return dir / (rank < 2 ? "host-a" : "host-b"); };
+  // Rank 2's file, alone on host B, is refused by the store every time.
+  dcpp::test::S3Fault refuse;
+  refuse.method = "PUT";
+  refuse.path_contains = "/__2_";
+  refuse.status = 500;
+  refuse.times = 1000;
+  S3TestServer::get().inject(refuse);
+  std::vector<std::string> errors(3);
+  std::vector<std::vector<int64_t>> remote_after(3);
+  on_rank_threads(3, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManager manager(node_local_options(host_of(rank), url, store, rank, 3));
+    manager.save(node_local_state(1, rank, 3, false), dcpp::test::request(1));
+    try {
+      manager.wait_for_remote();
+    } catch (const dcpp::CheckpointError& e) {
+      errors[rank] = e.what();
+    }
+    if (rank == 0) S3TestServer::get().clear_faults();
+    manager.wait_for_remote();  // the store takes it now: the step was kept and goes up
+    for (const dcpp::CheckpointInfo& info : manager.list_remote()) {
+      remote_after[rank].push_back(info.step);
+    }
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank << ": " << errors[rank]);
+    CHECK_THAT(errors[rank], Catch::Contains("rank 2: ") && Catch::Contains("__2_0.distcp"));
+    CHECK(remote_after[rank] == std::vector<int64_t>{1});
+  }
+}
