@@ -64,8 +64,11 @@ RootSharing find_root_sharing(const ProcessGroupPtr& group, int rank, int world,
   // A new name each time: no cache of a network file system can hold it as missing.
   const std::string token = broadcast_text_from(group, new_save_id(), coordinator);
   const fs::path probe = root / (kProbePrefix + token + "-" + std::to_string(rank));
-  std::ofstream(probe) << "written by rank " << rank << " to find which ranks see this root; "
-                       << "removed at once\n";
+  std::ofstream probe_file(probe);
+  probe_file << "written by rank " << rank << " to find which ranks see this root; "
+             << "removed at once\n";
+  probe_file.close();
+  const bool written = !probe_file.fail();
   every_rank_ok(group, true);  // every probe written before any rank looks
   const std::set<int> seen = ranks_seen(root, token);
   const int leader = seen.count(coordinator) != 0 ? coordinator
@@ -85,6 +88,9 @@ RootSharing find_root_sharing(const ProcessGroupPtr& group, int rank, int world,
       std::all_of(seen.begin(), seen.end(), [&](int r) { return sharing.leader_of[r] == leader; });
   if (!fs::is_directory(root, error)) {
     problem = "on host " + host_name() + ", '" + root.string() + "' is not a directory";
+  } else if (!written) {
+    problem = "on host " + host_name() + ", '" + probe.string() +
+              "' cannot be written: give a root every rank can write";
   } else if (!consistent) {
     problem = "on host " + host_name() + ", '" + root.string() + "' shows the probes of ranks ";
     for (const int r : seen) problem += std::to_string(r) + " ";
