@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), 19));
     for (int i = 0; i < options.saves; ++i) {
       dcpp::AsyncSaveResponse response = checkpointer.async_save(small, options.dir / "rss");
-      response.upload_completion.wait();
+      response.committed.wait();
       after.push_back(bench::resident_memory().now_mib);
     }
   }
@@ -180,12 +180,12 @@ int main(int argc, char** argv) {
   double blocking_s = 1e9;
   {
     dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_blocking_stager(), 19));
-    checkpointer.async_save(state, options.dir / "blocking").upload_completion.wait();  // warm
+    checkpointer.async_save(state, options.dir / "blocking").committed.wait();  // warm
     for (int r = 0; r < options.repeat; ++r) {
       const auto start = Clock::now();
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "blocking");
       blocking_s = std::min(blocking_s, seconds_since(start));
-      response.upload_completion.wait();
+      response.committed.wait();
     }
   }
   double tbb_call_s = 1e9, tbb_call_worst_s = 0, tbb_staging_s = 1e9;
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     dcpp::TbbStagerOptions tbb;
     tbb.concurrency = 1;
     dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), 19));
-    checkpointer.async_save(state, options.dir / "tbb").upload_completion.wait();  // warm
+    checkpointer.async_save(state, options.dir / "tbb").committed.wait();  // warm
     for (int r = 0; r < options.repeat; ++r) {
       const auto start = Clock::now();
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "tbb");
@@ -202,9 +202,9 @@ int main(int argc, char** argv) {
       tbb_call_s = std::min(tbb_call_s, call);
       tbb_call_worst_s = std::max(tbb_call_worst_s, call);
       tbb_calls.push_back(call);
-      response.staging_completion.wait();
+      response.staged.wait();
       tbb_staging_s = std::min(tbb_staging_s, seconds_since(start));
-      response.upload_completion.wait();
+      response.committed.wait();
     }
   }
   const double gb = static_cast<double>(options.gib) * (1 << 30) / 1e9;
@@ -229,12 +229,12 @@ int main(int argc, char** argv) {
     tbb.concurrency = 1;
     tbb.nice = nice;
     dcpp::AsyncCheckpointer checkpointer(checkpointer_options(dcpp::make_tbb_stager(tbb), nice));
-    checkpointer.async_save(state, options.dir / "steps").upload_completion.wait();  // warm
+    checkpointer.async_save(state, options.dir / "steps").committed.wait();  // warm
     const auto start = Clock::now();
     dcpp::AsyncSaveResponse response = checkpointer.async_save(state, options.dir / "steps");
-    const double mean = mean_step(model, 1, [&] { return response.upload_completion.is_ready(); });
+    const double mean = mean_step(model, 1, [&] { return response.committed.is_ready(); });
     *steps_run = static_cast<int>(seconds_since(start) / mean + 0.5);
-    response.upload_completion.wait();
+    response.committed.wait();
     return mean;
   };
   double alone_s = 1e9, saving_s = 1e9, saving_nice0_s = 1e9, saving_nice19_s = 1e9;

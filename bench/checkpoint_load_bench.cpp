@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   } else {
     layout = dcpp::plain_layout(*model);
   }
-  torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(1e-3));
+  auto optimizer =
+      std::make_shared<torch::optim::Adam>(parameters, torch::optim::AdamOptions(1e-3));
 
   dcpp::TrainingContext context;
   context.add("model", dcpp::make_model_stateful(layout))
@@ -144,12 +145,12 @@ int main(int argc, char** argv) {
   for (int save = 1; save <= o.saves; ++save) {
     const at::Tensor x = at::randn({12, 64});
     const at::Tensor y = x.narrow(1, 0, 16).sin();
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     if (fsdp) fsdp->gather_parameters();
     at::Tensor loss = at::mse_loss(model->forward(x), y);
     loss.backward();
     if (fsdp) fsdp->reduce_gradients();
-    optimizer.step();
+    optimizer->step();
     context.step += 1;
     checkpoints.on_step_end(context);  // a save at every step
     Usage u = usage_now(false);

@@ -61,7 +61,8 @@ Run train(const Options& o, const char* mode) {
   torch::nn::Sequential model(torch::nn::Linear(64, o.width), torch::nn::Tanh(),
                               torch::nn::Linear(o.width, o.width), torch::nn::Tanh(),
                               torch::nn::Linear(o.width, 8));
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  auto optimizer =
+      std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   std::shared_ptr<dcpp::ModelLayout> layout = dcpp::plain_layout(*model);
   dcpp::TrainingContext context;
   context.add("model", dcpp::make_model_stateful(layout))
@@ -88,9 +89,9 @@ Run train(const Options& o, const char* mode) {
   const auto start = bench::Clock::now();
   for (int step = 0; step < o.steps; ++step) {
     at::Tensor x = at::randn({o.batch, 64}), y = at::randn({o.batch, 8});
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     at::mse_loss(model->forward(x), y).backward();
-    optimizer.step();
+    optimizer->step();
     context.step += 1;
     if (callback) callback->on_step_end(context);
   }

@@ -70,14 +70,14 @@ int main(int argc, char** argv) {
       optimizer.zero_grad();
       torch::Tensor loss = torch::mse_loss(net.forward(x), y);
       loss.backward();  // reads the parameters: fine while they are being staged
-      if (saving.staging_completion.valid()) {
-        saving.staging_completion.wait();  // the optimizer is about to change them
+      if (saving.staged.valid()) {
+        saving.staged.wait();  // the optimizer is about to change them
       }
       optimizer.step();
       ++step;
       if (step % 5 == 0) {
-        if (saving.upload_completion.valid()) {
-          saving.upload_completion.wait();  // rethrows if the previous save failed
+        if (saving.committed.valid()) {
+          saving.committed.wait();  // rethrows if the previous save failed
         }
         dcpp::StateDict state;
         state.insert("model", std::make_shared<ModelState>(net));
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
                     static_cast<long long>(step), loss.item<float>(), last_dir.c_str());
       }
     }
-    saving.upload_completion.wait();
+    saving.committed.wait();
     std::printf("last checkpoint committed: %s\n", last_dir.c_str());
 
     // Resume check: a fresh model loads the checkpoint and holds the save-time parameters.

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(),
                               torch::nn::Linear(32, 1));
   auto ddp = std::make_shared<dcpp::DataParallel>(model.ptr(), group);
-  torch::optim::Adam optimizer(ddp->parameters(), torch::optim::AdamOptions(1e-2));
+  auto optimizer =
+      std::make_shared<torch::optim::Adam>(ddp->parameters(), torch::optim::AdamOptions(1e-2));
 
   // The plugin: what to checkpoint, where, how often, how many to keep.
   dcpp::TrainingContext context;
@@ -67,11 +68,11 @@ int main(int argc, char** argv) {
   }
   while (context.step < steps && !context.should_stop()) {
     auto [x, y] = my_part(context.step, env.rank, env.world_size);
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     at::Tensor loss = at::mse_loss(model->forward(x), y);
     loss.backward();
     ddp->synchronize_gradients();
-    optimizer.step();
+    optimizer->step();
     std::vector<at::Tensor> mean{loss.detach().reshape({1}).clone()};
     group->allreduce(mean)->wait();
     context.step += 1;

@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
   } else {
     layout = ddp = std::make_shared<dcpp::DataParallel>(model.ptr(), group);
   }
-  torch::optim::Adam optimizer(fsdp ? fsdp->parameters() : ddp->parameters(),
-                               torch::optim::AdamOptions(3e-3));
+  auto optimizer = std::make_shared<torch::optim::Adam>(
+      fsdp ? fsdp->parameters() : ddp->parameters(), torch::optim::AdamOptions(3e-3));
 
   std::vector<std::string> incomplete;
   if (!train && std::filesystem::exists(dir)) {  // before the manager removes them
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   const auto train_start = std::chrono::steady_clock::now();
   while (context.step < steps && !context.should_stop()) {
     auto [x, y] = my_batch(text, context.step, env.rank, env.world_size);
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     if (fsdp) fsdp->gather_parameters();
     at::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
     loss.backward();
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     } else {
       ddp->synchronize_gradients();
     }
-    optimizer.step();
+    optimizer->step();
     context.step += 1;
     context.metrics["loss"] = mean_over_ranks(loss, *group);
     if (env.rank == 0) {

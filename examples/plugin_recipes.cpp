@@ -49,17 +49,17 @@ struct Job {
 // make one and hand it to both adapters; they keep it alive.
 struct Training {
   torch::nn::Linear model{nullptr};
-  std::unique_ptr<torch::optim::SGD> optimizer;
+  std::shared_ptr<torch::optim::SGD> optimizer;
   dcpp::TrainingContext context;
 
   Training() {
     torch::manual_seed(0);
     model = torch::nn::Linear(4, 2);
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(),
+    optimizer = std::make_shared<torch::optim::SGD>(model->parameters(),
                                                     torch::optim::SGDOptions(0.1).momentum(0.9));
     std::shared_ptr<const dcpp::ModelLayout> layout = dcpp::plain_layout(*model);
     context.add("model", dcpp::make_model_stateful(layout))
-        .add("optim", dcpp::make_optimizer_stateful(layout, *optimizer));
+        .add("optim", dcpp::make_optimizer_stateful(layout, optimizer));
   }
 
   void step() {

@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(0);
   torch::nn::Linear model(4, 1);
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
-  int64_t samples_seen = 0;  // a data loader's position
+  auto optimizer =
+      std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  auto samples_seen = std::make_shared<int64_t>(0);  // a data loader's position
 
   dcpp::TrainingContext context;
   context.add("model", dcpp::make_model_stateful(dcpp::plain_layout(*model)))
@@ -61,11 +62,11 @@ int main(int argc, char** argv) {
   }
   while (context.step < steps && !context.should_stop()) {
     at::Tensor x = at::arange(8, at::kFloat).view({2, 4}).add(context.step).cos();
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     at::Tensor loss = model->forward(x).pow(2).mean();
     loss.backward();
-    optimizer.step();
-    samples_seen += 2;
+    optimizer->step();
+    *samples_seen += 2;
     context.step += 1;
     context.metrics["loss"] = loss.item<double>();
     if (context.step == signal_step && env.rank == signal_rank) std::raise(SIGTERM);
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
   checkpoints.on_train_end(context);
   std::printf("rank %d %s at step %lld samples %lld\n", env.rank,
               checkpoints.preempted() ? "preempted" : "finished",
-              static_cast<long long>(context.step), static_cast<long long>(samples_seen));
+              static_cast<long long>(context.step), static_cast<long long>(*samples_seen));
   std::printf("rank %d checksum %.9f\n", env.rank,
               (model->weight.sum() + model->bias.sum()).item<double>());
   return checkpoints.preempted() ? dcpp::CheckpointCallback::kPreemptedExitCode : 0;

@@ -5,9 +5,9 @@
 //   quickstart resume DIR   builds a fresh model and optimizer, loads DIR/step-3, trains 2 steps
 //                           and checks that the losses equal the recorded ones, bit for bit
 //
-// The model and optimizer take part through dcpp::make_app_state (the state-dict helpers: keys are
-// parameter names, optimizer state in DCP's layout), so the checkpoint is a plain DCP checkpoint
-// that Python's dcp.load and set_state_dict read too.
+// The model and optimizer take part through dcpp::make_app_stateful (the state-dict helpers: keys
+// are parameter names, optimizer state in DCP's layout), so the checkpoint is a plain DCP
+// checkpoint that Python's dcp.load and set_state_dict read too.
 
 #include <dcpp/dcpp.h>
 
@@ -33,7 +33,8 @@ struct Net : torch::nn::Module {
 
 struct Trainer {
   Net net;
-  torch::optim::Adam optimizer{net.parameters(), torch::optim::AdamOptions(1e-2)};
+  std::shared_ptr<torch::optim::Adam> optimizer =
+      std::make_shared<torch::optim::Adam>(net.parameters(), torch::optim::AdamOptions(1e-2));
   int64_t step = 0;
 
   dcpp::StateDict checkpoint_state() {
@@ -41,7 +42,7 @@ struct Trainer {
     // DCP's AppState: {"model": ..., "optim": ...} keyed by parameter names, as Python's
     // get_state_dict writes them (libtorch's own optimizer state is keyed by TensorImpl address,
     // which means nothing in another process).
-    sd.insert("app", dcpp::make_app_state(dcpp::plain_layout(net), optimizer));
+    sd.insert("app", dcpp::make_app_stateful(dcpp::plain_layout(net), optimizer));
     sd.insert("step", step);
     return sd;
   }
@@ -51,10 +52,10 @@ struct Trainer {
     torch::manual_seed(1000 + step);
     const torch::Tensor x = torch::randn({64, 16});
     const torch::Tensor y = x.narrow(1, 0, 4).sin();
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     torch::Tensor loss = torch::mse_loss(net.forward(x), y);
     loss.backward();
-    optimizer.step();
+    optimizer->step();
     ++step;
     return loss.item<float>();
   }

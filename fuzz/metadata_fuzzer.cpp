@@ -11,7 +11,7 @@
 //
 // Contract checked: any bytes either pass or throw CheckpointError.
 
-#include "chunk_coverage.h"
+#include "common/chunk_coverage.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/planner/load_planner.h>

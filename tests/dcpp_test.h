@@ -30,6 +30,14 @@ inline Matchers::StringContainsMatcher Contains(const std::string& text) {
 
 namespace dcpp::test {
 
+/// A shared_ptr to `object` that owns nothing: for a Stateful adapter (which shares what it
+/// points at, so that a program cannot let it die first) over an object the test's own scope
+/// keeps alive longer than the adapter.
+template <typename T>
+std::shared_ptr<T> borrowed(T& object) {
+  return std::shared_ptr<T>(std::shared_ptr<T>(), &object);
+}
+
 /// A fresh directory under the system temp dir, removed with everything in it on destruction.
 class TempDir {
  public:

@@ -2,10 +2,10 @@
 
 #include "cli.h"
 
-#include "convert_command.h"
-#include "diff_command.h"
-#include "inspect_command.h"
-#include "verify_command.h"
+#include "convert/convert_command.h"
+#include "diff/diff_command.h"
+#include "inspect/inspect_command.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/version.h>

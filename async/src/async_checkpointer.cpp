@@ -21,6 +21,7 @@
 #include "core/serial_worker.h"
 #include "core/thread_priority.h"
 #include "dist/legacy_ranks.h"
+#include "storage/location_defaults.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -53,17 +54,14 @@ class FailedBeforeSaveWriter final : public StorageWriter {
   std::exception_ptr error_;
 };
 
-template <typename T>
-Future<T> completed(T value) {
-  Promise<T> promise;
-  promise.set_value(std::move(value));
-  return promise.get_future();
-}
-
-Future<void> completed() {
-  Promise<void> promise;
-  promise.set_value();
-  return promise.get_future();
+AsyncSaveResponse response_of(Future<void> staged, Future<Metadata> committed, bool skipped) {
+  AsyncSaveResponse response;
+  response.staging_completion = DeprecatedFuture<void>(staged);
+  response.upload_completion = DeprecatedFuture<Metadata>(committed);
+  response.staged = std::move(staged);
+  response.committed = std::move(committed);
+  response.skipped = skipped;
+  return response;
 }
 
 }  // namespace
@@ -78,8 +76,9 @@ class AsyncCheckpointer::Impl {
       options_.stager = make_blocking_stager();
     }
     group_ = options_.ranks.process_group;
-    if (!group_ && options_.store && options_.world_size > 1) {
-      group_ = make_gloo_process_group(options_.store, options_.rank, options_.world_size,
+    const Ranks& ranks = options_.ranks;
+    if (!group_ && ranks.store && ranks.world_size > 1) {
+      group_ = make_gloo_process_group(ranks.store, std::max(0, ranks.rank), ranks.world_size,
                                        options_.group_options);
     }
     if (group_ && group_->getSize() > 1 && options_.in_flight_policy == InFlightPolicy::kSkip) {
@@ -110,21 +109,20 @@ class AsyncCheckpointer::Impl {
           case InFlightPolicy::kSkip: {
             detail::logger().info("async save to {} skipped: the save to {} is still in flight",
                                   where, in_flight_where_);
-            AsyncSaveResponse skipped{completed(), completed(Metadata()), true};
-            return skipped;
+            return response_of(make_ready_future(), make_ready_future(Metadata()), true);
           }
           case InFlightPolicy::kFail:
             throw CheckpointError(
                 ErrorKind::kUsage,
                 "async save to " + where + " refused: the save to " + in_flight_where_ +
-                    " is still in flight; wait for its upload_completion first, or "
+                    " is still in flight; wait for its `committed` future first, or "
                     "use InFlightPolicy::kWait or kSkip");
         }
       }
     }
     Future<StateDict> staged = options_.stager->stage(state_dict);
     Promise<Metadata> upload;
-    AsyncSaveResponse response{Future<void>(staged), upload.get_future(), false};
+    AsyncSaveResponse response = response_of(staged, upload.get_future(), false);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_.emplace(Job{staged, make_writer, where, std::move(upload)});
@@ -242,15 +240,15 @@ AsyncCheckpointer::AsyncCheckpointer(AsyncCheckpointerOptions options)
 AsyncCheckpointer::~AsyncCheckpointer() = default;
 
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,
-                                                const std::filesystem::path& directory) {
+                                                const Location& location) {
   const FileSystemWriterOptions options = impl_->options().file_system;
-  const S3Options s3 = impl_->options().s3;
+  const Location resolved = detail::with_default_s3(location, impl_->options().s3);
   return impl_->async_save(
       state_dict,
-      [directory, options, s3]() -> std::shared_ptr<StorageWriter> {
-        return make_storage_writer(directory.string(), options, s3);
+      [resolved, options]() -> std::shared_ptr<StorageWriter> {
+        return make_storage_writer(resolved, options);
       },
-      directory.string());
+      resolved.url());
 }
 
 AsyncSaveResponse AsyncCheckpointer::async_save(const StateDict& state_dict,

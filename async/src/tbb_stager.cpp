@@ -96,7 +96,7 @@ class TbbStager final : public AsyncStager {
     return future;
   }
 
-  void synchronize_staging() override { driver_.drain(); }
+  void synchronize_staging() override { driver_.wait_until_idle(); }
 
   bool should_synchronize_after_execute() const override {
     return options_.synchronize_after_execute;

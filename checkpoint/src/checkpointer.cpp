@@ -18,7 +18,6 @@
 // in a collective that the others will never join.
 
 #include <dcpp/checkpoint/checkpointer.h>
-#include <dcpp/storage/huggingface_storage.h>
 #include <dcpp/storage/storage_location.h>
 
 #include "cached_save_planning.h"
@@ -33,6 +32,7 @@
 #include "rank_metadata.h"
 #include "read_once_exchange.h"
 #include "read_once_schedule.h"
+#include "storage/location_defaults.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -108,10 +108,9 @@ std::unique_ptr<detail::Collectives> collectives_for(
 
 }  // namespace
 
-Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
-              const SaveOptions& options) {
+Metadata save(const StateDict& state_dict, const Location& location, const SaveOptions& options) {
   const std::unique_ptr<StorageWriter> writer =
-      make_storage_writer(directory.string(), options.file_system, options.s3);
+      make_storage_writer(detail::with_default_s3(location, options.s3), options.file_system);
   return save(state_dict, *writer, options);
 }
 
@@ -119,12 +118,12 @@ Metadata save(const StateDict& state_dict, const std::filesystem::path& director
 // this plan alone, write, finish), with no collective at all.
 Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& storage_writer,
                                   const SaveOptions& options) {
-  int rank = options.rank;
+  int rank = options.ranks.rank;
   if (options.ranks.process_group) {
     const int group_rank = options.ranks.process_group->getRank();
     if (rank != -1 && rank != group_rank) {
       throw CheckpointError(ErrorKind::kUsage,
-                            "SaveOptions::rank is " + std::to_string(rank) +
+                            "SaveOptions::ranks.rank is " + std::to_string(rank) +
                                 " but this process is rank " + std::to_string(group_rank) +
                                 " of the process group; leave rank at -1 or make them agree");
     }
@@ -134,7 +133,7 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
     throw CheckpointError(
         ErrorKind::kUsage,
         "a save without collectives (SaveOptions::use_collectives = false) needs this process's "
-        "rank: set SaveOptions::rank, or give a process_group");
+        "rank: set SaveOptions::ranks.rank (with_rank()), or give a process group");
   }
   return detail::run_alone(rank, "checkpoint save", "saving without collectives", [&] {
     std::shared_ptr<SavePlanner> planner =
@@ -270,22 +269,24 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
 
 namespace {
 
-// DCP's directory layout, or a Hugging Face directory (no `.metadata`, safetensors files).
-std::unique_ptr<StorageReader> reader_for(const std::filesystem::path& directory,
+// The reader of the layout found at `location` (DCP's unless another recognises it), which a
+// layout other than DCP's logs, so reading a directory as another format is never silent.
+std::unique_ptr<StorageReader> reader_for(const Location& given,
                                           const FileSystemReaderOptions& options,
                                           const S3Options& s3) {
-  if (!is_s3_url(directory.string()) && is_huggingface_directory(directory)) {
-    return make_huggingface_reader(
-        directory, HuggingFaceReaderOptions().with_thread_count(options.thread_count));
+  const Location location = detail::with_default_s3(given, s3);
+  const std::shared_ptr<const CheckpointLayout> layout = checkpoint_layout(location);
+  if (layout->name() != kDcpLayout) {
+    detail::logger().info("reading {} as a {} checkpoint{}", location.url(), layout->name(),
+                          location.layout().empty() ? " (no DCP .metadata there)" : "");
   }
-  return make_storage_reader(directory.string(), options, s3);
+  return layout->make_reader(location, options);
 }
 
 }  // namespace
 
-IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
-                      const LoadOptions& options) {
-  auto reader = reader_for(directory, options.file_system, options.s3);
+IncompatibleKeys load(StateDict& state_dict, const Location& location, const LoadOptions& options) {
+  auto reader = reader_for(location, options.file_system, options.s3);
   return load(state_dict, *reader, options);
 }
 
@@ -409,20 +410,34 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   return planner->report();
 }
 
-StateDict load_from_keys(const std::filesystem::path& directory,
-                         const std::vector<std::string>& keys,
-                         const FileSystemReaderOptions& options, const S3Options& s3) {
-  LoadOptions load_options;
-  load_options.file_system = options;
-  load_options.s3 = s3;
+StateDict load_from_keys(const Location& location, const std::vector<std::string>& keys,
+                         const LoadOptions& options) {
+  if (options.planner) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "load_from_keys(" + location.url() +
+                              "): LoadOptions::planner must be null (load_from_keys plans the "
+                              "load of the keys itself); use load() with your planner");
+  }
+  LoadOptions load_options = options;
   load_options.planner = make_empty_state_dict_load_planner(keys);
   StateDict state_dict;
-  load(state_dict, directory, load_options);
+  load(state_dict, location, load_options);
   return state_dict;
 }
 
+Metadata read_metadata(const Location& location) {
+  return reader_for(location, {}, {})->read_metadata();
+}
+
+StateDict load_from_keys(const std::filesystem::path& directory,
+                         const std::vector<std::string>& keys,
+                         const FileSystemReaderOptions& options, const S3Options& s3) {
+  return load_from_keys(detail::with_default_s3(directory, s3), keys,
+                        LoadOptions().with_file_system(options));
+}
+
 Metadata read_metadata(const std::filesystem::path& directory, const S3Options& s3) {
-  return reader_for(directory, {}, s3)->read_metadata();
+  return read_metadata(detail::with_default_s3(directory, s3));
 }
 
 }  // namespace dcpp

@@ -25,7 +25,7 @@ void SerialWorker::post(std::function<void()> task) {
   changed_.notify_all();
 }
 
-void SerialWorker::drain() {
+void SerialWorker::wait_until_idle() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return tasks_.empty() && !busy_; });
 }
@@ -57,7 +57,7 @@ void SerialWorker::run(const std::function<void()>& on_start) {
     } catch (...) {
       logger().error("a background task failed: {}", exception_message(std::current_exception()));
     }
-    task = nullptr;  // whatever the task holds is released before drain() returns
+    task = nullptr;  // whatever the task holds is released before wait_until_idle() returns
     lock.lock();
     busy_ = false;
     changed_.notify_all();

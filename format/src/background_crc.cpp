@@ -11,7 +11,7 @@ void BackgroundCrc::add(const void* data, std::size_t size) {
 }
 
 uint32_t BackgroundCrc::finish() {
-  worker_.drain();
+  worker_.wait_until_idle();
   return crc_;
 }
 

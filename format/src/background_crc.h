@@ -21,7 +21,7 @@ class BackgroundCrc {
   uint32_t finish();
 
  private:
-  uint32_t crc_ = 0;  // written by the worker's tasks only, read after drain()
+  uint32_t crc_ = 0;  // written by the worker's tasks only, read after wait_until_idle()
   SerialWorker worker_;
 };
 

@@ -24,6 +24,7 @@
 #include <dcpp/async/future.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/storage/location.h>
 
 // Model and optimizer state dicts under fully qualified names, whatever the parallel layout.
 #include <dcpp/parallel/data_parallel.h>
@@ -45,4 +46,3 @@
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/plugin/training_callback.h>
 #include <dcpp/plugin/training_context.h>
-#include <dcpp/plugin/training_state.h>

@@ -17,9 +17,11 @@
 #include <dcpp/planner/save_planner.h>
 
 // Storage drivers.
+#include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/filesystem_writer.h>
 #include <dcpp/storage/huggingface_storage.h>
+#include <dcpp/storage/location_driver.h>
 #include <dcpp/storage/s3_options.h>
 #include <dcpp/storage/s3_prefix.h>
 #include <dcpp/storage/s3_storage.h>

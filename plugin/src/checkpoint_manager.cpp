@@ -54,7 +54,7 @@ std::vector<CheckpointInfo> CheckpointManager::list_remote() const {
 std::optional<CheckpointInfo> CheckpointManager::latest() const { return impl_->latest(); }
 
 void CheckpointManager::wait() {
-  impl_->drain();
+  impl_->wait_until_idle();
   if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
 }
 

@@ -94,20 +94,20 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   /// Blocks until the async save in flight is uploaded and committed and every task posted to the
   /// worker (commits, pruning) has run. Throws what AsyncCheckpointer::wait() throws.
-  void drain() {
+  void wait_until_idle() {
     if (checkpointer) checkpointer->wait();
-    worker.drain();
+    worker.wait_until_idle();
   }
 
-  /// drain(), then every drain pass posted so far, and with `retry_failed_now` one more that
-  /// tries the steps whose copy failed at once. Throws the first drain error not yet taken. With
-  /// a node-local root on several ranks and `collective`: settle_hosts instead.
+  /// wait_until_idle(), then every drain pass posted so far, and with `retry_failed_now` one more
+  /// that tries the steps whose copy failed at once. Throws the first drain error not yet taken.
+  /// With a node-local root on several ranks and `collective`: settle_hosts instead.
   void drain_to_remote(bool retry_failed_now, bool collective = true);
 
-  /// manager_drain.cpp, node-local roots. Collective: drain() and this host's passes, then, in
-  /// turn, a pass of the coordinator (replacing older saves' remote steps), of every other host's
-  /// leader (copying its files), and of the coordinator (committing the steps whose files are all
-  /// up). Throws CheckpointError (kIo) on every rank naming the ranks whose passes failed.
+  /// manager_drain.cpp, node-local roots. Collective: wait_until_idle() and this host's passes,
+  /// then, in turn, a pass of the coordinator (replacing older saves' remote steps), of every other
+  /// host's leader (copying its files), and of the coordinator (committing the steps whose files
+  /// are all up). Throws CheckpointError (kIo) on every rank naming the ranks whose passes failed.
   void settle_hosts(bool retry_failed_now);
 
   const CheckpointManagerOptions options;

@@ -14,6 +14,7 @@
 #include "save_gate.h"
 #include "state_tools.h"
 #include "stopwatch.h"
+#include "storage/dcp_file_names.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
@@ -26,9 +27,9 @@ using detail::SteadyClock;
 
 namespace {
 
-// Bytes of the items `rank` wrote: the file system writer names each rank's files `__<rank>_*`.
+// Bytes of the items `rank` wrote (DCP's writers name each rank's files `__<rank>_*`).
 int64_t bytes_written_by(const Metadata& metadata, int rank) {
-  const std::string prefix = "__" + std::to_string(rank) + "_";
+  const std::string prefix = detail::data_file_prefix(rank);
   int64_t bytes = 0;
   for (const auto& [index, info] : metadata.storage_data) {
     if (info.relative_path.rfind(prefix, 0) == 0) bytes += info.length;
@@ -46,13 +47,6 @@ int64_t stored_bytes(const Metadata& metadata) {
 // The operation a save of `kind` is recorded as in the phase log.
 const char* operation_of(CheckpointKind kind) {
   return kind == CheckpointKind::kExport ? "export" : "save";
-}
-
-// A future that has completed: a save that is done (or skipped) by the time save() returns.
-Future<void> completed() {
-  Promise<void> done;
-  done.set_value();
-  return done.get_future();
 }
 
 }  // namespace
@@ -111,7 +105,7 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
   ManagedSave result;
   result.path = options.root / step_directory_name(request.step);
   if (async_steps.erase(request.step) != 0) {
-    worker.drain();  // an async save of this step is in flight: its outcome decides
+    worker.wait_until_idle();  // an async save of this step is in flight: its outcome decides
   }
   bool skip = history.is_saved(request.step) || holds_step_to_keep(result.path);
   std::string save_id;
@@ -123,8 +117,9 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
     skip = save_id.empty();
   }
   if (skip) {
-    result.staged = result.committed = completed();
-    result.skipped = true;
+    result.staged = result.committed = make_ready_future();
+    result.already_saved = true;
+    result.skipped.set(true);
     return result;
   }
   schedule.restart();
@@ -158,7 +153,7 @@ ManagedSave CheckpointManager::Impl::save_sync(const StateDict& resolved,
   history.add(record);
   history.mark_saved(request.step);
   if (is_root_leader()) worker.post([this] { after_commit(); });
-  result.staged = result.committed = completed();
+  result.staged = result.committed = make_ready_future();
   return result;
 }
 
@@ -175,20 +170,20 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   const double call_seconds = seconds_since(start);
   // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
   // worker thread gets to look.
-  const bool staged_in_call = response.staging_completion.is_ready();
+  const bool staged_in_call = response.staged.is_ready();
   auto committed = std::make_shared<Promise<void>>();
-  result.staged = response.staging_completion;
+  result.staged = response.staged;
   result.committed = committed->get_future();
   const fs::path final_path = result.path;
   worker.post([this, response, committed, record, request, start, call_seconds, staged_in_call,
                temporary, final_path, save_id, lineage = this->lineage]() mutable {
     try {
-      response.staging_completion.wait();
+      response.staged.wait();
       record.stage_seconds = staged_in_call ? call_seconds : seconds_since(start);
       log->record("save", "stage", request.step, record.bytes, record.stage_seconds,
                   temporary.string());
       log->begin("save", "write", request.step, temporary.string());
-      const Metadata& metadata = response.upload_completion.get();
+      const Metadata& metadata = response.committed.get();
       record.write_seconds = seconds_since(start) - record.stage_seconds;
       record.written_bytes = bytes_written_by(metadata, rank);
       log->record("save", "write", request.step, record.written_bytes, record.write_seconds,

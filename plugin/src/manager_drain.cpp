@@ -60,11 +60,11 @@ void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now, bool collec
     settle_hosts(retry_failed_now);
     return;
   }
-  drain();
+  wait_until_idle();
   if (retry_failed_now && remote && is_coordinator()) {
     drainer.post([this] { drain_remote(true); });
   }
-  drainer.drain();
+  drainer.wait_until_idle();
   std::exception_ptr error;
   {
     const std::lock_guard<std::mutex> lock(drain_error_mutex);
@@ -74,12 +74,12 @@ void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now, bool collec
 }
 
 void CheckpointManager::Impl::settle_hosts(bool retry_failed_now) {
-  drain();
-  drainer.drain();  // this host's passes, posted by its commits
+  wait_until_idle();
+  drainer.wait_until_idle();  // this host's passes, posted by its commits
   const auto pass_on = [&](bool here, bool retry) {
     if (here) {
       drainer.post([this, retry] { drain_remote(retry); });
-      drainer.drain();
+      drainer.wait_until_idle();
     }
     detail::every_rank_ok(group, true);  // every rank waits for that turn
   };

@@ -54,23 +54,24 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     rank = group->getRank();
     world = group->getSize();
   } else {
-    rank = options.rank;
-    world = options.world_size;
+    rank = std::max(0, options.ranks.rank);
+    world = options.ranks.world_size;
   }
   // The store keys of this manager's groups, its own: each rank counts the managers it made
   // from this store in the store itself (ranks may be threads of one process sharing it).
   std::string group_name = "dcpp-manager";
-  if (world > 1 && options.store) {
-    const int64_t n = options.store->add("dcpp/managers-made-by-rank-" + std::to_string(rank), 1);
+  if (world > 1 && options.ranks.store) {
+    const int64_t n =
+        options.ranks.store->add("dcpp/managers-made-by-rank-" + std::to_string(rank), 1);
     if (n > 1) group_name += "-" + std::to_string(n);
   }
   if (world > 1 && !group) {
-    if (!options.store) {
+    if (!options.ranks.store) {
       throw CheckpointError(ErrorKind::kUsage,
                             "CheckpointManager with world_size " + std::to_string(world) +
-                                " needs options.ranks.process_group or options.store");
+                                " needs options.ranks.process_group or options.ranks.store");
     }
-    group = make_gloo_process_group(options.store, rank, world,
+    group = make_gloo_process_group(options.ranks.store, rank, world,
                                     ProcessGroupOptions().with_group_name(group_name));
   }
   log = std::make_unique<detail::PhaseLog>(
@@ -91,15 +92,13 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     if (world > 1) {
       if (options.async_process_group) {
         a.ranks.process_group = options.async_process_group;
-      } else if (options.store) {
-        a.store = options.store;
-        a.rank = rank;
-        a.world_size = world;
+      } else if (options.ranks.store) {
+        a.ranks.with_store(options.ranks.store, rank, world);
         a.group_options = ProcessGroupOptions().with_group_name(group_name + "-async");
       } else {
         throw CheckpointError(ErrorKind::kUsage,
                               "an async CheckpointManager on several ranks needs "
-                              "options.async_process_group or options.store (the uploads "
+                              "options.async_process_group or options.ranks.store (the uploads "
                               "need a process group of their own)");
       }
     }

@@ -40,7 +40,7 @@ std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
 void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag) {
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     if (plans[rank].storage_data.empty()) {
-      plans[rank].storage_data = "__" + std::to_string(rank) + "_" + tag;
+      plans[rank].storage_data = data_file_prefix(static_cast<int>(rank), tag);
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include "format/byte_io.h"
 #include "format/checksum_file.h"
+#include "storage/dcp_file_names.h"
 
 #include <dcpp/planner/plan.h>
 #include <dcpp/planner/save_planner.h>
@@ -21,9 +22,6 @@ namespace dcpp::detail {
 /// items round-robin, then tensors from the largest, each into the file with the fewest bytes.
 std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
     int bins, const std::vector<WriteItem>& items);
-
-/// The suffix of DCP's data files: `<prefix><n>.distcp`.
-inline constexpr const char* kDataFileSuffix = ".distcp";
 
 /// DCP's data file names: each plan without `storage_data` gets the prefix `__<rank>_<tag>` of
 /// its rank (plans[i] is rank i's); a prefix a subclass chose stays, as in DCP.

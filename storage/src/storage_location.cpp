@@ -1,30 +1,30 @@
 #include <dcpp/storage/storage_location.h>
 
-#include <algorithm>
+#include "storage/location_defaults.h"
 
 namespace dcpp {
+
+std::unique_ptr<StorageWriter> make_storage_writer(const Location& location,
+                                                   const FileSystemWriterOptions& layout) {
+  return location_driver(location)->make_writer(location, layout);
+}
+
+std::unique_ptr<StorageReader> make_storage_reader(const Location& location,
+                                                   const FileSystemReaderOptions& reading) {
+  return checkpoint_layout(location)->make_reader(location, reading);
+}
 
 std::unique_ptr<StorageWriter> make_storage_writer(const std::string& location,
                                                    const FileSystemWriterOptions& layout,
                                                    const S3Options& s3) {
-  if (is_s3_url(location)) {
-    return std::make_unique<S3StorageWriter>(location, S3WriterOptions::from(layout, s3));
-  }
-  return std::make_unique<FileSystemWriter>(location, layout);
+  return make_storage_writer(detail::with_default_s3(location, s3), layout);
 }
 
 std::unique_ptr<StorageReader> make_storage_reader(const std::string& location,
-                                                   const FileSystemReaderOptions& options,
+                                                   const FileSystemReaderOptions& reading,
                                                    const S3Options& s3) {
-  if (is_s3_url(location)) {
-    S3ReaderOptions reader;
-    reader.s3 = s3;
-    reader.thread_count = std::max(options.thread_count, reader.thread_count);
-    reader.verify_checksums = options.verify_checksums;
-    reader.max_decompressed_value_size = options.max_decompressed_value_size;
-    return std::make_unique<S3StorageReader>(location, reader);
-  }
-  return std::make_unique<FileSystemReader>(location, options);
+  const Location resolved = detail::with_default_s3(location, s3);
+  return location_driver(resolved)->make_reader(resolved, reading);
 }
 
 }  // namespace dcpp

@@ -76,7 +76,7 @@ TEST_CASE("a checkpoint holds the values at save time though every tensor change
       auto writer = gated_writer(dir / std::to_string(round), release);
 
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state.state, writer);
-      response.staging_completion.wait();
+      response.staged.wait();
       writer->entered.wait();  // the upload is held at the gate, about to read the staged bytes
       state.mutate_everything();
       const std::map<std::string, at::Tensor> mutated = state.expected_tensors();
@@ -86,7 +86,7 @@ TEST_CASE("a checkpoint holds the values at save time though every tensor change
       }
       REQUIRE(state.counter->count != count);
       release->open();
-      response.upload_completion.wait();
+      response.committed.wait();
 
       check_holds(dir / std::to_string(round), expected, count);
       CHECK(!checkpointer.in_flight());
@@ -99,14 +99,14 @@ TEST_CASE("a failing writer's error rethrows from the upload future's wait") {
   dcpp::test::MixedState state(1);
   dcpp::AsyncSaveResponse response =
       checkpointer.async_save(state.state, std::make_shared<dcpp::test::FailingWriter>());
-  response.staging_completion.wait();  // staging itself succeeded
-  CHECK_THROWS_WITH(response.upload_completion.wait(), Catch::Contains("disk on fire"));
-  CHECK_THROWS_AS(response.upload_completion.wait(), dcpp::CheckpointError);  // again: same error
-  CHECK(response.upload_completion.error() != nullptr);
+  response.staged.wait();  // staging itself succeeded
+  CHECK_THROWS_WITH(response.committed.wait(), Catch::Contains("disk on fire"));
+  CHECK_THROWS_AS(response.committed.wait(), dcpp::CheckpointError);  // again: same error
+  CHECK(response.committed.error() != nullptr);
 
   // The checkpointer goes on: the next save succeeds.
   dcpp::test::TempDir dir;
-  checkpointer.async_save(state.state, dir / "ok").upload_completion.wait();
+  checkpointer.async_save(state.state, dir / "ok").committed.wait();
   check_holds(dir / "ok", state.expected_tensors(), state.counter->count);
 }
 
@@ -125,9 +125,9 @@ TEST_CASE("a staging error fails both futures, naming the key, and nothing is wr
     inner.insert("broken", std::make_shared<Broken>());
     state.insert("outer", inner);
     dcpp::AsyncSaveResponse response = checkpointer.async_save(state, dir / "ckpt");
-    CHECK_THROWS_WITH(response.staging_completion.wait(),
+    CHECK_THROWS_WITH(response.staged.wait(),
                       Catch::Contains("outer.broken") && Catch::Contains("no state today"));
-    CHECK_THROWS_WITH(response.upload_completion.wait(), Catch::Contains("no state today"));
+    CHECK_THROWS_WITH(response.committed.wait(), Catch::Contains("no state today"));
     CHECK(!std::filesystem::exists(dir / "ckpt" / ".metadata"));
   }
 }
@@ -147,10 +147,10 @@ TEST_CASE("InFlightPolicy kFail refuses a second save while one is in flight") {
   CHECK_THROWS_WITH(checkpointer.async_save(state.state, dir / "second"),
                     Catch::Contains("the save to the first save's place is still in flight"));
   release->open();
-  first.upload_completion.wait();
+  first.committed.wait();
   CHECK(!std::filesystem::exists(dir / "second" / ".metadata"));
   // Once the first is done, the next is accepted.
-  checkpointer.async_save(state.state, dir / "third").upload_completion.wait();
+  checkpointer.async_save(state.state, dir / "third").committed.wait();
   check_holds(dir / "third", state.expected_tensors(), state.counter->count);
 }
 
@@ -162,16 +162,16 @@ TEST_CASE("InFlightPolicy kSkip returns a skipped response and writes nothing") 
   const auto expected = state.expected_tensors();
   auto release = std::make_shared<Gate>();
   auto first = checkpointer.async_save(state.state, gated_writer(dir / "first", release));
-  first.staging_completion.wait();
+  first.staged.wait();
   dcpp::AsyncSaveResponse skipped = checkpointer.async_save(state.state, dir / "second");
   CHECK(skipped.skipped);
-  CHECK(skipped.staging_completion.is_ready());
-  CHECK(skipped.upload_completion.is_ready());
-  CHECK_NOTHROW(skipped.upload_completion.wait());
+  CHECK(skipped.staged.is_ready());
+  CHECK(skipped.committed.is_ready());
+  CHECK_NOTHROW(skipped.committed.wait());
   CHECK(!first.skipped);
-  CHECK(!first.upload_completion.is_ready());
+  CHECK(!first.committed.is_ready());
   release->open();
-  first.upload_completion.wait();
+  first.committed.wait();
   CHECK(!std::filesystem::exists(dir / "second"));
   check_holds(dir / "first", expected, 3);
 }
@@ -184,20 +184,20 @@ TEST_CASE("InFlightPolicy kWait returns only after the previous upload completed
   auto release = std::make_shared<Gate>();
   auto first_writer = gated_writer(dir / "first", release);
   auto first = checkpointer.async_save(state.state, first_writer);
-  first.staging_completion.wait();
+  first.staged.wait();
   first_writer->entered.wait();  // the first upload is held at the gate
 
   bool first_done_when_second_returned = false;
   dcpp::AsyncSaveResponse second;
   std::thread saver([&] {
     second = checkpointer.async_save(state.state, dir / "second");
-    first_done_when_second_returned = first.upload_completion.is_ready();
+    first_done_when_second_returned = first.committed.is_ready();
   });
   release->open();
   saver.join();
   CHECK(first_done_when_second_returned);
-  first.upload_completion.wait();
-  second.upload_completion.wait();
+  first.committed.wait();
+  second.committed.wait();
   check_holds(dir / "first", expected_first, 4);
   check_holds(dir / "second", state.expected_tensors(), 4);
 }
@@ -214,12 +214,12 @@ TEST_CASE("destroying the checkpointer with a save in flight finishes that save"
     auto writer = gated_writer(dir / "ckpt", release);
     response = checkpointer.async_save(state.state, writer);
     writer->entered.wait();  // the upload has started and is held
-    CHECK(!response.upload_completion.is_ready());
+    CHECK(!response.committed.is_ready());
     opener = std::thread([release] { release->open(); });
   }  // the destructor waits for the upload
   opener.join();
-  CHECK(response.upload_completion.is_ready());
-  response.upload_completion.wait();
+  CHECK(response.committed.is_ready());
+  response.committed.wait();
   check_holds(dir / "ckpt", expected, 5);
 
   // A failing save in flight: the destructor neither throws nor loses the error.
@@ -228,5 +228,24 @@ TEST_CASE("destroying the checkpointer with a save in flight finishes that save"
     dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
     failed = checkpointer.async_save(state.state, std::make_shared<dcpp::test::FailingWriter>());
   }
-  CHECK_THROWS_WITH(failed.upload_completion.wait(), Catch::Contains("disk on fire"));
+  CHECK_THROWS_WITH(failed.committed.wait(), Catch::Contains("disk on fire"));
 }
+
+// 0.1's names, which still work until 0.3.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("staging_completion and upload_completion are staged and committed, deprecated") {
+  dcpp::test::TempDir dir;
+  dcpp::AsyncCheckpointer checkpointer(options_with(stager_named("tbb")));
+  dcpp::test::MixedState state(2);
+  const dcpp::AsyncSaveResponse response = checkpointer.async_save(state.state, dir / "ckpt");
+  response.staging_completion.wait();
+  CHECK(response.staged.is_ready());
+  const dcpp::Metadata& metadata = response.upload_completion.get();
+  CHECK(&metadata == &response.committed.get());  // one future under two names
+  CHECK(response.upload_completion.is_ready());
+  const dcpp::Future<dcpp::Metadata> as_future = response.upload_completion;
+  CHECK(&as_future.get() == &metadata);
+  check_holds(dir / "ckpt", state.expected_tensors(), 2);
+}
+#pragma GCC diagnostic pop

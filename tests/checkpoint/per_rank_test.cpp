@@ -1,7 +1,7 @@
 // Checkpoints saved without collectives (`__<r>.metadata` per rank): the merge of the ranks'
 // metadata, loading them (PyTorch 2.14's fixture and dcpp's own, saved here rank by rank in one
-// process with SaveOptions::rank), their checksum files, overwrite rules, and the load planner's
-// message for a region no saved chunk covers.
+// process with SaveOptions::ranks.rank), their checksum files, overwrite rules, and the load
+// planner's message for a region no saved chunk covers.
 
 #include "dcpp_test.h"
 
@@ -86,7 +86,7 @@ StateDict rank_state(int rank) {
 dcpp::SaveOptions local_save(int rank, bool overwrite = false) {
   dcpp::SaveOptions options;
   options.use_collectives = false;
-  options.rank = rank;
+  options.ranks.rank = rank;
   options.file_system.sync_files = false;
   options.file_system.overwrite = overwrite;
   return options;
@@ -336,7 +336,7 @@ TEST_CASE("a save without collectives needs a rank") {
   dcpp::SaveOptions options;
   options.use_collectives = false;
   CHECK_THROWS_WITH(dcpp::save(rank_state(0), dir / "ckpt", options),
-                    Catch::Contains("SaveOptions::rank"));
+                    Catch::Contains("SaveOptions::ranks.rank (with_rank())"));
 }
 
 TEST_CASE("per-rank checksum files catch a damaged item or metadata file") {

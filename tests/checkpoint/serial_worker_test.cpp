@@ -10,12 +10,12 @@
 #include <vector>
 
 TEST_CASE("a serial worker runs its tasks one at a time, in the order posted") {
-  std::vector<int> order;  // touched by the worker only, read after drain()
+  std::vector<int> order;  // touched by the worker only, read after wait_until_idle()
   dcpp::detail::SerialWorker worker;
   for (int i = 0; i < 100; ++i) {
     worker.post([&order, i] { order.push_back(i); });
   }
-  worker.drain();
+  worker.wait_until_idle();
   REQUIRE(order.size() == 100);
   for (int i = 0; i < 100; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
 }
@@ -25,7 +25,7 @@ TEST_CASE("a serial worker goes on after a task that throws") {
   dcpp::detail::SerialWorker worker;
   worker.post([] { throw std::runtime_error("a task that fails"); });
   worker.post([&ran] { ++ran; });
-  worker.drain();
+  worker.wait_until_idle();
   CHECK(ran == 1);
 }
 
@@ -58,7 +58,7 @@ TEST_CASE("discard_pending drops the tasks not yet started and lets the running 
   started.get_future().wait();
   worker.discard_pending();
   gate.set_value();
-  worker.drain();
+  worker.wait_until_idle();
   CHECK(first_finished);
   CHECK(ran == 0);
 }
@@ -68,7 +68,7 @@ TEST_CASE("a serial worker runs its start function on its own thread before any 
   std::thread::id task_thread;
   dcpp::detail::SerialWorker worker([&start_thread] { start_thread = std::this_thread::get_id(); });
   worker.post([&task_thread] { task_thread = std::this_thread::get_id(); });
-  worker.drain();
+  worker.wait_until_idle();
   CHECK(start_thread == task_thread);
   CHECK(start_thread != std::this_thread::get_id());
 }

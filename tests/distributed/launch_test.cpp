@@ -2,7 +2,7 @@
 
 #include "dcpp_test.h"
 
-#include "launcher.h"
+#include "launch/launcher.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>

@@ -82,7 +82,7 @@ TEST_CASE("a CheckpointError of background work rethrows from its future in the 
   state.insert("x", at::ones({4}));
   // The directory cannot be made under a file: the upload fails on the background thread.
   dcpp::AsyncSaveResponse response = checkpointer.async_save(state, dir / "file" / "checkpoint");
-  CHECK_THROWS_AS(response.upload_completion.wait(), dcpp::CheckpointError);
+  CHECK_THROWS_AS(response.committed.wait(), dcpp::CheckpointError);
 }
 
 TEST_CASE("a user's error thrown through a library keeps its type") {

@@ -42,18 +42,18 @@ dcpp::StateDict small_state(int64_t step) {
 // A small model trained with Adam: everything a resumed run must continue exactly.
 struct Trainer {
   torch::nn::Linear model{nullptr};
-  std::unique_ptr<torch::optim::Adam> optimizer;
-  int64_t samples = 0;
+  std::shared_ptr<torch::optim::Adam> optimizer;
+  std::shared_ptr<int64_t> samples = std::make_shared<int64_t>(0);
   dcpp::TrainingContext context;
 
   explicit Trainer(uint64_t seed) {
     torch::manual_seed(seed);
     model = torch::nn::Linear(4, 3);
     optimizer =
-        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.05));
+        std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(0.05));
     auto layout = dcpp::plain_layout(*model);
     context.add("model", dcpp::make_model_stateful(layout))
-        .add("optim", dcpp::make_optimizer_stateful(layout, *optimizer))
+        .add("optim", dcpp::make_optimizer_stateful(layout, optimizer))
         .add("data_loader", dcpp::make_counter_stateful(samples))
         .add("rng", dcpp::make_rng_stateful());
   }
@@ -63,7 +63,7 @@ struct Trainer {
     at::Tensor loss = model->forward(x).pow(2).mean();
     loss.backward();
     optimizer->step();
-    samples += 5;
+    *samples += 5;
     context.step += 1;
     context.metrics["loss"] = loss.item<double>();
   }
@@ -180,7 +180,7 @@ TEST_CASE(
     }
     checkpoints.on_train_end(run.context);
     for (const auto& p : run.model->parameters()) uninterrupted.push_back(p.detach().clone());
-    CHECK(run.samples == 25);
+    CHECK(*run.samples == 25);
   }
   Trainer resumed(2);  // other initial values, other RNG
   dcpp::CheckpointCallback checkpoints(std::make_shared<dcpp::CheckpointManager>(options),
@@ -188,7 +188,7 @@ TEST_CASE(
   checkpoints.on_train_begin(resumed.context);
   REQUIRE(checkpoints.resumed_from());
   CHECK(resumed.context.step == 3);
-  CHECK(resumed.samples == 15);
+  CHECK(*resumed.samples == 15);
   while (resumed.context.step < 5) {
     resumed.step();
     checkpoints.on_step_end(resumed.context);
@@ -201,14 +201,14 @@ TEST_CASE(
 
   SECTION("exclude_from_loading leaves those keys as they are") {
     Trainer other(3);
-    other.samples = 999;
+    *other.samples = 999;
     dcpp::CheckpointManager manager(options);
     dcpp::RestoreRequest which;
     which.exclude_from_loading = {"data_loader", "optim"};
     auto info = manager.restore(other.context.state, which);
     REQUIRE(info);
     CHECK(info->step == 3);
-    CHECK(other.samples == 999);
+    CHECK(*other.samples == 999);
     CHECK(dcpp::test::bitwise_equal(
         other.model->weight.detach(),
         dcpp::load_from_keys(info->path, {"model"}).at("model").dict().at("weight").tensor()));
@@ -393,15 +393,30 @@ TEST_CASE("a failed save is not remembered: saving the step again writes it") {
     state.insert("flaky", std::make_shared<Flaky>());
     REQUIRE_THROWS_WITH(manager.save(state, request(7)), Catch::Contains("not ready yet"));
     const dcpp::ManagedSave second = manager.save(state, request(7));
-    CHECK_FALSE(second.skipped);
+    CHECK_FALSE(second.already_saved);
     second.committed.wait();
     REQUIRE(steps_of(manager.list()) == std::vector<int64_t>{7});
     const dcpp::StateDict saved = dcpp::load_from_keys(manager.latest()->path, {"flaky"});
     CHECK(dcpp::test::bitwise_equal(saved.at("flaky").dict().at("weight").tensor(),
                                     small_state(7).at("weight").tensor()));
-    CHECK(manager.save(state, request(7)).skipped);  // committed now: skipped, as promised
+    CHECK(manager.save(state, request(7)).already_saved);  // committed now: skipped, as promised
   }
 }
+
+// 0.1's name, which still works until 0.3.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("ManagedSave::skipped reads as already_saved, deprecated") {
+  TempDir dir;
+  dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions().with_root(dir.path()));
+  const dcpp::ManagedSave first = manager.save(small_state(1), request(1));
+  CHECK_FALSE(first.already_saved);
+  CHECK_FALSE(static_cast<bool>(first.skipped));
+  const dcpp::ManagedSave again = manager.save(small_state(1), request(1));
+  CHECK(again.already_saved);
+  CHECK(static_cast<bool>(again.skipped));
+}
+#pragma GCC diagnostic pop
 
 TEST_CASE("async saves failing in a row stop the training loop on the next step end") {
   TempDir dir;

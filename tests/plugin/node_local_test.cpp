@@ -39,9 +39,7 @@ dcpp::CheckpointManagerOptions node_local_options(const fs::path& root, const st
   options.node_local_root = true;
   options.remote.url = url;
   options.remote.s3 = S3TestServer::get().options();
-  options.store = store;
-  options.rank = rank;
-  options.world_size = world;
+  options.ranks.with_store(store, rank, world);
   return options;
 }
 

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <csignal>
+#include <thread>
 
 namespace {
 
@@ -51,7 +52,7 @@ TEST_CASE("every options struct sets its Ranks whole or field by field") {
   CHECK(save.ranks.process_group == group);
   CHECK(save.ranks.coordinator_rank == 2);
   CHECK(!save.use_collectives);
-  CHECK(save.rank == 0);
+  CHECK(save.ranks.rank == 0);
   CHECK(save.plan_cache == cache);
   CHECK(save.file_system.overwrite);
 
@@ -234,6 +235,77 @@ TEST_CASE("an old field and its Ranks field set to different values fail, naming
   both.process_group = group;
   both.ranks.process_group = group;
   CHECK_NOTHROW(dcpp::save(state, dir / "both", both));
+}
+
+TEST_CASE("0.1's store, rank and world_size fields still work, deprecated, and fold into ranks") {
+  dcpp::test::TempDir dir;
+  // A manager and a checkpointer of two ranks made from the store through the old fields: the
+  // groups they make span both ranks, so each rank's half makes one tensor.
+  const at::Tensor full = at::arange(8, at::kFloat).reshape({4, 2});
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> ranks;
+  std::vector<std::string> errors(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        dcpp::StateDict state;
+        state.insert(
+            "w", dcpp::ShardedTensor({4, 2}, {{full.narrow(0, 2 * rank, 2).clone(), {2 * rank, 0}}},
+                                     at::kFloat));
+        dcpp::CheckpointManagerOptions options;
+        options.root = dir / "root";
+        options.async = true;
+        options.store = store;
+        options.rank = rank;
+        options.world_size = 2;
+        dcpp::CheckpointManager manager(options);
+        dcpp::SaveRequest request;
+        request.step = 1;
+        manager.save(state, request).committed.wait();
+        manager.wait();
+        dcpp::AsyncCheckpointerOptions async;
+        async.store = store;
+        async.rank = rank;
+        async.world_size = 2;
+        async.group_options.group_name = "options-0.1-async";
+        dcpp::AsyncCheckpointer checkpointer(async);
+        checkpointer.async_save(state, dir / "async").committed.wait();
+      } catch (const std::exception& error) {
+        errors[rank] = error.what();
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  CHECK(errors == std::vector<std::string>(2));
+  for (const char* where : {"root/step-00000001", "async"}) {
+    dcpp::StateDict whole;
+    whole.insert("w", at::zeros({4, 2}, at::kFloat));
+    dcpp::load(whole, dir / where);
+    CHECK(at::equal(whole.at("w").tensor(), full));
+  }
+
+  // SaveOptions' old `rank` names a save without collectives' files.
+  dcpp::SaveOptions alone;
+  alone.use_collectives = false;
+  alone.rank = 3;
+  dcpp::StateDict state;
+  state.insert("w", full);
+  dcpp::save(state, dir / "alone", alone);
+  CHECK(std::filesystem::exists(dir / "alone" / "__3.metadata"));
+
+  // Set in both places to different values, they fail naming the field.
+  dcpp::SaveOptions both;
+  both.use_collectives = false;
+  both.rank = 3;
+  both.ranks.rank = 2;
+  REQUIRE_THROWS_WITH(dcpp::save(state, dir / "both", both),
+                      Catch::Contains("SaveOptions: rank (deprecated) and ranks.rank differ"));
+  dcpp::AsyncCheckpointerOptions sizes;
+  sizes.world_size = 3;
+  sizes.ranks.world_size = 2;
+  REQUIRE_THROWS_WITH(dcpp::AsyncCheckpointer(sizes),
+                      Catch::Contains("AsyncCheckpointerOptions: world_size (deprecated) and "
+                                      "ranks.world_size differ"));
 }
 
 #pragma GCC diagnostic pop

@@ -123,7 +123,7 @@ TEST_CASE("a rank without S3 credentials fails an async save on every rank, nami
         options.s3 = setup_test_s3(rank);
         dcpp::AsyncCheckpointer checkpointer(options);
         dcpp::AsyncSaveResponse response = checkpointer.async_save(setup_test_state(rank), url);
-        response.upload_completion.get();
+        response.committed.get();
       });
   require_setup_errors_name(errors, kWithoutCredentials, "no S3 credentials");
 }

@@ -76,7 +76,7 @@ TEST_CASE("a rollback on a clean root drains the new run's steps and a restart r
     CHECK(resumed(manager, dcpp::RestoreRequest().with_step(8)) == std::make_pair(int64_t{8}, 1));
     for (int64_t step = 9; step <= 10; ++step) {
       const dcpp::ManagedSave save = manager.save(rollback_state(step, 2), request(step));
-      CHECK_FALSE(save.skipped);
+      CHECK_FALSE(save.already_saved);
     }
     manager.wait_for_remote();
     // Steps 9 and 10 are run 2's on the store; 11 and 12 are run 1's, abandoned, not yet passed.
@@ -98,7 +98,7 @@ TEST_CASE("a rollback on a clean root drains the new run's steps and a restart r
   // Resuming from 10 again is no fork (nothing newer is resumable); run 2 goes on past 12.
   CHECK(resumed(manager) == std::make_pair(int64_t{10}, 2));
   for (int64_t step = 11; step <= 13; ++step) {
-    CHECK_FALSE(manager.save(rollback_state(step, 2), request(step)).skipped);
+    CHECK_FALSE(manager.save(rollback_state(step, 2), request(step)).already_saved);
   }
   manager.wait_for_remote();
   const std::vector<dcpp::CheckpointInfo> remote = manager.list_remote();
@@ -122,19 +122,19 @@ TEST_CASE("a rollback in a local root replaces the abandoned steps as the new ru
     dcpp::CheckpointManager manager(options);
     CHECK(resumed(manager, dcpp::RestoreRequest().with_step(2)) == std::make_pair(int64_t{2}, 1));
     // Step 3 exists, but of the run this one abandons: the save replaces it.
-    CHECK_FALSE(manager.save(rollback_state(3, 2), request(3)).skipped);
+    CHECK_FALSE(manager.save(rollback_state(3, 2), request(3)).already_saved);
     CHECK(steps_of(manager.list()) == std::vector<int64_t>{1, 2, 3, 4, 5});
     REQUIRE(manager.latest());
-    CHECK(manager.latest()->step == 3);                             // 4 and 5 are abandoned
-    CHECK(manager.save(rollback_state(3, 2), request(3)).skipped);  // this run's own step 3
+    CHECK(manager.latest()->step == 3);                                   // 4 and 5 are abandoned
+    CHECK(manager.save(rollback_state(3, 2), request(3)).already_saved);  // this run's own step 3
   }
   dcpp::CheckpointManager restarted(options);
   CHECK(resumed(restarted) == std::make_pair(int64_t{3}, 2));
-  CHECK_FALSE(restarted.save(rollback_state(4, 2), request(4)).skipped);
+  CHECK_FALSE(restarted.save(rollback_state(4, 2), request(4)).already_saved);
   const std::vector<dcpp::CheckpointInfo> local = restarted.list();
   CHECK(steps_of(local) == std::vector<int64_t>{1, 2, 3, 4, 5});
   CHECK(resumed(restarted) == std::make_pair(int64_t{4}, 2));
-  CHECK_FALSE(restarted.save(rollback_state(5, 2), request(5)).skipped);
+  CHECK_FALSE(restarted.save(rollback_state(5, 2), request(5)).already_saved);
   CHECK(resumed(restarted) == std::make_pair(int64_t{5}, 2));
   CHECK(resumed(restarted, dcpp::RestoreRequest().with_step(3)) == std::make_pair(int64_t{3}, 2));
 }
@@ -153,7 +153,7 @@ TEST_CASE("a restore that fails forks nothing: the newer steps stay resumable") 
   CHECK_THROWS_AS(manager.restore(target, dcpp::RestoreRequest().with_step(2)),
                   dcpp::CheckpointError);
   // Training went on from scratch: its step 3 does not replace the run's step 3.
-  CHECK(manager.save(rollback_state(3, 2), request(3)).skipped);
+  CHECK(manager.save(rollback_state(3, 2), request(3)).already_saved);
   REQUIRE(manager.latest());
   CHECK(manager.latest()->step == 5);
   CHECK(resumed(manager, dcpp::RestoreRequest().with_step(3)) == std::make_pair(int64_t{3}, 1));

@@ -224,7 +224,8 @@ TEST_CASE("resume what Python's optimizers wrote", "[.optimizer_interop_read]") 
       const auto layout = dcpp::plain_layout(*model);
       StateDict state;
       state.insert("model", dcpp::make_model_stateful(layout));
-      state.insert("optim", dcpp::make_optimizer_stateful(layout, *optimizer));
+      state.insert("optim",
+                   dcpp::make_optimizer_stateful(layout, dcpp::test::borrowed(*optimizer)));
       state.insert("x", at::zeros({16, 4}));
       state.insert("y", at::zeros({16, 2}));
       dcpp::load(state, checkpoint);
@@ -254,7 +255,8 @@ TEST_CASE("resume what Python's optimizers wrote", "[.optimizer_interop_read]") 
         const auto adam_layout = dcpp::plain_layout(*adam_model);
         StateDict adam_state;
         adam_state.insert("model", dcpp::make_model_stateful(adam_layout));
-        adam_state.insert("optim", dcpp::make_optimizer_stateful(adam_layout, adam));
+        adam_state.insert("optim",
+                          dcpp::make_optimizer_stateful(adam_layout, dcpp::test::borrowed(adam)));
         adam_state.insert("x", at::zeros({16, 4}));
         adam_state.insert("y", at::zeros({16, 2}));
         REQUIRE_THROWS_WITH(dcpp::load(adam_state, checkpoint),

@@ -5,10 +5,10 @@
 #include "training_helpers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/torch_compat.h>
 #include <dcpp/state_dict/optimizer_state_dict.h>
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/stateful_adapters.h>
-#include <dcpp/core/torch_compat.h>
 
 #include <torch/optim/adam.h>
 #include <torch/optim/rmsprop.h>
@@ -29,7 +29,8 @@ void save_trained(torch::nn::Sequential& model, torch::optim::Optimizer& optimiz
   train_step(model, optimizer, batch);
   train_step(model, optimizer, batch);
   dcpp::StateDict state;
-  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model), optimizer));
+  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model),
+                                                      dcpp::test::borrowed(optimizer)));
   dcpp::save(state, dir);
 }
 
@@ -37,7 +38,8 @@ void save_trained(torch::nn::Sequential& model, torch::optim::Optimizer& optimiz
 void load_into(torch::nn::Sequential& model, torch::optim::Optimizer& optimizer,
                const fs::path& dir) {
   dcpp::StateDict state;
-  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model), optimizer));
+  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model),
+                                                      dcpp::test::borrowed(optimizer)));
   dcpp::load(state, dir);
 }
 
@@ -55,7 +57,8 @@ TEST_CASE("an SGD checkpoint with momentum loaded into an SGD without is refused
                       Catch::Contains("momentum_buffer") && Catch::Contains("momentum 0.9") &&
                           Catch::Contains("make the optimizer with the saved options"));
   // Nothing changed: not the options either.
-  const auto& options = static_cast<const torch::optim::SGDOptions&>(plain.param_groups()[0].options());
+  const auto& options =
+      static_cast<const torch::optim::SGDOptions&>(plain.param_groups()[0].options());
   CHECK(options.momentum() == 0);
   CHECK(options.lr() == 0.5);
 
@@ -85,10 +88,10 @@ TEST_CASE("the whole SGD state dict with momentum restores the buffers into an S
   const dcpp::StateDict everything = dcpp::load_from_keys(dir.path(), {"optim"});
   auto model = small_model(1);
   torch::optim::SGD plain(model->parameters(), torch::optim::SGDOptions(0.5));
-  dcpp::set_optimizer_state_dict(*dcpp::plain_layout(*model), plain,
-                                 everything.at("optim").dict());
-  CHECK(static_cast<const torch::optim::SGDOptions&>(plain.param_groups()[0].options())
-            .momentum() == 0.9);
+  dcpp::set_optimizer_state_dict(*dcpp::plain_layout(*model), plain, everything.at("optim").dict());
+  CHECK(
+      static_cast<const torch::optim::SGDOptions&>(plain.param_groups()[0].options()).momentum() ==
+      0.9);
   CHECK(plain.state().size() == saved.state().size());
 }
 

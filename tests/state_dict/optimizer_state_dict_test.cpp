@@ -96,7 +96,8 @@ TEST_CASE("every libtorch optimizer resumes bit for bit: get, save, load, set, s
       }
       dcpp::test::TempDir dir;
       StateDict saved;
-      saved.insert("app", dcpp::make_app_state(dcpp::plain_layout(*model_a), *optim_a));
+      saved.insert("app", dcpp::make_app_stateful(dcpp::plain_layout(*model_a),
+                                                  dcpp::test::borrowed(*optim_a)));
       saved.insert("step", 3);
       dcpp::save(saved, dir.path());
 
@@ -110,7 +111,7 @@ TEST_CASE("every libtorch optimizer resumes bit for bit: get, save, load, set, s
         dcpp::set_state_dict(*layout_b, *optim_b, app.at("model").dict(), app.at("optim").dict());
       } else {
         StateDict target;
-        target.insert("app", dcpp::make_app_state(layout_b, *optim_b));
+        target.insert("app", dcpp::make_app_stateful(layout_b, dcpp::test::borrowed(*optim_b)));
         target.insert("step", 0);
         dcpp::load(target, dir.path());
       }
@@ -386,12 +387,13 @@ TEST_CASE("a user optimizer takes part through a registered codec") {
 
   dcpp::test::TempDir dir;
   StateDict saved;
-  saved.insert("app", dcpp::make_app_state(layout, optimizer));
+  saved.insert("app", dcpp::make_app_stateful(layout, dcpp::test::borrowed(optimizer)));
   dcpp::save(saved, dir.path());
   auto other = dcpp::test::small_model(2);
   SignSGD other_optimizer(other->parameters(), 0.5);
   StateDict target;
-  target.insert("app", dcpp::make_app_state(dcpp::plain_layout(*other), other_optimizer));
+  target.insert("app", dcpp::make_app_stateful(dcpp::plain_layout(*other),
+                                               dcpp::test::borrowed(other_optimizer)));
   dcpp::load(target, dir.path());
   REQUIRE(other_optimizer.param_groups()[0].options().get_lr() == 0.01);
   auto& states = other_optimizer.state();

@@ -132,7 +132,8 @@ void save_without(torch::nn::Sequential& model, Optimizer& optimizer,
 
 StateDict optimizer_target(torch::nn::Sequential& model, Optimizer& optimizer) {
   StateDict state;
-  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model), optimizer));
+  state.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model),
+                                                      dcpp::test::borrowed(optimizer)));
   return state;
 }
 
@@ -245,7 +246,8 @@ TEST_CASE(
       auto app_target_model = dcpp::test::small_model(3);
       auto app_loaded = v.make(app_target_model->parameters());
       StateDict app;
-      app.insert("app", dcpp::make_app_state(dcpp::plain_layout(*app_target_model), *app_loaded));
+      app.insert("app", dcpp::make_app_stateful(dcpp::plain_layout(*app_target_model),
+                                                dcpp::test::borrowed(*app_loaded)));
       dcpp::test::TempDir app_dir;
       {
         StateDict optim_sd = dcpp::get_optimizer_state_dict(*dcpp::plain_layout(*model), *saved);
@@ -282,12 +284,12 @@ TEST_CASE("an AdamW checkpoint loaded into libtorch's Adam through the adapters 
   const auto flat = StateDictOptions().with_flatten_optimizer_state_dict(true);
   dcpp::test::TempDir flat_dir;
   StateDict flat_saved;
-  flat_saved.insert("optim",
-                    dcpp::make_optimizer_stateful(dcpp::plain_layout(*model), adamw, flat));
+  flat_saved.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model),
+                                                           dcpp::test::borrowed(adamw), flat));
   dcpp::save(flat_saved, flat_dir.path());
   StateDict flat_target;
-  flat_target.insert("optim",
-                     dcpp::make_optimizer_stateful(dcpp::plain_layout(*other), adam, flat));
+  flat_target.insert("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*other),
+                                                            dcpp::test::borrowed(adam), flat));
   REQUIRE_THROWS_WITH(dcpp::load(flat_target, flat_dir.path()),
                       Catch::Contains("decoupled_weight_decay=True"));
 }

@@ -49,7 +49,7 @@ std::vector<float> resume_fixture(const std::string& name, const std::string& ve
   const auto layout = dcpp::plain_layout(*model);
   StateDict state;
   state.insert("model", dcpp::make_model_stateful(layout));
-  state.insert("optim", dcpp::make_optimizer_stateful(layout, adam));
+  state.insert("optim", dcpp::make_optimizer_stateful(layout, dcpp::test::borrowed(adam)));
   state.insert("x", at::zeros({16, 4}));
   state.insert("y", at::zeros({16, 2}));
   dcpp::load(state, dcpp::test::fixture(name, version));

@@ -74,7 +74,8 @@ TEST_CASE(
 
         StateDict state;
         state.insert("optim", dcpp::make_optimizer_stateful(
-                                  std::make_shared<dcpp::test::ListedLayout>(layout), adam));
+                                  std::make_shared<dcpp::test::ListedLayout>(layout),
+                                  dcpp::test::borrowed(adam)));
         dcpp::SaveOptions save_options;
         save_options.ranks.process_group = group;
         dcpp::save(state, dir.path(), save_options);
@@ -119,7 +120,8 @@ TEST_CASE(
   auto resumed_layout = std::make_shared<dcpp::test::ListedLayout>(
       std::vector<dcpp::ParameterPlacement>{dcpp::test::whole("w", resumed)});
   StateDict target;
-  target.insert("optim", dcpp::make_optimizer_stateful(resumed_layout, resumed_adam));
+  target.insert("optim",
+                dcpp::make_optimizer_stateful(resumed_layout, dcpp::test::borrowed(resumed_adam)));
   dcpp::load(target, dir.path());
   const StateDict after = dcpp::get_optimizer_state_dict(*resumed_layout, resumed_adam);
   const StateDict& w = after.at("state").dict().at("w").dict();

@@ -4,7 +4,7 @@
 #include "dcpp_test.h"
 #include "storage/aws_environment.h"
 
-#include "s3/s3_config.h"
+#include "s3/config/s3_config.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -7,7 +7,7 @@
 #include "storage/aws_environment.h"
 #include "storage/s3_test_server.h"
 
-#include "s3/s3_credentials.h"
+#include "s3/config/s3_credentials.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

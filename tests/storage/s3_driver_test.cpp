@@ -3,11 +3,11 @@
 
 #include "dcpp_test.h"
 #include "rank_threads.h"
-#include "s3/content_crc32c.h"
-#include "s3/content_md5.h"
-#include "s3/s3_client.h"
-#include "s3/s3_config.h"
-#include "s3/s3_upload_sink.h"
+#include "s3/config/s3_config.h"
+#include "s3/driver/s3_upload_sink.h"
+#include "s3/protocol/content_crc32c.h"
+#include "s3/protocol/content_md5.h"
+#include "s3/protocol/s3_client.h"
 #include "s3_test_server.h"
 
 #include <dcpp/async/async_checkpointer.h>
@@ -82,11 +82,12 @@ TEST_CASE("s3: save, load, load_from_keys, read_metadata and async_save take s3:
   dcpp::load(loaded, at.url, at.load_options());
   require_equal(loaded, saved);
 
-  const dcpp::Metadata metadata = dcpp::read_metadata(at.url, at.server.options());
+  const dcpp::Location location = dcpp::Location(at.url).with_s3(at.server.options());
+  const dcpp::Metadata metadata = dcpp::read_metadata(location);
   const auto& entries = metadata.state_dict_metadata;
   CHECK(std::count_if(entries.begin(), entries.end(),
                       [](const auto& entry) { return entry.first == "model.big"; }) == 1);
-  const StateDict some = dcpp::load_from_keys(at.url, {"model.weight"}, {}, at.server.options());
+  const StateDict some = dcpp::load_from_keys(location, {"model.weight"});
   CHECK(some.size() == 1);
   REQUIRE(dcpp::test::bitwise_equal(some.at("model.weight").tensor(),
                                     saved.at("model.weight").tensor()));
@@ -96,7 +97,7 @@ TEST_CASE("s3: save, load, load_from_keys, read_metadata and async_save take s3:
   dcpp::AsyncCheckpointer checkpointer(async_options);
   const std::string async_url = "s3://" + at.bucket + "/async/step-2";
   dcpp::AsyncSaveResponse response = checkpointer.async_save(saved, async_url);
-  response.upload_completion.wait();
+  response.committed.wait();
   StateDict async_loaded = zeros_like(saved);
   dcpp::load(async_loaded, async_url, at.load_options());
   require_equal(async_loaded, saved);
@@ -375,7 +376,7 @@ TEST_CASE("s3: a connection dropped mid-upload aborts the multipart upload and c
   at.server.clear_faults();
   CHECK(at.objects().empty());
   const dcpp::CheckpointError missing =
-      error_of([&] { dcpp::read_metadata(at.url, at.server.options()); });
+      error_of([&] { dcpp::read_metadata(dcpp::Location(at.url).with_s3(at.server.options())); });
   CHECK(missing.kind() == dcpp::ErrorKind::kNotFound);
 }
 

@@ -1,9 +1,9 @@
 #include "storage_drivers.h"
 
 #include "dcpp_test.h"
-#include "s3/s3_client.h"
-#include "s3/s3_config.h"
-#include "s3/s3_url.h"
+#include "s3/config/s3_config.h"
+#include "s3/driver/s3_location_url.h"
+#include "s3/protocol/s3_client.h"
 #include "s3_test_server.h"
 
 #include <dcpp/storage/filesystem_reader.h>

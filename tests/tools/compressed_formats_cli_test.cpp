@@ -4,8 +4,8 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "diff_command.h"
-#include "verify_command.h"
+#include "diff/diff_command.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 

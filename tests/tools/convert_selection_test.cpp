@@ -5,7 +5,7 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "checkpoint_source.h"
+#include "convert/checkpoint_source.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 

@@ -1,11 +1,11 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "checkpoint_source.h"
-#include "convert_command.h"
-#include "diff_command.h"
-#include "progress_bar.h"
-#include "verify_command.h"
+#include "common/progress_bar.h"
+#include "convert/checkpoint_source.h"
+#include "convert/convert_command.h"
+#include "diff/diff_command.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

@@ -1,9 +1,9 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "checkpoint_source.h"
-#include "diff_command.h"
-#include "json_value.h"
+#include "common/json_value.h"
+#include "convert/checkpoint_source.h"
+#include "diff/diff_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 

@@ -4,10 +4,10 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "checkpoint_source.h"
-#include "diff_command.h"
-#include "inspect_command.h"
-#include "verify_command.h"
+#include "convert/checkpoint_source.h"
+#include "diff/diff_command.h"
+#include "inspect/inspect_command.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/storage/huggingface_storage.h>
 

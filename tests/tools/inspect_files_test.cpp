@@ -4,7 +4,7 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "inspect_command.h"
+#include "inspect/inspect_command.h"
 
 #include <nlohmann/json.hpp>
 

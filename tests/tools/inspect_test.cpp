@@ -1,7 +1,7 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "inspect_command.h"
+#include "inspect/inspect_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

@@ -36,7 +36,7 @@ void save_per_rank(const fs::path& dir) {
     sd.insert("step", 5);
     dcpp::SaveOptions options;
     options.use_collectives = false;
-    options.rank = rank;
+    options.ranks.rank = rank;
     options.file_system.sync_files = false;
     dcpp::save(sd, dir, options);
   }
@@ -76,8 +76,9 @@ TEST_CASE("dcpp verify, diff and convert work on per-rank checkpoints") {
   REQUIRE(report["checksum_file"] == "absent");
 
   const fs::path pt = dir / "whole.pt";
-  REQUIRE(run_cli("convert " + kFixture.string() + " " + pt.string() + " --to torch-save")
-              .exit_code == 0);
+  REQUIRE(
+      run_cli("convert " + kFixture.string() + " " + pt.string() + " --to torch-save").exit_code ==
+      0);
   REQUIRE(run_cli("convert " + kFixture.string() + " " + (dir / "dcp").string() + " --to dcp")
               .exit_code == 0);
   REQUIRE(fs::exists(dir / "dcp" / ".metadata"));

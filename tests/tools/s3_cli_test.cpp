@@ -7,8 +7,8 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/s3_storage.h>
 
-#include "s3/s3_client.h"
-#include "s3/s3_config.h"
+#include "s3/config/s3_config.h"
+#include "s3/protocol/s3_client.h"
 
 namespace {
 

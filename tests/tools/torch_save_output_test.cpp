@@ -6,7 +6,7 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "convert_command.h"
+#include "convert/convert_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 

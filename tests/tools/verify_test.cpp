@@ -1,8 +1,8 @@
 #include "dcpp_test.h"
 #include "tools_test_util.h"
 
-#include "chunk_coverage.h"
-#include "verify_command.h"
+#include "common/chunk_coverage.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 

@@ -13,7 +13,7 @@
 namespace dcpp::detail {
 
 /// Thread-safe. Tasks must not throw: one that does is logged and dropped, and the worker goes on.
-/// Everything a task did happens before drain() (or the destructor) returns.
+/// Everything a task did happens before wait_until_idle() (or the destructor) returns.
 class SerialWorker {
  public:
   /// Starts the thread; `on_start` runs on it first (e.g. lowering its priority).
@@ -25,7 +25,7 @@ class SerialWorker {
 
   void post(std::function<void()> task);
   /// Blocks until every task posted before this call has run. Must not be called from a task.
-  void drain();
+  void wait_until_idle();
   /// Drops the tasks not yet started (the one running, if any, finishes).
   void discard_pending();
 

@@ -36,6 +36,248 @@ constexpr uint64_t kMaxCentralDirectory = uint64_t{256} << 20;
                             "); the data is corrupted or was not written by torch.save");
 }
 
+// The last bytes of the source, read once: the end records lie there, and so does all of a small
+// archive, which is then read from the source once.
+class Tail {
+ public:
+  Tail(const ByteSource& source, uint64_t size)
+      : source_(source),
+        size_(size),
+        offset_(size - std::min<uint64_t>(size, kEndSize + kMax16 + kZip64LocatorSize)),
+        bytes_(static_cast<std::size_t>(size - offset_)) {
+    source_.read(offset_, bytes_.data(), bytes_.size());
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+  uint64_t offset() const { return offset_; }
+  void read_at(uint64_t offset, void* dst, std::size_t n) const {
+    if (offset >= offset_ && offset <= size_ && n <= size_ - offset) {
+      std::memcpy(dst, bytes_.data() + (offset - offset_), n);
+    } else {
+      source_.read(offset, dst, n);
+    }
+  }
+
+ private:
+  const ByteSource& source_;
+  uint64_t size_;
+  uint64_t offset_;
+  std::vector<uint8_t> bytes_;
+};
+
+// What the end records say of the central directory.
+struct DirectoryBounds {
+  uint64_t count = 0;
+  uint64_t size = 0;
+  uint64_t offset = 0;
+  uint64_t limit = 0;  // the directory ends before this: the first end record
+};
+
+// The end record: the last PK\5\6 whose comment runs exactly to the end of the source.
+DirectoryBounds read_end_record(const ByteSource& source, const Tail& tail, ZipLayout& layout,
+                                std::size_t& end_at) {
+  const std::vector<uint8_t>& bytes = tail.bytes();
+  for (end_at = bytes.size() - kEndSize;; --end_at) {
+    const uint8_t* p = bytes.data() + end_at;
+    if (get32(p) == kEndSig &&
+        end_at + kEndSize + get16(p + end_record::kCommentSize) == bytes.size()) {
+      break;
+    }
+    if (end_at == 0) {
+      throw_malformed(source, "no end of central directory record");
+    }
+  }
+  const uint8_t* end = bytes.data() + end_at;
+  if (get16(end + end_record::kDisk) != 0 || get16(end + end_record::kDirectoryDisk) != 0 ||
+      get16(end + end_record::kDiskRecords) != get16(end + end_record::kRecords)) {
+    throw_malformed(source, "multi-disk archive");
+  }
+  layout.end_offset = tail.offset() + end_at;
+  DirectoryBounds bounds;
+  bounds.count = get16(end + end_record::kRecords);
+  bounds.size = get32(end + end_record::kDirectorySize);
+  bounds.offset = get32(end + end_record::kDirectoryOffset);
+  bounds.limit = layout.end_offset;
+  return bounds;
+}
+
+// The zip64 records, when their locator sits right before the end record at `end_at` of the
+// tail: their wide values replace the end record's saturated ones.
+void read_zip64_end(const ByteSource& source, const Tail& tail, std::size_t end_at,
+                    ZipLayout& layout, DirectoryBounds& bounds) {
+  const uint8_t* end = tail.bytes().data() + end_at;
+  if (end_at < kZip64LocatorSize || get32(end - kZip64LocatorSize) != kZip64LocatorSig) {
+    return;
+  }
+  const uint8_t* locator = end - kZip64LocatorSize;
+  const uint64_t locator_offset = layout.end_offset - kZip64LocatorSize;
+  const uint64_t zip64_offset = get64(locator + zip64_locator::kEndOffset);
+  if (get32(locator + zip64_locator::kEndDisk) != 0 || get32(locator + zip64_locator::kDisks) > 1) {
+    throw_malformed(source, "multi-disk zip64 archive");
+  }
+  if (zip64_offset > locator_offset || locator_offset - zip64_offset < kZip64EndSize) {
+    throw_malformed(source, "zip64 end of central directory record out of bounds");
+  }
+  uint8_t z[kZip64EndSize];
+  tail.read_at(zip64_offset, z, sizeof(z));
+  const uint64_t record_size = get64(z + zip64_end::kRecordSize);
+  if (get32(z) != kZip64EndSig || record_size < kZip64EndSize - 12 ||
+      record_size > locator_offset - zip64_offset - 12) {
+    throw_malformed(source, "bad zip64 end of central directory record");
+  }
+  if (get32(z + zip64_end::kDisk) != 0 || get32(z + zip64_end::kDirectoryDisk) != 0 ||
+      get64(z + zip64_end::kDiskRecords) != get64(z + zip64_end::kRecords)) {
+    throw_malformed(source, "multi-disk zip64 archive");
+  }
+  const uint64_t count = get64(z + zip64_end::kRecords);
+  const uint64_t size = get64(z + zip64_end::kDirectorySize);
+  const uint64_t offset = get64(z + zip64_end::kDirectoryOffset);
+  const auto agrees = [](uint64_t classic, uint64_t wide, uint64_t max) {
+    return classic == wide || classic == max;
+  };
+  if (!agrees(bounds.count, count, kMax16) || !agrees(bounds.size, size, kMax32) ||
+      !agrees(bounds.offset, offset, kMax32)) {
+    throw_malformed(source, "end of central directory records disagree");
+  }
+  bounds = DirectoryBounds{count, size, offset, zip64_offset};
+  layout.has_zip64_end = true;
+  layout.zip64_end_offset = zip64_offset;
+}
+
+void check_directory_bounds(const ByteSource& source, const DirectoryBounds& bounds) {
+  if (bounds.offset > bounds.limit || bounds.size > bounds.limit - bounds.offset) {
+    throw_malformed(source, "central directory out of bounds");
+  }
+  if (bounds.count == 0) {
+    throw_malformed(source, "no records");
+  }
+  if (bounds.size > kMaxCentralDirectory) {
+    throw_malformed(source, "central directory of " + std::to_string(bounds.size) +
+                                " bytes is larger than supported");
+  }
+  if (bounds.count > bounds.size / kCentralHeaderSize) {
+    throw_malformed(source, std::to_string(bounds.count) +
+                                " records cannot fit a central directory of " +
+                                std::to_string(bounds.size) + " bytes");
+  }
+}
+
+// The sizes, offset and disk of a central directory entry, with the fields saturated in the
+// entry read from its zip64 extra field, in the order APPNOTE gives. `bad` throws.
+template <typename Bad>
+void read_zip64_extra(const uint8_t* extra, std::size_t extra_size, uint64_t& uncompressed,
+                      uint64_t& compressed, uint64_t& header_offset, uint64_t& disk,
+                      const Bad& bad) {
+  if (uncompressed != kMax32 && compressed != kMax32 && header_offset != kMax32 && disk != kMax16) {
+    return;
+  }
+  const uint8_t* field = nullptr;
+  std::size_t field_size = 0;
+  for (std::size_t e = 0; extra_size - e >= 4;) {
+    const std::size_t n = get16(extra + e + 2);
+    if (extra_size - e - 4 < n) {
+      bad("extra field out of bounds");
+    }
+    if (get16(extra + e) == kZip64ExtraId) {
+      field = extra + e + 4;
+      field_size = n;
+      break;
+    }
+    e += 4 + n;
+  }
+  std::size_t used = 0;
+  const auto take = [&](uint64_t& value, uint64_t max, std::size_t width) {
+    if (value != max) {
+      return;
+    }
+    if (field == nullptr || field_size - used < width) {
+      bad("zip64 extra field missing or short");
+    }
+    value = width == 8 ? get64(field + used) : get32(field + used);
+    used += width;
+  };
+  take(uncompressed, kMax32, 8);
+  take(compressed, kMax32, 8);
+  take(header_offset, kMax32, 8);
+  take(disk, kMax16, 4);
+}
+
+// The central directory entry `i` at `at` of `directory` (`at` then past it) and its local
+// header: the record, checked. The first record's root folder is stored in `root`, which the
+// others must share; `local` is scratch for the local header.
+ZipRecordInfo read_record(const ByteSource& source, const Tail& tail,
+                          const std::vector<uint8_t>& directory, std::size_t& at, uint64_t i,
+                          uint64_t directory_offset, std::string& root,
+                          std::vector<uint8_t>& local) {
+  namespace c = central_header;
+  if (directory.size() - at < kCentralHeaderSize) {
+    throw_malformed(source, "central directory truncated");
+  }
+  const uint8_t* h = directory.data() + at;
+  const std::size_t name_size = get16(h + c::kNameSize);
+  const std::size_t extra_size = get16(h + c::kExtraSize);
+  const std::size_t comment_size = get16(h + c::kCommentSize);
+  if (get32(h) != kCentralHeaderSig ||
+      directory.size() - at - kCentralHeaderSize < name_size + extra_size + comment_size) {
+    throw_malformed(source, "bad central directory entry " + std::to_string(i));
+  }
+  const std::string name(reinterpret_cast<const char*>(h + kCentralHeaderSize), name_size);
+  const uint8_t* extra = h + kCentralHeaderSize + name_size;
+  at += kCentralHeaderSize + name_size + extra_size + comment_size;
+
+  const auto bad = [&](const std::string& what) {
+    throw_malformed(source, "record '" + name + "': " + what);
+  };
+  if ((get16(h + c::kFlags) & kFlagEncrypted) != 0) {
+    bad("encrypted");
+  }
+  if (get16(h + c::kMethod) != 0) {
+    bad("compressed with method " + std::to_string(get16(h + c::kMethod)) +
+        ", only stored records are supported");
+  }
+  uint64_t compressed = get32(h + c::kCompressedSize);
+  uint64_t uncompressed = get32(h + c::kUncompressedSize);
+  uint64_t header_offset = get32(h + c::kLocalHeaderOffset);
+  uint64_t disk = get16(h + c::kDiskStart);
+  read_zip64_extra(extra, extra_size, uncompressed, compressed, header_offset, disk, bad);
+  if (disk != 0) {
+    bad("on another disk");
+  }
+  if (compressed != uncompressed) {
+    bad("stored size differs from its compressed size");
+  }
+
+  // The name must be "<root>/<relative>", with the root of the first record.
+  const std::size_t slash = name.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) {
+    bad("not a file under a root folder");
+  }
+  if (i == 0) {
+    root = name.substr(0, slash);
+  } else if (slash != root.size() || name.compare(0, slash, root) != 0) {
+    bad("not under the root folder '" + root + "'");
+  }
+
+  // The local header: its name must agree; the payload follows its extra field.
+  if (header_offset > directory_offset ||
+      directory_offset - header_offset < kLocalHeaderSize + name_size) {
+    bad("local header out of bounds");
+  }
+  local.resize(kLocalHeaderSize + name_size);
+  tail.read_at(header_offset, local.data(), local.size());
+  if (get32(local.data()) != kLocalHeaderSig || get16(local.data() + local_header::kMethod) != 0 ||
+      get16(local.data() + local_header::kNameSize) != name_size ||
+      std::memcmp(local.data() + kLocalHeaderSize, name.data(), name_size) != 0) {
+    bad("local header does not match the central directory");
+  }
+  const uint64_t data_offset =
+      header_offset + kLocalHeaderSize + name_size + get16(local.data() + local_header::kExtraSize);
+  if (data_offset > directory_offset || uncompressed > directory_offset - data_offset) {
+    bad("payload out of bounds");
+  }
+  return ZipRecordInfo{name.substr(slash + 1), data_offset, uncompressed, get32(h + c::kCrc32),
+                       header_offset};
+}
+
 }  // namespace
 
 ZipBlobReader::ZipBlobReader(const ByteSource& source) : source_(source) {
@@ -43,207 +285,29 @@ ZipBlobReader::ZipBlobReader(const ByteSource& source) : source_(source) {
   if (size < kEndSize) {
     throw_malformed(source_, "only " + std::to_string(size) + " bytes");
   }
+  const Tail tail(source_, size);
+  std::size_t end_at = 0;
+  DirectoryBounds bounds = read_end_record(source_, tail, layout_, end_at);
+  read_zip64_end(source_, tail, end_at, layout_, bounds);
+  layout_.directory_offset = bounds.offset;
+  layout_.directory_size = bounds.size;
+  check_directory_bounds(source_, bounds);
 
-  // The end record: the last PK\5\6 whose comment runs exactly to the end of the source.
-  const uint64_t tail_size = std::min<uint64_t>(size, kEndSize + kMax16 + kZip64LocatorSize);
-  const uint64_t tail_offset = size - tail_size;
-  std::vector<uint8_t> tail(static_cast<std::size_t>(tail_size));
-  source_.read(tail_offset, tail.data(), tail.size());
-  // Later reads inside the tail come from it: a small archive is read from the source once.
-  const auto read_at = [&](uint64_t offset, void* dst, std::size_t n) {
-    if (offset >= tail_offset && offset <= size && n <= size - offset) {
-      std::memcpy(dst, tail.data() + (offset - tail_offset), n);
-    } else {
-      source_.read(offset, dst, n);
-    }
-  };
-  std::size_t end_at = tail.size() - kEndSize;
-  for (;; --end_at) {
-    const uint8_t* p = tail.data() + end_at;
-    if (get32(p) == kEndSig && end_at + kEndSize + get16(p + 20) == tail.size()) {
-      break;
-    }
-    if (end_at == 0) {
-      throw_malformed(source_, "no end of central directory record");
-    }
-  }
-  const uint8_t* end = tail.data() + end_at;
-  const uint64_t end_offset = tail_offset + end_at;
-  if (get16(end + 4) != 0 || get16(end + 6) != 0 || get16(end + 8) != get16(end + 10)) {
-    throw_malformed(source_, "multi-disk archive");
-  }
-  uint64_t count = get16(end + 10);
-  uint64_t directory_size = get32(end + 12);
-  uint64_t directory_offset = get32(end + 16);
-  uint64_t directory_limit = end_offset;  // the central directory ends before this
-  layout_.end_offset = end_offset;
-
-  // The zip64 records, when the locator sits right before the end record.
-  if (end_at >= kZip64LocatorSize && get32(end - kZip64LocatorSize) == kZip64LocatorSig) {
-    const uint8_t* locator = end - kZip64LocatorSize;
-    const uint64_t locator_offset = end_offset - kZip64LocatorSize;
-    const uint64_t zip64_offset = get64(locator + 8);
-    if (get32(locator + 4) != 0 || get32(locator + 16) > 1) {
-      throw_malformed(source_, "multi-disk zip64 archive");
-    }
-    if (zip64_offset > locator_offset || locator_offset - zip64_offset < kZip64EndSize) {
-      throw_malformed(source_, "zip64 end of central directory record out of bounds");
-    }
-    uint8_t z[kZip64EndSize];
-    read_at(zip64_offset, z, sizeof(z));
-    const uint64_t record_size = get64(z + 4);
-    if (get32(z) != kZip64EndSig || record_size < kZip64EndSize - 12 ||
-        record_size > locator_offset - zip64_offset - 12) {
-      throw_malformed(source_, "bad zip64 end of central directory record");
-    }
-    if (get32(z + 16) != 0 || get32(z + 20) != 0 || get64(z + 24) != get64(z + 32)) {
-      throw_malformed(source_, "multi-disk zip64 archive");
-    }
-    const uint64_t count64 = get64(z + 32);
-    const uint64_t size64 = get64(z + 40);
-    const uint64_t offset64 = get64(z + 48);
-    const auto agrees = [](uint64_t classic, uint64_t wide, uint64_t max) {
-      return classic == wide || classic == max;
-    };
-    if (!agrees(count, count64, kMax16) || !agrees(directory_size, size64, kMax32) ||
-        !agrees(directory_offset, offset64, kMax32)) {
-      throw_malformed(source_, "end of central directory records disagree");
-    }
-    count = count64;
-    directory_size = size64;
-    directory_offset = offset64;
-    directory_limit = zip64_offset;
-    layout_.has_zip64_end = true;
-    layout_.zip64_end_offset = zip64_offset;
-  }
-  layout_.directory_offset = directory_offset;
-  layout_.directory_size = directory_size;
-
-  if (directory_offset > directory_limit || directory_size > directory_limit - directory_offset) {
-    throw_malformed(source_, "central directory out of bounds");
-  }
-  if (count == 0) {
-    throw_malformed(source_, "no records");
-  }
-  if (directory_size > kMaxCentralDirectory) {
-    throw_malformed(source_, "central directory of " + std::to_string(directory_size) +
-                                 " bytes is larger than supported");
-  }
-  if (count > directory_size / kCentralHeaderSize) {
-    throw_malformed(source_, std::to_string(count) + " records cannot fit a central directory of " +
-                                 std::to_string(directory_size) + " bytes");
-  }
-
-  std::vector<uint8_t> directory(static_cast<std::size_t>(directory_size));
-  read_at(directory_offset, directory.data(), directory.size());
-  records_.reserve(static_cast<std::size_t>(count));
+  std::vector<uint8_t> directory(static_cast<std::size_t>(bounds.size));
+  tail.read_at(bounds.offset, directory.data(), directory.size());
+  records_.reserve(static_cast<std::size_t>(bounds.count));
   std::vector<uint8_t> local;
   std::size_t at = 0;
-  for (uint64_t i = 0; i < count; ++i) {
-    if (directory.size() - at < kCentralHeaderSize) {
-      throw_malformed(source_, "central directory truncated");
-    }
-    const uint8_t* h = directory.data() + at;
-    const std::size_t name_size = get16(h + 28);
-    const std::size_t extra_size = get16(h + 30);
-    const std::size_t comment_size = get16(h + 32);
-    if (get32(h) != kCentralHeaderSig ||
-        directory.size() - at - kCentralHeaderSize < name_size + extra_size + comment_size) {
-      throw_malformed(source_, "bad central directory entry " + std::to_string(i));
-    }
-    const std::string name(reinterpret_cast<const char*>(h + kCentralHeaderSize), name_size);
-    const uint8_t* extra = h + kCentralHeaderSize + name_size;
-    at += kCentralHeaderSize + name_size + extra_size + comment_size;
-
-    const auto bad = [&](const std::string& what) {
-      throw_malformed(source_, "record '" + name + "': " + what);
-    };
-    if ((get16(h + 8) & kFlagEncrypted) != 0) {
-      bad("encrypted");
-    }
-    if (get16(h + 10) != 0) {
-      bad("compressed with method " + std::to_string(get16(h + 10)) +
-          ", only stored records are supported");
-    }
-    uint64_t compressed = get32(h + 20);
-    uint64_t uncompressed = get32(h + 24);
-    uint64_t header_offset = get32(h + 42);
-    uint64_t disk = get16(h + 34);
-    if (uncompressed == kMax32 || compressed == kMax32 || header_offset == kMax32 ||
-        disk == kMax16) {
-      // The zip64 extra field holds, in this order, each field saturated above.
-      const uint8_t* field = nullptr;
-      std::size_t field_size = 0;
-      for (std::size_t e = 0; extra_size - e >= 4;) {
-        const std::size_t n = get16(extra + e + 2);
-        if (extra_size - e - 4 < n) {
-          bad("extra field out of bounds");
-        }
-        if (get16(extra + e) == kZip64ExtraId) {
-          field = extra + e + 4;
-          field_size = n;
-          break;
-        }
-        e += 4 + n;
-      }
-      std::size_t used = 0;
-      const auto take = [&](uint64_t& value, uint64_t max, std::size_t width) {
-        if (value != max) {
-          return;
-        }
-        if (field == nullptr || field_size - used < width) {
-          bad("zip64 extra field missing or short");
-        }
-        value = width == 8 ? get64(field + used) : get32(field + used);
-        used += width;
-      };
-      take(uncompressed, kMax32, 8);
-      take(compressed, kMax32, 8);
-      take(header_offset, kMax32, 8);
-      take(disk, kMax16, 4);
-    }
-    if (disk != 0) {
-      bad("on another disk");
-    }
-    if (compressed != uncompressed) {
-      bad("stored size differs from its compressed size");
-    }
-
-    // The name must be "<root>/<relative>", with the root of the first record.
-    const std::size_t slash = name.find('/');
-    if (slash == std::string::npos || slash == 0 || slash + 1 == name.size()) {
-      bad("not a file under a root folder");
-    }
-    if (i == 0) {
-      root_ = name.substr(0, slash);
-    } else if (slash != root_.size() || name.compare(0, slash, root_) != 0) {
-      bad("not under the root folder '" + root_ + "'");
-    }
-
-    // The local header: its name must agree; the payload follows its extra field.
-    if (header_offset > directory_offset ||
-        directory_offset - header_offset < kLocalHeaderSize + name_size) {
-      bad("local header out of bounds");
-    }
-    local.resize(kLocalHeaderSize + name_size);
-    read_at(header_offset, local.data(), local.size());
-    if (get32(local.data()) != kLocalHeaderSig || get16(local.data() + 8) != 0 ||
-        get16(local.data() + 26) != name_size ||
-        std::memcmp(local.data() + kLocalHeaderSize, name.data(), name_size) != 0) {
-      bad("local header does not match the central directory");
-    }
-    const uint64_t data_offset =
-        header_offset + kLocalHeaderSize + name_size + get16(local.data() + 28);
-    if (data_offset > directory_offset || uncompressed > directory_offset - data_offset) {
-      bad("payload out of bounds");
-    }
-    records_.push_back(ZipRecordInfo{name.substr(slash + 1), data_offset, uncompressed,
-                                     get32(h + 16), header_offset});
+  for (uint64_t i = 0; i < bounds.count; ++i) {
+    records_.push_back(read_record(source_, tail, directory, at, i, bounds.offset, root_, local));
   }
   if (at != directory.size()) {
     throw_malformed(source_, "central directory size disagrees with its entries");
   }
+  index_by_name();
+}
 
+void ZipBlobReader::index_by_name() {
   by_name_.resize(records_.size());
   for (std::size_t i = 0; i < by_name_.size(); ++i) {
     by_name_[i] = i;

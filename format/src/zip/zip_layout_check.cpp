@@ -31,7 +31,9 @@ class LayoutCheck {
     std::size_t at = 0;
     for (const ZipRecordInfo& record : zip_.records()) {
       const uint8_t* central = directory.data() + at;
-      at += kCentralHeaderSize + get16(central + 28) + get16(central + 30) + get16(central + 32);
+      at += kCentralHeaderSize + get16(central + central_header::kNameSize) +
+            get16(central + central_header::kExtraSize) +
+            get16(central + central_header::kCommentSize);
       check_central(record, central);
       if (record.header_offset != next) {
         fail("record '" + record.name + "' starts at byte " + std::to_string(record.header_offset) +
@@ -60,15 +62,18 @@ class LayoutCheck {
   }
 
   void check_central(const ZipRecordInfo& record, const uint8_t* h) const {
-    expect(get16(h + 4) == 0, record, "central directory entry: version made by is not 0");
-    expect(get16(h + 32) == 0, record, "central directory entry has a comment");
-    expect(get16(h + 36) == 0 && get32(h + 38) == 0, record,
+    namespace c = central_header;
+    expect(get16(h + c::kVersionMadeBy) == 0, record,
+           "central directory entry: version made by is not 0");
+    expect(get16(h + c::kCommentSize) == 0, record, "central directory entry has a comment");
+    expect(get16(h + c::kInternalAttributes) == 0 && get32(h + c::kExternalAttributes) == 0, record,
            "central directory entry: file attributes are not 0");
     // The extra field: at most one zip64 field, holding exactly the saturated values.
-    const std::size_t name_size = get16(h + 28);
-    const std::size_t extra_size = get16(h + 30);
-    const std::size_t wide =
-        (get32(h + 24) == kMax32) + (get32(h + 20) == kMax32) + (get32(h + 42) == kMax32);
+    const std::size_t name_size = get16(h + c::kNameSize);
+    const std::size_t extra_size = get16(h + c::kExtraSize);
+    const std::size_t wide = (get32(h + c::kUncompressedSize) == kMax32) +
+                             (get32(h + c::kCompressedSize) == kMax32) +
+                             (get32(h + c::kLocalHeaderOffset) == kMax32);
     if (extra_size == 0) {
       expect(wide == 0, record, "central directory entry lacks its zip64 field");
       return;
@@ -83,20 +88,23 @@ class LayoutCheck {
   uint64_t check_local(const ZipRecordInfo& record, const uint8_t* central) const {
     std::vector<uint8_t> local(static_cast<std::size_t>(record.data_offset - record.header_offset));
     source_.read(record.header_offset, local.data(), local.size());
+    namespace c = central_header;
+    namespace h = local_header;
     const uint8_t* l = local.data();
-    const uint16_t flags = get16(l + 6);
-    expect(get16(l + 4) == get16(central + 6), record,
+    const uint16_t flags = get16(l + h::kFlags);
+    expect(get16(l + h::kVersionNeeded) == get16(central + c::kVersionNeeded), record,
            "local header: version needed differs from the central directory");
-    expect(flags == get16(central + 8), record,
+    expect(flags == get16(central + c::kFlags), record,
            "local header: flags differ from the central directory");
-    expect(get16(l + 8) == get16(central + 10), record,
+    expect(get16(l + h::kMethod) == get16(central + c::kMethod), record,
            "local header: method differs from the central directory");
-    expect(get16(l + 10) == get16(central + 12) && get16(l + 12) == get16(central + 14), record,
-           "local header: time or date differs from the central directory");
+    expect(get16(l + h::kTime) == get16(central + c::kTime) &&
+               get16(l + h::kDate) == get16(central + c::kDate),
+           record, "local header: time or date differs from the central directory");
     const bool descriptor = (flags & kFlagDataDescriptor) != 0;
-    const uint32_t crc = get32(l + 14);
-    const uint32_t compressed = get32(l + 18);
-    const uint32_t uncompressed = get32(l + 22);
+    const uint32_t crc = get32(l + h::kCrc32);
+    const uint32_t compressed = get32(l + h::kCompressedSize);
+    const uint32_t uncompressed = get32(l + h::kUncompressedSize);
     if (descriptor) {
       expect(crc == 0 && compressed == 0 && uncompressed == 0, record,
              "local header: CRC-32 and sizes are not the zeros a data descriptor stands for");
@@ -109,8 +117,8 @@ class LayoutCheck {
     }
 
     // Extra fields: a zip64 field and PyTorch's "FB" padding, back to back, filling the field.
-    const std::size_t name_size = get16(l + 26);
-    const std::size_t extra_size = get16(l + 28);
+    const std::size_t name_size = get16(l + h::kNameSize);
+    const std::size_t extra_size = get16(l + h::kExtraSize);
     const uint8_t* extra = l + kLocalHeaderSize + name_size;
     bool zip64 = false;
     for (std::size_t e = 0; e < extra_size;) {
@@ -177,11 +185,12 @@ class LayoutCheck {
       }
       uint8_t z[kZip64EndSize];
       source_.read(layout.zip64_end_offset, z, sizeof(z));
-      if (get64(z + 4) != kZip64EndSize - 12) {
+      if (get64(z + zip64_end::kRecordSize) != kZip64EndSize - 12) {
         fail("the zip64 end record has extensible data");
       }
       // What miniz has always written here, since its first zip64 support.
-      if (get16(z + 12) != 0x031E || get16(z + 14) != 0x002D) {
+      if (get16(z + zip64_end::kVersionMadeBy) != 0x031E ||
+          get16(z + zip64_end::kVersionNeeded) != 0x002D) {
         fail("the zip64 end record's versions are not miniz's (made by 0x031e, needed 45)");
       }
       next += kZip64EndSize;
@@ -190,7 +199,7 @@ class LayoutCheck {
         fail("bytes between the zip64 end record and its locator");
       }
       source_.read(next, locator, sizeof(locator));
-      if (get32(locator + 16) != 1) {
+      if (get32(locator + zip64_locator::kDisks) != 1) {
         fail("the zip64 locator does not count one disk");
       }
       next += kZip64LocatorSize;

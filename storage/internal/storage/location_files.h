@@ -1,34 +1,22 @@
 #pragma once
-// The files directly under a checkpoint location, a directory or an "s3://bucket/prefix": what
-// the tools read, list and check there outside a storage driver's save and load protocol.
+// The files of a location (LocationFiles, location_driver.h) for dcpp's own readers, which read
+// through RandomAccessData.
 
 #include "format/file_io.h"
 
-#include <dcpp/storage/s3_options.h>
+#include <dcpp/storage/location_driver.h>
 
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 namespace dcpp::detail {
 
-/// Errors are CheckpointErrors naming the file or object.
-class LocationFiles {
- public:
-  virtual ~LocationFiles() = default;
-  /// The file's path or URL, for messages.
-  virtual std::string describe(const std::string& name) const = 0;
-  /// The whole file, or nullopt when there is none of that name.
-  virtual std::optional<std::string> read(const std::string& name) = 0;
-  /// The file, to read at any offset; null when there is none of that name.
-  virtual std::unique_ptr<RandomAccessData> open(const std::string& name) = 0;
-  /// The names of the files directly under the location, sorted; none when it does not exist.
-  virtual std::vector<std::string> list() = 0;
-};
+/// The files of `location`, through its scheme's driver.
+inline std::unique_ptr<LocationFiles> open_location_files(const Location& location) {
+  return location_driver(location)->open_files(location);
+}
 
-/// The files of `location`: an S3 prefix for an s3:// URL (reached with `s3`), else a directory.
-std::unique_ptr<LocationFiles> open_location_files(const std::string& location,
-                                                   const S3Options& s3 = {});
+/// `files`' file `name` as RandomAccessData; null when there is none of that name.
+std::unique_ptr<RandomAccessData> open_random_access(LocationFiles& files, const std::string& name);
 
 }  // namespace dcpp::detail

@@ -26,6 +26,7 @@
 #include <dcpp/format/metadata.h>
 
 #include "format/checksum_file.h"
+#include "storage/dcp_file_names.h"
 
 #include <filesystem>
 #include <optional>
@@ -33,11 +34,6 @@
 #include <vector>
 
 namespace dcpp::detail {
-
-/// `__<rank>.metadata` / `__<rank>.checksums`: DCP's per-rank metadata file and dcpp's checksum
-/// file beside it.
-std::string rank_metadata_file_name(int rank);
-std::string rank_checksum_file_name(int rank);
 
 /// The ranks r with a file named exactly `__<r>.metadata` in `directory`, ascending (temporary
 /// `__<r>.metadata.tmp` files and anything else are ignored). Empty when there is none or the

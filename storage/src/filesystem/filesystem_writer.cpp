@@ -44,7 +44,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kMetadataFile = ".metadata";
+constexpr const char* kMetadataFile = detail::kMetadataFileName;
 
 }  // namespace
 
@@ -110,7 +110,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
           fs::exists(directory_ / metadata_file()) ? detail::random_tag(8) + "_" : "";
       for (SavePlan& plan : plans) {
         if (plan.storage_data.empty()) {
-          plan.storage_data = "__" + std::to_string(*local_rank_) + "_" + tag;
+          plan.storage_data = detail::data_file_prefix(*local_rank_, tag);
         }
       }
       return plans;
@@ -134,8 +134,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     }
     std::vector<std::vector<WriteResult>> results(files.size());
     detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
-      results[n] = write_file(plan.storage_data + std::to_string(n) + detail::kDataFileSuffix,
-                              files[n], planner);
+      results[n] = write_file(detail::data_file_name(plan.storage_data, n), files[n], planner);
     });
     std::vector<WriteResult> all;
     for (auto& file_results : results) {
@@ -319,7 +318,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   // save the per-rank metadata and checksum files of a per-rank checkpoint it replaced; nothing
   // else in the directory is touched.
   void remove_unreferenced_data_files(const std::set<std::string>& referenced) {
-    const std::string prefix = local_rank_ ? "__" + std::to_string(*local_rank_) + "_" : "__";
+    const std::string prefix = local_rank_ ? detail::data_file_prefix(*local_rank_) : "__";
     std::vector<std::string> stale;
     if (!local_rank_) {
       for (const int rank : detail::find_rank_metadata_files(directory_)) {
@@ -330,8 +329,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(directory_, error)) {
       const std::string name = entry.path().filename().string();
-      const bool is_data_file = name.rfind(prefix, 0) == 0 && name.size() > 7 &&
-                                name.compare(name.size() - 7, 7, detail::kDataFileSuffix) == 0;
+      const bool is_data_file = name.rfind(prefix, 0) == 0 && detail::is_data_file_name(name);
       if ((is_data_file && referenced.count(name) == 0) ||
           std::find(stale.begin(), stale.end(), name) != stale.end()) {
         std::error_code failed;

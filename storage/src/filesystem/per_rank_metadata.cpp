@@ -73,25 +73,14 @@ void check_no_overlap(const std::string& key, const TensorStorageMetadata& tenso
 
 }  // namespace
 
-std::string rank_metadata_file_name(int rank) { return "__" + std::to_string(rank) + ".metadata"; }
-
-std::string rank_checksum_file_name(int rank) { return "__" + std::to_string(rank) + ".checksums"; }
-
 std::vector<int> find_rank_metadata_files(const fs::path& directory) {
   std::vector<int> ranks;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(directory, error)) {
-    const std::string name = entry.path().filename().string();
-    const std::string suffix = ".metadata";
-    if (name.size() <= 2 + suffix.size() || name.rfind("__", 0) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
+    if (const std::optional<int> rank =
+            parse_rank_metadata_file_name(entry.path().filename().string())) {
+      ranks.push_back(*rank);
     }
-    const std::string digits = name.substr(2, name.size() - 2 - suffix.size());
-    const bool canonical =
-        digits.size() <= 9 && (digits == "0" || digits[0] != '0') &&
-        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (canonical) ranks.push_back(std::stoi(digits));
   }
   std::sort(ranks.begin(), ranks.end());
   return ranks;

@@ -50,9 +50,8 @@ int main(int argc, char** argv) {
         store, env.rank, env.world_size, dcpp::ProcessGroupOptions().with_timeout(timeout));
 
     dcpp::AsyncCheckpointerOptions options;
-    options.store = store;  // the checkpointer makes its own group from the job's store
-    options.rank = env.rank;
-    options.world_size = env.world_size;
+    // The checkpointer makes its own group from the job's store.
+    options.ranks.with_store(store, env.rank, env.world_size);
     options.group_options.timeout = timeout;
     dcpp::TbbStagerOptions stager;
     stager.concurrency = 2;
@@ -82,7 +81,7 @@ int main(int argc, char** argv) {
       }
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state, dir / "failed");
       try {
-        response.upload_completion.wait();
+        response.committed.wait();
         std::fprintf(stderr, "the save should have failed\n");
         return 1;
       } catch (const dcpp::CheckpointError& error) {
@@ -116,11 +115,11 @@ int main(int argc, char** argv) {
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state, where);
       // Training collectives on the training group while the save's run on the other one.
       at::Tensor gradient = total_step(at::ones({1000}));
-      response.staging_completion.wait();
+      response.staged.wait();
       full.add_(gradient.narrow(0, 0, 1).item<float>());  // change every element
       bias.mul_(-2).add_(1);
       total_step(at::ones({10}));
-      response.upload_completion.wait();
+      response.committed.wait();
 
       dcpp::StateDict loaded = dcpp::load_from_keys(where);
       if (!same_tensor(loaded.at("embedding").tensor(), expected_full) ||

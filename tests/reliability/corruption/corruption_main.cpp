@@ -22,7 +22,7 @@
 #include "corruption_tally.h"
 #include "corruption_trial.h"
 #include "rank_pool.h"
-#include "verify_command.h"
+#include "verify/verify_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>

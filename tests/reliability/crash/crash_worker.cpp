@@ -104,9 +104,9 @@ int run(const Options& o) {
   } else {
     layout = ddp = std::make_shared<dcpp::DataParallel>(model.ptr(), group);
   }
-  torch::optim::Adam optimizer(fsdp ? fsdp->parameters() : ddp->parameters(),
-                               torch::optim::AdamOptions(1e-3));
-  int64_t position = 0;  // samples consumed: the data loader's state
+  auto optimizer = std::make_shared<torch::optim::Adam>(
+      fsdp ? fsdp->parameters() : ddp->parameters(), torch::optim::AdamOptions(1e-3));
+  auto position = std::make_shared<int64_t>(0);  // samples consumed: the data loader's state
 
   dcpp::TrainingContext context;
   context.add("model", dcpp::make_model_stateful(layout))
@@ -142,7 +142,7 @@ int run(const Options& o) {
   say("TRAINING " + me + " from step " + std::to_string(context.step));
   while (context.step < o.steps) {
     auto [x, y] = my_batch(env.rank, env.world_size);
-    optimizer.zero_grad();
+    optimizer->zero_grad();
     if (fsdp) fsdp->gather_parameters();
     at::Tensor loss = at::mse_loss(model->forward(x), y);
     loss.backward();
@@ -151,9 +151,9 @@ int run(const Options& o) {
     } else {
       ddp->synchronize_gradients();
     }
-    optimizer.step();
+    optimizer->step();
     context.step += 1;
-    position += kBatch;
+    *position += kBatch;
     context.metrics["loss"] = loss.item<double>();
     if (manager->is_save_due(context.step)) {
       // What this rank is about to save, durable before the save starts.

@@ -63,8 +63,6 @@ int main(int argc, char** argv) {
   options.root = argv[2];
   options.async = false;
   options.ranks.process_group = group;
-  options.rank = rank;
-  options.world_size = ranks;
   dcpp::CheckpointManager manager(options);
 
   constexpr int64_t kFits = 16 * 1024;          // 64 KiB per rank

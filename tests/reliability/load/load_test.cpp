@@ -82,7 +82,8 @@ void run_rank(int rank, int world, const c10::intrusive_ptr<c10d::Store>& store,
     } else {
       layout = dcpp::plain_layout(*model);
     }
-    torch::optim::Adam optimizer(parameters, torch::optim::AdamOptions(1e-3));
+    auto optimizer =
+        std::make_shared<torch::optim::Adam>(parameters, torch::optim::AdamOptions(1e-3));
     dcpp::TrainingContext context;
     context.add("model", dcpp::make_model_stateful(layout))
         .add("optim", dcpp::make_optimizer_stateful(layout, optimizer));
@@ -105,12 +106,12 @@ void run_rank(int rank, int world, const c10::intrusive_ptr<c10d::Store>& store,
     };
     for (int save = 1; save <= kSaves; ++save) {
       const at::Tensor x = at::randn({12, 64});
-      optimizer.zero_grad();
+      optimizer->zero_grad();
       if (fsdp) fsdp->gather_parameters();
       at::Tensor loss = at::mse_loss(model->forward(x), x.narrow(1, 0, 16).sin());
       loss.backward();
       if (fsdp) fsdp->reduce_gradients();
-      optimizer.step();
+      optimizer->step();
       context.step += 1;
       checkpoints.on_step_end(context);
       if (save == 10) measure(result.at_10);

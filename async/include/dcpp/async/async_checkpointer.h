@@ -13,6 +13,7 @@
 #include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/location.h>
 #include <dcpp/storage/s3_options.h>
 #include <dcpp/storage/storage_writer.h>
 
@@ -25,21 +26,26 @@
 
 namespace dcpp {
 
-/// DCP's `AsyncSaveResponse`: the two moments of an asynchronous save.
+/// DCP's `AsyncSaveResponse`: the two moments of an asynchronous save, named as the
+/// CheckpointManager's ManagedSave names them.
 struct DCPP_API AsyncSaveResponse {
   /// Completes when the state dict has been copied into staging buffers: from then on the training
   /// loop may change its tensors. Fails (rethrowing on wait()) when staging failed; the upload
-  /// then fails with the same error and nothing is written.
-  Future<void> staging_completion;
+  /// then fails with the same error and nothing is written. (DCP: `staging_completion`.)
+  Future<void> staged;
   /// Completes when the checkpoint is committed (its `.metadata` is in place and durable, as
   /// dcpp::save returns), with the checkpoint's Metadata (what dcpp::save returns; DCP's
   /// async_save future holds it too; empty when skipped). Fails with the save's CheckpointError
   /// otherwise; nothing is committed then, and a checkpoint already in the directory is not
-  /// damaged.
-  Future<Metadata> upload_completion;
+  /// damaged. (DCP: `upload_completion`.)
+  Future<Metadata> committed;
   /// True when the save was not started because another was in flight (InFlightPolicy::kSkip);
   /// both futures are then complete without error and nothing was written.
   bool skipped = false;
+  /// Deprecated in 0.2, removed in 0.3: `staged` and `committed` under 0.1's names (the same
+  /// futures).
+  DeprecatedFuture<void> staging_completion;
+  DeprecatedFuture<Metadata> upload_completion;
 };
 
 /// What async_save does when the previous save is still in flight (its upload not complete).
@@ -61,21 +67,22 @@ struct DCPP_API AsyncCheckpointerOptions {
   /// ranks' save waiting for it until the group's timeout, then failing.
   InFlightPolicy in_flight_policy = InFlightPolicy::kWait;
 
-  /// Several ranks: `ranks.process_group`, a process group used only by this checkpointer's
-  /// background saves (never the training loop's: c10d groups are not thread-safe, and collectives
-  /// from two threads would interleave). Give one, or a `store` from which the checkpointer makes
-  /// its own. `ranks.coordinator_rank` writes `.metadata`.
+  /// Several ranks (Ranks): `ranks.process_group`, a process group used only by this
+  /// checkpointer's background saves (never the training loop's: c10d groups are not thread-safe,
+  /// and collectives from two threads would interleave), or `ranks.store` (with_store), from which
+  /// the checkpointer makes a Gloo group of `ranks.world_size` ranks named
+  /// `group_options.group_name`. `ranks.coordinator_rank` writes `.metadata`.
   Ranks ranks;
   /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
   /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
   /// default; assigned here and set there to another value, the call fails (kUsage).
   DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
   DeprecatedField<int> coordinator_rank;
-  /// With `store`: the checkpointer makes a Gloo group of `world_size` ranks named
-  /// `group_options.group_name` from it (collective: every rank constructs its checkpointer).
-  c10::intrusive_ptr<c10d::Store> store;
-  int rank = 0;
-  int world_size = 1;
+  /// Deprecated in 0.2, removed in 0.3: `ranks.store`, `ranks.rank`, `ranks.world_size`
+  /// (with_store()).
+  DeprecatedRanksField<c10::intrusive_ptr<c10d::Store>> store;
+  DeprecatedRanksField<int> rank;
+  DeprecatedRanksField<int> world_size;
   ProcessGroupOptions group_options = ProcessGroupOptions().with_group_name("dcpp-async");
 
   /// Writer options for async_save(state, directory); default planner when null.
@@ -116,9 +123,7 @@ struct DCPP_API AsyncCheckpointerOptions {
   }
   AsyncCheckpointerOptions& with_store(c10::intrusive_ptr<c10d::Store> value, int rank_,
                                        int world_size_) {
-    store = std::move(value);
-    rank = rank_;
-    world_size = world_size_;
+    ranks.with_store(std::move(value), rank_, world_size_);
     return *this;
   }
   AsyncCheckpointerOptions& with_group_options(ProcessGroupOptions value) {
@@ -163,13 +168,14 @@ class DCPP_API AsyncCheckpointer {
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
 
-  /// Saves `state_dict` as a DCP checkpoint in `directory` (a filesystem writer with
-  /// `options.file_system`), or at an "s3://bucket/prefix" URL (an S3StorageWriter with
-  /// `options.s3` and the same layout options). Returns once staging has started (blocking stager:
+  /// Saves `state_dict` as a DCP checkpoint at `location`, as dcpp::save does (a directory, an
+  /// "s3://bucket/prefix" URL or a registered driver's URL; the writer
+  /// make_storage_writer(location, options.file_system) makes, `options.s3` for an s3:// location
+  /// without S3 options of its own). Returns once staging has started (blocking stager:
   /// once it is done) and the upload is queued. With a previous save in flight, first applies the
   /// in-flight policy: waits (kWait), returns a skipped response (kSkip) or throws CheckpointError
   /// (kFail). Otherwise never throws: staging and upload errors travel in the response's futures.
-  AsyncSaveResponse async_save(const StateDict& state_dict, const std::filesystem::path& directory);
+  AsyncSaveResponse async_save(const StateDict& state_dict, const Location& location);
   /// The same, writing through `storage_writer` (kept alive until the upload completes). `where`
   /// names the destination in messages (the in-flight policy's, a failed upload's); empty: "its
   /// storage writer".

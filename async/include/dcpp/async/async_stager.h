@@ -44,7 +44,7 @@ class DCPP_API AsyncStager {
   /// DCP's `should_synchronize_after_execute`: when true, AsyncCheckpointer::async_save waits for
   /// staging before it returns (the caller may then change its tensors at once); when false,
   /// async_save returns as soon as the upload is queued and the caller waits on
-  /// AsyncSaveResponse::staging_completion before changing its tensors.
+  /// AsyncSaveResponse::staged before changing its tensors.
   virtual bool should_synchronize_after_execute() const = 0;
 
   /// Bytes of staging buffers held now (for monitoring memory). Thread-safe.

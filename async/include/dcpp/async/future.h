@@ -206,4 +206,54 @@ class Promise {
   std::shared_ptr<detail::FutureState<T>> state_;
 };
 
+/// A Future already complete with `value`: work that is done (or skipped) when its call returns.
+template <typename T>
+Future<T> make_ready_future(T value) {
+  Promise<T> promise;
+  promise.set_value(std::move(value));
+  return promise.get_future();
+}
+inline Future<void> make_ready_future() {
+  Promise<void> promise;
+  promise.set_value();
+  return promise.get_future();
+}
+
+#define DCPP_RENAMED_SAVE_FUTURE                                                               \
+  "AsyncSaveResponse's staging_completion and upload_completion are `staged` and `committed` " \
+  "since dcpp 0.2, as in the CheckpointManager's ManagedSave; these old names go in 0.3"
+
+/// The old name of a renamed Future (AsyncSaveResponse's `staging_completion` and
+/// `upload_completion`, now `staged` and `committed`): the same Future, every use of which warns.
+/// Copying the struct that holds one warns nobody (see deprecated_field.h). Goes in 0.3.
+template <typename T>
+class DeprecatedFuture {
+ public:
+  DeprecatedFuture() = default;
+  explicit DeprecatedFuture(Future<T> future) : future_(std::move(future)) {}
+
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] bool valid() const { return future_.valid(); }
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] bool is_ready() const { return future_.is_ready(); }
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] void wait() const { future_.wait(); }
+  template <typename Rep, typename Period>
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] bool wait_for(
+      std::chrono::duration<Rep, Period> timeout) const {
+    return future_.wait_for(timeout);
+  }
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] std::exception_ptr error() const {
+    return future_.error();
+  }
+  template <typename U = T, typename = std::enable_if_t<!std::is_void_v<U>>>
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] const U& get() const {
+    return future_.get();
+  }
+  /// Where a Future is taken.
+  [[deprecated(DCPP_RENAMED_SAVE_FUTURE)]] operator Future<T>() const {  // NOLINT
+    return future_;
+  }
+
+ private:
+  Future<T> future_;
+};
+
 }  // namespace dcpp

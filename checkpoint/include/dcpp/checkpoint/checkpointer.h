@@ -14,6 +14,7 @@
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/location.h>
 #include <dcpp/storage/s3_options.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -27,15 +28,19 @@
 namespace dcpp {
 
 struct DCPP_API SaveOptions {
-  /// Used when no storage writer is given: the layout of a directory's checkpoint, and of an
-  /// s3:// location's (S3WriterOptions::from).
+  /// Used when no storage writer is given: how DCP's files are cut (files per rank, threads,
+  /// compression), whatever driver stores them: a directory's, or an s3:// location's
+  /// (S3WriterOptions::from).
   FileSystemWriterOptions file_system;
-  /// The object store of an s3:// location (docs/storage.md); empty fields come from the
-  /// environment and the AWS shared files.
+  /// The object store of an s3:// location that carries no S3 options of its own
+  /// (Location::with_s3 wins; docs/storage.md); empty fields come from the environment and the
+  /// AWS shared files.
   S3Options s3;
   /// Default: a DefaultSavePlanner.
   std::shared_ptr<SavePlanner> planner;
-  /// The ranks saving together (default: this process alone).
+  /// The ranks saving together (default: this process alone); for a save without collectives and
+  /// without a group, `ranks.rank` names this process (with a group, it must be -1 or the
+  /// group's rank).
   Ranks ranks;
   /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
   /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
@@ -52,9 +57,8 @@ struct DCPP_API SaveOptions {
   /// merging the ranks' metadata, onto any number of ranks (docs/distributed.md); DCP loads it only
   /// on the same ranks, each reading its own `__<rank>.metadata`.
   bool use_collectives = true;
-  /// This process's rank when saving without collectives and without a process group (with one,
-  /// the group's rank is used and this must be -1 or equal to it). Ignored with collectives.
-  int rank = -1;
+  /// Deprecated in 0.2, removed in 0.3: `ranks.rank` (with_rank()).
+  DeprecatedRanksField<int> rank;
   /// Plan caching (DCP's enable_plan_caching): give every save of a periodic series the same
   /// cache on each rank, and a save whose state has the structure of the last one skips the
   /// global planning and sends tokens instead of plans (SavePlanCache). Null (the default): every
@@ -100,7 +104,7 @@ struct DCPP_API SaveOptions {
     return *this;
   }
   SaveOptions& with_rank(int value) {
-    rank = value;
+    ranks.with_rank(value);
     return *this;
   }
   SaveOptions& with_plan_cache(std::shared_ptr<SavePlanCache> value) {
@@ -118,9 +122,11 @@ struct DCPP_API SaveOptions {
 };
 
 struct DCPP_API LoadOptions {
-  /// Used when no storage reader is given (for an s3:// location too: its checks and threads).
+  /// Used when no storage reader is given, whatever the location's driver and layout: the
+  /// checks and threads of the reading.
   FileSystemReaderOptions file_system;
-  /// The object store of an s3:// location (docs/storage.md).
+  /// The object store of an s3:// location that carries no S3 options of its own
+  /// (Location::with_s3 wins; docs/storage.md).
   S3Options s3;
   /// Default: a DefaultLoadPlanner(allow_partial_load).
   std::shared_ptr<LoadPlanner> planner;
@@ -185,8 +191,10 @@ struct DCPP_API LoadOptions {
   }
 };
 
-/// Saves `state_dict` as a DCP checkpoint in `directory`, a directory or an "s3://bucket/prefix"
-/// URL (S3StorageWriter, docs/storage.md). Stateful values are saved as their
+/// Saves `state_dict` as a DCP checkpoint at `location`: a directory, an "s3://bucket/prefix" URL
+/// (S3StorageWriter, docs/storage.md) or a URL of a registered driver (location_driver.h), through
+/// the writer make_storage_writer(location, options.file_system) makes. Stateful values are saved
+/// as their
 /// `state_dict()`. Tensors on other devices are copied to the CPU to be written. Blocks until the
 /// checkpoint is committed; returns its Metadata (on a rank other than the coordinator, the part
 /// of it that rank wrote, unless SaveOptions::metadata_on_every_rank). With a process group, every
@@ -195,7 +203,7 @@ struct DCPP_API LoadOptions {
 /// failed rank and its message, and nothing is committed. A failed save never damages a checkpoint
 /// already there. Without collectives (SaveOptions::use_collectives = false) each rank saves alone
 /// and a failure throws on that rank only.
-DCPP_API Metadata save(const StateDict& state_dict, const std::filesystem::path& directory,
+DCPP_API Metadata save(const StateDict& state_dict, const Location& location,
                        const SaveOptions& options = {});
 DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
                        const SaveOptions& options = {});
@@ -208,27 +216,39 @@ DCPP_API Metadata save(const StateDict& state_dict, StorageWriter& storage_write
 /// key and file on any mismatch or corruption; with a process group, every rank throws, listing
 /// each failed rank, including a Stateful's load_state_dict() that threw on one rank. What a failed
 /// load leaves in `state_dict`: LoadOptions::all_or_nothing. Returns the keys found on one side
-/// only. The path overload reads DCP's layout, from a directory or an "s3://bucket/prefix" URL
-/// (S3StorageReader, with `options.s3`), or, when `directory` has no `.metadata` but
-/// `model.safetensors.index.json` or `*.safetensors` files, a Hugging Face directory
-/// (make_huggingface_reader, with `options.file_system.thread_count`).
-DCPP_API IncompatibleKeys load(StateDict& state_dict, const std::filesystem::path& directory,
+/// only. The Location overload reads the checkpoint in the layout found there
+/// (checkpoint_layout.h; Location::with_layout names one): DCP's, from a directory, an
+/// "s3://bucket/prefix" URL (S3StorageReader) or a registered driver's URL, or a Hugging Face
+/// directory (no `.metadata`; `model.safetensors.index.json` or `*.safetensors` files), through
+/// make_storage_reader(location, options.file_system). A layout other than DCP's is logged.
+DCPP_API IncompatibleKeys load(StateDict& state_dict, const Location& location,
                                const LoadOptions& options = {});
 DCPP_API IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
                                const LoadOptions& options = {});
 
 /// Loads without a target (DCP's `_load_state_dict_from_keys`): everything, or only the given keys
-/// and what lies under them, as a nested state dict of CPU tensors and values. Reads Hugging Face
-/// directories too (its keys stay flat: "model.embed.weight"), and s3:// URLs (with `s3`).
-DCPP_API StateDict load_from_keys(const std::filesystem::path& directory,
+/// and what lies under them, as a nested state dict of CPU tensors and values, read as load()
+/// reads `location` (a Hugging Face directory's keys stay flat: "model.embed.weight").
+/// `options.planner` must be null (this chooses its own); the other options apply.
+DCPP_API StateDict load_from_keys(const Location& location,
                                   const std::vector<std::string>& keys = {},
-                                  const FileSystemReaderOptions& options = {},
-                                  const S3Options& s3 = {});
+                                  const LoadOptions& options = {});
 
-/// The Metadata of the checkpoint in `directory` (DCP or Hugging Face), without reading any data.
-/// For a checkpoint saved without collectives (`__<rank>.metadata` files, no `.metadata`), the
-/// merge of every rank's metadata, as load() sees it (docs/format.md). `directory` may be an
-/// s3:// URL (with `s3`).
-DCPP_API Metadata read_metadata(const std::filesystem::path& directory, const S3Options& s3 = {});
+/// The Metadata of the checkpoint at `location` (in any layout, as load() reads it), without
+/// reading any data. For a checkpoint saved without collectives (`__<rank>.metadata` files, no
+/// `.metadata`), the merge of every rank's metadata, as load() sees it (docs/format.md).
+DCPP_API Metadata read_metadata(const Location& location);
+
+/// Deprecated in 0.2, removed in 0.3: the reading options travel in LoadOptions and the S3
+/// options with the location.
+[[deprecated(
+    "use load_from_keys(Location(url).with_s3(s3), keys, LoadOptions().with_file_system("
+    "options)); this overload goes in 0.3")]] DCPP_API StateDict
+load_from_keys(const std::filesystem::path& directory, const std::vector<std::string>& keys,
+               const FileSystemReaderOptions& options, const S3Options& s3 = {});
+/// Deprecated in 0.2, removed in 0.3: the S3 options travel with the location.
+[[deprecated(
+    "use read_metadata(Location(url).with_s3(s3)); this overload goes in 0.3")]] DCPP_API Metadata
+read_metadata(const std::filesystem::path& directory, const S3Options& s3);
 
 }  // namespace dcpp

@@ -58,6 +58,8 @@ class ZipBlobReader {
   void read_range(const ZipRecordInfo& record, uint64_t offset, void* dst, std::size_t n) const;
 
  private:
+  // Sorts the records by name into by_name_; throws when a name appears twice.
+  void index_by_name();
   void check_range(const ZipRecordInfo& record, uint64_t offset, uint64_t n) const;
   // Reads [offset, offset + size) of the source into `out` block by block; returns the CRC-32 of
   // what it read when `verify_crc` (else 0).

@@ -41,6 +41,32 @@ constexpr std::size_t kZip64EndSize = 56;
 constexpr std::size_t kZip64LocatorSize = 20;
 constexpr std::size_t kEndSize = 22;
 
+// The fields of each record, by their offset from its signature (APPNOTE.TXT 4.3.7, 4.3.12,
+// 4.3.14 to 4.3.16), for the reader and the layout check alike.
+namespace local_header {
+constexpr std::size_t kVersionNeeded = 4, kFlags = 6, kMethod = 8, kTime = 10, kDate = 12,
+                      kCrc32 = 14, kCompressedSize = 18, kUncompressedSize = 22, kNameSize = 26,
+                      kExtraSize = 28;
+}  // namespace local_header
+namespace central_header {
+constexpr std::size_t kVersionMadeBy = 4, kVersionNeeded = 6, kFlags = 8, kMethod = 10, kTime = 12,
+                      kDate = 14, kCrc32 = 16, kCompressedSize = 20, kUncompressedSize = 24,
+                      kNameSize = 28, kExtraSize = 30, kCommentSize = 32, kDiskStart = 34,
+                      kInternalAttributes = 36, kExternalAttributes = 38, kLocalHeaderOffset = 42;
+}  // namespace central_header
+namespace end_record {
+constexpr std::size_t kDisk = 4, kDirectoryDisk = 6, kDiskRecords = 8, kRecords = 10,
+                      kDirectorySize = 12, kDirectoryOffset = 16, kCommentSize = 20;
+}  // namespace end_record
+namespace zip64_locator {
+constexpr std::size_t kEndDisk = 4, kEndOffset = 8, kDisks = 16;
+}  // namespace zip64_locator
+namespace zip64_end {
+constexpr std::size_t kRecordSize = 4, kVersionMadeBy = 12, kVersionNeeded = 14, kDisk = 16,
+                      kDirectoryDisk = 20, kDiskRecords = 24, kRecords = 32, kDirectorySize = 40,
+                      kDirectoryOffset = 48;
+}  // namespace zip64_end
+
 constexpr uint16_t kFlagDataDescriptor = 0x0008;
 constexpr uint16_t kFlagUtf8 = 0x0800;
 constexpr uint16_t kFlagEncrypted = 0x0001 | 0x0040;

@@ -93,24 +93,27 @@ struct DCPP_API CheckpointManagerOptions {
   /// every rank reads for itself on a local disk.
   ReadOnce read_once = ReadOnce::kAuto;
 
-  /// Several ranks: either `ranks.process_group` (used from the training thread: sync saves,
-  /// loads, the agreement collectives; keep it apart from the training loop's group) and, for
-  /// async saves, `async_process_group` (used only by the background uploads); or a `store` with
-  /// `rank` and `world_size`, from which the manager makes both (Gloo groups "dcpp-manager" and
-  /// "dcpp-manager-async"; the N-th manager a rank makes from a store adds "-N", so managers
-  /// made in the same order on every rank, one after the other or side by side, never share a
-  /// group). Neither: one process. `ranks.coordinator_rank` writes `.metadata`, the manifest,
-  /// renames and prunes.
+  /// Several ranks (Ranks): either `ranks.process_group` (used from the training thread: sync
+  /// saves, loads, the agreement collectives; keep it apart from the training loop's group) and,
+  /// for async saves, `async_process_group` (used only by the background uploads); or
+  /// `ranks.store` with `ranks.rank` and `ranks.world_size` (with_store), from which the manager
+  /// makes both (Gloo groups "dcpp-manager" and "dcpp-manager-async"; the N-th manager a rank
+  /// makes from a store adds "-N", so managers made in the same order on every rank, one after
+  /// the other or side by side, never share a group). Neither: one process.
+  /// `ranks.coordinator_rank` writes `.metadata`, the manifest, renames and prunes.
   Ranks ranks;
   /// Deprecated in 0.2, removed in 0.3: what `ranks.process_group` and `ranks.coordinator_rank`
   /// were called in 0.1. A value assigned here is honoured when `ranks` leaves that field at its
   /// default; assigned here and set there to another value, the call fails (kUsage).
   DeprecatedField<c10::intrusive_ptr<c10d::ProcessGroup>> process_group;
   DeprecatedField<int> coordinator_rank;
+  /// With `ranks.process_group` and async saves: the group the background uploads use.
   c10::intrusive_ptr<c10d::ProcessGroup> async_process_group;
-  c10::intrusive_ptr<c10d::Store> store;
-  int rank = 0;
-  int world_size = 1;
+  /// Deprecated in 0.2, removed in 0.3: `ranks.store`, `ranks.rank`, `ranks.world_size`
+  /// (with_store()).
+  DeprecatedRanksField<c10::intrusive_ptr<c10d::Store>> store;
+  DeprecatedRanksField<int> rank;
+  DeprecatedRanksField<int> world_size;
 
   /// Append one JSON object per save and load phase to this file (coordinator rank only);
   /// empty: off.
@@ -191,9 +194,7 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_store(c10::intrusive_ptr<c10d::Store> value, int rank_,
                                        int world_size_) {
-    store = std::move(value);
-    rank = rank_;
-    world_size = world_size_;
+    ranks.with_store(std::move(value), rank_, world_size_);
     return *this;
   }
   CheckpointManagerOptions& with_metrics_file(std::filesystem::path value) {
@@ -223,7 +224,10 @@ struct DCPP_API ManagedSave {
   /// True when a complete checkpoint of this step already existed (committed by this manager, or
   /// found on disk), so nothing was saved. A save that failed leaves none: saving that step again
   /// writes it.
-  bool skipped = false;
+  bool already_saved = false;
+  /// Deprecated in 0.2, removed in 0.3: `already_saved` under 0.1's name (an AsyncSaveResponse's
+  /// `skipped` says another save was in flight).
+  DeprecatedSkipped<bool> skipped;
 };
 
 /// Timings of one save as this rank saw them (the report of the demo, the metrics file).

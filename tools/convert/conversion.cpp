@@ -1,0 +1,79 @@
+#include "convert/conversion.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+namespace dcpp::tools {
+
+Conversion::Conversion(CheckpointSource& source, std::optional<at::ScalarType> dtype,
+                       ProgressBar& progress)
+    : source_(source), dtype_(dtype), progress_(progress) {}
+
+at::ScalarType Conversion::output_dtype(const SourceEntry& entry) const {
+  // A 0-dim tensor is a scalar of state, not a parameter: Adam's `step` (float32) counts to
+  // millions, which bfloat16 holds exactly only up to 256.
+  const bool cast = dtype_ && at::isFloatingType(entry.dtype) && !entry.shape.empty();
+  return cast ? *dtype_ : entry.dtype;
+}
+
+at::Tensor Conversion::read_tensor(const SourceEntry& entry) {
+  at::Tensor tensor = source_.read_tensor(entry);
+  const at::ScalarType dtype = output_dtype(entry);
+  if (tensor.scalar_type() != dtype) {
+    tensor = tensor.to(dtype);  // the source's tensor is dropped here
+  }
+  progress_.advance(entry.nbytes(), entry.key);
+  return tensor.contiguous();
+}
+
+StateDict Conversion::placeholder_state_dict() {
+  StateDict root;
+  placeholders_.clear();
+  for (const SourceEntry& entry : source_.entries()) {
+    if (entry.is_tensor) {
+      at::Tensor placeholder =
+          at::empty(entry.shape, at::TensorOptions().dtype(output_dtype(entry)).device(at::kMeta));
+      placeholders_.emplace(placeholder.unsafeGetTensorImpl(), &entry);
+      set_element(root, entry.path, StateValue(placeholder));
+    } else {
+      set_element(root, entry.path, StateValue(source_.read_value(entry)));
+    }
+  }
+  return root;
+}
+
+const SourceEntry* Conversion::entry_of(const at::Tensor& placeholder) const {
+  auto found = placeholders_.find(placeholder.unsafeGetTensorImpl());
+  return found != placeholders_.end() ? found->second : nullptr;
+}
+
+uint64_t Conversion::total_bytes(const CheckpointSource& source) {
+  uint64_t total = 0;
+  for (const SourceEntry& entry : source.entries()) total += entry.nbytes();
+  return total;
+}
+
+c10::IValue to_ivalue(const StateValue& value) {
+  switch (value.kind()) {
+    case StateValue::Kind::kValue:
+      return value.value();
+    case StateValue::Kind::kTensor:
+      return value.tensor();
+    case StateValue::Kind::kDict: {
+      c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+      for (const auto& item : value.dict()) dict.insert(item.key, to_ivalue(item.value));
+      return dict;
+    }
+    case StateValue::Kind::kList: {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (const StateValue& item : value.list()) list.push_back(to_ivalue(item));
+      return list;
+    }
+    default:
+      throw CheckpointError(ErrorKind::kUsage, std::string("cannot write a ") + value.kind_name() +
+                                                   " into a torch.save file");
+  }
+}
+
+}  // namespace dcpp::tools

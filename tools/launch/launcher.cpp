@@ -1,0 +1,444 @@
+// `dcpp-launch`'s logic.
+//
+// Each rank is spawned (posix_spawnp) into its own process group with its stdout on a
+// pseudo-terminal (or a pipe) and its stderr on a pipe, and watched through a pidfd. One poll()
+// loop forwards output, reaps ranks as their pidfds become readable and watches the interrupt
+// descriptor; its only timeout is the grace deadline while ranks are being stopped. Stopping
+// signals whole process groups, so helpers a rank started stop with it.
+
+#include "launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+extern char** environ;
+
+namespace dcpp::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return;  // A closed stdout must not stop the launcher from stopping its ranks.
+    }
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+}
+
+void message(int fd, const std::string& text) {
+  const std::string line = "dcpp-launch: " + text + "\n";
+  write_all(fd, line.data(), line.size());
+}
+
+std::system_error os_error(const std::string& what) {
+  return std::system_error(errno, std::generic_category(), "dcpp-launch: " + what);
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+// The exit code a rank's wait status stands for: its exit status, or 128 + the signal.
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with code " + std::to_string(exit_code_of(status));
+}
+
+struct Rank {
+  pid_t pid = -1;
+  int pidfd = -1;
+  // Read ends of the rank's stdout (a pseudo-terminal's master: EIO once the rank's side is
+  // closed, which drain() takes as the end) and stderr, -1 once at the end.
+  int out = -1;
+  int err = -1;
+  std::optional<LinePrefixer> out_lines;
+  std::optional<LinePrefixer> err_lines;
+  bool exited = false;
+};
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// Reads what is there; at EOF (or an error) ends the stream.
+void drain(int& fd, std::optional<LinePrefixer>& lines) {
+  char buffer[65536];
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, sizeof buffer);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    lines->feed(buffer, static_cast<std::size_t>(n));
+  } else {
+    lines->finish();
+    close_fd(fd);
+  }
+}
+
+// A pseudo-terminal in raw mode (no "\r" added, no echo): {master, slave}, both close-on-exec.
+// False when none can be opened (no /dev/pts in a container or chroot).
+bool open_pseudo_terminal(int (&ends)[2]) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return false;
+  char name[128];
+  if (::grantpt(master) != 0 || ::unlockpt(master) != 0 ||
+      ::ptsname_r(master, name, sizeof name) != 0) {
+    ::close(master);
+    return false;
+  }
+  const int slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) {
+    ::close(master);
+    return false;
+  }
+  termios mode{};
+  if (::tcgetattr(slave, &mode) == 0) {
+    ::cfmakeraw(&mode);
+    ::tcsetattr(slave, TCSANOW, &mode);
+  }
+  ends[0] = master;
+  ends[1] = slave;
+  return true;
+}
+
+// The RANK of this host's rank `local`.
+int global_rank(const LaunchOptions& options, int local) {
+  return options.node_rank * options.nproc + local;
+}
+
+// Starts one rank (`rank`: its LOCAL_RANK); returns its pid, or -1 with errno set when the program
+// cannot be run.
+pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write, int err_write) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name == "RANK" || name == "LOCAL_RANK" || name == "WORLD_SIZE" || name == "MASTER_ADDR" ||
+        name == "MASTER_PORT" || name == "LOCAL_WORLD_SIZE" || name == "GROUP_RANK") {
+      continue;
+    }
+    env_strings.push_back(entry);
+  }
+  env_strings.push_back("RANK=" + std::to_string(global_rank(options, rank)));
+  env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nnodes * options.nproc));
+  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+  env_strings.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
+  env_strings.push_back("MASTER_ADDR=" + options.master_addr);
+  env_strings.push_back("MASTER_PORT=" + std::to_string(port));
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = options.command;
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaddset(&defaults, signal);
+  sigset_t no_mask;
+  sigemptyset(&no_mask);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setsigmask(&attributes, &no_mask);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = -1;
+  const int error = ::posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    errno = error;
+    return -1;
+  }
+  return pid;
+}
+
+// Signals a rank's process group (and the rank itself, should it have left the group).
+void signal_rank(const Rank& rank, int signal) {
+  if (rank.pid <= 0 || rank.exited) return;  // never kill(-1) or kill(0)
+  ::kill(-rank.pid, signal);
+  ::kill(rank.pid, signal);
+}
+
+}  // namespace
+
+void LinePrefixer::feed(const char* data, std::size_t size) {
+  const char* end = data + size;
+  while (data < end) {
+    const char* newline = static_cast<const char*>(std::memchr(data, '\n', end - data));
+    if (newline == nullptr) {
+      pending_.append(data, end);
+      if (pending_.size() >= kMaxLine) {  // a line without end (progress bars): flush it
+        emit(pending_.data(), pending_.size());
+        pending_.clear();
+      }
+      return;
+    }
+    if (pending_.empty()) {
+      emit(data, static_cast<std::size_t>(newline - data));
+    } else {
+      pending_.append(data, newline);
+      emit(pending_.data(), pending_.size());
+      pending_.clear();
+    }
+    data = newline + 1;
+  }
+}
+
+void LinePrefixer::finish() {
+  if (!pending_.empty()) {
+    emit(pending_.data(), pending_.size());
+    pending_.clear();
+  }
+}
+
+void LinePrefixer::emit(const char* begin, std::size_t size) {
+  std::string line;
+  line.reserve(prefix_.size() + size + 1);
+  line.append(prefix_).append(begin, size).push_back('\n');
+  write_all(fd_, line.data(), line.size());
+}
+
+int pick_free_port(const std::string& address) {
+  sockaddr_in socket_address{};
+  socket_address.sin_family = AF_INET;
+  socket_address.sin_port = 0;
+  if (::inet_pton(AF_INET, address.c_str(), &socket_address.sin_addr) != 1) {
+    throw std::runtime_error("dcpp-launch: \"" + address + "\" is not an IPv4 address");
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw os_error("socket");
+  socklen_t length = sizeof socket_address;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&socket_address), sizeof socket_address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&socket_address), &length) != 0) {
+    const auto error = os_error("cannot bind a port on " + address);
+    ::close(fd);
+    throw error;
+  }
+  ::close(fd);
+  return ntohs(socket_address.sin_port);
+}
+
+int launch(const LaunchOptions& options) {
+  if (options.nproc < 1) throw std::invalid_argument("dcpp-launch: -n must be at least 1");
+  if (options.command.empty()) throw std::invalid_argument("dcpp-launch: no command to run");
+  if (options.master_port < 0 || options.master_port > 65535) {
+    throw std::invalid_argument("dcpp-launch: the master port must be in [0, 65535]");
+  }
+  if (options.nnodes < 1 || options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw std::invalid_argument("dcpp-launch: the node rank must be in [0, nnodes)");
+  }
+  if (options.nnodes > 1 && options.master_port == 0) {
+    throw std::invalid_argument(
+        "dcpp-launch: several nodes need --master-port, the same on every node");
+  }
+  if (options.stop_grace.count() < 0) {
+    throw std::invalid_argument("dcpp-launch: the timeout must not be negative");
+  }
+  const int port =
+      options.master_port != 0 ? options.master_port : pick_free_port(options.master_addr);
+
+  std::vector<Rank> ranks(static_cast<std::size_t>(options.nproc));
+  std::optional<int> result;  // the first failure's code (or 128 + an interrupting signal)
+  bool stopping = false;
+  bool killed = false;
+  Clock::time_point deadline;
+
+  const auto stop_all = [&] {
+    if (stopping) return;
+    stopping = true;
+    for (const Rank& rank : ranks) signal_rank(rank, SIGTERM);
+    deadline = Clock::now() + options.stop_grace;
+  };
+  const auto fail = [&](int index, int code, const std::string& what) {
+    if (result || stopping) return;  // ranks we stop are not failures of their own
+    result = code;
+    message(options.stderr_fd, "rank " + std::to_string(global_rank(options, index)) + " " + what +
+                                   (options.nproc > 1 ? "; stopping the other ranks" : ""));
+    stop_all();
+  };
+  const auto abandon = [&] {  // on an internal error: nothing may outlive the launcher
+    for (Rank& rank : ranks) {
+      if (rank.pid > 0 && !rank.exited) {
+        signal_rank(rank, SIGKILL);
+        ::waitpid(rank.pid, nullptr, 0);
+      }
+      close_fd(rank.pidfd);
+      close_fd(rank.out);
+      close_fd(rank.err);
+    }
+  };
+
+  for (int index = 0; index < options.nproc; ++index) {
+    Rank& rank = ranks[static_cast<std::size_t>(index)];
+    const std::string prefix = "[rank " + std::to_string(global_rank(options, index)) + "] ";
+    rank.out_lines.emplace(prefix, options.stdout_fd);
+    rank.err_lines.emplace(prefix, options.stderr_fd);
+    int out_pipe[2];
+    int err_pipe[2];
+    if (!(options.stdout_terminal && open_pseudo_terminal(out_pipe)) &&
+        ::pipe2(out_pipe, O_CLOEXEC) != 0) {
+      const auto error = os_error("pipe");
+      abandon();
+      throw error;
+    }
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      const auto error = os_error("pipe");
+      ::close(out_pipe[0]);
+      ::close(out_pipe[1]);
+      abandon();
+      throw error;
+    }
+    rank.out = out_pipe[0];
+    rank.err = err_pipe[0];
+    rank.pid = spawn_rank(options, index, port, out_pipe[1], err_pipe[1]);
+    const int spawn_errno = errno;
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    if (rank.pid < 0) {
+      rank.exited = true;
+      close_fd(rank.out);
+      close_fd(rank.err);
+      fail(index, 127, "could not run " + options.command[0] + ": " + std::strerror(spawn_errno));
+      break;
+    }
+    rank.pidfd = pidfd_open(rank.pid);
+    if (rank.pidfd < 0) {
+      const auto error = os_error("pidfd_open (Linux 5.3 or later is needed)");
+      abandon();
+      throw error;
+    }
+  }
+
+  int interrupts = 0;  // the first stops the ranks, a second kills them
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, int>> owners;  // per fds entry: rank, 0 out / 1 err / 2 pid
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    bool all_exited = true;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      const Rank& rank = ranks[i];
+      if (rank.out >= 0) fds.push_back({rank.out, POLLIN, 0}), owners.push_back({i, 0});
+      if (rank.err >= 0) fds.push_back({rank.err, POLLIN, 0}), owners.push_back({i, 1});
+      if (rank.pidfd >= 0) fds.push_back({rank.pidfd, POLLIN, 0}), owners.push_back({i, 2});
+      all_exited = all_exited && rank.pidfd < 0;
+    }
+    if (fds.empty()) break;
+    const bool watch_interrupt = options.interrupt_fd >= 0 && interrupts < 2 && !all_exited;
+    if (watch_interrupt) {
+      fds.push_back({options.interrupt_fd, POLLIN, 0});
+      owners.push_back({0, 3});
+    }
+    int timeout_ms = -1;
+    if (all_exited) {
+      timeout_ms = 0;  // what is already in the pipes; helpers that outlive their rank are not
+                       // waited for
+    } else if (stopping && !killed) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::max<long long>(0, left));
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      const auto error = os_error("poll");
+      abandon();
+      throw error;
+    }
+    if (ready == 0) {
+      if (all_exited) break;
+      if (stopping && !killed && Clock::now() >= deadline) {
+        killed = true;
+        for (const Rank& rank : ranks) signal_rank(rank, SIGKILL);
+      }
+      continue;
+    }
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      const auto [i, what] = owners[k];
+      Rank& rank = ranks[i];
+      if (what == 0) {
+        drain(rank.out, rank.out_lines);
+      } else if (what == 1) {
+        drain(rank.err, rank.err_lines);
+      } else if (what == 2) {
+        int status = 0;
+        pid_t reaped;
+        do {
+          reaped = ::waitpid(rank.pid, &status, WNOHANG);
+        } while (reaped < 0 && errno == EINTR);
+        if (reaped == 0) continue;  // not yet (spurious readiness)
+        rank.exited = true;
+        close_fd(rank.pidfd);
+        if (reaped > 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+          fail(static_cast<int>(i), exit_code_of(status), describe(status));
+        }
+      } else {
+        unsigned char signal = 0;
+        const ssize_t n = ::read(options.interrupt_fd, &signal, 1);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        ++interrupts;
+        if (stopping && !killed) {
+          killed = true;
+          for (const Rank& other : ranks) signal_rank(other, SIGKILL);
+        } else if (!result && !stopping) {
+          result = 128 + (n == 1 ? signal : SIGTERM);
+          message(options.stderr_fd, std::string("interrupted (") +
+                                         (n == 1 ? ::strsignal(signal) : "stop requested") +
+                                         "); stopping the ranks");
+          stop_all();
+        }
+      }
+    }
+  }
+  for (Rank& rank : ranks) {  // helpers that outlive their rank may still hold a pipe
+    if (rank.out >= 0) rank.out_lines->finish();
+    if (rank.err >= 0) rank.err_lines->finish();
+    close_fd(rank.out);
+    close_fd(rank.err);
+  }
+  return result.value_or(0);
+}
+
+}  // namespace dcpp::tools
