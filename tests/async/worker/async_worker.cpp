@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -44,7 +45,9 @@ int main(int argc, char** argv) {
   const std::filesystem::path dir = argv[2];
   try {
     const dcpp::LaunchEnvironment env = dcpp::LaunchEnvironment::from_env();
-    const auto timeout = std::chrono::seconds(30);
+    // Failing promptly must stand apart from waiting for a dead rank: in "fail" mode, a rank that
+    // waited for the group's timeout would take 300 s, where the failure takes seconds.
+    const auto timeout = std::chrono::seconds(mode == "fail" ? 300 : 30);
     auto store = dcpp::make_tcp_store(env, dcpp::ProcessGroupOptions().with_timeout(timeout));
     auto training = dcpp::make_gloo_process_group(
         store, env.rank, env.world_size, dcpp::ProcessGroupOptions().with_timeout(timeout));
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
       if (env.rank == 1) {
         state.insert("broken", std::make_shared<Broken>());
       }
+      const auto started = std::chrono::steady_clock::now();
       dcpp::AsyncSaveResponse response = checkpointer.async_save(state, dir / "failed");
       try {
         response.committed.wait();
@@ -92,6 +96,10 @@ int main(int argc, char** argv) {
           return 1;
         }
         std::printf("failed as expected: %s\n", message.c_str());
+        std::printf("failed after %lld ms\n",
+                    static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::steady_clock::now() - started)
+                                               .count()));
       }
       if (std::filesystem::exists(dir / "failed" / ".metadata")) {
         std::fprintf(stderr, "a failed save committed .metadata\n");
