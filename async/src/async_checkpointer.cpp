@@ -77,6 +77,13 @@ class AsyncCheckpointer::Impl {
     }
     group_ = options_.ranks.process_group;
     const Ranks& ranks = options_.ranks;
+    if (!group_ && ranks.store && ranks.world_size > 1 && ranks.rank < 0) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "AsyncCheckpointerOptions: ranks.store is given for " +
+                                std::to_string(ranks.world_size) +
+                                " ranks without this process's ranks.rank; use with_store(store, "
+                                "rank, world_size)");
+    }
     if (!group_ && ranks.store && ranks.world_size > 1) {
       group_ = make_gloo_process_group(ranks.store, std::max(0, ranks.rank), ranks.world_size,
                                        options_.group_options);

@@ -54,6 +54,13 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     rank = group->getRank();
     world = group->getSize();
   } else {
+    if (options.ranks.store && options.ranks.world_size > 1 && options.ranks.rank < 0) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "CheckpointManagerOptions: ranks.store is given for " +
+                                std::to_string(options.ranks.world_size) +
+                                " ranks without this process's ranks.rank; use with_store(store, "
+                                "rank, world_size)");
+    }
     rank = std::max(0, options.ranks.rank);
     world = options.ranks.world_size;
   }

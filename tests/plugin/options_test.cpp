@@ -152,6 +152,24 @@ TEST_CASE("a save and a load take their group through the with_ setters") {
   CHECK(at::equal(target.at("w").tensor(), at::arange(4, at::kFloat)));
 }
 
+TEST_CASE("a store for several ranks without this process's rank is refused, naming ranks.rank") {
+  dcpp::test::TempDir dir;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  dcpp::CheckpointManagerOptions manager;
+  manager.root = dir / "root";
+  manager.ranks.store = store;
+  manager.ranks.world_size = 2;
+  REQUIRE_THROWS_WITH(dcpp::CheckpointManager(manager),
+                      Catch::Contains("CheckpointManagerOptions: ranks.store is given for 2 ranks "
+                                      "without this process's ranks.rank"));
+  dcpp::AsyncCheckpointerOptions async;
+  async.ranks.store = store;
+  async.ranks.world_size = 3;
+  REQUIRE_THROWS_WITH(dcpp::AsyncCheckpointer(async),
+                      Catch::Contains("AsyncCheckpointerOptions: ranks.store is given for 3 ranks "
+                                      "without this process's ranks.rank"));
+}
+
 // From here to the end: a program written against dcpp 0.1's documented API, whose options held
 // `process_group` and `coordinator_rank` themselves. Its user sees deprecation warnings; the
 // pragma keeps them out of this build's output.
