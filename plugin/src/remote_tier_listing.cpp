@@ -149,7 +149,7 @@ std::optional<RemoteTier::RemoteStep> RemoteTier::describe(const std::string& di
   step.info = checkpoint_info_from_json(*text, prefix_.url_of(manifest));
   step.info.path = prefix_.url_of(directory);
   for (const auto& [index, where] :
-       read_metadata(prefix_.url_of(directory), options_.s3).storage_data) {
+       read_metadata(Location(prefix_.url_of(directory)).with_s3(options_.s3)).storage_data) {
     uint64_t& extent = step.extents[where.relative_path];
     extent = std::max(extent, static_cast<uint64_t>(where.offset + where.length));
   }
