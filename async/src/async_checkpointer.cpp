@@ -21,6 +21,7 @@
 #include "core/serial_worker.h"
 #include "core/thread_priority.h"
 #include "dist/legacy_ranks.h"
+#include "dist/store_rank.h"
 #include "storage/location_defaults.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -77,16 +78,9 @@ class AsyncCheckpointer::Impl {
     }
     group_ = options_.ranks.process_group;
     const Ranks& ranks = options_.ranks;
-    if (!group_ && ranks.store && ranks.world_size > 1 && ranks.rank < 0) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "AsyncCheckpointerOptions: ranks.store is given for " +
-                                std::to_string(ranks.world_size) +
-                                " ranks without this process's ranks.rank; use with_store(store, "
-                                "rank, world_size)");
-    }
+    const int rank = detail::rank_for_store(ranks, "AsyncCheckpointerOptions");
     if (!group_ && ranks.store && ranks.world_size > 1) {
-      group_ = make_gloo_process_group(ranks.store, std::max(0, ranks.rank), ranks.world_size,
-                                       options_.group_options);
+      group_ = make_gloo_process_group(ranks.store, rank, ranks.world_size, options_.group_options);
     }
     if (group_ && group_->getSize() > 1 && options_.in_flight_policy == InFlightPolicy::kSkip) {
       throw CheckpointError(

@@ -12,6 +12,7 @@
 #include "checkpoint_pruning.h"
 #include "core/logging.h"
 #include "dist/legacy_ranks.h"
+#include "dist/store_rank.h"
 #include "rank_agreement.h"
 #include "root_sharing.h"
 
@@ -54,14 +55,7 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     rank = group->getRank();
     world = group->getSize();
   } else {
-    if (options.ranks.store && options.ranks.world_size > 1 && options.ranks.rank < 0) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "CheckpointManagerOptions: ranks.store is given for " +
-                                std::to_string(options.ranks.world_size) +
-                                " ranks without this process's ranks.rank; use with_store(store, "
-                                "rank, world_size)");
-    }
-    rank = std::max(0, options.ranks.rank);
+    rank = detail::rank_for_store(options.ranks, "CheckpointManagerOptions");
     world = options.ranks.world_size;
   }
   // The store keys of this manager's groups, its own: each rank counts the managers it made

@@ -74,14 +74,6 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::optional<std::string> LocationFiles::read(const std::string& name) {
-  const std::unique_ptr<LocationFile> file = open(name);
-  if (!file) return std::nullopt;
-  std::string bytes(file->size(), '\0');
-  file->read_exactly(0, bytes.data(), bytes.size());
-  return bytes;
-}
-
 void register_location_driver(const std::string& scheme,
                               std::shared_ptr<const LocationDriver> driver) {
   if (!is_scheme(scheme) || !driver) {

@@ -59,6 +59,16 @@ std::string node_local_joined(const std::vector<std::string>& names) {
   return text;
 }
 
+// The store answers 500 to every upload whose path contains `part`, until the faults are cleared.
+void refuse_uploads_to(const std::string& part) {
+  dcpp::test::S3Fault refuse;
+  refuse.method = "PUT";
+  refuse.path_contains = part;
+  refuse.status = 500;
+  refuse.times = 1000;
+  S3TestServer::get().inject(refuse);
+}
+
 }  // namespace
 
 TEST_CASE("node-local roots: each host drains its files, a job on other disks resumes") {
@@ -158,12 +168,7 @@ TEST_CASE("a node-local restore on one rank drains what the root holds before it
     manager.save(node_local_state(1, 0, 1, false), dcpp::test::request(1));
     manager.wait_for_remote();
     // The store refuses step 2's data: it stays on the local disk alone.
-    dcpp::test::S3Fault refuse;
-    refuse.method = "PUT";
-    refuse.path_contains = "step-00000002/__0_";
-    refuse.status = 500;
-    refuse.times = 1000;
-    S3TestServer::get().inject(refuse);
+    refuse_uploads_to("step-00000002/__0_");
     manager.save(node_local_state(2, 0, 1, false), dcpp::test::request(2));
     CHECK_THROWS_AS(manager.wait_for_remote(), dcpp::CheckpointError);
     S3TestServer::get().clear_faults();
@@ -183,12 +188,7 @@ TEST_CASE(
   const std::string url = "s3://" + S3TestServer::get().create_bucket("node-local-fail") + "/run";
   const auto host_of = [&](int rank) { return dir / (rank < 2 ? "host-a" : "host-b"); };
   // Rank 2's file, alone on host B, is refused by the store every time.
-  dcpp::test::S3Fault refuse;
-  refuse.method = "PUT";
-  refuse.path_contains = "/__2_";
-  refuse.status = 500;
-  refuse.times = 1000;
-  S3TestServer::get().inject(refuse);
+  refuse_uploads_to("/__2_");
   std::vector<std::string> errors(3);
   std::vector<std::vector<int64_t>> remote_after(3);
   on_rank_threads(3, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {

@@ -1,4 +1,18 @@
+// LocationFiles' whole-file read, and a LocationFile as the RandomAccessData dcpp's readers take.
+
 #include "storage/location_files.h"
+
+namespace dcpp {
+
+std::optional<std::string> LocationFiles::read(const std::string& name) {
+  const std::unique_ptr<LocationFile> file = open(name);
+  if (!file) return std::nullopt;
+  std::string bytes(file->size(), '\0');
+  file->read_exactly(0, bytes.data(), bytes.size());
+  return bytes;
+}
+
+}  // namespace dcpp
 
 namespace dcpp::detail {
 
