@@ -5,6 +5,7 @@
 #include <dcpp/plugin/checkpoint_callback.h>
 
 #include "core/logging.h"
+#include "options_check.h"
 #include "rank_agreement.h"
 #include "save_schedule.h"
 
@@ -67,7 +68,7 @@ CheckpointCallback::CheckpointCallback(std::shared_ptr<CheckpointManager> manage
     : manager_(std::move(manager)), options_(std::move(options)) {
   if (!manager_)
     throw CheckpointError(ErrorKind::kUsage, "CheckpointCallback needs a CheckpointManager");
-  if (options_.agree_every_steps < 1) options_.agree_every_steps = 1;
+  detail::check_callback_options(options_);
   if (!options_.preemption_signals.empty()) {
     install_preemption_handler(options_.preemption_signals);
   }

@@ -19,6 +19,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/stateful_swap.h>
+#include <dcpp/storage/filesystem_writer.h>
 
 namespace dcpp {
 namespace fs = std::filesystem;

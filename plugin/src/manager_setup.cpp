@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "dist/legacy_ranks.h"
 #include "dist/store_rank.h"
+#include "options_check.h"
 #include "rank_agreement.h"
 #include "root_sharing.h"
 
@@ -38,6 +39,7 @@ bool ends_with(const std::string& text, const char* suffix) {
 
 CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     : options(detail::fold_legacy_ranks(std::move(o), "CheckpointManagerOptions")) {
+  detail::check_manager_options(options);
   if (options.root.empty()) {
     throw CheckpointError(ErrorKind::kUsage,
                           "CheckpointManagerOptions::root is empty; give the directory "

@@ -9,6 +9,7 @@
 #include <dcpp/async/blocking_stager.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/storage/filesystem_writer.h>
 
 #include <filesystem>
 #include <thread>

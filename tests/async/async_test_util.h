@@ -3,7 +3,9 @@
 // that fails; and a state dict of every kind with a way to change every byte of it.
 
 #include <dcpp/async/async_checkpointer.h>
+#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/stateful.h>
+#include <dcpp/storage/storage_writer.h>
 
 #include <condition_variable>
 #include <map>

@@ -6,6 +6,7 @@
 #include "dcpp_test.h"
 
 #include <dcpp/dcpp.h>
+#include <dcpp/extend.h>
 #include <dcpp/version.h>
 
 #include <c10/util/Exception.h>

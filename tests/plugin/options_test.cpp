@@ -10,9 +10,11 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
+#include <dcpp/storage/s3_storage.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <thread>
 
@@ -20,6 +22,19 @@ namespace {
 
 c10::intrusive_ptr<c10d::ProcessGroup> one_rank_group() {
   return dcpp::make_gloo_process_group(c10::make_intrusive<c10d::HashStore>(), 0, 1);
+}
+
+// `make` throws a CheckpointError of kind kUsage whose message holds `message`.
+template <typename Make>
+void require_usage_error(Make make, const std::string& message) {
+  INFO(message);
+  try {
+    make();
+    FAIL("no error");
+  } catch (const dcpp::CheckpointError& e) {
+    CHECK(e.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(e.what(), Catch::Contains(message));
+  }
 }
 
 }  // namespace
@@ -168,6 +183,112 @@ TEST_CASE("a store for several ranks without this process's rank is refused, nam
   REQUIRE_THROWS_WITH(dcpp::AsyncCheckpointer(async),
                       Catch::Contains("AsyncCheckpointerOptions: ranks.store is given for 3 ranks "
                                       "without this process's ranks.rank"));
+}
+
+TEST_CASE("the S3 options, a save request and the remote tier chain their with_ setters") {
+  const dcpp::S3Options store = dcpp::S3Options().with_endpoint_url("http://127.0.0.1:9000");
+  const dcpp::S3WriterOptions writer = dcpp::S3WriterOptions()
+                                           .with_s3(store)
+                                           .with_thread_count(3)
+                                           .with_single_file_per_rank(false)
+                                           .with_overwrite(true)
+                                           .with_checksum_file(false)
+                                           .with_compression(dcpp::Compression::kZstd, 7);
+  CHECK(writer.s3.endpoint_url == "http://127.0.0.1:9000");
+  CHECK(writer.thread_count == 3);
+  CHECK(!writer.single_file_per_rank);
+  CHECK(writer.overwrite);
+  CHECK(!writer.checksum_file);
+  CHECK(writer.compression == dcpp::Compression::kZstd);
+  CHECK(writer.compression_level == 7);
+  const dcpp::S3ReaderOptions reader = dcpp::S3ReaderOptions()
+                                           .with_s3(store)
+                                           .with_thread_count(2)
+                                           .with_verify_checksums(false)
+                                           .with_max_decompressed_value_size(1 << 20);
+  CHECK(reader.s3.endpoint_url == "http://127.0.0.1:9000");
+  CHECK(reader.thread_count == 2);
+  CHECK(!reader.verify_checksums);
+  CHECK(reader.max_decompressed_value_size == (1 << 20));
+  CHECK(dcpp::SaveOptions().with_s3(store).s3.endpoint_url == store.endpoint_url);
+  CHECK(dcpp::LoadOptions().with_s3(store).s3.endpoint_url == store.endpoint_url);
+  CHECK(dcpp::AsyncCheckpointerOptions().with_s3(store).s3.endpoint_url == store.endpoint_url);
+  CHECK(dcpp::RemoteTierOptions().with_drain_lease(std::chrono::seconds(5)).drain_lease ==
+        std::chrono::seconds(5));
+
+  const dcpp::SaveRequest request = dcpp::SaveRequest()
+                                        .with_step(40)
+                                        .with_epoch(2)
+                                        .with_metrics({{"loss", 0.5}})
+                                        .with_metric("accuracy", 0.75)
+                                        .with_content({{"model", "gpt-small"}});
+  CHECK(request.step == 40);
+  CHECK(request.epoch == 2);
+  CHECK(request.metrics == std::map<std::string, double>{{"accuracy", 0.75}, {"loss", 0.5}});
+  CHECK(request.content == dcpp::ContentMetadata{{"model", "gpt-small"}});
+}
+
+TEST_CASE("a manager's option out of its range is refused before the root is touched, naming it") {
+  dcpp::test::TempDir dir;
+  const auto refused = [&](dcpp::CheckpointManagerOptions options, const std::string& message) {
+    options.root = dir / "root";
+    require_usage_error([&] { dcpp::CheckpointManager manager(options); }, message);
+    CHECK(!std::filesystem::exists(dir / "root"));
+  };
+  dcpp::CheckpointManagerOptions options;
+  refused(dcpp::CheckpointManagerOptions(options).with_save_every_steps(-5),
+          "CheckpointManagerOptions::save_every_steps is -5: give the step period");
+  refused(dcpp::CheckpointManagerOptions(options).with_save_every_seconds(-1),
+          "CheckpointManagerOptions::save_every_seconds is -1");
+  refused(dcpp::CheckpointManagerOptions(options).with_save_every_seconds(std::nan("")),
+          "CheckpointManagerOptions::save_every_seconds is nan");
+  refused(dcpp::CheckpointManagerOptions(options).with_retention(
+              dcpp::RetentionPolicy().with_keep_latest(-1)),
+          "CheckpointManagerOptions::retention.keep_latest is -1");
+  refused(dcpp::CheckpointManagerOptions(options).with_retention(
+              dcpp::RetentionPolicy().with_keep_every_steps(-100)),
+          "CheckpointManagerOptions::retention.keep_every_steps is -100");
+  refused(dcpp::CheckpointManagerOptions(options).with_retention(
+              dcpp::RetentionPolicy().with_keep_best(2, "")),
+          "CheckpointManagerOptions::retention.best_metric is empty");
+  const dcpp::RemoteTierOptions remote = dcpp::RemoteTierOptions().with_url("s3://bucket/job");
+  refused(dcpp::CheckpointManagerOptions(options).with_remote(
+              dcpp::RemoteTierOptions(remote).with_retention(
+                  dcpp::RetentionPolicy().with_keep_best(-3, "loss"))),
+          "CheckpointManagerOptions::remote.retention.keep_best is -3");
+  refused(dcpp::CheckpointManagerOptions(options).with_remote(
+              dcpp::RemoteTierOptions(remote).with_files_at_once(0)),
+          "CheckpointManagerOptions::remote.files_at_once is 0");
+  refused(dcpp::CheckpointManagerOptions(options).with_remote(
+              dcpp::RemoteTierOptions(remote).with_drain_lease(std::chrono::seconds(-1))),
+          "CheckpointManagerOptions::remote.drain_lease is -1 s");
+
+  // The remote tier's fields mean nothing, and are not checked, while it is off.
+  dcpp::CheckpointManager unchecked(
+      dcpp::CheckpointManagerOptions(options)
+          .with_root(dir / "remote-off")
+          .with_async(false)
+          .with_remote(dcpp::RemoteTierOptions().with_files_at_once(0)));
+  CHECK(std::filesystem::is_directory(dir / "remote-off"));
+}
+
+TEST_CASE("a callback's option out of its range is refused, naming it") {
+  dcpp::test::TempDir dir;
+  auto manager = std::make_shared<dcpp::CheckpointManager>(
+      dcpp::CheckpointManagerOptions().with_root(dir / "root").with_async(false));
+  const auto options = dcpp::CheckpointCallbackOptions().with_preemption_signals({});
+  require_usage_error(
+      [&] {
+        dcpp::CheckpointCallback(manager,
+                                 dcpp::CheckpointCallbackOptions(options).with_agree_every_steps(0));
+      },
+      "CheckpointCallbackOptions::agree_every_steps is 0: give how many steps");
+  require_usage_error(
+      [&] {
+        dcpp::CheckpointCallback(
+            manager, dcpp::CheckpointCallbackOptions(options).with_max_consecutive_failed_saves(-2));
+      },
+      "CheckpointCallbackOptions::max_consecutive_failed_saves is -2");
 }
 
 // From here to the end: a program written against dcpp 0.1's documented API, whose options held

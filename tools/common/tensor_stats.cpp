@@ -5,6 +5,8 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/planner/load_planner.h>
+#include <dcpp/storage/storage_reader.h>
 
 #include <ATen/ATen.h>
 

@@ -10,12 +10,11 @@
 #include <dcpp/core/export.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/dist/ranks.h>
-#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
-#include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/filesystem_writer_options.h>
+#include <dcpp/format/metadata.h>
 #include <dcpp/storage/location.h>
 #include <dcpp/storage/s3_options.h>
-#include <dcpp/storage/storage_writer.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -25,6 +24,10 @@
 #include <utility>
 
 namespace dcpp {
+
+// The extension points an option may name (<dcpp/extend.h> declares them).
+class SavePlanner;
+class StorageWriter;
 
 /// DCP's `AsyncSaveResponse`: the two moments of an asynchronous save, named as the
 /// CheckpointManager's ManagedSave names them.
@@ -132,6 +135,10 @@ struct DCPP_API AsyncCheckpointerOptions {
   }
   AsyncCheckpointerOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
+    return *this;
+  }
+  AsyncCheckpointerOptions& with_s3(S3Options value) {
+    s3 = std::move(value);
     return *this;
   }
   AsyncCheckpointerOptions& with_planner(std::shared_ptr<SavePlanner> value) {

@@ -9,11 +9,9 @@
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/format/metadata.h>
-#include <dcpp/planner/load_planner.h>
-#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/state_dict.h>
-#include <dcpp/storage/filesystem_reader.h>
-#include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/filesystem_reader_options.h>
+#include <dcpp/storage/filesystem_writer_options.h>
 #include <dcpp/storage/location.h>
 #include <dcpp/storage/s3_options.h>
 
@@ -26,6 +24,12 @@
 #include <vector>
 
 namespace dcpp {
+
+// The extension points an option may name (<dcpp/extend.h> declares them).
+class LoadPlanner;
+class SavePlanner;
+class StorageReader;
+class StorageWriter;
 
 struct DCPP_API SaveOptions {
   /// Used when no storage writer is given: how DCP's files are cut (files per rank, threads,
@@ -81,6 +85,10 @@ struct DCPP_API SaveOptions {
 
   SaveOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
+    return *this;
+  }
+  SaveOptions& with_s3(S3Options value) {
+    s3 = std::move(value);
     return *this;
   }
   SaveOptions& with_planner(std::shared_ptr<SavePlanner> value) {
@@ -159,6 +167,10 @@ struct DCPP_API LoadOptions {
 
   LoadOptions& with_file_system(FileSystemReaderOptions value) {
     file_system = std::move(value);
+    return *this;
+  }
+  LoadOptions& with_s3(S3Options value) {
+    s3 = std::move(value);
     return *this;
   }
   LoadOptions& with_planner(std::shared_ptr<LoadPlanner> value) {

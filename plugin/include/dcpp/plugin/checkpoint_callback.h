@@ -40,7 +40,7 @@ struct DCPP_API CheckpointCallbackOptions {
   int max_consecutive_failed_saves = 2;
   /// Agree on saving every this many steps (an all-reduce of {preempted, time-due, too many failed
   /// saves} flags over the manager's group; one process: no collective). 1: a signal is honoured at
-  /// the next step end.
+  /// the next step end. At least 1 (less is refused when the callback is made).
   int64_t agree_every_steps = 1;
 
   /// At train end, save a full checkpoint of the last step (unless there is one already).

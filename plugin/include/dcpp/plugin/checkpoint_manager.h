@@ -28,7 +28,7 @@
 #include <dcpp/plugin/remote_tier.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
-#include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/filesystem_writer_options.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -207,8 +207,32 @@ struct DCPP_API CheckpointManagerOptions {
 struct DCPP_API SaveRequest {
   int64_t step = 0;
   int64_t epoch = 0;
+  /// Numbers to rank checkpoints by (RetentionPolicy::keep_best), such as "loss".
   std::map<std::string, double> metrics;
+  /// What the application says the checkpoint holds (checkpoint_info.h).
   ContentMetadata content;
+
+  SaveRequest& with_step(int64_t value) {
+    step = value;
+    return *this;
+  }
+  SaveRequest& with_epoch(int64_t value) {
+    epoch = value;
+    return *this;
+  }
+  /// Sets one metric, keeping the others.
+  SaveRequest& with_metric(std::string name, double value) {
+    metrics[std::move(name)] = value;
+    return *this;
+  }
+  SaveRequest& with_metrics(std::map<std::string, double> value) {
+    metrics = std::move(value);
+    return *this;
+  }
+  SaveRequest& with_content(ContentMetadata value) {
+    content = std::move(value);
+    return *this;
+  }
 };
 
 /// The two moments of a managed save.

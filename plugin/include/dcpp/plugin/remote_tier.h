@@ -69,6 +69,10 @@ struct DCPP_API RemoteTierOptions {
     listing_objects = value;
     return *this;
   }
+  RemoteTierOptions& with_drain_lease(std::chrono::seconds value) {
+    drain_lease = value;
+    return *this;
+  }
   RemoteTierOptions& with_files_at_once(int value) {
     files_at_once = value;
     return *this;

@@ -36,6 +36,32 @@ struct DCPP_API S3WriterOptions {
   /// The layout options of a file system save (thread count, files per rank, overwrite, checksum
   /// file, compression) for the same checkpoint in a store; `sync_files` has no meaning there.
   static S3WriterOptions from(const FileSystemWriterOptions& layout, S3Options s3);
+
+  S3WriterOptions& with_s3(S3Options value) {
+    s3 = std::move(value);
+    return *this;
+  }
+  S3WriterOptions& with_thread_count(int value) {
+    thread_count = value;
+    return *this;
+  }
+  S3WriterOptions& with_single_file_per_rank(bool value) {
+    single_file_per_rank = value;
+    return *this;
+  }
+  S3WriterOptions& with_overwrite(bool value) {
+    overwrite = value;
+    return *this;
+  }
+  S3WriterOptions& with_checksum_file(bool value) {
+    checksum_file = value;
+    return *this;
+  }
+  S3WriterOptions& with_compression(Compression c, int level = 3) {
+    compression = c;
+    compression_level = level;
+    return *this;
+  }
 };
 
 /// Writes DCP's layout under `s3://bucket/prefix/`: each rank uploads its data files
@@ -82,6 +108,23 @@ struct DCPP_API S3ReaderOptions {
   bool verify_checksums = true;
   /// As FileSystemReaderOptions::max_decompressed_value_size.
   uint64_t max_decompressed_value_size = uint64_t{1} << 30;
+
+  S3ReaderOptions& with_s3(S3Options value) {
+    s3 = std::move(value);
+    return *this;
+  }
+  S3ReaderOptions& with_thread_count(int value) {
+    thread_count = value;
+    return *this;
+  }
+  S3ReaderOptions& with_verify_checksums(bool value) {
+    verify_checksums = value;
+    return *this;
+  }
+  S3ReaderOptions& with_max_decompressed_value_size(uint64_t value) {
+    max_decompressed_value_size = value;
+    return *this;
+  }
 };
 
 /// Reads DCP's layout under `s3://bucket/prefix/`, as FileSystemReader reads a directory: every
