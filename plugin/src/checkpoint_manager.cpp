@@ -11,22 +11,16 @@ namespace fs = std::filesystem;
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-CheckpointManager::~CheckpointManager() {
-  if (impl_->host_recheck) impl_->host_recheck->close();
-  try {
-    impl_->drain_to_remote(false, false);  // never collective: ranks may end apart
-  } catch (...) {                          // logged when it happened
-  }
-}
+CheckpointManager::~CheckpointManager() { impl_->close(); }
 
 const CheckpointManagerOptions& CheckpointManager::options() const { return impl_->options; }
-int CheckpointManager::rank() const { return impl_->rank; }
-int CheckpointManager::world_size() const { return impl_->world; }
+int CheckpointManager::rank() const { return impl_->this_rank(); }
+int CheckpointManager::world_size() const { return impl_->world_size(); }
 const c10::intrusive_ptr<c10d::ProcessGroup>& CheckpointManager::process_group() const {
-  return impl_->group;
+  return impl_->process_group();
 }
 
-bool CheckpointManager::is_save_due(int64_t step) const { return impl_->schedule.is_due(step); }
+bool CheckpointManager::is_save_due(int64_t step) const { return impl_->is_save_due(step); }
 
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {
   return impl_->save(state, request);
@@ -46,23 +40,14 @@ std::vector<CheckpointInfo> CheckpointManager::list() const {
   return list_checkpoints(impl_->options.root);
 }
 
-std::vector<CheckpointInfo> CheckpointManager::list_remote() const {
-  if (!impl_->remote) return {};
-  return impl_->remote->list();
-}
+std::vector<CheckpointInfo> CheckpointManager::list_remote() const { return impl_->list_remote(); }
 
 std::optional<CheckpointInfo> CheckpointManager::latest() const { return impl_->latest(); }
 
-void CheckpointManager::wait() {
-  impl_->wait_until_idle();
-  if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
-}
+void CheckpointManager::wait() { impl_->wait(); }
 
-void CheckpointManager::wait_for_remote() {
-  impl_->drain_to_remote(true);
-  if (std::exception_ptr error = impl_->history.take_first_error()) std::rethrow_exception(error);
-}
+void CheckpointManager::wait_for_remote() { impl_->wait_for_remote(); }
 
-std::vector<SaveRecord> CheckpointManager::history() const { return impl_->history.records(); }
+std::vector<SaveRecord> CheckpointManager::history() const { return impl_->records(); }
 
 }  // namespace dcpp

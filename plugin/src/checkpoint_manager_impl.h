@@ -1,6 +1,7 @@
 #pragma once
-// CheckpointManager::Impl, private to the plugin: the manager's state, and its operations, one
-// concept per source file (checkpoint_manager.cpp is the public class, forwarding here):
+// CheckpointManager::Impl, private to the plugin: the manager's operations, one concept per source
+// file, over state that only they see (checkpoint_manager.cpp is the public class, forwarding to
+// Impl's public members):
 //   manager_setup.cpp       the constructor: process groups, the AsyncCheckpointer, the root
 //                           prepared (created, leftovers of a killed job removed)
 //   save_schedule.h         when a save is due: the step and time rules
@@ -46,16 +47,58 @@ namespace dcpp {
 /// without the attribute libdcpp_plugin would export Impl's out-of-line members (internals).
 class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
  public:
+  // What CheckpointManager forwards to, and nothing else: the state below is private to the
+  // operations' own files.
+
   /// manager_setup.cpp. Collective; throws as CheckpointManager's constructor says.
   explicit Impl(CheckpointManagerOptions options);
 
+  /// What ~CheckpointManager does first: closes the pass that looks again for other hosts' files,
+  /// then runs the drain passes posted so far, never collectively (ranks may end apart). Their
+  /// errors were logged when they happened.
+  void close() noexcept;
+
+  /// As given, with the ranks folded (fold_legacy_ranks). Declared first: the state below reads it.
+  const CheckpointManagerOptions options;
+
+  int this_rank() const { return rank; }
+  int world_size() const { return world; }
+  const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return group; }
+  bool is_save_due(int64_t step) const { return schedule.is_due(step); }
+
+  /// managed_save.cpp: CheckpointManager::save.
+  ManagedSave save(const StateDict& state, const SaveRequest& request);
+
+  /// checkpoint_export.cpp: CheckpointManager::export_state.
+  std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
+                                     std::optional<at::ScalarType> dtype);
+
+  /// checkpoint_restore.cpp: CheckpointManager::restore.
+  std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request);
+
+  /// checkpoint_restore.cpp: the newest resumable checkpoint of the root and the remote tier
+  /// (checkpoint_lineage.h), the local one when both hold its step (lists the store; the root's
+  /// alone, with a warning, when the store cannot be reached).
+  std::optional<CheckpointInfo> latest() const;
+
+  /// The remote tier's complete steps (lists the store); none without a remote tier.
+  std::vector<CheckpointInfo> list_remote() const;
+
+  /// CheckpointManager::wait: wait_until_idle(), then the first save error not yet taken.
+  void wait();
+
+  /// CheckpointManager::wait_for_remote: drain_to_remote(true), then the first error not yet
+  /// taken.
+  void wait_for_remote();
+
+  /// What each save did, oldest first.
+  std::vector<SaveRecord> records() const { return history.records(); }
+
+ private:
   bool is_coordinator() const { return rank == options.ranks.coordinator_rank; }
   /// Whether this rank commits (and drains) its root directory: the coordinator, and with a
   /// node-local root the first rank of each other host's ranks.
   bool is_root_leader() const { return sharing.leader_of.at(rank) == rank; }
-
-  /// managed_save.cpp: CheckpointManager::save.
-  ManagedSave save(const StateDict& state, const SaveRequest& request);
 
   /// managed_save.cpp. Collective, blocking: saves `resolved` (no Stateful left) into
   /// `<final_path>.incomplete` and commits it as `final_path` with a manifest of `kind`; `record`
@@ -66,22 +109,10 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
                            CheckpointKind kind, const std::filesystem::path& final_path,
                            SaveRecord record, const std::string& save_id = {});
 
-  /// checkpoint_export.cpp: CheckpointManager::export_state.
-  std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
-                                     std::optional<at::ScalarType> dtype);
-
-  /// checkpoint_restore.cpp: the newest resumable checkpoint of the root and the remote tier
-  /// (checkpoint_lineage.h), the local one when both hold its step (lists the store; the root's
-  /// alone, with a warning, when the store cannot be reached).
-  std::optional<CheckpointInfo> latest() const;
-
   /// checkpoint_restore.cpp: the complete checkpoints of the root, then the remote tier's (lists
   /// the store). With `unreachable`, a store that cannot be reached (kIo, after the client's
   /// retries) is no error: a warning is logged, `*unreachable` set and the root's returned alone.
   std::vector<CheckpointInfo> all_checkpoints(bool* unreachable = nullptr) const;
-
-  /// checkpoint_restore.cpp: CheckpointManager::restore.
-  std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
 
   /// Coordinator, after each commit: without a remote tier, prune_checkpoints under the root
   /// with the options' policy, here; with one, a drain pass posted to the drainer (which prunes
@@ -110,7 +141,29 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// are all up). Throws CheckpointError (kIo) on every rank naming the ranks whose passes failed.
   void settle_hosts(bool retry_failed_now);
 
-  const CheckpointManagerOptions options;
+  // manager_setup.cpp
+  void prepare_root();
+  void clean_root();
+
+  // checkpoint_restore.cpp
+  struct Chosen {
+    CheckpointInfo info;     // its manifest, `path` where it is
+    detail::Lineage saving;  // the lineage of the saves after a successful restore of it
+  };
+  std::optional<Chosen> choose_checkpoint(const RestoreRequest& request) const;
+  std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
+  CheckpointInfo manifest_of(const std::string& path) const;
+
+  // managed_save.cpp
+  bool holds_step_to_keep(const std::filesystem::path& path) const;
+  detail::SaveGate gated_writer(const std::filesystem::path& temporary) const;
+  void check_disk_space() const;
+  // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
+  ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
+                        ManagedSave result, const std::string& save_id);
+  ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
+                         ManagedSave result, const std::string& save_id);
+
   /// Which ranks share the root (set by the constructor): one group, or with a node-local root
   /// one per host.
   detail::RootSharing sharing;
@@ -136,7 +189,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::exception_ptr drain_error;  // the first drain pass that failed, until wait_for_remote()
 
   /// Node-local root, coordinator: posts the pass that looks again for other hosts' files (null
-  /// otherwise). Closed by ~CheckpointManager before anything else; outlives the drainer.
+  /// otherwise). Closed by close() before anything else; outlives the drainer.
   std::unique_ptr<detail::DelayedPost> host_recheck;
   int host_rechecks = 0;  // the pauses in a row before host_recheck's passes; the drainer's
 
@@ -144,30 +197,6 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   detail::SerialWorker drainer;
   /// Declared last: destroyed first, so its tasks finish while everything above is alive.
   detail::SerialWorker worker;
-
- private:
-  // manager_setup.cpp
-  void prepare_root();
-  void clean_root();
-
-  // checkpoint_restore.cpp
-  struct Chosen {
-    CheckpointInfo info;     // its manifest, `path` where it is
-    detail::Lineage saving;  // the lineage of the saves after a successful restore of it
-  };
-  std::optional<Chosen> choose_checkpoint(const RestoreRequest& request) const;
-  std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
-  CheckpointInfo manifest_of(const std::string& path) const;
-
-  // managed_save.cpp
-  bool holds_step_to_keep(const std::filesystem::path& path) const;
-  detail::SaveGate gated_writer(const std::filesystem::path& temporary) const;
-  void check_disk_space() const;
-  // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
-  ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
-                        ManagedSave result, const std::string& save_id);
-  ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
-                         ManagedSave result, const std::string& save_id);
 };
 
 }  // namespace dcpp

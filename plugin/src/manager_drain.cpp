@@ -3,6 +3,7 @@
 // reports. With a node-local root the coordinator looks again, after a growing pause, for the
 // other hosts' files of the steps it could not commit yet, and wait_for_remote() is collective:
 // the hosts' passes and the coordinator's take turns until every step committed so far is up.
+// Here too: the waits the public class forwards (wait, wait_for_remote, close).
 
 #include "checkpoint_manager_impl.h"
 #include "core/exception_message.h"
@@ -71,6 +72,29 @@ void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now, bool collec
     std::swap(error, drain_error);
   }
   if (error) std::rethrow_exception(error);
+}
+
+void CheckpointManager::Impl::wait() {
+  wait_until_idle();
+  if (std::exception_ptr error = history.take_first_error()) std::rethrow_exception(error);
+}
+
+void CheckpointManager::Impl::wait_for_remote() {
+  drain_to_remote(true);
+  if (std::exception_ptr error = history.take_first_error()) std::rethrow_exception(error);
+}
+
+void CheckpointManager::Impl::close() noexcept {
+  if (host_recheck) host_recheck->close();
+  try {
+    drain_to_remote(false, false);  // never collective: ranks may end apart
+  } catch (...) {                   // logged when it happened
+  }
+}
+
+std::vector<CheckpointInfo> CheckpointManager::Impl::list_remote() const {
+  if (!remote) return {};
+  return remote->list();
 }
 
 void CheckpointManager::Impl::settle_hosts(bool retry_failed_now) {

@@ -8,7 +8,9 @@
 // Each rank then copies each rank's pieces into the whole tensors.
 //
 // broadcast_state_dict: rank 0 pickles its state dict (torch::jit::pickle_save: tensors and
-// plain values, tuples kept) and broadcasts the length, then the bytes.
+// plain values, tuples kept) and broadcasts the length, then the bytes, after a tag byte: 'E'
+// instead, with its error, when it cannot (a key of its state dict is not whole), so every rank
+// fails with rank 0's error rather than wait for bytes that never come.
 
 #include "state_dict_collectives.h"
 
@@ -17,6 +19,7 @@
 #include "core/group_calls.h"
 #include "core/shape_string.h"
 #include "state_dict/box.h"
+#include "state_dict/state_value_ivalue.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
@@ -196,38 +199,20 @@ void gather_sharded_leaves(StateDict& state_dict,
 
 namespace {
 
-c10::IValue to_ivalue(const StateValue& value, const std::string& key);
+// The first byte of what rank 0 broadcasts.
+constexpr char kPickled = 'P';
+constexpr char kFailed = 'E';
 
-c10::IValue dict_to_ivalue(const StateDict& dict, const std::string& prefix) {
-  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
-  for (const auto& item : dict) {
-    out.insert(item.key,
-               to_ivalue(item.value, prefix.empty() ? item.key : prefix + "." + item.key));
-  }
-  return out;
-}
-
-c10::IValue to_ivalue(const StateValue& value, const std::string& key) {
-  switch (value.kind()) {
-    case StateValue::Kind::kValue:
-      return value.value();
-    case StateValue::Kind::kTensor:
-      return value.tensor().detach().to(at::kCPU);
-    case StateValue::Kind::kDict:
-      return dict_to_ivalue(value.dict(), key);
-    case StateValue::Kind::kList: {
-      c10::impl::GenericList list(c10::AnyType::get());
-      int64_t i = 0;
-      for (const StateValue& element : value.list()) {
-        list.push_back(to_ivalue(element, key + "." + std::to_string(i++)));
-      }
-      return list;
-    }
-    default:
-      throw CheckpointError(ErrorKind::kUsage,
-                            "broadcast_from_rank0: key '" + key + "' on rank 0 holds a " +
-                                value.kind_name() +
-                                "; rank 0 must hold a full state dict (whole tensors and values)");
+// The full state dict rank 0 holds, as the one IValue it broadcasts: tensors detached, on the CPU.
+c10::IValue full_state_to_ivalue(const StateDict& state_dict) {
+  try {
+    return detail::whole_state_to_ivalue(StateValue(state_dict), "", [](const at::Tensor& tensor) {
+      return tensor.detach().to(at::kCPU);
+    });
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(e.kind(), std::string("broadcast_from_rank0 on rank 0: ") + e.what() +
+                                        "; rank 0 must hold a full state dict (whole tensors "
+                                        "and values)");
   }
 }
 
@@ -238,16 +223,29 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   if (group_size(group) == 1) {
     return state_dict;
   }
-  std::string pickled;
+  // Rank 0 sends 'P' and the pickle, or 'E' and why it could not make one, which every rank then
+  // throws: no rank is left waiting for bytes that never come.
+  std::string message;
   if (group->getRank() == 0) {
-    const std::vector<char> bytes = torch::jit::pickle_save(dict_to_ivalue(state_dict, ""));
-    pickled.assign(bytes.begin(), bytes.end());
+    try {
+      const std::vector<char> bytes = torch::jit::pickle_save(full_state_to_ivalue(state_dict));
+      message.reserve(bytes.size() + 1);
+      message.push_back(kPickled);
+      message.append(bytes.begin(), bytes.end());
+    } catch (const std::exception& e) {
+      message = kFailed + std::string(e.what());
+    }
   }
-  pickled = GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(pickled, 0, "the state dict");
+  message = GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(message, 0, "the state dict");
+  if (message.empty() || message[0] != kPickled) {
+    throw CheckpointError(ErrorKind::kUsage, message.empty() ? "broadcast_from_rank0: rank 0 "
+                                                               "sent nothing"
+                                                             : message.substr(1));
+  }
   if (group->getRank() == 0) {
     return state_dict;
   }
-  const std::vector<char> bytes(pickled.begin(), pickled.end());
+  const std::vector<char> bytes(message.begin() + 1, message.end());
   StateValue received(torch::jit::pickle_load(bytes));
   if (!received.is_dict()) {
     throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " +

@@ -234,6 +234,42 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("broadcast_from_rank0 of a state dict rank 0 cannot send fails on every rank, naming the key") {
+  std::vector<std::string> messages(kRanks);
+  std::vector<at::Tensor> after(kRanks);
+  dcpp::test::on_rank_threads(kRanks, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+    // A short timeout: a rank left waiting for rank 0's bytes fails the test in seconds.
+    const auto group = dcpp::make_gloo_process_group(store, rank, kRanks,
+                                                     dcpp::ProcessGroupOptions()
+                                                         .with_group_name("unsendable")
+                                                         .with_gloo_hostname("127.0.0.1")
+                                                         .with_timeout(std::chrono::seconds(20)));
+    const at::Tensor rows = at::zeros({kRowBegin[rank + 1] - kRowBegin[rank], 5});
+    ListedLayout layout({piece("rows", rows, {13, 5}, {kRowBegin[rank], 0})}, group);
+    StateDict from_rank0;
+    if (rank == 0) {  // rank 0 holds a shard, not the full state dict the broadcast needs
+      dcpp::StateDict nested;
+      nested.insert("rows", dcpp::ShardedTensor::from_chunk_of(rows_full(), 0, 0, kRanks));
+      from_rank0.insert("model", std::move(nested));
+    }
+    try {
+      dcpp::set_model_state_dict(
+          layout, from_rank0,
+          StateDictOptions().with_full_state_dict(true).with_broadcast_from_rank0(true));
+    } catch (const dcpp::CheckpointError& error) {
+      CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+      messages[rank] = error.what();
+    }
+    after[rank] = rows;
+  });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    INFO("rank " << rank);
+    CHECK_THAT(messages[rank], Catch::Contains("broadcast_from_rank0 on rank 0: key "
+                                               "'model.rows' holds a ShardedTensor"));
+    CHECK(bitwise_equal(after[rank], at::zeros_like(after[rank])));  // nothing was set
+  }
+}
+
 TEST_CASE("full_state_dict fails on every rank when the ranks list different sharded tensors") {
   std::vector<std::string> messages(kRanks);
   on_ranks("mismatch", [&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {

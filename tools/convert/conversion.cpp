@@ -1,5 +1,7 @@
 #include "convert/conversion.h"
 
+#include "state_dict/state_value_ivalue.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
@@ -55,24 +57,10 @@ uint64_t Conversion::total_bytes(const CheckpointSource& source) {
 }
 
 c10::IValue to_ivalue(const StateValue& value) {
-  switch (value.kind()) {
-    case StateValue::Kind::kValue:
-      return value.value();
-    case StateValue::Kind::kTensor:
-      return value.tensor();
-    case StateValue::Kind::kDict: {
-      c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-      for (const auto& item : value.dict()) dict.insert(item.key, to_ivalue(item.value));
-      return dict;
-    }
-    case StateValue::Kind::kList: {
-      c10::impl::GenericList list(c10::AnyType::get());
-      for (const StateValue& item : value.list()) list.push_back(to_ivalue(item));
-      return list;
-    }
-    default:
-      throw CheckpointError(ErrorKind::kUsage, std::string("cannot write a ") + value.kind_name() +
-                                                   " into a torch.save file");
+  try {
+    return detail::whole_state_to_ivalue(value, "");
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(e.kind(), std::string("cannot write into a torch.save file: ") + e.what());
   }
 }
 
