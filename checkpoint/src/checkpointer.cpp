@@ -290,6 +290,95 @@ IncompatibleKeys load(StateDict& state_dict, const Location& location, const Loa
   return load(state_dict, *reader, options);
 }
 
+namespace {
+
+// One rank's targets across a load's steps.
+struct LoadTargets {
+  explicit LoadTargets(StateDict& targets) : state_dict(targets) {}
+
+  /// What the reader fills: the scratch copy (all_or_nothing), or the targets themselves.
+  StateDict& destination() { return scratch ? *scratch : state_dict; }
+
+  StateDict& state_dict;
+  std::optional<StatefulSwap> statefuls;  // the Statefuls' dicts, swapped in by step 1
+  std::optional<StateDict> scratch;       // all_or_nothing's copy of the targets
+};
+
+// Whether the coordinator schedules each shared box to be read once (LoadOptions::read_once).
+bool reads_once(const LoadOptions& options, const StorageReader& reader, int world_size) {
+  return world_size > 1 && (options.read_once == ReadOnce::kAlways ||
+                            (options.read_once == ReadOnce::kAuto && reader.is_shared_storage()));
+}
+
+// Step 1 on each rank: the metadata (read, or adopted from the coordinator's `shared` copy), the
+// Statefuls swapped in, the scratch copy made, and this rank's local plan, encoded.
+std::string plan_local_load(LoadTargets& targets, Metadata& metadata, StorageReader& reader,
+                            LoadPlanner& planner, const LoadOptions& options, int rank,
+                            bool is_coordinator, bool share_metadata, const std::string& shared) {
+  targets.statefuls.emplace(targets.state_dict);
+  if (share_metadata && !is_coordinator && !shared.empty()) {
+    metadata = reader.read_shared_metadata(shared);
+  } else if (!share_metadata || !is_coordinator) {
+    metadata = reader.read_metadata();
+  }  // else the coordinator read it in step 0
+  drop_optional_keys_missing_from(*targets.statefuls, metadata);
+  if (options.all_or_nothing) targets.scratch = detail::make_load_scratch(targets.state_dict);
+  reader.set_up(metadata, rank, is_coordinator);
+  planner.set_up(targets.destination(), metadata, is_coordinator);
+  return detail::encode_load_plan(reader.prepare_local_plan(planner.create_local_plan()));
+}
+
+// Step 2 on the coordinator: the global plan, and with `read_once` each rank's schedule of what it
+// reads for others and receives from them; per rank, encoded.
+std::vector<std::string> plan_global_load(const std::vector<std::string>& local_plans,
+                                          LoadPlanner& planner, StorageReader& reader,
+                                          const Metadata& metadata, bool read_once) {
+  std::vector<LoadPlan> plans;
+  for (const std::string& bytes : local_plans) plans.push_back(detail::decode_load_plan(bytes));
+  plans = planner.create_global_plan(std::move(plans));
+  std::vector<detail::ReadOnceSchedule> schedules;
+  if (read_once) {  // before the reader prepares the plans: it sees what each rank reads
+    schedules = detail::schedule_read_once(plans, metadata);
+  }
+  plans = reader.prepare_global_plan(std::move(plans));
+  if (read_once && plans.size() != schedules.size()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "checkpoint load: the storage reader's prepare_global_plan returned " +
+                              std::to_string(plans.size()) + " plans for " +
+                              std::to_string(schedules.size()) + " ranks");
+  }
+  std::vector<std::string> encoded;
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    encoded.push_back(detail::encode_strings(
+        {detail::encode_load_plan(plans[rank]),
+         read_once ? detail::encode_read_once_schedule(schedules[rank]) : std::string()}));
+  }
+  return encoded;
+}
+
+// What step 2 sent this rank: its final plan, and its read-once schedule when there is one.
+struct FinalLoadPlan {
+  LoadPlan plan;
+  std::optional<detail::ReadOnceSchedule> schedule;
+};
+
+FinalLoadPlan decode_final_load_plan(const std::string& central, int rank, int world_size) {
+  const std::vector<std::string> parts = detail::decode_strings(central);
+  if (parts.size() != 2) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "checkpoint load: the coordinator's final plan has " +
+                              std::to_string(parts.size()) +
+                              " parts, not 2; every rank must run the same dcpp build");
+  }
+  FinalLoadPlan final_plan{detail::decode_load_plan(parts[0]), std::nullopt};
+  if (!parts[1].empty()) {
+    final_plan.schedule = detail::decode_read_once_schedule(parts[1], rank, world_size);
+  }
+  return final_plan;
+}
+
+}  // namespace
+
 IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
                       const LoadOptions& given) {
   const LoadOptions options = detail::fold_legacy_ranks(given, "LoadOptions");
@@ -301,8 +390,7 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
       options.planner ? options.planner
                       : std::make_shared<DefaultLoadPlanner>(options.allow_partial_load);
   Metadata metadata;
-  std::optional<StatefulSwap> statefuls;
-  std::optional<StateDict> scratch;  // all_or_nothing: what the reader fills instead of the targets
+  LoadTargets targets(state_dict);
 
   // 0. On shared storage the coordinator reads the metadata and sends what it read to the others
   // (when its reader shares it), so the store serves it once, not once per rank.
@@ -319,92 +407,43 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   // coordinator receives the plans.
   const std::vector<std::string> local_plans =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
-        statefuls.emplace(state_dict);
-        if (share_metadata && !is_coordinator && !shared_metadata.empty()) {
-          metadata = storage_reader.read_shared_metadata(shared_metadata);
-        } else if (!share_metadata || !is_coordinator) {
-          metadata = storage_reader.read_metadata();
-        }  // else the coordinator read it in step 0
-        drop_optional_keys_missing_from(*statefuls, metadata);
-        if (options.all_or_nothing) {
-          scratch = detail::make_load_scratch(state_dict);
-        }
-        storage_reader.set_up(metadata, ranks->rank(), is_coordinator);
-        planner->set_up(scratch ? *scratch : state_dict, metadata, is_coordinator);
-        return detail::encode_load_plan(
-            storage_reader.prepare_local_plan(planner->create_local_plan()));
+        return plan_local_load(targets, metadata, storage_reader, *planner, options, ranks->rank(),
+                               is_coordinator, share_metadata, shared_metadata);
       });
   // 2. The coordinator sees every plan, may adjust them, and sends every rank its own (with a
   // read-once schedule: what it reads for others, and what others read for it).
   const std::string central =
       detail::scatter_from_coordinator(*ranks, coordinator, operation, "global planning", [&] {
-        std::vector<LoadPlan> plans;
-        for (const std::string& bytes : local_plans) {
-          plans.push_back(detail::decode_load_plan(bytes));
-        }
-        plans = planner->create_global_plan(std::move(plans));
-        const bool read_once =
-            ranks->size() > 1 &&
-            (options.read_once == ReadOnce::kAlways ||
-             (options.read_once == ReadOnce::kAuto && storage_reader.is_shared_storage()));
-        std::vector<detail::ReadOnceSchedule> schedules;
-        if (read_once) {  // before the reader prepares the plans: it sees what each rank reads
-          schedules = detail::schedule_read_once(plans, metadata);
-        }
-        plans = storage_reader.prepare_global_plan(std::move(plans));
-        if (read_once && plans.size() != schedules.size()) {
-          throw CheckpointError(
-              ErrorKind::kUsage,
-              "checkpoint load: the storage reader's prepare_global_plan returned " +
-                  std::to_string(plans.size()) + " plans for " + std::to_string(schedules.size()) +
-                  " ranks");
-        }
-        std::vector<std::string> encoded;
-        for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-          encoded.push_back(detail::encode_strings(
-              {detail::encode_load_plan(plans[rank]),
-               read_once ? detail::encode_read_once_schedule(schedules[rank]) : std::string()}));
-        }
-        return encoded;
+        return plan_global_load(local_plans, *planner, storage_reader, metadata,
+                                reads_once(options, storage_reader, ranks->size()));
       });
   // 3. Every rank reads its items (into the targets, or the scratch copy), keeping a copy of what
-  // it reads for others; all learn whether every rank succeeded.
+  // it reads for others; all learn whether every rank succeeded. The targets' Statefuls take
+  // their dicts back once nothing else is to come: after the reads, the exchange of what was
+  // read once (3b), or all or nothing's copy (4).
   std::optional<detail::ReadOnceSchedule> schedule;  // set on every rank, or on none
   std::optional<detail::StashingLoadPlanner> stashing;
   detail::agree(*ranks, operation, "reading", [&] {
-    const std::vector<std::string> parts = detail::decode_strings(central);
-    if (parts.size() != 2) {
-      throw CheckpointError(ErrorKind::kCorrupt,
-                            "checkpoint load: the coordinator's final plan has " +
-                                std::to_string(parts.size()) +
-                                " parts, not 2; every rank must run the same dcpp build");
-    }
-    const LoadPlan final_plan = planner->finish_plan(detail::decode_load_plan(parts[0]));
-    if (!parts[1].empty()) {
-      schedule = detail::decode_read_once_schedule(parts[1], ranks->rank(), ranks->size());
-      stashing.emplace(*planner, ranks->rank(), *schedule, metadata);
-    }
-    storage_reader.read_data(final_plan,
-                             stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
-    if (!scratch && !schedule) {
-      statefuls->commit();
-    }
+    FinalLoadPlan final_plan = decode_final_load_plan(central, ranks->rank(), ranks->size());
+    const LoadPlan plan = planner->finish_plan(std::move(final_plan.plan));
+    schedule = std::move(final_plan.schedule);
+    if (schedule) stashing.emplace(*planner, ranks->rank(), *schedule, metadata);
+    storage_reader.read_data(plan, stashing ? static_cast<LoadPlanner&>(*stashing) : *planner);
+    if (!targets.scratch && !schedule) targets.statefuls->commit();
   });
   // 3b. Read once: every rank sends what it read for others and receives what others read for it.
   if (schedule) {
     detail::agree(*ranks, operation, "exchanging what was read once", [&] {
       detail::exchange_read_once(*ranks, *schedule, &*stashing, *planner, metadata);
       stashing.reset();
-      if (!scratch) {
-        statefuls->commit();
-      }
+      if (!targets.scratch) targets.statefuls->commit();
     });
   }
   // 4. All or nothing: every rank read and verified everything; now the targets change.
-  if (scratch) {
+  if (targets.scratch) {
     detail::agree(*ranks, operation, "applying the loaded state", [&] {
-      detail::apply_loaded_scratch(state_dict, *scratch);
-      statefuls->commit();
+      detail::apply_loaded_scratch(state_dict, *targets.scratch);
+      targets.statefuls->commit();
     });
   }
   return planner->report();

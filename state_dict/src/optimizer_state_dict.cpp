@@ -377,6 +377,134 @@ void require_state_of_restored_options(const OptimizerStateCodec& codec,
                         message + " Pass StateDictOptions::strict = false to load the rest.");
 }
 
+using OptimizerStates = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>;
+
+// What set_optimizer_state_dict changes, decoded (which may throw) before anything is changed.
+struct OptimizerRestore {
+  /// Per param group: its restored options; null keeps the present ones.
+  std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> group_options;
+  /// Per parameter with state to set or drop: its restored state; null erases the present one.
+  std::vector<std::pair<OptimizerStates::key_type,
+                        std::unique_ptr<torch::optim::OptimizerParamState>>>
+      states;
+  std::vector<std::string> missing;
+  std::vector<std::string> unexpected;
+};
+
+// What set_optimizer_state_dict on `rank` failed at: `subject` (the state or the group of a
+// parameter), then `error`'s own message, of its kind.
+[[noreturn]] void rethrow_about(const CheckpointError& error, int rank,
+                                const std::string& subject) {
+  throw CheckpointError(error.kind(), "set_optimizer_state_dict on rank " + std::to_string(rank) +
+                                          ", " + subject + ": " + error.what());
+}
+
+// The saved options of param group `g` of `group_count`, whose first parameter is `first_fqn`:
+// found by that parameter's name, else (nested form) by position when the checkpoint has as many
+// groups; null when the checkpoint has none for it.
+const StateDict* saved_group_options(const SavedOptimizer& saved, const std::string& first_fqn,
+                                     std::size_t g, std::size_t group_count) {
+  if (saved.flattened) {
+    auto found = saved.group_of_fqn.find(first_fqn);
+    return found == saved.group_of_fqn.end() ? nullptr : &found->second;
+  }
+  for (std::size_t s = 0; s < saved.groups.size(); ++s) {
+    for (const std::string& fqn : saved.group_fqns[s]) {
+      if (fqn == first_fqn) return &saved.groups[s];
+    }
+  }
+  return saved.groups.size() == group_count ? &saved.groups[g] : nullptr;
+}
+
+// The restored state of `param`, at `placement`, from its saved entries (each localized to this
+// rank's piece of the parameter).
+std::unique_ptr<torch::optim::OptimizerParamState> restored_state(
+    const OptimizerStateCodec& codec, const StateDict& saved_entries, const at::Tensor& param,
+    const ParameterPlacement& placement) {
+  StateDict local;
+  for (const auto& item : saved_entries) {
+    local.insert(item.key, localize(item.value, placement, codec.follows_parameter(item.key),
+                                    "state." + placement.fqn + "." + item.key));
+  }
+  return codec.decode_state(local, param);
+}
+
+// Plans the restore of `optimizer`'s param groups and parameters' states from `saved`, changing
+// nothing. Throws CheckpointError naming the parameter whose state or group cannot be decoded.
+OptimizerRestore plan_restore(torch::optim::Optimizer& optimizer, const OptimizerStateCodec& codec,
+                              const ParameterIndex& index, const SavedOptimizer& saved, int rank) {
+  auto& param_groups = optimizer.param_groups();
+  auto& states = optimizer.state();
+  OptimizerRestore restore;
+  restore.group_options.resize(param_groups.size());
+  restore.unexpected = saved.unexpected;
+  std::unordered_set<std::string> optimizer_fqns;
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    auto& param_group = param_groups[g];
+    std::vector<const ParameterPlacement*> members;
+    for (std::size_t p = 0; p < param_group.params().size(); ++p) {
+      members.push_back(&index.of(param_group.params()[p], g, p));
+      optimizer_fqns.insert(members.back()->fqn);
+    }
+    if (members.empty() || !param_group.has_options()) continue;
+    const std::string& first_fqn = members.front()->fqn;
+    auto& new_options = restore.group_options[g];
+    if (const StateDict* saved_options =
+            saved_group_options(saved, first_fqn, g, param_groups.size())) {
+      new_options = param_group.options().clone();
+      try {
+        codec.decode_options(*saved_options, *new_options);
+      } catch (const CheckpointError& error) {
+        rethrow_about(error, rank, "the param group of '" + first_fqn + "'");
+      }
+    } else {
+      restore.missing.push_back("param_groups (the group of '" + first_fqn + "')");
+    }
+    for (std::size_t p = 0; p < members.size(); ++p) {
+      const at::Tensor& param = param_group.params()[p];
+      const ParameterPlacement& placement = *members[p];
+      const auto key = compat::optimizer_state_key(states, param);
+      auto found = saved.state.find(placement.fqn);
+      if (found == saved.state.end()) {
+        if (states.find(key) != states.end()) {
+          restore.missing.push_back("state." + placement.fqn);
+          restore.states.emplace_back(key, nullptr);
+        }
+        continue;
+      }
+      try {
+        restore.states.emplace_back(key, restored_state(codec, found->second, param, placement));
+      } catch (const CheckpointError& error) {
+        rethrow_about(error, rank, codec.name() + " state of '" + placement.fqn + "'");
+      }
+    }
+    if (new_options) {
+      require_state_of_restored_options(codec, param_group.options(), *new_options, members, saved,
+                                        rank);
+    }
+  }
+  for (const auto& item : saved.state) {
+    if (optimizer_fqns.count(item.first) == 0) restore.unexpected.push_back("state." + item.first);
+  }
+  return restore;
+}
+
+// Changes `optimizer` as `restore` says; cannot fail.
+void apply_restore(torch::optim::Optimizer& optimizer, OptimizerRestore& restore) {
+  auto& param_groups = optimizer.param_groups();
+  for (std::size_t g = 0; g < param_groups.size(); ++g) {
+    if (restore.group_options[g]) param_groups[g].set_options(std::move(restore.group_options[g]));
+  }
+  auto& states = optimizer.state();
+  for (auto& [key, state] : restore.states) {
+    if (state) {
+      states[key] = std::move(state);
+    } else {
+      states.erase(key);
+    }
+  }
+}
+
 }  // namespace
 
 void init_optimizer_state(torch::optim::Optimizer& optimizer) {
@@ -446,113 +574,12 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
   const auto codec = find_optimizer_state_codec(optimizer);
   init_with(optimizer, *codec);
   const std::vector<ParameterPlacement> placements = layout.placements();
-  const ParameterIndex index(placements);
-  const SavedOptimizer saved = parse_saved(*source);
-
-  std::vector<std::string> missing;
-  std::vector<std::string> unexpected = saved.unexpected;
-  auto& states = optimizer.state();
-  auto& param_groups = optimizer.param_groups();
-
-  // Plan everything (and decode, which may throw) before changing anything.
-  std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> new_options(param_groups.size());
-  struct NewState {
-    std::decay_t<decltype(states.begin()->first)> key;
-    std::unique_ptr<torch::optim::OptimizerParamState> state;  // null: erase
-  };
-  std::vector<NewState> new_states;
-  std::unordered_set<std::string> optimizer_fqns;
-  for (std::size_t g = 0; g < param_groups.size(); ++g) {
-    auto& group_ = param_groups[g];
-    std::vector<const ParameterPlacement*> members;
-    for (std::size_t p = 0; p < group_.params().size(); ++p) {
-      members.push_back(&index.of(group_.params()[p], g, p));
-      optimizer_fqns.insert(members.back()->fqn);
-    }
-    if (members.empty() || !group_.has_options()) {
-      continue;
-    }
-    // The saved options of this group.
-    const StateDict* saved_options = nullptr;
-    if (saved.flattened) {
-      auto found = saved.group_of_fqn.find(members.front()->fqn);
-      saved_options = found == saved.group_of_fqn.end() ? nullptr : &found->second;
-    } else {
-      for (std::size_t s = 0; s < saved.groups.size() && saved_options == nullptr; ++s) {
-        for (const std::string& fqn : saved.group_fqns[s]) {
-          if (fqn == members.front()->fqn) {
-            saved_options = &saved.groups[s];
-            break;
-          }
-        }
-      }
-      if (saved_options == nullptr && saved.groups.size() == param_groups.size()) {
-        saved_options = &saved.groups[g];
-      }
-    }
-    if (saved_options == nullptr) {
-      missing.push_back("param_groups (the group of '" + members.front()->fqn + "')");
-    } else {
-      new_options[g] = group_.options().clone();
-      try {
-        codec->decode_options(*saved_options, *new_options[g]);
-      } catch (const CheckpointError& error) {
-        throw CheckpointError(error.kind(), "set_optimizer_state_dict on rank " +
-                                                std::to_string(rank) + ", the param group of '" +
-                                                members.front()->fqn + "': " + error.what());
-      }
-    }
-    for (std::size_t p = 0; p < members.size(); ++p) {
-      const at::Tensor& param = group_.params()[p];
-      const ParameterPlacement& placement = *members[p];
-      const auto key = compat::optimizer_state_key(states, param);
-      const bool has_state = states.find(key) != states.end();
-      auto found = saved.state.find(placement.fqn);
-      if (found == saved.state.end()) {
-        if (has_state) {
-          missing.push_back("state." + placement.fqn);
-          new_states.push_back(NewState{key, nullptr});
-        }
-        continue;
-      }
-      try {
-        StateDict local;
-        for (const auto& item : found->second) {
-          local.insert(item.key, localize(item.value, placement, codec->follows_parameter(item.key),
-                                          "state." + placement.fqn + "." + item.key));
-        }
-        new_states.push_back(NewState{key, codec->decode_state(local, param)});
-      } catch (const CheckpointError& error) {
-        throw CheckpointError(
-            error.kind(), "set_optimizer_state_dict on rank " + std::to_string(rank) + ", " +
-                              codec->name() + " state of '" + placement.fqn + "': " + error.what());
-      }
-    }
-    if (new_options[g]) {
-      require_state_of_restored_options(*codec, group_.options(), *new_options[g], members, saved,
-                                        rank);
-    }
+  OptimizerRestore restore =
+      plan_restore(optimizer, *codec, ParameterIndex(placements), parse_saved(*source), rank);
+  if (options.strict && (!restore.missing.empty() || !restore.unexpected.empty())) {
+    throw_incompatible(restore.missing, restore.unexpected, rank);
   }
-  for (const auto& item : saved.state) {
-    if (optimizer_fqns.count(item.first) == 0) {
-      unexpected.push_back("state." + item.first);
-    }
-  }
-  if (options.strict && (!missing.empty() || !unexpected.empty())) {
-    throw_incompatible(missing, unexpected, rank);
-  }
-  for (std::size_t g = 0; g < param_groups.size(); ++g) {
-    if (new_options[g]) {
-      param_groups[g].set_options(std::move(new_options[g]));
-    }
-  }
-  for (NewState& entry : new_states) {
-    if (entry.state) {
-      states[entry.key] = std::move(entry.state);
-    } else {
-      states.erase(entry.key);
-    }
-  }
+  apply_restore(optimizer, restore);
 }
 
 }  // namespace dcpp

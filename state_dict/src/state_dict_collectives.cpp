@@ -56,30 +56,31 @@ uint64_t fnv1a(const std::vector<FlatEntry>& entries) {
   return hash;
 }
 
-// A whole tensor on `device` assembled from pieces; counts the elements the pieces bring.
+// A whole tensor assembled from pieces; counts the elements the pieces bring.
 struct Assembly {
   at::Tensor whole;
   int64_t covered = 0;
 };
 
-}  // namespace
-
-void gather_sharded_leaves(StateDict& state_dict,
-                           const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+// The sharded tensors of `state_dict`, in order; each may hold one local shard at most.
+std::vector<FlatEntry> sharded_leaves(StateDict& state_dict) {
   std::vector<FlatEntry> entries;
   for (FlatEntry& entry : flatten_state_dict(state_dict)) {
-    if (entry.value->is_sharded_tensor()) {
-      if (entry.value->sharded_tensor().local_shards().size() > 1) {
-        throw CheckpointError(
-            ErrorKind::kUsage,
-            "full_state_dict: sharded tensor '" + entry.key + "' holds " +
-                std::to_string(entry.value->sharded_tensor().local_shards().size()) +
-                " local shards; the state-dict helpers gather at most one per rank");
-      }
-      entries.push_back(std::move(entry));
+    if (!entry.value->is_sharded_tensor()) continue;
+    const std::size_t shards = entry.value->sharded_tensor().local_shards().size();
+    if (shards > 1) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "full_state_dict: sharded tensor '" + entry.key + "' holds " +
+                                std::to_string(shards) +
+                                " local shards; the state-dict helpers gather at most one per rank");
     }
+    entries.push_back(std::move(entry));
   }
-  const int size = group_size(group);
+  return entries;
+}
+
+// An uninitialized whole tensor for each sharded tensor, of its global shape.
+std::vector<Assembly> empty_assemblies(const std::vector<FlatEntry>& entries) {
   std::vector<Assembly> assemblies(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const ShardedTensor& sharded = entries[i].value->sharded_tensor();
@@ -88,100 +89,120 @@ void gather_sharded_leaves(StateDict& state_dict,
                                               ? at::TensorOptions().dtype(sharded.dtype())
                                               : sharded.local_shards().front().tensor.options());
   }
-  // This rank's piece of entry i: its shard, or an empty box at the origin.
-  auto local_piece = [&](std::size_t i) {
-    const ShardedTensor& sharded = entries[i].value->sharded_tensor();
-    if (!sharded.local_shards().empty()) {
-      return sharded.local_shards().front();
+  return assemblies;
+}
+
+// This rank's piece of `entry`: its shard, or an empty box at the origin.
+Shard local_piece(const FlatEntry& entry) {
+  const ShardedTensor& sharded = entry.value->sharded_tensor();
+  if (!sharded.local_shards().empty()) return sharded.local_shards().front();
+  const std::vector<int64_t> zeros(sharded.global_shape().size(), 0);
+  return Shard{at::empty(zeros, at::TensorOptions().dtype(sharded.dtype())), zeros};
+}
+
+// Step 1: the ranks agree on the keys; returns the longest rank's payload (at least 1 byte).
+int64_t agree_on_keys(GroupCalls& calls, const std::vector<FlatEntry>& entries, int64_t payload) {
+  const at::Tensor header =
+      at::tensor(std::vector<int64_t>{static_cast<int64_t>(entries.size()),
+                                      static_cast<int64_t>(fnv1a(entries)), payload},
+                 at::kLong);
+  const std::vector<at::Tensor> headers = calls.all_gather(header, "the keys");
+  int64_t longest = 1;
+  for (int r = 0; r < calls.size(); ++r) {
+    if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
+        headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "full_state_dict: rank " + std::to_string(calls.rank()) + " holds " +
+              std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
+              " holds " + std::to_string(headers[r][0].item<int64_t>()) +
+              " or others: every rank of the layout's process group must list the same sharded "
+              "tensors in the same order");
     }
-    const std::vector<int64_t> zeros(sharded.global_shape().size(), 0);
-    return Shard{at::empty(zeros, at::TensorOptions().dtype(sharded.dtype())), zeros};
-  };
+    longest = std::max(longest, headers[r][2].item<int64_t>());
+  }
+  return longest;
+}
+
+// Copies rank `r`'s pieces, described by its `boxes` (offsets, then sizes, per entry) and laid out
+// in `bytes` as step 3 packs them, into the assemblies.
+void place_pieces_of_rank(int r, const at::Tensor& boxes, const at::Tensor& bytes,
+                          const std::vector<FlatEntry>& entries,
+                          std::vector<Assembly>& assemblies) {
+  const int64_t* box = boxes.data_ptr<int64_t>();
+  uint8_t* byte = bytes.data_ptr<uint8_t>();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    Assembly& assembly = assemblies[i];
+    const int64_t dims = assembly.whole.dim();
+    const std::vector<int64_t> offsets(box, box + dims);
+    const std::vector<int64_t> sizes(box + dims, box + 2 * dims);
+    box += 2 * dims;
+    if (!box_lies_inside(offsets, sizes, assembly.whole.sizes())) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "full_state_dict: rank " + std::to_string(r) + "'s shard of '" +
+                                entries[i].key + "' (offsets " + shape_string(offsets) +
+                                ", sizes " + shape_string(sizes) + ") lies outside its global "
+                                "shape " + shape_string(assembly.whole.sizes()));
+    }
+    int64_t numel = 1;
+    for (const int64_t size : sizes) numel *= size;
+    if (numel > 0) {
+      const at::Tensor piece =
+          at::from_blob(byte, sizes, at::TensorOptions().dtype(assembly.whole.dtype()));
+      box_of(assembly.whole, offsets, sizes).copy_(piece);
+    }
+    assembly.covered += numel;
+    byte += aligned(numel * static_cast<int64_t>(assembly.whole.element_size()));
+  }
+}
+
+// Every rank's pieces into the assemblies, in the three all-gathers of the protocol (at the top).
+void gather_pieces(GroupCalls& calls, const std::vector<FlatEntry>& entries,
+                   std::vector<Assembly>& assemblies) {
+  std::vector<at::Tensor> pieces;
+  std::vector<int64_t> boxes;
+  int64_t payload = 0;
+  for (const FlatEntry& entry : entries) {
+    const Shard shard = local_piece(entry);
+    pieces.push_back(shard.tensor.detach().to(at::kCPU).contiguous());
+    boxes.insert(boxes.end(), shard.offsets.begin(), shard.offsets.end());
+    for (const int64_t size : shard.tensor.sizes()) boxes.push_back(size);
+    payload += aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
+  }
+  const int64_t longest = agree_on_keys(calls, entries, payload);
+  const std::vector<at::Tensor> all_boxes = calls.all_gather(
+      boxes.empty() ? at::zeros({1}, at::kLong) : at::tensor(boxes, at::kLong), "the shapes");
+  at::Tensor bytes = at::zeros({longest}, at::kByte);
+  int64_t at_byte = 0;
+  for (const at::Tensor& piece : pieces) {
+    const int64_t n = piece.numel() * static_cast<int64_t>(piece.element_size());
+    if (n > 0) {
+      std::memcpy(bytes.data_ptr<uint8_t>() + at_byte, piece.data_ptr(), static_cast<size_t>(n));
+    }
+    at_byte += aligned(n);
+  }
+  const std::vector<at::Tensor> all_bytes = calls.all_gather(bytes, "the shards");
+  for (int r = 0; r < calls.size(); ++r) {
+    place_pieces_of_rank(r, all_boxes[r], all_bytes[r], entries, assemblies);
+  }
+}
+
+}  // namespace
+
+void gather_sharded_leaves(StateDict& state_dict,
+                           const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  const std::vector<FlatEntry> entries = sharded_leaves(state_dict);
+  std::vector<Assembly> assemblies = empty_assemblies(entries);
+  const int size = group_size(group);
   if (size == 1) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Shard shard = local_piece(i);
+      const Shard shard = local_piece(entries[i]);
       box_of(assemblies[i].whole, shard.offsets, shard.tensor.sizes()).copy_(shard.tensor);
       assemblies[i].covered = shard.tensor.numel();
     }
   } else {
-    detail::GroupCalls calls(group, "state dict");
-    // 1. Agree on the keys; learn every rank's payload length.
-    std::vector<at::Tensor> pieces;
-    std::vector<int64_t> meta;
-    int64_t payload = 0;
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Shard shard = local_piece(i);
-      pieces.push_back(shard.tensor.detach().to(at::kCPU).contiguous());
-      meta.insert(meta.end(), shard.offsets.begin(), shard.offsets.end());
-      for (const int64_t s : shard.tensor.sizes()) {
-        meta.push_back(s);
-      }
-      payload +=
-          aligned(pieces.back().numel() * static_cast<int64_t>(pieces.back().element_size()));
-    }
-    const at::Tensor header =
-        at::tensor(std::vector<int64_t>{static_cast<int64_t>(entries.size()),
-                                        static_cast<int64_t>(fnv1a(entries)), payload},
-                   at::kLong);
-    const std::vector<at::Tensor> headers = calls.all_gather(header, "the keys");
-    int64_t longest = 1;
-    for (int r = 0; r < size; ++r) {
-      if (headers[r][0].item<int64_t>() != header[0].item<int64_t>() ||
-          headers[r][1].item<int64_t>() != header[1].item<int64_t>()) {
-        throw CheckpointError(
-            ErrorKind::kUsage,
-            "full_state_dict: rank " + std::to_string(group->getRank()) + " holds " +
-                std::to_string(entries.size()) + " sharded tensors, rank " + std::to_string(r) +
-                " holds " + std::to_string(headers[r][0].item<int64_t>()) +
-                " or others: every rank of the layout's process group must list the same sharded "
-                "tensors in the same order");
-      }
-      longest = std::max(longest, headers[r][2].item<int64_t>());
-    }
-    // 2. Every rank's boxes.
-    const at::Tensor local_meta =
-        meta.empty() ? at::zeros({1}, at::kLong) : at::tensor(meta, at::kLong);
-    const std::vector<at::Tensor> metas = calls.all_gather(local_meta, "the shapes");
-    // 3. Every rank's bytes.
-    at::Tensor bytes = at::zeros({longest}, at::kByte);
-    int64_t at_byte = 0;
-    for (const at::Tensor& piece : pieces) {
-      const int64_t n = piece.numel() * static_cast<int64_t>(piece.element_size());
-      if (n > 0) {
-        std::memcpy(bytes.data_ptr<uint8_t>() + at_byte, piece.data_ptr(), static_cast<size_t>(n));
-      }
-      at_byte += aligned(n);
-    }
-    const std::vector<at::Tensor> all_bytes = calls.all_gather(bytes, "the shards");
-    for (int r = 0; r < size; ++r) {
-      const int64_t* rank_meta = metas[r].data_ptr<int64_t>();
-      uint8_t* rank_bytes = all_bytes[r].data_ptr<uint8_t>();
-      int64_t m = 0;
-      int64_t b = 0;
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        Assembly& assembly = assemblies[i];
-        const int64_t dims = assembly.whole.dim();
-        std::vector<int64_t> offsets(rank_meta + m, rank_meta + m + dims);
-        std::vector<int64_t> sizes(rank_meta + m + dims, rank_meta + m + 2 * dims);
-        m += 2 * dims;
-        if (!box_lies_inside(offsets, sizes, assembly.whole.sizes())) {
-          throw CheckpointError(
-              ErrorKind::kUsage,
-              "full_state_dict: rank " + std::to_string(r) + "'s shard of '" + entries[i].key +
-                  "' (offsets " + shape_string(offsets) + ", sizes " + shape_string(sizes) +
-                  ") lies outside its global shape " + shape_string(assembly.whole.sizes()));
-        }
-        int64_t numel = 1;
-        for (const int64_t size : sizes) numel *= size;
-        if (numel > 0) {
-          const at::Tensor piece = at::from_blob(rank_bytes + b, sizes,
-                                                 at::TensorOptions().dtype(assembly.whole.dtype()));
-          box_of(assembly.whole, offsets, sizes).copy_(piece);
-        }
-        assembly.covered += numel;
-        b += aligned(numel * static_cast<int64_t>(assembly.whole.element_size()));
-      }
-    }
+    GroupCalls calls(group, "state dict");
+    gather_pieces(calls, entries, assemblies);
   }
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (assemblies[i].covered < assemblies[i].whole.numel()) {
