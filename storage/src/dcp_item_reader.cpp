@@ -1,4 +1,5 @@
 #include "dcp_item_reader.h"
+#include "parallel_for.h"
 
 #include "format/crc32.h"
 #include "format/item_codec.h"
@@ -73,6 +74,18 @@ const StorageInfo& DcpItemReader::storage_info(const MetadataIndex& index) const
                                                    "'; the checkpoint is incomplete or malformed");
   }
   return *found->second;
+}
+
+void DcpItemReader::read_plan(
+    const LoadPlan& plan, int thread_count,
+    const std::function<void(const std::string& name, std::vector<const ReadItem*> items)>&
+        read_file) const {
+  std::map<std::string, std::vector<const ReadItem*>> by_file;
+  for (const ReadItem& item : plan.items) by_file[data_file_of(item)].push_back(&item);
+  std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
+                                                                          by_file.end());
+  parallel_for(files.size(), thread_count,
+               [&](std::size_t i) { read_file(files[i].first, std::move(files[i].second)); });
 }
 
 void DcpItemReader::read_file(const RandomAccessData& data, const std::string& name,

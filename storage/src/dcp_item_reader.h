@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,6 +46,11 @@ class DcpItemReader {
 
   /// The data file `.metadata` names for the item.
   const std::string& data_file_of(const ReadItem& item) const;
+  /// Reads every item of `plan`, the data files `thread_count` at a time: `read_file(name, items)`
+  /// for each file (it opens the file, then calls read_file below). Throws what one threw.
+  void read_plan(const LoadPlan& plan, int thread_count,
+                 const std::function<void(const std::string& name,
+                                          std::vector<const ReadItem*> items)>& read_file) const;
   /// Reads `items`, all in data file `name` whose bytes are `data` (`data_name` in messages: its
   /// path or URL), into the planner: tensor boxes through resolve_tensor and commit_tensor,
   /// values through load_bytes. Items are read in file order; a file too short for any of them

@@ -1,4 +1,5 @@
 #include "dcp_item_writer.h"
+#include "parallel_for.h"
 
 #include "core/logging.h"
 #include "format/crc32.h"
@@ -43,6 +44,42 @@ void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag) 
       plans[rank].storage_data = data_file_prefix(static_cast<int>(rank), tag);
     }
   }
+}
+
+std::vector<WriteResult> write_data_files(
+    const SavePlan& plan, bool single_file_per_rank, int thread_count,
+    const std::function<std::vector<WriteResult>(const std::string& name,
+                                                 const std::vector<const WriteItem*>& items)>&
+        write_file) {
+  if (plan.storage_data.empty()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "save plan has no file prefix: prepare_global_plan was not applied");
+  }
+  std::vector<std::vector<const WriteItem*>> files;
+  if (single_file_per_rank) {
+    files = split_by_size_and_type(thread_count, plan.items);
+  } else {
+    for (const WriteItem& item : plan.items) files.push_back({&item});
+  }
+  std::vector<std::vector<WriteResult>> results(files.size());
+  parallel_for(files.size(), thread_count, [&](std::size_t n) {
+    results[n] = write_file(data_file_name(plan.storage_data, n), files[n]);
+  });
+  std::vector<WriteResult> all;
+  for (auto& file_results : results) all.insert(all.end(), file_results.begin(), file_results.end());
+  return all;
+}
+
+std::set<std::string> add_write_results(Metadata& metadata,
+                                        const std::vector<std::vector<WriteResult>>& results) {
+  std::set<std::string> referenced;
+  for (const auto& rank_results : results) {
+    for (const WriteResult& result : rank_results) {
+      metadata.storage_data.emplace_back(result.index, result.storage_data);
+      referenced.insert(result.storage_data.relative_path);
+    }
+  }
+  return referenced;
 }
 
 std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name,

@@ -11,7 +11,9 @@
 #include <dcpp/planner/save_planner.h>
 #include <dcpp/storage/filesystem_writer.h>
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +28,20 @@ std::vector<std::vector<const WriteItem*>> split_by_size_and_type(
 /// DCP's data file names: each plan without `storage_data` gets the prefix `__<rank>_<tag>` of
 /// its rank (plans[i] is rank i's); a prefix a subclass chose stays, as in DCP.
 void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag);
+
+/// A rank's data files and their items, as `options` cut them (one file per item, or per writer
+/// thread), each written by `write_file(name, items)` on `options.thread_count` threads; returns
+/// every item's WriteResult, file by file. Throws CheckpointError (kUsage) when the plan has no
+/// file prefix (prepare_global_plan was not applied), or what a `write_file` threw.
+std::vector<WriteResult> write_data_files(
+    const SavePlan& plan, bool single_file_per_rank, int thread_count,
+    const std::function<std::vector<WriteResult>(const std::string& name,
+                                                 const std::vector<const WriteItem*>& items)>&
+        write_file);
+
+/// Adds every rank's write results to `metadata.storage_data`; returns the data files they name.
+std::set<std::string> add_write_results(Metadata& metadata,
+                                        const std::vector<std::vector<WriteResult>>& results);
 
 /// Writes `items` into data file `name` through `sink`, bytes items first, then tensors, as DCP
 /// orders a file, each as a torch.save archive, in one zstd frame when `compression` says so.

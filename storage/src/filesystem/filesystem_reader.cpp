@@ -107,18 +107,13 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) { items_.set_up(metadata); }
 
   void read_data(const LoadPlan& plan, LoadPlanner& planner) {
-    std::map<std::string, std::vector<const ReadItem*>> by_file;
-    for (const ReadItem& item : plan.items) {
-      by_file[items_.data_file_of(item)].push_back(&item);
-    }
-    std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
-                                                                            by_file.end());
-    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t i) {
-      detail::File file(directory_ / files[i].first, detail::File::Mode::kRead);
-      file.count_reads_in(bytes_read_);
-      items_.read_file(file, files[i].first, file.path().string(), std::move(files[i].second),
-                       planner);
-    });
+    items_.read_plan(plan, options_.thread_count,
+                     [&](const std::string& name, std::vector<const ReadItem*> items) {
+                       detail::File file(directory_ / name, detail::File::Mode::kRead);
+                       file.count_reads_in(bytes_read_);
+                       items_.read_file(file, name, file.path().string(), std::move(items),
+                                        planner);
+                     });
   }
 
   bool is_shared_storage() const {

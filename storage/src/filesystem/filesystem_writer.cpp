@@ -120,37 +120,15 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   }
 
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) {
-    if (plan.storage_data.empty()) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "save plan has no file prefix: prepare_global_plan was not applied");
-    }
-    std::vector<std::vector<const WriteItem*>> files;
-    if (options_.single_file_per_rank) {
-      files = detail::split_by_size_and_type(options_.thread_count, plan.items);
-    } else {
-      for (const WriteItem& item : plan.items) {
-        files.push_back({&item});
-      }
-    }
-    std::vector<std::vector<WriteResult>> results(files.size());
-    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
-      results[n] = write_file(detail::data_file_name(plan.storage_data, n), files[n], planner);
-    });
-    std::vector<WriteResult> all;
-    for (auto& file_results : results) {
-      all.insert(all.end(), file_results.begin(), file_results.end());
-    }
-    return all;
+    return detail::write_data_files(
+        plan, options_.single_file_per_rank, options_.thread_count,
+        [&](const std::string& name, const std::vector<const WriteItem*>& items) {
+          return write_file(name, items, planner);
+        });
   }
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) {
-    std::set<std::string> referenced;
-    for (const auto& rank_results : results) {
-      for (const WriteResult& result : rank_results) {
-        metadata.storage_data.emplace_back(result.index, result.storage_data);
-        referenced.insert(result.storage_data.relative_path);
-      }
-    }
+    const std::set<std::string> referenced = detail::add_write_results(metadata, results);
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{directory_.string(), detail::random_tag(8), "", {}};
     }

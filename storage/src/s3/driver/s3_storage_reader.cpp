@@ -70,25 +70,21 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
   void set_up(const Metadata& metadata) { items_.set_up(metadata); }
 
   void read_data(const LoadPlan& plan, LoadPlanner& planner) {
-    std::map<std::string, std::vector<const ReadItem*>> by_file;
-    for (const ReadItem& item : plan.items) {
-      by_file[items_.data_file_of(item)].push_back(&item);
-    }
-    std::vector<std::pair<std::string, std::vector<const ReadItem*>>> files(by_file.begin(),
-                                                                            by_file.end());
-    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t i) {
-      const std::string key = url_.prefix + files[i].first;
-      const std::optional<uint64_t> size = client().head_object(key);
-      if (!size) {
-        throw CheckpointError(ErrorKind::kNotFound,
-                              "data file " + client().url_of(key) +
-                                  ", which .metadata names, is missing; the checkpoint is "
-                                  "incomplete: load an earlier checkpoint");
-      }
-      const detail::S3Object object(client(), key, *size, bytes_read_);
-      items_.read_file(object, files[i].first, client().url_of(key), std::move(files[i].second),
-                       planner);
-    });
+    items_.read_plan(plan, options_.thread_count,
+                     [&](const std::string& name, std::vector<const ReadItem*> items) {
+                       const std::string key = url_.prefix + name;
+                       const std::optional<uint64_t> size = client().head_object(key);
+                       if (!size) {
+                         throw CheckpointError(ErrorKind::kNotFound,
+                                               "data file " + client().url_of(key) +
+                                                   ", which .metadata names, is missing; the "
+                                                   "checkpoint is incomplete: load an earlier "
+                                                   "checkpoint");
+                       }
+                       const detail::S3Object object(client(), key, *size, bytes_read_);
+                       items_.read_file(object, name, client().url_of(key), std::move(items),
+                                        planner);
+                     });
   }
 
   uint64_t bytes_read() const { return bytes_read_.load(); }

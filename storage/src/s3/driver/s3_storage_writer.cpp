@@ -87,45 +87,26 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
   }
 
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) {
-    if (plan.storage_data.empty()) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "save plan has no file prefix: prepare_global_plan was not applied");
-    }
-    std::vector<std::vector<const WriteItem*>> files;
-    if (options_.single_file_per_rank) {
-      files = detail::split_by_size_and_type(options_.thread_count, plan.items);
-    } else {
-      for (const WriteItem& item : plan.items) {
-        files.push_back({&item});
-      }
-    }
     // The rank's requests in flight, shared among the files it uploads at once.
-    const int parts_in_flight =
-        std::max(1, client().config().concurrency /
-                        std::min<int>(options_.thread_count, std::max<int>(1, files.size())));
-    std::vector<std::vector<WriteResult>> results(files.size());
-    detail::parallel_for(files.size(), options_.thread_count, [&](std::size_t n) {
-      const std::string name = detail::data_file_name(plan.storage_data, n);
-      detail::S3UploadSink sink(client(), url_.prefix + name, parts_in_flight);
-      results[n] = detail::write_data_file(sink, name, files[n], planner, options_.compression,
-                                           options_.compression_level);
-      sink.finish();
-    });
-    std::vector<WriteResult> all;
-    for (auto& file_results : results) {
-      all.insert(all.end(), file_results.begin(), file_results.end());
-    }
-    return all;
+    const std::size_t files = options_.single_file_per_rank
+                                  ? static_cast<std::size_t>(std::max(1, options_.thread_count))
+                                  : std::max<std::size_t>(1, plan.items.size());
+    const int parts_in_flight = std::max(
+        1, client().config().concurrency /
+               static_cast<int>(std::min<std::size_t>(options_.thread_count, files)));
+    return detail::write_data_files(
+        plan, options_.single_file_per_rank, options_.thread_count,
+        [&](const std::string& name, const std::vector<const WriteItem*>& items) {
+          detail::S3UploadSink sink(client(), url_.prefix + name, parts_in_flight);
+          std::vector<WriteResult> written = detail::write_data_file(
+              sink, name, items, planner, options_.compression, options_.compression_level);
+          sink.finish();
+          return written;
+        });
   }
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) {
-    std::set<std::string> referenced;
-    for (const auto& rank_results : results) {
-      for (const WriteResult& result : rank_results) {
-        metadata.storage_data.emplace_back(result.index, result.storage_data);
-        referenced.insert(result.storage_data.relative_path);
-      }
-    }
+    const std::set<std::string> referenced = detail::add_write_results(metadata, results);
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{url_text_, detail::random_tag(8), "", {}};
     }
