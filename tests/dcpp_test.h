@@ -55,6 +55,9 @@ class TempDir {
 
 /// Where the PyTorch fixtures are: tests/fixtures/pytorch-<version>/<name> (2.6 or 2.14).
 std::filesystem::path fixture(const std::string& name, const std::string& version = "2.6");
+/// Where the Megatron-Core fixtures are: tests/fixtures/megatron-core/<name> (made by
+/// ../shared/tools/megatron-ref/make_megatron_fixtures.py with Megatron-Core's own code).
+std::filesystem::path megatron_fixture(const std::string& name);
 
 /// Where a `[.interop]` test writes what Python checks: $DCPP_INTEROP_OUT when set (the interop
 /// scripts, tests/interop/*.sh, set it), else <build>/<name>. Created if missing.

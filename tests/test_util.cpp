@@ -40,6 +40,10 @@ std::filesystem::path fixture(const std::string& name, const std::string& versio
   return std::filesystem::path(DCPP_TEST_FIXTURES) / ("pytorch-" + version) / name;
 }
 
+std::filesystem::path megatron_fixture(const std::string& name) {
+  return std::filesystem::path(DCPP_TEST_FIXTURES) / "megatron-core" / name;
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -1,6 +1,8 @@
 // Decoding the `.metadata` pickle (see metadata_pickle.h and docs/format.md): any protocol from 2
 // to 5, fields in any order, unknown extra fields (ignored), the pre-2.3 module of
-// TensorProperties; only DCP's globals, and nothing is ever called.
+// TensorProperties, Megatron-Core's additions (its `all_local_plans` of DCP SavePlans, read as
+// data and ignored; its MCoreMetadata root); only those classes' globals, and nothing is ever
+// called.
 
 #include "format/metadata_pickle.h"
 
@@ -36,6 +38,11 @@ bool allow_metadata_global(std::string_view module, std::string_view name) {
   if (module == "torch") {
     return name == "Size" || is_python_dtype_name(name);
   }
+  if (module == kPlannerModule) {  // Megatron-Core's all_local_plans: read as data, ignored
+    return name == "SavePlan" || name == "WriteItem" || name == "WriteItemType" ||
+           name == "TensorWriteData";
+  }
+  if (module == kMcoreTorchModule) return name == "MCoreMetadata" || name == "MCoreSavePlan";
   return (module == kFsModule && name == "_StorageInfo") ||
          (module == "torch.serialization" && name == "_get_layout") ||
          ((module == "pathlib" || module == "pathlib._local") && name == "PosixPath") ||
@@ -88,7 +95,9 @@ class MetadataDecoder {
 
   Metadata decode(const PyObject& root) {
     Metadata m;
-    const PyObject& state = object_state(root, {kMetaModule}, "Metadata", "the root");
+    const bool mcore = root.is_instance_of(kMcoreTorchModule, "MCoreMetadata");
+    const PyObject& state = mcore ? object_state(root, {kMcoreTorchModule}, "MCoreMetadata", "the root")
+                                  : object_state(root, {kMetaModule}, "Metadata", "the root");
     const PyObject* sdm = state.find("state_dict_metadata");
     if (sdm == nullptr) fail("Metadata has no state_dict_metadata");
     for_each_str_entry(*sdm, "state_dict_metadata", [&](std::string key, const PyObject& value) {

@@ -4,6 +4,7 @@
 #include "dcp_layout.h"
 #include "filesystem/directory_driver.h"
 #include "huggingface/huggingface_checkpoint_layout.h"
+#include "megatron/megatron_checkpoint_layout.h"
 #include "s3/driver/s3_location_driver.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -27,6 +28,7 @@ struct Registry {
   Registry() {
     drivers.emplace("file", std::make_shared<detail::DirectoryDriver>());
     drivers.emplace("s3", std::make_shared<detail::S3LocationDriver>());
+    layouts.push_back(std::make_shared<detail::MegatronCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::HuggingFaceCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::DcpLayout>());
   }

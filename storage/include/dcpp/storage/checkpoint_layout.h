@@ -1,6 +1,7 @@
 #pragma once
 // The layouts (formats) a checkpoint can have at a location, in one registry: PyTorch DCP's
-// ("pytorch-dcp") and a Hugging Face safetensors directory ("huggingface") are built in; a
+// ("pytorch-dcp"), a Hugging Face safetensors directory ("huggingface") and Megatron-Core's
+// ("megatron-core") are built in; a
 // program adds its own with register_checkpoint_layout. load, load_from_keys, read_metadata and
 // the `dcpp` command find a location's layout here, once.
 
@@ -34,9 +35,12 @@ class DCPP_API CheckpointLayout {
 inline constexpr const char* kDcpLayout = "pytorch-dcp";
 /// The name of a Hugging Face safetensors directory's layout (huggingface_storage.h).
 inline constexpr const char* kHuggingFaceLayout = "huggingface";
+/// The name of Megatron-Core's `torch_dist` checkpoints' layout (docs/megatron.md): DCP's layout
+/// with Megatron's `metadata.json` and `.metadata` additions.
+inline constexpr const char* kMegatronLayout = "megatron-core";
 
 /// Adds `layout`, asked before every layout registered earlier (the built-in ones first
-/// registered: DCP's, then Hugging Face's), replacing one of the same name. Thread-safe.
+/// registered: DCP's, then Hugging Face's, then Megatron-Core's), replacing one of the same name. Thread-safe.
 DCPP_API void register_checkpoint_layout(std::shared_ptr<const CheckpointLayout> layout);
 
 /// The layout of the checkpoint at `location`: the one Location::with_layout names, else the

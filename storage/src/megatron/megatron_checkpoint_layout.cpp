@@ -1,0 +1,78 @@
+#include "megatron/megatron_checkpoint_layout.h"
+
+#include "storage/dcp_file_names.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace dcpp::detail {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kConfigFile = "metadata.json";
+
+}  // namespace
+
+bool MegatronCheckpointLayout::recognizes(const Location& location, LocationFiles&) const {
+  return location.is_directory() && fs::is_regular_file(location.path() / kConfigFile);
+}
+
+void check_megatron_config(const fs::path& directory) {
+  const fs::path path = directory / kConfigFile;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw CheckpointError(ErrorKind::kNotFound,
+                          path.string() + " cannot be read: a Megatron-Core checkpoint is "
+                                          "complete only once it is there");
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const json config = json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
+  const auto corrupt = [&](const std::string& problem) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          path.string() + ": " + problem +
+                              "; Megatron-Core writes {\"sharded_backend\": \"torch_dist\", "
+                              "\"sharded_backend_version\": 1}");
+  };
+  if (!config.is_object()) corrupt("not a JSON object");
+  const auto backend = config.find("sharded_backend");
+  if (backend == config.end() || !backend->is_string()) corrupt("no sharded_backend string");
+  if (*backend != "torch_dist") {
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          path.string() + ": the checkpoint's sharded backend is '" +
+                              backend->get<std::string>() +
+                              "'; dcpp reads Megatron-Core's 'torch_dist' checkpoints only "
+                              "(convert it with Megatron-Core first)");
+  }
+  const auto version = config.find("sharded_backend_version");
+  if (version != config.end() && (!version->is_number_integer() || *version != 1)) {
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          path.string() + ": sharded_backend_version " + version->dump() +
+                              " of 'torch_dist'; dcpp reads version 1");
+  }
+  const auto common = config.find("common_backend");
+  if (common != config.end() && (!common->is_string() || *common != "torch")) {
+    throw CheckpointError(ErrorKind::kIncompatible,
+                          path.string() + ": common_backend " + common->dump() +
+                              "; dcpp reads 'torch' (a common.pt written by torch.save)");
+  }
+}
+
+std::unique_ptr<StorageReader> MegatronCheckpointLayout::make_reader(
+    const Location& location, const FileSystemReaderOptions& reading) const {
+  if (!location.is_directory()) {
+    throw CheckpointError(ErrorKind::kUsage, "'" + location.url() +
+                                                 "': dcpp reads Megatron-Core checkpoints from "
+                                                 "a directory only, for now");
+  }
+  check_megatron_config(location.path());
+  return location_driver(location)->make_reader(location, reading);
+}
+
+}  // namespace dcpp::detail

@@ -1,0 +1,27 @@
+#pragma once
+// Megatron-Core's `torch_dist` checkpoints as a layout ("megatron-core"): DCP's layout, whose
+// `.metadata` carries Megatron's additions, with `metadata.json` beside it, which Megatron writes
+// last, as its commit (check_is_distributed_checkpoint). Directories only, for now.
+
+#include <dcpp/storage/checkpoint_layout.h>
+
+#include <filesystem>
+
+namespace dcpp::detail {
+
+class MegatronCheckpointLayout final : public CheckpointLayout {
+ public:
+  std::string name() const override { return kMegatronLayout; }
+  /// A directory with `metadata.json`.
+  bool recognizes(const Location& location, LocationFiles& files) const override;
+  /// DCP's reader of the directory, once `metadata.json` names the `torch_dist` backend (version
+  /// 1, common backend `torch`). Throws CheckpointError naming the file: kNotFound without it,
+  /// kCorrupt when it is not such a JSON object, kIncompatible for another backend or version.
+  std::unique_ptr<StorageReader> make_reader(const Location& location,
+                                             const FileSystemReaderOptions& reading) const override;
+};
+
+/// Checks `metadata.json` of the Megatron-Core checkpoint in `directory`, as make_reader does.
+void check_megatron_config(const std::filesystem::path& directory);
+
+}  // namespace dcpp::detail
