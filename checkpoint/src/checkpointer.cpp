@@ -278,7 +278,7 @@ std::unique_ptr<StorageReader> reader_for(const Location& given,
   const std::shared_ptr<const CheckpointLayout> layout = checkpoint_layout(location);
   if (layout->name() != kDcpLayout) {
     detail::logger().info("reading {} as a {} checkpoint{}", location.url(), layout->name(),
-                          location.layout().empty() ? " (no DCP .metadata there)" : "");
+                          location.layout().empty() ? " (found by its files)" : " (as asked)");
   }
   return layout->make_reader(location, options);
 }

@@ -384,8 +384,8 @@ struct OptimizerRestore {
   /// Per param group: its restored options; null keeps the present ones.
   std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> group_options;
   /// Per parameter with state to set or drop: its restored state; null erases the present one.
-  std::vector<std::pair<OptimizerStates::key_type,
-                        std::unique_ptr<torch::optim::OptimizerParamState>>>
+  std::vector<
+      std::pair<OptimizerStates::key_type, std::unique_ptr<torch::optim::OptimizerParamState>>>
       states;
   std::vector<std::string> missing;
   std::vector<std::string> unexpected;
@@ -396,7 +396,7 @@ struct OptimizerRestore {
 [[noreturn]] void rethrow_about(const CheckpointError& error, int rank,
                                 const std::string& subject) {
   throw CheckpointError(error.kind(), "set_optimizer_state_dict on rank " + std::to_string(rank) +
-                                          ", " + subject + ": " + error.what());
+                                          ", " + subject + ": " + error.what_without_backtrace());
 }
 
 // The saved options of param group `g` of `group_count`, whose first parameter is `first_fqn`:

@@ -16,6 +16,7 @@
 
 #include "tensor_piece.h"
 
+#include "core/exception_message.h"
 #include "core/group_calls.h"
 #include "core/shape_string.h"
 #include "state_dict/box.h"
@@ -69,10 +70,10 @@ std::vector<FlatEntry> sharded_leaves(StateDict& state_dict) {
     if (!entry.value->is_sharded_tensor()) continue;
     const std::size_t shards = entry.value->sharded_tensor().local_shards().size();
     if (shards > 1) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "full_state_dict: sharded tensor '" + entry.key + "' holds " +
-                                std::to_string(shards) +
-                                " local shards; the state-dict helpers gather at most one per rank");
+      throw CheckpointError(
+          ErrorKind::kUsage,
+          "full_state_dict: sharded tensor '" + entry.key + "' holds " + std::to_string(shards) +
+              " local shards; the state-dict helpers gather at most one per rank");
     }
     entries.push_back(std::move(entry));
   }
@@ -138,11 +139,13 @@ void place_pieces_of_rank(int r, const at::Tensor& boxes, const at::Tensor& byte
     const std::vector<int64_t> sizes(box + dims, box + 2 * dims);
     box += 2 * dims;
     if (!box_lies_inside(offsets, sizes, assembly.whole.sizes())) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "full_state_dict: rank " + std::to_string(r) + "'s shard of '" +
-                                entries[i].key + "' (offsets " + shape_string(offsets) +
-                                ", sizes " + shape_string(sizes) + ") lies outside its global "
-                                "shape " + shape_string(assembly.whole.sizes()));
+      throw CheckpointError(ErrorKind::kUsage, "full_state_dict: rank " + std::to_string(r) +
+                                                   "'s shard of '" + entries[i].key +
+                                                   "' (offsets " + shape_string(offsets) +
+                                                   ", sizes " + shape_string(sizes) +
+                                                   ") lies outside its global "
+                                                   "shape " +
+                                                   shape_string(assembly.whole.sizes()));
     }
     int64_t numel = 1;
     for (const int64_t size : sizes) numel *= size;
@@ -231,7 +234,8 @@ c10::IValue full_state_to_ivalue(const StateDict& state_dict) {
       return tensor.detach().to(at::kCPU);
     });
   } catch (const CheckpointError& e) {
-    throw CheckpointError(e.kind(), std::string("broadcast_from_rank0 on rank 0: ") + e.what() +
+    throw CheckpointError(e.kind(), std::string("broadcast_from_rank0 on rank 0: ") +
+                                        e.what_without_backtrace() +
                                         "; rank 0 must hold a full state dict (whole tensors "
                                         "and values)");
   }
@@ -253,8 +257,8 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
       message.reserve(bytes.size() + 1);
       message.push_back(kPickled);
       message.append(bytes.begin(), bytes.end());
-    } catch (const std::exception& e) {
-      message = kFailed + std::string(e.what());
+    } catch (const std::exception&) {
+      message = kFailed + exception_message(std::current_exception());
     }
   }
   message = GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(message, 0, "the state dict");

@@ -234,7 +234,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("broadcast_from_rank0 of a state dict rank 0 cannot send fails on every rank, naming the key") {
+TEST_CASE(
+    "broadcast_from_rank0 of a state dict rank 0 cannot send fails on every rank, naming the key") {
   std::vector<std::string> messages(kRanks);
   std::vector<at::Tensor> after(kRanks);
   dcpp::test::on_rank_threads(kRanks, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
@@ -264,8 +265,10 @@ TEST_CASE("broadcast_from_rank0 of a state dict rank 0 cannot send fails on ever
   });
   for (int rank = 0; rank < kRanks; ++rank) {
     INFO("rank " << rank);
-    CHECK_THAT(messages[rank], Catch::Contains("broadcast_from_rank0 on rank 0: key "
-                                               "'model.rows' holds a ShardedTensor"));
+    CHECK_THAT(messages[rank],
+               Catch::Contains("broadcast_from_rank0 on rank 0: key "
+                               "'model.rows' holds a sharded tensor, not a whole tensor or value; "
+                               "rank 0 must hold a full state dict"));
     CHECK(bitwise_equal(after[rank], at::zeros_like(after[rank])));  // nothing was set
   }
 }

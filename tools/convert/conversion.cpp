@@ -60,7 +60,8 @@ c10::IValue to_ivalue(const StateValue& value) {
   try {
     return detail::whole_state_to_ivalue(value, "");
   } catch (const CheckpointError& e) {
-    throw CheckpointError(e.kind(), std::string("cannot write into a torch.save file: ") + e.what());
+    throw CheckpointError(e.kind(), std::string("cannot write into a torch.save file: ") +
+                                        e.what_without_backtrace());
   }
 }
 

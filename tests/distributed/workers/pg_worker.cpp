@@ -1,11 +1,14 @@
 // A rank for the distributed tests, started by dcpp-launch: makes Gloo process groups from the
 // torchrun variables, runs an allreduce and an allgather on each and checks the results.
 //
-//   pg_worker [--timeout-ms T] [--exit-rank R --exit-code C] [--die-rank R] [--absent-rank R]
-//             [--hang-rank R] [--ignore-sigterm] [--from-env] [--print-and-abort]
+//   pg_worker [--timeout-ms T] [--startup-ms S] [--exit-rank R --exit-code C] [--die-rank R]
+//             [--absent-rank R] [--hang-rank R] [--ignore-sigterm] [--from-env] [--print-and-abort]
 //
 // By default each rank makes two groups ("default" and "checkpoint") from one store; --from-env
 // makes one with make_gloo_process_group_from_env().
+// --startup-ms: the store is reached, and every rank waits for the others to start, within S ms
+// before the groups are made with T: a test of what a short collective timeout does is then not
+// at the mercy of how far apart the ranks start (seconds apart under a sanitizer on busy cores).
 // --exit-rank: rank R exits with C once the groups are made (the others block in the collective).
 // --die-rank: rank R SIGKILLs itself once the groups are made (the others' collective fails).
 // --absent-rank: rank R exits 0 without joining (the others' rendezvous times out).
@@ -36,6 +39,7 @@ namespace {
 
 struct Arguments {
   long timeout_ms = 30000;
+  long startup_ms = 0;  // 0: no start-up meeting; the store's timeout is timeout_ms
   int exit_rank = -1;
   int exit_code = 0;
   int die_rank = -1;
@@ -59,6 +63,8 @@ Arguments parse(int argc, char** argv) {
     };
     if (name == "--timeout-ms") {
       arguments.timeout_ms = value();
+    } else if (name == "--startup-ms") {
+      arguments.startup_ms = value();
     } else if (name == "--exit-rank") {
       arguments.exit_rank = static_cast<int>(value());
     } else if (name == "--exit-code") {
@@ -81,6 +87,13 @@ Arguments parse(int argc, char** argv) {
     }
   }
   return arguments;
+}
+
+// Returns once every one of `world` ranks has called it on `store`: the last to arrive sets the
+// key the others wait for (at most `timeout`).
+void wait_for_every_rank(c10d::Store& store, int world, std::chrono::milliseconds timeout) {
+  if (store.add("pg_worker/started", 1) == world) store.set("pg_worker/all-started", {1});
+  store.wait({"pg_worker/all-started"}, timeout);
 }
 
 at::Tensor wait_for(const c10::intrusive_ptr<c10d::Work>& work, const at::Tensor& result) {
@@ -151,7 +164,11 @@ int main(int argc, char** argv) {
       group = dcpp::make_gloo_process_group_from_env(options);
     } else {
       // Two groups from one store: the training loop's and the checkpoint's.
-      const auto store = dcpp::make_tcp_store(env, options);
+      const std::chrono::milliseconds startup(arguments.startup_ms);
+      const auto store = dcpp::make_tcp_store(
+          env, arguments.startup_ms > 0 ? dcpp::ProcessGroupOptions(options).with_timeout(startup)
+                                        : options);
+      if (arguments.startup_ms > 0) wait_for_every_rank(*store, env.world_size, startup);
       auto local = dcpp::ProcessGroupOptions(options).with_gloo_hostname("127.0.0.1");
       group = dcpp::make_gloo_process_group(store, env.rank, env.world_size,
                                             local.with_group_name("default"));

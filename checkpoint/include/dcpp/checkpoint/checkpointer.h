@@ -9,6 +9,7 @@
 #include <dcpp/core/export.h>
 #include <dcpp/dist/ranks.h>
 #include <dcpp/format/metadata.h>
+#include <dcpp/state_dict/incompatible_keys.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_reader_options.h>
 #include <dcpp/storage/filesystem_writer_options.h>
