@@ -7,7 +7,10 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
 #include <dcpp/storage/checkpoint_layout.h>
+
+#include "format/pickle/torch_pickle.h"
 
 #include <nlohmann/json.hpp>
 
@@ -57,16 +60,17 @@ TEST_CASE("every tensor of Megatron-Core's torch_dist checkpoints loads as its m
     const dcpp::Metadata metadata = dcpp::read_metadata(checkpoint);
     for (const auto& [key, expected] : manifest["dcp_metadata"]["state_dict_metadata"].items()) {
       INFO(key);
-      const auto found = std::find_if(
-          metadata.state_dict_metadata.begin(), metadata.state_dict_metadata.end(),
-          [&, &key = key](const auto& entry) { return entry.first == key; });
+      const auto found =
+          std::find_if(metadata.state_dict_metadata.begin(), metadata.state_dict_metadata.end(),
+                       [&, &key = key](const auto& entry) { return entry.first == key; });
       REQUIRE(found != metadata.state_dict_metadata.end());
       if (expected["type"] != "TensorStorageMetadata") continue;
       const auto& tensor = std::get<dcpp::TensorStorageMetadata>(found->second);
       CHECK(tensor.size == expected["size"].get<std::vector<int64_t>>());
       REQUIRE(tensor.chunks.size() == expected["chunks"].size());
       for (std::size_t i = 0; i < tensor.chunks.size(); ++i) {
-        CHECK(tensor.chunks[i].offsets == expected["chunks"][i]["offsets"].get<std::vector<int64_t>>());
+        CHECK(tensor.chunks[i].offsets ==
+              expected["chunks"][i]["offsets"].get<std::vector<int64_t>>());
         CHECK(tensor.chunks[i].sizes == expected["chunks"][i]["sizes"].get<std::vector<int64_t>>());
       }
     }
@@ -95,7 +99,8 @@ TEST_CASE("every tensor of Megatron-Core's torch_dist checkpoints loads as its m
   }
 }
 
-TEST_CASE("a Megatron-Core checkpoint of another backend, or a malformed metadata.json, is refused") {
+TEST_CASE(
+    "a Megatron-Core checkpoint of another backend, or a malformed metadata.json, is refused") {
   dcpp::test::TempDir dir;
   const auto refused = [](const fs::path& checkpoint, dcpp::ErrorKind kind,
                           const std::string& message) {
@@ -118,4 +123,115 @@ TEST_CASE("a Megatron-Core checkpoint of another backend, or a malformed metadat
           dcpp::ErrorKind::kIncompatible, "sharded_backend_version 2");
   refused(with_config(dir / "garbage", "mcore_tp2", "{\"sharded_backend\": "),
           dcpp::ErrorKind::kCorrupt, "metadata.json: not a JSON object");
+}
+
+namespace {
+
+// The attribute `name` of the PythonObject `value` holds.
+const c10::IValue& field(const c10::IValue& value, const std::string& name) {
+  const dcpp::PythonObject* object = dcpp::python_object_of(value);
+  REQUIRE(object != nullptr);
+  const c10::IValue* attribute = object->find(name);
+  REQUIRE(attribute != nullptr);
+  return *attribute;
+}
+
+std::string type_name(const c10::IValue& value) {
+  const dcpp::PythonObject* object = dcpp::python_object_of(value);
+  return object != nullptr ? object->class_name : "";
+}
+
+// The only element of a ShardedObject's payload, `torch.save([data])`.
+const dcpp::StateValue& payload(const dcpp::StateDict& state, const std::string& key) {
+  const dcpp::StateValue& value = state.at(key);
+  REQUIRE(value.is_list());
+  REQUIRE(value.list().size() == 1);
+  return value.list()[0];
+}
+
+c10::IValue dict_at(const c10::IValue& dict, const std::string& key) {
+  return dict.toGenericDict().at(key);
+}
+
+// The plain value under `key` of the dict `dict`.
+const c10::IValue& value_at(const dcpp::StateValue& dict, const std::string& key) {
+  REQUIRE(dict.is_dict());
+  const dcpp::StateValue& value = dict.dict().at(key);
+  REQUIRE(value.is_value());
+  return value.value();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "Megatron-Core's ShardedObjects and common state read as values: numpy arrays, Namespaces") {
+  const fs::path checkpoint = dcpp::test::megatron_fixture("mcore_tp2");
+  const dcpp::StateDict state = dcpp::load_from_keys(
+      checkpoint, {"rng_state/shard_0.1_1.2", "train_state/shard_1_2", "common_state/shard_0_1"});
+
+  const dcpp::StateValue& train = payload(state, "train_state/shard_1_2");
+  CHECK(value_at(train, "iteration").toInt() == 100);
+  CHECK(value_at(train, "consumed_samples").toInt() == 3201);
+  CHECK(value_at(train, "loss_scale").toDouble() == 65536.0);
+  CHECK(value_at(train, "note").toStringRef() == "rank1");
+
+  // rank 1's RNG state: Python's, numpy's (an MT19937 key as a uint32 array), torch's.
+  // (Megatron's RNG state is itself a list, of one dict here.)
+  const dcpp::StateValue& rng = payload(state, "rng_state/shard_0.1_1.2").list()[0];
+  const auto& np_state = value_at(rng, "np_rng_state").toTupleRef().elements();
+  REQUIRE(np_state.size() == 5);
+  CHECK(np_state[0].toStringRef() == "MT19937");
+  REQUIRE(type_name(np_state[1]) == "numpy.ndarray");
+  CHECK(field(np_state[1], "dtype").toStringRef() == "<u4");
+  const at::Tensor key = field(np_state[1], "array").toTensor();
+  CHECK(key.scalar_type() == at::kInt);  // uint32's bits
+  CHECK(key.equal(at::tensor({100, 101, 102, 103}, at::kInt)));
+  const auto& random_state = value_at(rng, "random_rng_state").toTupleRef().elements();
+  CHECK(random_state[0].toInt() == 3);
+  CHECK(random_state[1].toTupleRef().elements()[0].toInt() == 2);
+  CHECK(rng.dict().at("torch_rng_state").tensor().equal(at::arange(1, 17).to(at::kByte)));
+
+  // The common state, with Megatron's args as an argparse.Namespace.
+  const dcpp::StateValue& common = payload(state, "common_state/shard_0_1");
+  const c10::IValue& args = value_at(common, "args");
+  REQUIRE(type_name(args) == "argparse.Namespace");
+  CHECK(field(args, "hidden_size").toInt() == 8);
+  CHECK(field(args, "tensor_model_parallel_size").toInt() == 2);
+  CHECK(field(args, "lr").toDouble() == 0.0003);
+  CHECK(field(args, "name").toStringRef() == "tiny-gpt");
+  CHECK(value_at(common, "unicode_note").toStringRef() == "h\u00e9llo \u2603");
+  CHECK(value_at(common, "neg_int").toInt() == -1099511627779);
+  CHECK(
+      value_at(common.dict().at("content_metadata"), "distrib_optim_sharding_type").toStringRef() ==
+      "fully_sharded_model_space");
+}
+
+TEST_CASE("numpy arrays and Namespaces written in Python's pickle read back the same, every byte") {
+  // Bytes above 0x7f travel as latin1 code points in protocol 2: every value of a byte.
+  const at::Tensor bytes = at::arange(256).to(at::kByte).reshape({16, 16});
+  const at::Tensor halves = at::tensor({1.5, -2.25, 65504.0}).to(at::kHalf);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("bytes", dcpp::numpy_array_value(bytes, "|u1"));
+  dict.insert("key", dcpp::numpy_array_value(at::tensor({-1, 7}, at::kInt), "<u4"));
+  dict.insert("halves", dcpp::numpy_array_value(halves, "<f2"));
+  dict.insert("args",
+              dcpp::python_object_value("argparse.Namespace",
+                                        {{"hidden", int64_t{8}}, {"name", std::string("tiny")}}));
+  std::vector<at::Tensor> tensors;
+  const std::string pickle = dcpp::detail::encode_value_pickle(dict, tensors);
+  CHECK(tensors.empty());  // numpy arrays carry their bytes in the pickle
+  const c10::IValue back = dcpp::detail::decode_value_pickle(
+      pickle,
+      [](const dcpp::detail::TensorRef&) -> at::Tensor {
+        FAIL("a tensor");
+        return {};
+      },
+      "the round trip");
+  CHECK(field(dict_at(back, "bytes"), "array").toTensor().equal(bytes));
+  CHECK(field(dict_at(back, "bytes"), "dtype").toStringRef() == "|u1");
+  CHECK(field(dict_at(back, "key"), "array").toTensor().equal(at::tensor({-1, 7}, at::kInt)));
+  CHECK(field(dict_at(back, "key"), "dtype").toStringRef() == "<u4");
+  CHECK(field(dict_at(back, "halves"), "array").toTensor().equal(halves));
+  CHECK(field(dict_at(back, "args"), "hidden").toInt() == 8);
+  CHECK(field(dict_at(back, "args"), "name").toStringRef() == "tiny");
 }

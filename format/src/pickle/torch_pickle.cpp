@@ -16,6 +16,7 @@
 
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/pickle_writer.h"
+#include "format/pickle/python_objects.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -149,6 +150,10 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
     writer.reduce();
   } else if (value.isString()) {
     writer.put_str(value.toStringRef());
+  } else if (put_python_object(writer, value, [&](const c10::IValue& part) {
+               put_value(writer, part, tensors, depth + 1);
+             })) {
+    // a numpy array or an argparse.Namespace (python_objects.h)
   } else if (value.isTuple()) {
     const auto& elements = value.toTupleRef().elements();
     writer.put_tuple(elements.size(), [&] {
@@ -219,7 +224,8 @@ bool allow_tensor_global(std::string_view module, std::string_view name) {
 
 bool allow_value_global(std::string_view module, std::string_view name) {
   return allow_tensor_global(module, name) ||
-         ((module == "__builtin__" || module == "builtins") && name == "complex");
+         ((module == "__builtin__" || module == "builtins") && name == "complex") ||
+         allow_python_object_global(module, name);
 }
 
 class TensorDecoder {
@@ -451,13 +457,19 @@ class ValueDecoder {
         if (TensorDecoder::is_tensor(object)) {
           return c10::IValue(load_tensor_(tensors_.decode(object)));
         }
+        [[fallthrough]];
+      case PyKind::kNewObj:
+        if (std::optional<c10::IValue> value = decode_python_object(
+                object, [&](const PyObject& part) { return convert(part, depth + 1); }, what_)) {
+          return *std::move(value);
+        }
         break;
       default:
         break;
     }
     fail("data.pkl holds a " + describe(object) +
          ", which dcpp cannot represent (it reads None, bool, int, float, complex, str, tuple, "
-         "list, dict with str or int keys, and tensors)");
+         "list, dict with str or int keys, tensors, numpy arrays and argparse.Namespace)");
   }
 
   c10::IValue convert_dict(const PyObject& object, int depth) {

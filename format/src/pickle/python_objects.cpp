@@ -1,0 +1,310 @@
+#include "format/pickle/python_objects.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace dcpp::detail {
+namespace {
+
+constexpr const char* kNumpyArrayClass = "numpy.ndarray";
+constexpr const char* kNamespaceClass = "argparse.Namespace";
+
+// A numpy dtype dcpp reads: its kind and size ("f4"), and the torch dtype holding its bits.
+struct NumpyDtype {
+  const char* code;
+  at::ScalarType dtype;
+};
+
+constexpr NumpyDtype kNumpyDtypes[] = {
+    {"b1", at::kBool},         {"i1", at::kChar},           {"u1", at::kByte},
+    {"i2", at::kShort},        {"u2", at::kShort},          {"i4", at::kInt},
+    {"u4", at::kInt},          {"i8", at::kLong},           {"u8", at::kLong},
+    {"f2", at::kHalf},         {"f4", at::kFloat},          {"f8", at::kDouble},
+    {"c8", at::kComplexFloat}, {"c16", at::kComplexDouble},
+};
+
+const NumpyDtype* find_numpy_dtype(std::string_view code) {
+  for (const NumpyDtype& entry : kNumpyDtypes) {
+    if (code == entry.code) return &entry;
+  }
+  return nullptr;
+}
+
+bool is_reconstruct(const PyObject& object) {
+  return object.is_global("numpy.core.multiarray", "_reconstruct") ||
+         object.is_global("numpy._core.multiarray", "_reconstruct");
+}
+
+class Decoder {
+ public:
+  Decoder(const std::function<c10::IValue(const PyObject&)>& convert, std::string_view what)
+      : convert_(convert), what_(what) {}
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw CheckpointError(ErrorKind::kCorrupt, std::string(what_) + ": " + printable(problem));
+  }
+
+  std::optional<c10::IValue> decode(const PyObject& object) const {
+    if (object.kind == PyKind::kReduce && is_reconstruct(object.callable())) return array(object);
+    if (object.is_instance_of("argparse", "Namespace")) return name_space(object);
+    if (object.is_instance_of("_codecs", "encode")) {
+      fail("holds Python bytes outside a numpy array, which dcpp does not read");
+    }
+    if (object.is_instance_of("numpy", "dtype")) fail("holds a numpy dtype outside an array");
+    return std::nullopt;
+  }
+
+ private:
+  // numpy.ndarray's pickle: _reconstruct(ndarray, (0,), b'b') with the state
+  // (1, shape, dtype, is_fortran, bytes).
+  c10::IValue array(const PyObject& object) const {
+    const auto& args = object.args().items;
+    if (args.size() != 3 || !args[0]->is_global("numpy", "ndarray")) {
+      fail("holds a numpy _reconstruct call that does not make an ndarray");
+    }
+    const PyObject* state = object.state();
+    if (state == nullptr || state->kind != PyKind::kTuple || state->items.size() != 5) {
+      fail("holds a numpy array without its (version, shape, dtype, order, data) state");
+    }
+    const auto& fields = state->items;
+    std::vector<int64_t> shape;
+    if (fields[1]->kind != PyKind::kTuple) fail("holds a numpy array whose shape is not a tuple");
+    int64_t numel = 1;
+    for (const PyObject* size : fields[1]->items) {
+      if (size->kind != PyKind::kInt || size->int_value < 0 ||
+          __builtin_mul_overflow(numel, size->int_value, &numel)) {
+        fail("holds a numpy array with a malformed shape");
+      }
+      shape.push_back(size->int_value);
+    }
+    const auto [code, byte_order] = dtype(*fields[2]);
+    const NumpyDtype* entry = find_numpy_dtype(code);
+    if (entry == nullptr) {
+      fail("holds a numpy array of dtype '" + code +
+           "', which dcpp does not read (it reads bool, int, uint, float and complex arrays)");
+    }
+    const std::size_t item = c10::elementSize(entry->dtype);
+    if (byte_order == ">" && item > 1) {
+      fail("holds a big-endian numpy array ('>" + code + "'), which dcpp does not read");
+    }
+    if (fields[3]->kind != PyKind::kBool) fail("holds a numpy array whose order is not a bool");
+    const std::string data = bytes(*fields[4]);
+    int64_t expected = 0;
+    if (__builtin_mul_overflow(numel, static_cast<int64_t>(item), &expected) ||
+        static_cast<uint64_t>(expected) != data.size()) {
+      fail("holds a numpy array of " + std::to_string(numel) + " '" + code + "' elements in " +
+           std::to_string(data.size()) + " bytes");
+    }
+    const bool fortran = fields[3]->bool_value;
+    // A Fortran-ordered array's bytes are those of its transpose in C order.
+    std::vector<int64_t> stored(shape);
+    if (fortran) std::reverse(stored.begin(), stored.end());
+    at::Tensor array = at::empty(stored, at::TensorOptions().dtype(entry->dtype));
+    if (!data.empty()) std::memcpy(array.data_ptr(), data.data(), data.size());
+    if (fortran && shape.size() > 1) {
+      std::vector<int64_t> reverse(shape.size());
+      for (std::size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
+      array = array.permute(reverse).contiguous();
+    }
+    const std::string order = item == 1 ? "|" : "<";
+    return numpy_array_value(array, order + code);
+  }
+
+  // numpy.dtype's pickle: dtype(code, False, True) with the state
+  // (3, byte order, None, None, None, -1, -1, 0). Returns the code and the byte order.
+  std::pair<std::string, std::string> dtype(const PyObject& object) const {
+    if (!object.is_instance_of("numpy", "dtype") || object.args().items.empty() ||
+        object.args().items[0]->kind != PyKind::kStr) {
+      fail("holds a numpy array whose dtype is a " + describe(object));
+    }
+    std::string byte_order = "|";
+    const PyObject* state = object.state();
+    if (state != nullptr) {
+      if (state->kind != PyKind::kTuple || state->items.size() < 2 ||
+          state->items[1]->kind != PyKind::kStr) {
+        fail("holds a numpy dtype with a malformed state");
+      }
+      if (state->items.size() >= 3 && state->items[2]->kind != PyKind::kNone) {
+        fail("holds a structured numpy dtype, which dcpp does not read");
+      }
+      byte_order = state->items[1]->text;
+    }
+    return {object.args().items[0]->text, byte_order};
+  }
+
+  // Python bytes: a bytes object (protocol 3 and later) or protocol 2's
+  // _codecs.encode(str, 'latin1'), whose str holds one code point below 256 per byte.
+  std::string bytes(const PyObject& object) const {
+    if (object.kind == PyKind::kBytes) return object.text;
+    const auto& args = object.args().items;
+    if (!object.is_instance_of("_codecs", "encode") || args.size() != 2 ||
+        args[0]->kind != PyKind::kStr || args[1]->kind != PyKind::kStr ||
+        args[1]->text != "latin1") {
+      fail("holds a numpy array whose data is a " + describe(object) + ", not bytes");
+    }
+    const std::string& text = args[0]->text;  // UTF-8
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const auto lead = static_cast<unsigned char>(text[i]);
+      if (lead < 0x80) {
+        out.push_back(static_cast<char>(lead));
+      } else if ((lead == 0xC2 || lead == 0xC3) && i + 1 < text.size() &&
+                 (static_cast<unsigned char>(text[i + 1]) & 0xC0) == 0x80) {
+        out.push_back(static_cast<char>(((lead & 0x03) << 6) |
+                                        (static_cast<unsigned char>(text[++i]) & 0x3F)));
+      } else {
+        fail("holds latin1 bytes with a character above U+00FF");
+      }
+    }
+    return out;
+  }
+
+  // argparse.Namespace's pickle: NEWOBJ with no arguments, then its __dict__.
+  c10::IValue name_space(const PyObject& object) const {
+    if (object.kind != PyKind::kNewObj || !object.args().items.empty()) {
+      fail("holds an argparse.Namespace made with arguments");
+    }
+    std::vector<std::pair<std::string, c10::IValue>> attributes;
+    if (const PyObject* state = object.state()) {
+      if (state->kind != PyKind::kDict)
+        fail("holds an argparse.Namespace whose state is not a dict");
+      for (std::size_t i = 0; i < state->dict_size(); ++i) {
+        if (state->key(i).kind != PyKind::kStr) {
+          fail("holds an argparse.Namespace with a " + describe(state->key(i)) + " attribute name");
+        }
+        attributes.emplace_back(state->key(i).text, convert_(state->value(i)));
+      }
+    }
+    return python_object_value(kNamespaceClass, std::move(attributes));
+  }
+
+  const std::function<c10::IValue(const PyObject&)>& convert_;
+  std::string_view what_;
+};
+
+// Python bytes as protocol 2 writes them: _codecs.encode(<latin1 str>, 'latin1').
+void put_bytes(PickleWriter& writer, const void* data, std::size_t size) {
+  std::string text;
+  text.reserve(size * 2);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    if (bytes[i] < 0x80) {
+      text.push_back(static_cast<char>(bytes[i]));
+    } else {
+      text.push_back(static_cast<char>(0xC0 | (bytes[i] >> 6)));
+      text.push_back(static_cast<char>(0x80 | (bytes[i] & 0x3F)));
+    }
+  }
+  writer.put_global("_codecs", "encode");
+  writer.put_tuple(2, [&] {
+    writer.put_str(text);
+    writer.put_str("latin1");
+  });
+  writer.reduce();
+}
+
+void put_numpy_array(PickleWriter& writer, const PythonObject& object) {
+  const c10::IValue* array_value = object.find("array");
+  const c10::IValue* dtype_value = object.find("dtype");
+  if (array_value == nullptr || dtype_value == nullptr || !array_value->isTensor() ||
+      !dtype_value->isString()) {
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "a numpy.ndarray value must have an array (a tensor) and a dtype (a str)");
+  }
+  const std::string& dtype = dtype_value->toStringRef();
+  const NumpyDtype* entry = dtype.size() > 1 ? find_numpy_dtype(dtype.substr(1)) : nullptr;
+  const at::Tensor array = array_value->toTensor().contiguous().to(at::kCPU);
+  if (entry == nullptr || (dtype[0] != '<' && dtype[0] != '|') ||
+      c10::elementSize(entry->dtype) != c10::elementSize(array.scalar_type())) {
+    throw CheckpointError(ErrorKind::kUsage, "a numpy.ndarray value of dtype '" + dtype +
+                                                 "' holds a tensor of dtype " +
+                                                 c10::toString(array.scalar_type()));
+  }
+  writer.put_global("numpy.core.multiarray", "_reconstruct");
+  writer.put_tuple(3, [&] {
+    writer.put_global("numpy", "ndarray");
+    writer.put_tuple(1, [&] { writer.put_int(0); });
+    put_bytes(writer, "b", 1);
+  });
+  writer.reduce();
+  writer.put_tuple(5, [&] {
+    writer.put_int(1);
+    writer.put_tuple(static_cast<std::size_t>(array.dim()), [&] {
+      for (const int64_t size : array.sizes()) writer.put_int(size);
+    });
+    writer.put_global("numpy", "dtype");
+    writer.put_tuple(3, [&] {
+      writer.put_str(dtype.substr(1));
+      writer.put_bool(false);
+      writer.put_bool(true);
+    });
+    writer.reduce();
+    writer.put_tuple(8, [&] {
+      writer.put_int(3);
+      writer.put_str(dtype.substr(0, 1));
+      writer.put_none();
+      writer.put_none();
+      writer.put_none();
+      writer.put_int(-1);
+      writer.put_int(-1);
+      writer.put_int(0);
+    });
+    writer.build();
+    writer.put_bool(false);
+    put_bytes(writer, array.data_ptr(), array.numel() * array.element_size());
+  });
+  writer.build();
+}
+
+void put_namespace(PickleWriter& writer, const PythonObject& object,
+                   const std::function<void(const c10::IValue&)>& put) {
+  writer.put_global("argparse", "Namespace");
+  writer.empty_tuple();
+  writer.newobj();
+  writer.put_dict(object.attributes.size(), [&](std::size_t i) {
+    writer.put_str(object.attributes[i].first);
+    put(object.attributes[i].second);
+  });
+  writer.build();
+}
+
+}  // namespace
+
+bool allow_python_object_global(std::string_view module, std::string_view name) {
+  return ((module == "numpy.core.multiarray" || module == "numpy._core.multiarray") &&
+          name == "_reconstruct") ||
+         (module == "numpy" && (name == "ndarray" || name == "dtype")) ||
+         (module == "_codecs" && name == "encode") || (module == "argparse" && name == "Namespace");
+}
+
+std::optional<c10::IValue> decode_python_object(
+    const PyObject& object, const std::function<c10::IValue(const PyObject&)>& convert,
+    std::string_view what) {
+  return Decoder(convert, what).decode(object);
+}
+
+bool put_python_object(PickleWriter& writer, const c10::IValue& value,
+                       const std::function<void(const c10::IValue&)>& put) {
+  const PythonObject* object = python_object_of(value);
+  if (object == nullptr) return false;
+  if (object->class_name == kNumpyArrayClass) {
+    put_numpy_array(writer, *object);
+  } else if (object->class_name == kNamespaceClass) {
+    put_namespace(writer, *object, put);
+  } else {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "dcpp cannot torch.save a Python " + object->class_name +
+                              " (it writes numpy.ndarray and argparse.Namespace)");
+  }
+  return true;
+}
+
+}  // namespace dcpp::detail
