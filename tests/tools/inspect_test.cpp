@@ -202,3 +202,20 @@ TEST_CASE("inspect --tree --stats shows every tensor's stats in the tree") {
   }
   REQUIRE(shown == tensors);
 }
+
+TEST_CASE("inspect --json shows a Megatron-Core checkpoint's tensors, objects and common state") {
+  const json inspection =
+      dcpp::tools::inspect_checkpoint(dcpp::test::megatron_fixture("mcore_tp2"), false);
+  REQUIRE(inspection["format"] == "megatron-core");
+  const json& entries = inspection["entries"];
+  CHECK(entries["decoder.layers.self_attention.linear_qkv.weight"]["shape"] ==
+        json::array({2, 24, 8}));
+  CHECK(entries["decoder.layers.self_attention.linear_qkv.weight"]["chunks"].size() == 4);
+  const json& args = entries["common_state/shard_0_1"]["value"][0]["args"];
+  CHECK(args["__class__"] == "argparse.Namespace");
+  CHECK(args["name"] == "tiny-gpt");
+  CHECK(args["hidden_size"] == 8);
+  CHECK(entries["rng_state/shard_0.1_1.2"]["value"][0][0]["np_rng_state"][1] ==
+        "<numpy.ndarray <u4 [4]>");
+  CHECK(entries["train_state/shard_1_2"]["value"][0]["consumed_samples"] == 3201);
+}

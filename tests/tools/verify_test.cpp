@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 using dcpp::test::run_cli;
 using nlohmann::json;
 
@@ -248,4 +250,30 @@ TEST_CASE("chunk coverage finds overlaps, gaps and chunks outside the tensor") {
   REQUIRE(gap == std::vector<std::string>{"the chunks cover 12 of the tensor's 24 elements"});
   const auto outside = chunk_coverage_problems({4}, {{{2}, {3}}});
   REQUIRE_THAT(outside.at(0), Catch::Contains("reaches outside"));
+}
+
+TEST_CASE("verify passes Megatron-Core's checkpoints and finds a damaged byte in one") {
+  for (const std::string name : {"mcore_tp2", "mcore_legacy_common_pt"}) {
+    const json report = dcpp::tools::verify_checkpoint(dcpp::test::megatron_fixture(name));
+    INFO(name << ": " << report.dump());
+    CHECK(report["ok"] == true);
+    CHECK(report["problems"].empty());
+  }
+  dcpp::test::TempDir dir;
+  const std::filesystem::path copy = dir / "mcore_tp2";
+  std::filesystem::copy(dcpp::test::megatron_fixture("mcore_tp2"), copy);
+  std::filesystem::permissions(copy / "__1_0.distcp", std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  {
+    std::fstream file(copy / "__1_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(2000);
+    const char byte = static_cast<char>(file.get());
+    file.seekp(2000);
+    file.put(static_cast<char>(byte ^ 0x40));
+  }
+  const json report = dcpp::tools::verify_checkpoint(copy);
+  INFO(report.dump());
+  CHECK(report["ok"] == false);
+  REQUIRE(!report["problems"].empty());
+  CHECK(report["problems"][0]["file"] == "__1_0.distcp");
 }

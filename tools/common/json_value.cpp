@@ -2,6 +2,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/format/metadata.h>
+#include <dcpp/state_dict/python_object.h>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
@@ -56,6 +57,19 @@ nlohmann::json to_json(const c10::IValue& value) {
                             : key.tagKind()] = to_json(entry.value());
     }
     return object;
+  }
+  if (const PythonObject* object = python_object_of(value)) {
+    const c10::IValue* array = object->find("array");
+    const c10::IValue* dtype = object->find("dtype");
+    if (object->class_name == "numpy.ndarray" && array != nullptr && array->isTensor() &&
+        dtype != nullptr && dtype->isString()) {
+      std::ostringstream out;
+      out << "<numpy.ndarray " << dtype->toStringRef() << " " << array->toTensor().sizes() << ">";
+      return out.str();
+    }
+    nlohmann::json attributes = {{"__class__", object->class_name}};
+    for (const auto& [name, attribute] : object->attributes) attributes[name] = to_json(attribute);
+    return attributes;
   }
   return "<" + value.tagKind() + ">";
 }

@@ -11,7 +11,9 @@
 namespace dcpp::tools {
 
 /// None -> null, bool, int, float (NaN and infinities -> null, as JSON has none), str, tuples and
-/// lists -> arrays, dicts -> objects; a tensor inside a value -> "<tensor float32 [2, 3]>".
+/// lists -> arrays, dicts -> objects; a tensor inside a value -> "<tensor float32 [2, 3]>"; a
+/// Python object (python_object.h): a numpy array -> "<numpy.ndarray <u4 [4]>", another ->
+/// {"__class__": "argparse.Namespace", <attribute>: ...}.
 nlohmann::json to_json(const StateValue& value);
 nlohmann::json to_json(const c10::IValue& value);
 
