@@ -235,3 +235,29 @@ TEST_CASE("numpy arrays and Namespaces written in Python's pickle read back the 
   CHECK(field(dict_at(back, "args"), "hidden").toInt() == 8);
   CHECK(field(dict_at(back, "args"), "name").toStringRef() == "tiny");
 }
+
+TEST_CASE("a numpy array whose dtype or bytes do not fit is refused, naming what is wrong") {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("key", dcpp::numpy_array_value(at::tensor({1, 2, 3, 4}, at::kInt), "<u4"));
+  std::vector<at::Tensor> tensors;
+  const std::string pickle = dcpp::detail::encode_value_pickle(dict, tensors);
+  const auto refused = [&](const std::string& from, const std::string& to,
+                           const std::string& message) {
+    std::string hostile = pickle;
+    const std::size_t at = hostile.find(from);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(hostile.find(from, at + 1) == std::string::npos);  // the dtype's code, once
+    hostile.replace(at, from.size(), to);
+    INFO(message);
+    try {
+      dcpp::detail::decode_value_pickle(
+          hostile, [](const dcpp::detail::TensorRef&) -> at::Tensor { return {}; }, "payload");
+      FAIL("decoded");
+    } catch (const dcpp::CheckpointError& e) {
+      CHECK(e.kind() == dcpp::ErrorKind::kCorrupt);
+      CHECK_THAT(e.what(), Catch::Contains(message));
+    }
+  };
+  refused("u4", "u8", "payload: holds a numpy array of 4 'u8' elements in 16 bytes");
+  refused("u4", "U4", "holds a numpy array of dtype 'U4', which dcpp does not read");
+}
