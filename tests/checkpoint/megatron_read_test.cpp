@@ -6,6 +6,7 @@
 #include "dcpp_test.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/megatron.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/python_object.h>
 #include <dcpp/storage/checkpoint_layout.h>
@@ -260,4 +261,39 @@ TEST_CASE("a numpy array whose dtype or bytes do not fit is refused, naming what
   };
   refused("u4", "u8", "payload: holds a numpy array of 4 'u8' elements in 16 bytes");
   refused("u4", "U4", "holds a numpy array of dtype 'U4', which dcpp does not read");
+}
+
+TEST_CASE(
+    "load_common_state_dict reads the common state, current or legacy common.pt, and its "
+    "content metadata") {
+  for (const std::string name : {"mcore_tp2", "mcore_legacy_common_pt"}) {
+    INFO(name);
+    const json manifest = megatron_manifest(name);
+    const fs::path checkpoint = dcpp::test::megatron_fixture(name);
+    const dcpp::StateDict common = dcpp::megatron::load_common_state_dict(checkpoint);
+    std::vector<std::string> keys;
+    for (const auto& item : common) keys.push_back(item.key);
+    std::sort(keys.begin(), keys.end());
+    CHECK(keys == manifest["megatron_common_state_dict_keys"].get<std::vector<std::string>>());
+    CHECK(common.at("iteration").value().toInt() == 100);
+    CHECK(field(common.at("args").value(), "name").toStringRef() == "tiny-gpt");
+    CHECK(common.at("common_tensor").tensor().equal(at::arange(6, at::kFloat).reshape({2, 3}) / 2));
+    const dcpp::StateDict content = dcpp::megatron::load_content_metadata(checkpoint);
+    for (const auto& [key, expected] : manifest["content_metadata"].items()) {
+      INFO(key);
+      const c10::IValue& value = content.at(key).value();
+      if (expected.is_boolean()) {
+        CHECK(value.toBool() == expected.get<bool>());
+      } else if (expected.is_number_integer()) {
+        CHECK(value.toInt() == expected.get<int64_t>());
+      } else {
+        CHECK(value.toStringRef() == expected.get<std::string>());
+      }
+    }
+  }
+  const fs::path dcp = dcpp::test::fixture("single_rank_mixed");
+  REQUIRE_THROWS_WITH(
+      dcpp::megatron::load_common_state_dict(dcp),
+      Catch::Contains(dcp.string() + " is not a Megatron-Core checkpoint (it has no "
+                                     "metadata.json); read it with load_from_keys"));
 }
