@@ -297,3 +297,44 @@ TEST_CASE(
       Catch::Contains(dcp.string() + " is not a Megatron-Core checkpoint (it has no "
                                      "metadata.json); read it with load_from_keys"));
 }
+
+TEST_CASE("integrity.json: a load checks every file's SHA-256 and names the one that changed") {
+  dcpp::test::TempDir dir;
+  const json manifest = megatron_manifest("mcore_tp2");
+  const fs::path copy = dir / "mcore_tp2";
+  fs::copy(dcpp::test::megatron_fixture("mcore_tp2"), copy, fs::copy_options::recursive);
+  json files = json::object();
+  for (const auto& [name, file] : manifest["files"].items()) files[name] = file["sha256"];
+  std::ofstream(copy / "integrity.json") << json{{"algorithm", "sha256"}, {"files", files}}.dump();
+
+  const auto load_norm = [&] {
+    dcpp::StateDict state;
+    state.insert("decoder.final_layernorm.weight", at::zeros({8}));
+    dcpp::load(state, copy);
+    return state.at("decoder.final_layernorm.weight").tensor();
+  };
+  CHECK(!load_norm().eq(0).all().item<bool>());  // every digest matches: loaded
+
+  // A byte of rank 1's data file changes: the load fails before reading anything, naming it.
+  fs::permissions(copy / "__1_0.distcp", fs::perms::owner_write, fs::perm_options::add);
+  {
+    std::fstream file(copy / "__1_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100);
+    file.put('\x7f');
+  }
+  try {
+    load_norm();
+    FAIL("loaded");
+  } catch (const dcpp::CheckpointError& e) {
+    CHECK(e.kind() == dcpp::ErrorKind::kCorrupt);
+    CHECK_THAT(e.what(), Catch::Contains((copy / "__1_0.distcp").string() +
+                                         " does not match integrity.json: its SHA-256 is"));
+  }
+
+  // A name that leaves the checkpoint is refused, not read.
+  std::ofstream(copy / "integrity.json", std::ios::trunc)
+      << R"({"algorithm": "sha256", "files": {"../../etc/passwd": "00"}})";
+  CHECK_THROWS_WITH(load_norm(), Catch::Contains("not inside the checkpoint directory"));
+  std::ofstream(copy / "integrity.json", std::ios::trunc) << R"({"algorithm": "md5", "files": {}})";
+  CHECK_THROWS_WITH(load_norm(), Catch::Contains("algorithm \"md5\"; dcpp checks sha256"));
+}

@@ -277,3 +277,25 @@ TEST_CASE("verify passes Megatron-Core's checkpoints and finds a damaged byte in
   REQUIRE(!report["problems"].empty());
   CHECK(report["problems"][0]["file"] == "__1_0.distcp");
 }
+
+TEST_CASE("verify checks Megatron-Core's integrity.json") {
+  dcpp::test::TempDir dir;
+  const std::filesystem::path copy = dir / "mcore_tp2";
+  std::filesystem::copy(dcpp::test::megatron_fixture("mcore_tp2"), copy);
+  std::ofstream(copy / "integrity.json")
+      << R"({"algorithm": "sha256", "files": {"metadata.json": "0000"}})";
+  const json report = dcpp::tools::verify_checkpoint(copy);
+  INFO(report.dump());
+  CHECK(report["ok"] == false);
+  CHECK(report["integrity_file"] == "failed");
+  REQUIRE(report["problems"].size() == 1);
+  CHECK(report["problems"][0]["file"] == "integrity.json");
+  std::ifstream in(dcpp::test::megatron_fixture("mcore_tp2.manifest.json"));
+  const std::string digest = json::parse(in)["files"]["metadata.json"]["sha256"].get<std::string>();
+  std::ofstream(copy / "integrity.json", std::ios::trunc)
+      << R"({"algorithm": "sha256", "files": {"metadata.json": ")" << digest << R"("}})";
+  const json good = dcpp::tools::verify_checkpoint(copy);
+  INFO(good.dump());
+  CHECK(good["ok"] == true);
+  CHECK(good["integrity_file"] == "checked");
+}

@@ -30,6 +30,7 @@
 #include "format/zip/zip_layout_check.h"
 #include "format/zstd_stream.h"
 #include "storage/location_files.h"
+#include "storage/megatron_integrity.h"
 #include "storage/per_rank_metadata.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -71,6 +72,7 @@ class Verifier {
       check_files();
       check_unreferenced();
     }
+    check_integrity();
     json report{{"ok", problems_.empty()},
                 {"checkpoint", location_},
                 {"entries", metadata_.state_dict_metadata.size()},
@@ -79,6 +81,7 @@ class Verifier {
                 {"bytes_read", bytes_read_},
                 {"checksum_file", checksum_state_},
                 {"problems", problems_}};
+    if (integrity_state_) report["integrity_file"] = *integrity_state_;
     if (!metadata_files_.empty()) report["metadata_files"] = metadata_files_;
     return report;
   }
@@ -89,6 +92,19 @@ class Verifier {
     problems_.push_back(json{{"file", file ? json(*file) : json(nullptr)},
                              {"key", key ? json(*key) : json(nullptr)},
                              {"problem", message}});
+  }
+
+  // Megatron-Core's integrity.json, when the directory has one: every file it lists against its
+  // SHA-256 (storage/megatron_integrity.h).
+  void check_integrity() {
+    if (in_store_ || !detail::has_integrity_file(directory_)) return;
+    try {
+      detail::check_integrity_file(directory_);
+      integrity_state_ = "checked";
+    } catch (const c10::Error& error) {
+      integrity_state_ = "failed";
+      problem("integrity.json", std::nullopt, error.what_without_backtrace());
+    }
   }
 
   bool read_metadata() {
@@ -564,6 +580,7 @@ class Verifier {
   std::unique_ptr<LocationFiles> files_io_;
   bool in_store_;                          // not a directory: an s3:// or a registered driver's
   std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
+  std::optional<std::string> integrity_state_;  // Megatron's integrity.json: "checked", "failed"
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
   Metadata metadata_;

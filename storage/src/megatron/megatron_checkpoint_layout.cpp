@@ -1,6 +1,7 @@
 #include "megatron/megatron_checkpoint_layout.h"
 
 #include "storage/dcp_file_names.h"
+#include "storage/megatron_integrity.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -28,8 +29,9 @@ void check_megatron_config(const fs::path& directory) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw CheckpointError(ErrorKind::kNotFound,
-                          path.string() + " cannot be read: a Megatron-Core checkpoint is "
-                                          "complete only once it is there");
+                          path.string() +
+                              " cannot be read: a Megatron-Core checkpoint is "
+                              "complete only once it is there");
   }
   std::ostringstream bytes;
   bytes << in.rdbuf();
@@ -52,9 +54,9 @@ void check_megatron_config(const fs::path& directory) {
   }
   const auto version = config.find("sharded_backend_version");
   if (version != config.end() && (!version->is_number_integer() || *version != 1)) {
-    throw CheckpointError(ErrorKind::kIncompatible,
-                          path.string() + ": sharded_backend_version " + version->dump() +
-                              " of 'torch_dist'; dcpp reads version 1");
+    throw CheckpointError(ErrorKind::kIncompatible, path.string() + ": sharded_backend_version " +
+                                                        version->dump() +
+                                                        " of 'torch_dist'; dcpp reads version 1");
   }
   const auto common = config.find("common_backend");
   if (common != config.end() && (!common->is_string() || *common != "torch")) {
@@ -72,6 +74,7 @@ std::unique_ptr<StorageReader> MegatronCheckpointLayout::make_reader(
                                                  "a directory only, for now");
   }
   check_megatron_config(location.path());
+  if (reading.verify_checksums) check_integrity_file(location.path());
   return location_driver(location)->make_reader(location, reading);
 }
 

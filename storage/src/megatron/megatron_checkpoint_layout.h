@@ -15,8 +15,11 @@ class MegatronCheckpointLayout final : public CheckpointLayout {
   /// A directory with `metadata.json`.
   bool recognizes(const Location& location, LocationFiles& files) const override;
   /// DCP's reader of the directory, once `metadata.json` names the `torch_dist` backend (version
-  /// 1, common backend `torch`). Throws CheckpointError naming the file: kNotFound without it,
-  /// kCorrupt when it is not such a JSON object, kIncompatible for another backend or version.
+  /// 1, common backend `torch`) and, when there is an `integrity.json` and `reading` verifies
+  /// checksums, every file it lists has its SHA-256 (megatron_integrity.h; each file read once
+  /// more, on every rank that loads). Throws CheckpointError naming the file: kNotFound without
+  /// `metadata.json`, kCorrupt when it is not such a JSON object or a digest differs,
+  /// kIncompatible for another backend or version.
   std::unique_ptr<StorageReader> make_reader(const Location& location,
                                              const FileSystemReaderOptions& reading) const override;
 };

@@ -1,0 +1,102 @@
+#include "storage/megatron_integrity.h"
+
+#include "dcp_item_reader.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <openssl/evp.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dcpp::detail {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kIntegrityFile = "integrity.json";
+
+// The SHA-256 of the file at `path`, in lowercase hex, read in blocks.
+std::string sha256_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          path.string() + ", which " + kIntegrityFile +
+                              " lists, cannot be read: the checkpoint is incomplete");
+  }
+  const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                        &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1) {
+    throw CheckpointError(ErrorKind::kIo, "OpenSSL's SHA-256 could not start");
+  }
+  std::vector<char> block(1 << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    if (in.gcount() > 0 &&
+        EVP_DigestUpdate(context.get(), block.data(), static_cast<size_t>(in.gcount())) != 1) {
+      throw CheckpointError(ErrorKind::kIo, "OpenSSL's SHA-256 failed on " + path.string());
+    }
+  }
+  if (in.bad()) throw CheckpointError(ErrorKind::kIo, "reading " + path.string() + " failed");
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &size);
+  std::string hex;
+  for (unsigned int i = 0; i < size; ++i) {
+    char two[3];
+    std::snprintf(two, sizeof(two), "%02x", digest[i]);
+    hex += two;
+  }
+  return hex;
+}
+
+}  // namespace
+
+bool has_integrity_file(const fs::path& directory) {
+  return fs::is_regular_file(directory / kIntegrityFile);
+}
+
+void check_integrity_file(const fs::path& directory) {
+  const fs::path path = directory / kIntegrityFile;
+  if (!fs::is_regular_file(path)) return;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const json integrity = json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
+  const auto corrupt = [&](const std::string& problem) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          path.string() + ": " + problem +
+                              "; Megatron-Core writes {\"algorithm\": \"sha256\", \"files\": "
+                              "{name: hex digest}}");
+  };
+  if (!integrity.is_object()) corrupt("not a JSON object");
+  const auto algorithm = integrity.find("algorithm");
+  if (algorithm == integrity.end() || !algorithm->is_string()) corrupt("no algorithm string");
+  if (*algorithm != "sha256") {
+    throw CheckpointError(
+        ErrorKind::kIncompatible,
+        path.string() + ": algorithm " + algorithm->dump() + "; dcpp checks sha256 digests only");
+  }
+  const auto files = integrity.find("files");
+  if (files == integrity.end() || !files->is_object()) corrupt("no files object");
+  for (const auto& [name, expected] : files->items()) {
+    check_data_file_name(name, directory.string());  // no path out of the checkpoint
+    if (!expected.is_string()) corrupt("the digest of '" + name + "' is not a string");
+    const std::string actual = sha256_of(directory / name);
+    if (actual != expected.get<std::string>()) {
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            (directory / name).string() + " does not match " + kIntegrityFile +
+                                ": its SHA-256 is " + actual + ", not " +
+                                expected.get<std::string>() +
+                                "; the file changed after the save: load an earlier checkpoint");
+    }
+  }
+}
+
+}  // namespace dcpp::detail
