@@ -4,6 +4,7 @@
 // tensor must load, resharded onto this one process, as its manifest says.
 
 #include "dcpp_test.h"
+#include "rank_threads.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/megatron.h>
@@ -337,4 +338,42 @@ TEST_CASE("integrity.json: a load checks every file's SHA-256 and names the one 
   CHECK_THROWS_WITH(load_norm(), Catch::Contains("not inside the checkpoint directory"));
   std::ofstream(copy / "integrity.json", std::ios::trunc) << R"({"algorithm": "md5", "files": {}})";
   CHECK_THROWS_WITH(load_norm(), Catch::Contains("algorithm \"md5\"; dcpp checks sha256"));
+}
+
+TEST_CASE("a Megatron-Core checkpoint saved on 2 ranks loads resharded onto 3") {
+  constexpr int kRanks = 3;
+  const fs::path checkpoint = dcpp::test::megatron_fixture("mcore_tp2");
+  const json manifest = megatron_manifest("mcore_tp2");
+  // Every tensor whole, on one process: what each rank's rows must equal.
+  dcpp::StateDict whole;
+  for (const auto& [key, expected] : manifest["sharded_tensors"].items()) {
+    whole.insert(key, at::empty(expected["global_shape"].get<std::vector<int64_t>>(),
+                                at::TensorOptions().dtype(dtype_named(expected["dtype"]))));
+  }
+  dcpp::load(whole, checkpoint);
+
+  std::vector<dcpp::StateDict> loaded(kRanks);
+  dcpp::test::on_ranks(kRanks, "megatron-3", [&](int rank, const auto& group) {
+    // Each tensor split on its first dimension into 3 near-equal row blocks (a rank may hold
+    // none), as none of the 2 saving ranks cut it.
+    dcpp::StateDict state;
+    for (const auto& item : whole) {
+      const at::Tensor& full = item.value.tensor();
+      state.insert(item.key,
+                   dcpp::ShardedTensor::from_chunk_of(at::zeros_like(full), 0, rank, kRanks));
+    }
+    dcpp::load(state, checkpoint, dcpp::LoadOptions().with_process_group(group));
+    loaded[rank] = std::move(state);
+  });
+  for (int rank = 0; rank < kRanks; ++rank) {
+    for (const auto& item : whole) {
+      INFO("rank " << rank << ", " << item.key);
+      const dcpp::ShardedTensor& mine = loaded[rank].at(item.key).sharded_tensor();
+      const at::Tensor& full = item.value.tensor();
+      for (const dcpp::Shard& shard : mine.local_shards()) {
+        CHECK(dcpp::test::bitwise_equal(shard.tensor,
+                                        full.narrow(0, shard.offsets[0], shard.tensor.size(0))));
+      }
+    }
+  }
 }
