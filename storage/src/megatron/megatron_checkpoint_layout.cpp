@@ -1,14 +1,13 @@
 #include "megatron/megatron_checkpoint_layout.h"
 
+#include "megatron/megatron_json.h"
+
 #include "storage/dcp_file_names.h"
 #include "storage/megatron_integrity.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <nlohmann/json.hpp>
-
-#include <fstream>
-#include <sstream>
 
 namespace dcpp::detail {
 namespace {
@@ -26,25 +25,13 @@ bool MegatronCheckpointLayout::recognizes(const Location& location, LocationFile
 
 void check_megatron_config(const fs::path& directory) {
   const fs::path path = directory / kConfigFile;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw CheckpointError(ErrorKind::kNotFound,
-                          path.string() +
-                              " cannot be read: a Megatron-Core checkpoint is "
-                              "complete only once it is there");
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const json config = json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
-  const auto corrupt = [&](const std::string& problem) {
-    throw CheckpointError(ErrorKind::kCorrupt,
-                          path.string() + ": " + problem +
-                              "; Megatron-Core writes {\"sharded_backend\": \"torch_dist\", "
-                              "\"sharded_backend_version\": 1}");
-  };
-  if (!config.is_object()) corrupt("not a JSON object");
+  constexpr const char* kWritten =
+      "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
+  const json config = read_megatron_json(path, kWritten);
   const auto backend = config.find("sharded_backend");
-  if (backend == config.end() || !backend->is_string()) corrupt("no sharded_backend string");
+  if (backend == config.end() || !backend->is_string()) {
+    megatron_json_corrupt(path, "no sharded_backend string", kWritten);
+  }
   if (*backend != "torch_dist") {
     throw CheckpointError(ErrorKind::kIncompatible,
                           path.string() + ": the checkpoint's sharded backend is '" +

@@ -1,6 +1,7 @@
 #include "storage/megatron_integrity.h"
 
 #include "dcp_item_reader.h"
+#include "megatron/megatron_json.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -10,7 +11,6 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -65,17 +65,11 @@ bool has_integrity_file(const fs::path& directory) {
 void check_integrity_file(const fs::path& directory) {
   const fs::path path = directory / kIntegrityFile;
   if (!fs::is_regular_file(path)) return;
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  const json integrity = json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
+  constexpr const char* kWritten = "{\"algorithm\": \"sha256\", \"files\": {name: hex digest}}";
+  const json integrity = read_megatron_json(path, kWritten);
   const auto corrupt = [&](const std::string& problem) {
-    throw CheckpointError(ErrorKind::kCorrupt,
-                          path.string() + ": " + problem +
-                              "; Megatron-Core writes {\"algorithm\": \"sha256\", \"files\": "
-                              "{name: hex digest}}");
+    megatron_json_corrupt(path, problem, kWritten);
   };
-  if (!integrity.is_object()) corrupt("not a JSON object");
   const auto algorithm = integrity.find("algorithm");
   if (algorithm == integrity.end() || !algorithm->is_string()) corrupt("no algorithm string");
   if (*algorithm != "sha256") {
