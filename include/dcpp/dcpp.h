@@ -13,6 +13,7 @@
 // The state and what a checkpoint holds of it.
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/incompatible_keys.h>
+#include <dcpp/state_dict/python_object.h>
 #include <dcpp/state_dict/sharded_tensor.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/stateful.h>
@@ -24,6 +25,7 @@
 #include <dcpp/async/future.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/checkpoint/megatron.h>
 #include <dcpp/storage/location.h>
 
 // Model and optimizer state dicts under fully qualified names, whatever the parallel layout.
