@@ -9,6 +9,7 @@
 #include "format/pickle/torch_pickle.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
@@ -593,6 +594,17 @@ TEST_CASE("write data.pkl pickles for the Python interop check", "[.interop]") {
     }
   };
   write_value("int", c10::IValue(7));
+  // Megatron-Core's Python objects (python_object.h): numpy arrays (every byte value; an unsigned
+  // dtype torch lacks) and an argparse.Namespace.
+  c10::impl::GenericDict objects(c10::StringType::get(), c10::AnyType::get());
+  objects.insert("bytes",
+                 dcpp::numpy_array_value(at::arange(256).to(at::kByte).reshape({16, 16}), "|u1"));
+  objects.insert("key", dcpp::numpy_array_value(at::tensor({-1, 7}, at::kInt), "<u4"));
+  objects.insert("halves",
+                 dcpp::numpy_array_value(at::tensor({1.5, -2.25, 65504.0}).to(at::kHalf), "<f2"));
+  objects.insert("args", dcpp::python_object_value("argparse.Namespace",
+                                                   {{"hidden", int64_t{8}}, {"name", "tiny"}}));
+  write_value("python_objects", c10::IValue(objects));
   write_value("big_int", c10::IValue(int64_t{-(int64_t{1} << 62)}));
   write_value("float", c10::IValue(0.1));
   write_value("str", c10::IValue("abc"));

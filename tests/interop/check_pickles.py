@@ -62,6 +62,24 @@ for name, expected in values.items():
     check(same, f'data.pkl {name}: pickle.loads gives {type(loaded).__name__} equal to the expected value')
     check(data == torch_save_pkl(expected), f'data.pkl {name}: bytes identical to torch.save')
 
+# Megatron-Core's Python objects, as dcpp writes them back (python_object.h): numpy arrays and an
+# argparse.Namespace, read by Python's own pickle with numpy.
+import argparse
+import numpy as np
+data, loaded = load_pkl('python_objects')
+expected_arrays = {
+    'bytes': np.arange(256, dtype=np.uint8).reshape(16, 16),
+    'key': np.array([4294967295, 7], dtype=np.uint32),
+    'halves': np.array([1.5, -2.25, 65504.0], dtype=np.float16),
+}
+for name, expected in expected_arrays.items():
+    got = loaded[name]
+    check(isinstance(got, np.ndarray) and got.dtype == expected.dtype and
+          got.shape == expected.shape and np.array_equal(got, expected),
+          f'data.pkl python_objects: numpy array {name} ({expected.dtype}) equal')
+check(loaded['args'] == argparse.Namespace(hidden=8, name='tiny'),
+      'data.pkl python_objects: argparse.Namespace with its attributes')
+
 base12 = torch.arange(12, dtype=torch.float32)
 tensors = {
     't_float_8x4': torch.zeros(8, 4), 't_bf16_16x8': torch.zeros(16, 8, dtype=torch.bfloat16),
