@@ -125,6 +125,12 @@ TEST_CASE(
           dcpp::ErrorKind::kIncompatible, "sharded_backend_version 2");
   refused(with_config(dir / "garbage", "mcore_tp2", "{\"sharded_backend\": "),
           dcpp::ErrorKind::kCorrupt, "metadata.json: not a JSON object");
+  // A metadata.json that says the save committed, without the `.metadata` it wrote before it.
+  const fs::path lying =
+      with_config(dir / "lying", "mcore_tp2", R"({"sharded_backend": "torch_dist"})");
+  fs::remove(lying / ".metadata");
+  refused(lying, dcpp::ErrorKind::kNotFound,
+          "no complete checkpoint at " + lying.string() + ": .metadata is missing");
 }
 
 namespace {
