@@ -268,6 +268,18 @@ TEST_CASE("a numpy array whose dtype or bytes do not fit is refused, naming what
   };
   refused("u4", "u8", "payload: holds a numpy array of 4 'u8' elements in 16 bytes");
   refused("u4", "U4", "holds a numpy array of dtype 'U4', which dcpp does not read");
+
+  // Bytes 0 to 3 as bools: 2 and 3 are none.
+  c10::impl::GenericDict bytes(c10::StringType::get(), c10::AnyType::get());
+  bytes.insert("flags", dcpp::numpy_array_value(at::arange(4).to(at::kByte), "|u1"));
+  std::string hostile = dcpp::detail::encode_value_pickle(bytes, tensors);
+  const std::size_t code = hostile.find("u1");
+  REQUIRE(code != std::string::npos);
+  hostile.replace(code, 2, "b1");
+  CHECK_THROWS_WITH(
+      dcpp::detail::decode_value_pickle(
+          hostile, [](const dcpp::detail::TensorRef&) -> at::Tensor { return {}; }, "payload"),
+      Catch::Contains("payload: holds a numpy bool array with a byte other than 0 and 1"));
 }
 
 TEST_CASE(

@@ -101,6 +101,10 @@ class Decoder {
       fail("holds a numpy array of " + std::to_string(numel) + " '" + code + "' elements in " +
            std::to_string(data.size()) + " bytes");
     }
+    if (entry->dtype == at::kBool &&
+        std::any_of(data.begin(), data.end(), [](char b) { return b != 0 && b != 1; })) {
+      fail("holds a numpy bool array with a byte other than 0 and 1");
+    }
     const bool fortran = fields[3]->bool_value;
     // A Fortran-ordered array's bytes are those of its transpose in C order.
     std::vector<int64_t> stored(shape);

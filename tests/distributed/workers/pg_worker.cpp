@@ -92,7 +92,8 @@ Arguments parse(int argc, char** argv) {
 // Returns once every one of `world` ranks has called it on `store`: the last to arrive sets the
 // key the others wait for (at most `timeout`).
 void wait_for_every_rank(c10d::Store& store, int world, std::chrono::milliseconds timeout) {
-  if (store.add("pg_worker/started", 1) == world) store.set("pg_worker/all-started", {1});
+  if (store.add("pg_worker/started", 1) == world)
+    store.set("pg_worker/all-started", std::vector<uint8_t>{1});
   store.wait({"pg_worker/all-started"}, timeout);
 }
 
