@@ -96,8 +96,9 @@ class MetadataDecoder {
   Metadata decode(const PyObject& root) {
     Metadata m;
     const bool mcore = root.is_instance_of(kMcoreTorchModule, "MCoreMetadata");
-    const PyObject& state = mcore ? object_state(root, {kMcoreTorchModule}, "MCoreMetadata", "the root")
-                                  : object_state(root, {kMetaModule}, "Metadata", "the root");
+    const PyObject& state =
+        mcore ? object_state(root, {kMcoreTorchModule}, "MCoreMetadata", "the root")
+              : object_state(root, {kMetaModule}, "Metadata", "the root");
     const PyObject* sdm = state.find("state_dict_metadata");
     if (sdm == nullptr) fail("Metadata has no state_dict_metadata");
     for_each_str_entry(*sdm, "state_dict_metadata", [&](std::string key, const PyObject& value) {

@@ -74,7 +74,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
                                      std::optional<at::ScalarType> dtype);
 
   /// checkpoint_restore.cpp: CheckpointManager::restore.
-  std::optional<CheckpointInfo> restore(StateDict& state, const RestoreRequest& request);
+  std::optional<CheckpointInfo> restore(StateDict & state, const RestoreRequest& request);
 
   /// checkpoint_restore.cpp: the newest resumable checkpoint of the root and the remote tier
   /// (checkpoint_lineage.h), the local one when both hold its step (lists the store; the root's

@@ -58,7 +58,8 @@ void check_manager_options(const CheckpointManagerOptions& options) {
            "give how many files one rank uploads at once, at least 1");
   }
   if (options.remote.drain_lease.count() < 0) {
-    refuse(kOptions, "remote.drain_lease", std::to_string(options.remote.drain_lease.count()) + " s",
+    refuse(kOptions, "remote.drain_lease",
+           std::to_string(options.remote.drain_lease.count()) + " s",
            "give the lease's length in seconds, or 0 for no lease");
   }
 }

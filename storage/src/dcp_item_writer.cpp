@@ -48,9 +48,8 @@ void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag) 
 
 std::vector<WriteResult> write_data_files(
     const SavePlan& plan, bool single_file_per_rank, int thread_count,
-    const std::function<std::vector<WriteResult>(const std::string& name,
-                                                 const std::vector<const WriteItem*>& items)>&
-        write_file) {
+    const std::function<std::vector<WriteResult>(
+        const std::string& name, const std::vector<const WriteItem*>& items)>& write_file) {
   if (plan.storage_data.empty()) {
     throw CheckpointError(ErrorKind::kUsage,
                           "save plan has no file prefix: prepare_global_plan was not applied");
@@ -66,7 +65,8 @@ std::vector<WriteResult> write_data_files(
     results[n] = write_file(data_file_name(plan.storage_data, n), files[n]);
   });
   std::vector<WriteResult> all;
-  for (auto& file_results : results) all.insert(all.end(), file_results.begin(), file_results.end());
+  for (auto& file_results : results)
+    all.insert(all.end(), file_results.begin(), file_results.end());
   return all;
 }
 

@@ -35,9 +35,8 @@ void assign_file_prefixes(std::vector<SavePlan>& plans, const std::string& tag);
 /// file prefix (prepare_global_plan was not applied), or what a `write_file` threw.
 std::vector<WriteResult> write_data_files(
     const SavePlan& plan, bool single_file_per_rank, int thread_count,
-    const std::function<std::vector<WriteResult>(const std::string& name,
-                                                 const std::vector<const WriteItem*>& items)>&
-        write_file);
+    const std::function<std::vector<WriteResult>(
+        const std::string& name, const std::vector<const WriteItem*>& items)>& write_file);
 
 /// Adds every rank's write results to `metadata.storage_data`; returns the data files they name.
 std::set<std::string> add_write_results(Metadata& metadata,

@@ -279,14 +279,15 @@ TEST_CASE("a callback's option out of its range is refused, naming it") {
   const auto options = dcpp::CheckpointCallbackOptions().with_preemption_signals({});
   require_usage_error(
       [&] {
-        dcpp::CheckpointCallback(manager,
-                                 dcpp::CheckpointCallbackOptions(options).with_agree_every_steps(0));
+        dcpp::CheckpointCallback(
+            manager, dcpp::CheckpointCallbackOptions(options).with_agree_every_steps(0));
       },
       "CheckpointCallbackOptions::agree_every_steps is 0: give how many steps");
   require_usage_error(
       [&] {
         dcpp::CheckpointCallback(
-            manager, dcpp::CheckpointCallbackOptions(options).with_max_consecutive_failed_saves(-2));
+            manager,
+            dcpp::CheckpointCallbackOptions(options).with_max_consecutive_failed_saves(-2));
       },
       "CheckpointCallbackOptions::max_consecutive_failed_saves is -2");
 }

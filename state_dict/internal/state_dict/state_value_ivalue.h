@@ -15,7 +15,8 @@ namespace dcpp::detail {
 /// StateDict as a Dict[str, Any] in insertion order, a StateList as a List[Any]. Anything not
 /// whole (a ShardedTensor, a Stateful) is a CheckpointError (kUsage) that names its key, the
 /// dotted path below `key`, and its kind; the caller adds what it was doing.
-c10::IValue whole_state_to_ivalue(const StateValue& value, const std::string& key,
-                                  const std::function<at::Tensor(const at::Tensor&)>& on_tensor = {});
+c10::IValue whole_state_to_ivalue(
+    const StateValue& value, const std::string& key,
+    const std::function<at::Tensor(const at::Tensor&)>& on_tensor = {});
 
 }  // namespace dcpp::detail

@@ -10,9 +10,9 @@
 #include <dcpp/core/export.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/dist/ranks.h>
+#include <dcpp/format/metadata.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/storage/filesystem_writer_options.h>
-#include <dcpp/format/metadata.h>
 #include <dcpp/storage/location.h>
 #include <dcpp/storage/s3_options.h>
 

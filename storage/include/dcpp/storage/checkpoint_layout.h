@@ -40,7 +40,8 @@ inline constexpr const char* kHuggingFaceLayout = "huggingface";
 inline constexpr const char* kMegatronLayout = "megatron-core";
 
 /// Adds `layout`, asked before every layout registered earlier (the built-in ones first
-/// registered: DCP's, then Hugging Face's, then Megatron-Core's), replacing one of the same name. Thread-safe.
+/// registered: DCP's, then Hugging Face's, then Megatron-Core's), replacing one of the same name.
+/// Thread-safe.
 DCPP_API void register_checkpoint_layout(std::shared_ptr<const CheckpointLayout> layout);
 
 /// The layout of the checkpoint at `location`: the one Location::with_layout names, else the

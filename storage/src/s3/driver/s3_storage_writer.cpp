@@ -91,9 +91,9 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     const std::size_t files = options_.single_file_per_rank
                                   ? static_cast<std::size_t>(std::max(1, options_.thread_count))
                                   : std::max<std::size_t>(1, plan.items.size());
-    const int parts_in_flight = std::max(
-        1, client().config().concurrency /
-               static_cast<int>(std::min<std::size_t>(options_.thread_count, files)));
+    const int parts_in_flight =
+        std::max(1, client().config().concurrency /
+                        static_cast<int>(std::min<std::size_t>(options_.thread_count, files)));
     return detail::write_data_files(
         plan, options_.single_file_per_rank, options_.thread_count,
         [&](const std::string& name, const std::vector<const WriteItem*>& items) {
