@@ -21,7 +21,7 @@ const PythonObject* python_object_of(const c10::IValue& value) {
 }
 
 c10::IValue numpy_array_value(const at::Tensor& array, const std::string& dtype) {
-  return python_object_value("numpy.ndarray", {{"array", array}, {"dtype", dtype}});
+  return python_object_value(kNumpyArrayClass, {{"array", array}, {"dtype", dtype}});
 }
 
 }  // namespace dcpp

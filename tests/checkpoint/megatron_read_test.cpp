@@ -395,3 +395,12 @@ TEST_CASE("a Megatron-Core checkpoint saved on 2 ranks loads resharded onto 3") 
     }
   }
 }
+
+TEST_CASE("a DCP checkpoint with another program's metadata.json beside it is still DCP's") {
+  dcpp::test::TempDir dir;
+  const fs::path copy = dir / "dcp";
+  fs::copy(dcpp::test::fixture("single_rank_mixed"), copy, fs::copy_options::recursive);
+  std::ofstream(copy / "metadata.json") << R"({"model": "tiny", "sharded_backend_note": 1})";
+  CHECK(dcpp::checkpoint_layout(copy)->name() == dcpp::kDcpLayout);
+  CHECK(!dcpp::read_metadata(copy).state_dict_metadata.empty());
+}

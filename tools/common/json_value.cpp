@@ -61,7 +61,7 @@ nlohmann::json to_json(const c10::IValue& value) {
   if (const PythonObject* object = python_object_of(value)) {
     const c10::IValue* array = object->find("array");
     const c10::IValue* dtype = object->find("dtype");
-    if (object->class_name == "numpy.ndarray" && array != nullptr && array->isTensor() &&
+    if (object->class_name == kNumpyArrayClass && array != nullptr && array->isTensor() &&
         dtype != nullptr && dtype->isString()) {
       std::ostringstream out;
       out << "<numpy.ndarray " << dtype->toStringRef() << " " << array->toTensor().sizes() << ">";

@@ -12,9 +12,6 @@
 namespace dcpp::detail {
 namespace {
 
-constexpr const char* kNumpyArrayClass = "numpy.ndarray";
-constexpr const char* kNamespaceClass = "argparse.Namespace";
-
 // A numpy dtype dcpp reads: its kind and size ("f4"), and the torch dtype holding its bits.
 struct NumpyDtype {
   const char* code;

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 namespace dcpp::detail {
 namespace {
 
@@ -20,7 +22,17 @@ constexpr const char* kConfigFile = "metadata.json";
 }  // namespace
 
 bool MegatronCheckpointLayout::recognizes(const Location& location, LocationFiles&) const {
-  return location.is_directory() && fs::is_regular_file(location.path() / kConfigFile);
+  if (!location.is_directory()) return false;
+  const fs::path path = location.path() / kConfigFile;
+  if (!fs::is_regular_file(path)) return false;
+  // A JSON object without "sharded_backend" is some other program's metadata.json beside a DCP
+  // checkpoint, not Megatron's; anything else that is there (even malformed) is taken as
+  // Megatron's, whose reader then says what is wrong with it.
+  std::error_code error;
+  if (fs::file_size(path, error) > (std::uintmax_t{1} << 20) || error) return true;
+  std::ifstream in(path, std::ios::binary);
+  const json config = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return !config.is_object() || config.contains("sharded_backend");
 }
 
 void check_megatron_config(const fs::path& directory) {

@@ -12,7 +12,8 @@ namespace dcpp::detail {
 class MegatronCheckpointLayout final : public CheckpointLayout {
  public:
   std::string name() const override { return kMegatronLayout; }
-  /// A directory with `metadata.json`.
+  /// A directory with `metadata.json`, unless that file is a JSON object without
+  /// "sharded_backend" (another program's file beside a DCP checkpoint).
   bool recognizes(const Location& location, LocationFiles& files) const override;
   /// DCP's reader of the directory, once `metadata.json` names the `torch_dist` backend (version
   /// 1, common backend `torch`) and, when there is an `integrity.json` and `reading` verifies

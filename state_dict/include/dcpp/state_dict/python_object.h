@@ -12,6 +12,10 @@
 
 namespace dcpp {
 
+/// The classes of Python object dcpp reads and writes (PythonObject::class_name).
+inline constexpr const char* kNumpyArrayClass = "numpy.ndarray";
+inline constexpr const char* kNamespaceClass = "argparse.Namespace";
+
 /// A Python object of a class dcpp reads as data (docs/megatron.md, "Values"): its class as
 /// "module.Name" and its attributes in their order. In a state dict it is a c10::IValue holding a
 /// capsule (python_object_value, python_object_of). dcpp reads and writes two classes:
