@@ -80,6 +80,11 @@ CommandResult run_command(const std::string& command);
 /// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 
+/// Whether `a` and `b` are equal as Python would see them: tensors bit for bit, Python objects
+/// (python_object.h) by class and attributes, whole values (whole_value.h) by what they hold,
+/// tuples, lists and dicts element by element, other values by IValue equality.
+bool same_value(const c10::IValue& a, const c10::IValue& b);
+
 /// A state dict of `state`'s keys, each tensor as zeros of its dtype and shape, each other value 0:
 /// a target for a load that must fill every value.
 StateDict zeros_like(const StateDict& state);

@@ -1,5 +1,8 @@
 #include "dcpp_test.h"
 
+#include <dcpp/state_dict/python_object.h>
+#include <dcpp/state_dict/whole_value.h>
+
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -112,6 +115,50 @@ void require_equal(const StateDict& loaded, const StateDict& saved) {
       REQUIRE(loaded.at(item.key).value() == item.value.value());
     }
   }
+}
+
+bool same_value(const c10::IValue& a, const c10::IValue& b) {
+  if (const c10::IValue* whole = dcpp::whole_value_of(a)) return same_value(*whole, b);
+  if (const c10::IValue* whole = dcpp::whole_value_of(b)) return same_value(a, *whole);
+  if (a.isTensor() || b.isTensor()) {
+    return a.isTensor() && b.isTensor() && bitwise_equal(a.toTensor(), b.toTensor());
+  }
+  const dcpp::PythonObject* x = dcpp::python_object_of(a);
+  const dcpp::PythonObject* y = dcpp::python_object_of(b);
+  if (x != nullptr || y != nullptr) {
+    if (x == nullptr || y == nullptr || x->class_name != y->class_name ||
+        x->attributes.size() != y->attributes.size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < x->attributes.size(); ++i) {
+      if (x->attributes[i].first != y->attributes[i].first ||
+          !same_value(x->attributes[i].second, y->attributes[i].second)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  const auto same_elements = [](c10::ArrayRef<c10::IValue> p, c10::ArrayRef<c10::IValue> q) {
+    if (p.size() != q.size()) return false;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (!same_value(p[i], q[i])) return false;
+    }
+    return true;
+  };
+  if (a.isList() && b.isList()) return same_elements(a.toListRef(), b.toListRef());
+  if (a.isTuple() && b.isTuple()) {
+    return same_elements(a.toTupleRef().elements(), b.toTupleRef().elements());
+  }
+  if (a.isGenericDict() && b.isGenericDict()) {
+    const auto p = a.toGenericDict();
+    const auto q = b.toGenericDict();
+    if (p.size() != q.size()) return false;
+    for (auto i = p.begin(), j = q.begin(); i != p.end(); ++i, ++j) {
+      if (!(i->key() == j->key()) || !same_value(i->value(), j->value())) return false;
+    }
+    return true;
+  }
+  return a == b;
 }
 
 }  // namespace dcpp::test

@@ -5,6 +5,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/whole_value.h>
 #include <dcpp/storage/checkpoint_layout.h>
 
 #include <algorithm>
@@ -15,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // The ShardedObject of the common state: one shard, written by rank 0 (`<key>/shard_0_1`).
+constexpr const char* kCommonStateObject = "common_state";
 constexpr const char* kCommonStateKey = "common_state/shard_0_1";
+constexpr const char* kContentMetadataKey = "content_metadata";
 constexpr const char* kLegacyCommonFile = "common.pt";
 
 StateDict as_dict(StateValue value, const std::string& where) {
@@ -63,9 +66,50 @@ StateDict load_common_state_dict(const fs::path& directory) {
 
 StateDict load_content_metadata(const fs::path& directory) {
   StateDict common = load_common_state_dict(directory);
-  StateValue* content = common.find("content_metadata");
+  StateValue* content = common.find(kContentMetadataKey);
   if (content == nullptr || (content->is_value() && content->value().isNone())) return {};
   return as_dict(std::move(*content), directory.string() + ", the common state's content_metadata");
+}
+
+namespace {
+
+std::string dot_joined(const std::vector<int64_t>& numbers) {
+  std::string text;
+  for (int64_t n : numbers) text += (text.empty() ? "" : ".") + std::to_string(n);
+  return text;
+}
+
+}  // namespace
+
+std::string sharded_object_key(const std::string& key, const std::vector<int64_t>& global_offset,
+                               const std::vector<int64_t>& global_shape) {
+  const std::string shard = "offset (" + dot_joined(global_offset) + ") of shape (" +
+                            dot_joined(global_shape) + ") of ShardedObject '" + key + "'";
+  if (global_shape.empty() || global_offset.size() != global_shape.size()) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          shard + ": give one offset per dimension of a shape of one or more");
+  }
+  for (std::size_t d = 0; d < global_shape.size(); ++d) {
+    if (global_offset[d] < 0 || global_offset[d] >= global_shape[d]) {
+      throw CheckpointError(ErrorKind::kUsage, shard + ": the offset is outside the shape");
+    }
+  }
+  return key + "/shard_" + dot_joined(global_offset) + "_" + dot_joined(global_shape);
+}
+
+void add_sharded_object(StateDict& state_dict, const std::string& key, c10::IValue data,
+                        const std::vector<int64_t>& global_offset,
+                        const std::vector<int64_t>& global_shape) {
+  c10::impl::GenericList payload(c10::AnyType::get());  // Megatron's `torch.save([data])`
+  payload.push_back(std::move(data));
+  state_dict.insert(sharded_object_key(key, global_offset, global_shape),
+                    whole_value(std::move(payload)));
+}
+
+void add_common_state(StateDict& state_dict, StateDict common, const StateDict& content_metadata) {
+  if (!content_metadata.empty()) common.insert_or_assign(kContentMetadataKey, content_metadata);
+  const c10::IValue whole = whole_value(common);
+  add_sharded_object(state_dict, kCommonStateObject, *whole_value_of(whole), {0}, {1});
 }
 
 }  // namespace dcpp::megatron

@@ -18,6 +18,7 @@
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/stateful.h>
 #include <dcpp/state_dict/stateful_adapters.h>
+#include <dcpp/state_dict/whole_value.h>
 
 // Saving and loading, blocking or in the background.
 #include <dcpp/async/async_checkpointer.h>

@@ -9,6 +9,7 @@
 #include "uncovered_region.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/whole_value.h>
 
 #include <ATen/ATen.h>
 
@@ -219,7 +220,9 @@ void DefaultLoadPlanner::load_bytes(const ReadItem& item, c10::IValue value) {
                                                  "', which is not in the state dict being loaded");
   }
   std::lock_guard<std::mutex> lock(state_->bytes_mutex);
-  *found->second->value = StateValue(std::move(value));
+  StateValue& target = *found->second->value;
+  const bool whole = target.is_value() && whole_value_of(target.value()) != nullptr;
+  target = StateValue(whole ? whole_value(std::move(value)) : std::move(value));
 }
 
 IncompatibleKeys DefaultLoadPlanner::report() const { return state_->report; }

@@ -12,6 +12,11 @@ class DcpLayout final : public CheckpointLayout {
   bool recognizes(const Location& location, LocationFiles& files) const override;
   std::unique_ptr<StorageReader> make_reader(const Location& location,
                                              const FileSystemReaderOptions& reading) const override;
+  /// `dcp_files` itself.
+  std::unique_ptr<StorageWriter> make_writer(
+      const Location& location, std::unique_ptr<StorageWriter> dcp_files) const override {
+    return dcp_files;
+  }
 };
 
 }  // namespace dcpp::detail

@@ -123,6 +123,12 @@ std::vector<std::string> checkpoint_layout_names() {
   return names;
 }
 
+std::unique_ptr<StorageWriter> CheckpointLayout::make_writer(const Location& location,
+                                                             std::unique_ptr<StorageWriter>) const {
+  throw CheckpointError(ErrorKind::kUsage, "'" + location.url() + "': dcpp reads the layout '" +
+                                               name() + "' but does not write it");
+}
+
 std::shared_ptr<const CheckpointLayout> checkpoint_layout(const Location& location) {
   std::vector<std::shared_ptr<const CheckpointLayout>> layouts;
   {

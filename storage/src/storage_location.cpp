@@ -6,7 +6,10 @@ namespace dcpp {
 
 std::unique_ptr<StorageWriter> make_storage_writer(const Location& location,
                                                    const FileSystemWriterOptions& layout) {
-  return location_driver(location)->make_writer(location, layout);
+  std::unique_ptr<StorageWriter> dcp_files =
+      location_driver(location)->make_writer(location, layout);
+  if (location.layout().empty()) return dcp_files;
+  return checkpoint_layout(location)->make_writer(location, std::move(dcp_files));
 }
 
 std::unique_ptr<StorageReader> make_storage_reader(const Location& location,

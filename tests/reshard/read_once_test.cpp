@@ -48,9 +48,7 @@ std::vector<ReadOnceFigures> read_once_figures(const std::string& output, const 
 }  // namespace
 
 TEST_CASE("reading once, each saved byte that several ranks need is read from storage once") {
-  dcpp::test::TempDir dir;
-  const std::string ckpt = (dir / "ckpt").string();
-  REQUIRE(launch(3, "save " + ckpt + " row") == 0);
+  const std::string& ckpt = dcpp::test::shared_row_checkpoint();
   std::string output;
   REQUIRE(launch(3, "read-once " + ckpt + " replicated,row", &output) == 0);
   CHECK(count(output, ": every element equal") == 6);
@@ -88,9 +86,7 @@ TEST_CASE("reading once, each saved byte that several ranks need is read from st
 }
 
 TEST_CASE("reading once, ranks whose tensors differ in dtype each get what storage gives them") {
-  dcpp::test::TempDir dir;
-  const std::string ckpt = (dir / "ckpt").string();
-  REQUIRE(launch(3, "save " + ckpt + " row") == 0);
+  const std::string& ckpt = dcpp::test::shared_row_checkpoint();
   // Every rank holds every tensor (replicated), so each reads a third of the boxes and receives
   // the rest from ranks whose destinations have another dtype: a box must travel as storage held
   // it (float32 "w", float64 "e", bfloat16 "b"), not as the sender's destination holds it.

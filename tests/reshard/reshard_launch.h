@@ -24,6 +24,19 @@ inline int launch(int ranks, const std::string& arguments, std::string* output =
   return result.exit_code;
 }
 
+/// The checkpoint the reshard worker saves on 3 ranks in the row layout, made on first use and
+/// shared by the test cases of this process that read it without changing it: a launch costs each
+/// rank most of a second of libtorch's start-up, and several seconds under a sanitizer.
+inline const std::string& shared_row_checkpoint() {
+  static const TempDir dir;
+  static const std::string checkpoint = [] {
+    const std::string path = (dir / "row").string();
+    REQUIRE(launch(3, "save " + path + " row") == 0);
+    return path;
+  }();
+  return checkpoint;
+}
+
 /// How many times `text` holds `what`.
 inline std::size_t count(const std::string& text, const std::string& what) {
   std::size_t found = 0;

@@ -3,6 +3,7 @@
 #include "state_dict/state_value_ivalue.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/whole_value.h>
 
 #include <ATen/ATen.h>
 
@@ -39,7 +40,9 @@ StateDict Conversion::placeholder_state_dict() {
       placeholders_.emplace(placeholder.unsafeGetTensorImpl(), &entry);
       set_element(root, entry.path, StateValue(placeholder));
     } else {
-      set_element(root, entry.path, StateValue(source_.read_value(entry)));
+      // One item in the source, one item written: never split into items of its own (a
+      // Megatron ShardedObject's payload holds dicts and tensors).
+      set_element(root, entry.path, StateValue(whole_value(source_.read_value(entry))));
     }
   }
   return root;

@@ -29,8 +29,8 @@ class Conversion {
   at::Tensor read_tensor(const SourceEntry& entry);
 
   /// The source as a nested state dict (DCP's un-flattening along each entry's path): values
-  /// read, tensors as meta placeholders of the output dtype. `entry_of` then maps a placeholder
-  /// back to its entry.
+  /// read, each saved whole (whole_value.h), tensors as meta placeholders of the output dtype.
+  /// `entry_of` then maps a placeholder back to its entry.
   StateDict placeholder_state_dict();
   /// The entry a placeholder of `placeholder_state_dict` stands for, or nullptr for other tensors.
   const SourceEntry* entry_of(const at::Tensor& placeholder) const;

@@ -36,6 +36,9 @@ ConvertSummary convert_checkpoint(const std::filesystem::path& src,
     case TargetFormat::kSafetensors:
       summary.files = write_safetensors(conversion, dst, options.max_shard_size);
       break;
+    case TargetFormat::kMegatron:
+      summary.files = write_megatron(conversion, dst, options.integrity_file);
+      break;
     case TargetFormat::kHuggingFace:
       summary.files =
           write_huggingface(conversion, dst, options.max_shard_size, summary.skipped_values);
@@ -74,7 +77,8 @@ uint64_t parse_size(const std::string& text) {
 void add_convert_command(CLI::App& app) {
   auto* command = app.add_subcommand(
       "convert",
-      "Write a checkpoint in another format (DCP, torch.save, safetensors, Hugging Face)");
+      "Write a checkpoint in another format (DCP, torch.save, safetensors, Hugging Face, "
+      "Megatron-Core)");
   auto src = std::make_shared<std::string>();
   auto dst = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
@@ -85,18 +89,18 @@ void add_convert_command(CLI::App& app) {
   auto keys = std::make_shared<std::vector<std::string>>();
   command
       ->add_option("SRC", *src,
-                   "A DCP checkpoint directory or s3://BUCKET/PREFIX, a Hugging Face directory, a "
-                   "torch.save file of a state dict, a .safetensors file or a safetensors "
-                   "*.index.json")
+                   "A DCP checkpoint directory or s3://BUCKET/PREFIX, a Megatron-Core or Hugging "
+                   "Face directory, a torch.save file of a state dict, a .safetensors file or a "
+                   "safetensors *.index.json")
       ->required();
   command
       ->add_option("DST", *dst,
-                   "Where to write: a file (torch-save, safetensors), a directory (dcp, hf) or "
-                   "s3://BUCKET/PREFIX (dcp)")
+                   "Where to write: a file (torch-save, safetensors), a directory (dcp, hf, "
+                   "megatron) or s3://BUCKET/PREFIX (dcp)")
       ->required();
   command->add_option("--to", *to, "The format to write")
       ->required()
-      ->check(CLI::IsMember({"torch-save", "dcp", "safetensors", "hf"}));
+      ->check(CLI::IsMember({"torch-save", "dcp", "safetensors", "hf", "megatron"}));
   command->add_option("--dtype", *dtype, "Cast floating tensors but 0-dim ones to this dtype")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   command->add_option("--keys", *keys,
@@ -112,12 +116,17 @@ void add_convert_command(CLI::App& app) {
       ->check(CLI::IsMember({"zstd"}));
   command->add_option("--compress-level", *compress_level, "zstd's level, 1 to 19 (default 3)")
       ->check(CLI::Range(1, 19));
+  auto integrity = std::make_shared<bool>(false);
+  command->add_flag("--integrity", *integrity,
+                    "megatron: write integrity.json, the SHA-256 of every file (Megatron-Core's "
+                    "verify_integrity=True)");
   command->callback([=] {
     ConvertOptions options;
     options.keys = *keys;
     options.to = *to == "dcp"           ? TargetFormat::kDcp
                  : *to == "safetensors" ? TargetFormat::kSafetensors
                  : *to == "hf"          ? TargetFormat::kHuggingFace
+                 : *to == "megatron"    ? TargetFormat::kMegatron
                                         : TargetFormat::kTorchSave;
     if (!dtype->empty()) {
       options.dtype = *dtype == "bf16" ? at::kBFloat16 : *dtype == "fp16" ? at::kHalf : at::kFloat;
@@ -128,6 +137,12 @@ void add_convert_command(CLI::App& app) {
                               "--max-shard-size applies to --to safetensors and --to hf only");
       }
       options.max_shard_size = parse_size(*max_shard);
+    }
+    if (*integrity) {
+      if (options.to != TargetFormat::kMegatron) {
+        throw CheckpointError(ErrorKind::kUsage, "--integrity applies to --to megatron only");
+      }
+      options.integrity_file = true;
     }
     if (!compress->empty()) {
       if (options.to != TargetFormat::kDcp) {

@@ -1,6 +1,7 @@
 #pragma once
-// `dcpp convert SRC DST --to torch-save|dcp|safetensors|hf [--dtype bf16|fp16|fp32]
-//  [--keys PREFIX...] [--max-shard-size SIZE] [--compress zstd [--compress-level N]]`: a
+// `dcpp convert SRC DST --to torch-save|dcp|safetensors|hf|megatron [--dtype bf16|fp16|fp32]
+//  [--keys PREFIX...] [--max-shard-size SIZE] [--compress zstd [--compress-level N]]
+//  [--integrity]`: a
 //  checkpoint, or the part of it under some keys, in another format, streamed one tensor at a
 //  time.
 
@@ -16,7 +17,7 @@
 
 namespace dcpp::tools {
 
-enum class TargetFormat { kTorchSave, kDcp, kSafetensors, kHuggingFace };
+enum class TargetFormat { kTorchSave, kDcp, kSafetensors, kHuggingFace, kMegatron };
 
 struct ConvertOptions {
   TargetFormat to = TargetFormat::kTorchSave;
@@ -27,6 +28,8 @@ struct ConvertOptions {
   std::vector<std::string> keys;
   /// safetensors and hf only: the most bytes of tensor data per file (0: one file).
   uint64_t max_shard_size = 0;
+  /// megatron only: write `integrity.json` (Megatron-Core's verify_integrity=True).
+  bool integrity_file = false;
   /// dcp only: zstd-compress every item (DCP's stream.zstd/1) at `compress_level`.
   bool compress_zstd = false;
   int compress_level = 3;

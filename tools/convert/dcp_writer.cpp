@@ -62,10 +62,15 @@ std::vector<fs::path> write_dcp(Conversion& conversion, const fs::path& dst,
   if (zstd_level) options.file_system.with_compression(Compression::kZstd, *zstd_level);
   const Metadata metadata = save(state, dst, options);
   std::vector<fs::path> files{dst / ".metadata"};
-  for (const auto& [index, info] : metadata.storage_data) {
-    const fs::path file = dst / info.relative_path;
-    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
-  }
+  for (fs::path& file : data_files_of(dst, metadata)) files.push_back(std::move(file));
+  return files;
+}
+
+std::vector<fs::path> data_files_of(const fs::path& dst, const Metadata& metadata) {
+  std::vector<fs::path> files;
+  for (const auto& [index, info] : metadata.storage_data) files.push_back(dst / info.relative_path);
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
 }
 

@@ -5,6 +5,7 @@
 
 #include "convert/conversion.h"
 
+#include <dcpp/format/metadata.h>
 #include <dcpp/planner/save_planner.h>
 
 #include <cstdint>
@@ -51,8 +52,23 @@ std::vector<std::filesystem::path> write_huggingface(Conversion& conversion,
                                                      uint64_t max_shard_size,
                                                      std::vector<std::string>& skipped);
 
-/// The save planner `write_dcp` and `write_huggingface` use: dcpp's default planner, but each
-/// tensor is read from the conversion's source only when the storage writer asks for it.
+/// A Megatron-Core `torch_dist` checkpoint in directory `dst` (megatron_storage.h), which
+/// Megatron-Core's `dist_checkpointing.load` reads: tensors as DCP's, then `metadata.json` and,
+/// with `integrity_file`, `integrity.json`. A Megatron-Core source keeps its common state and
+/// ShardedObjects as they are; from any other source, the values become the common state (at
+/// their paths) and the tensors stay sharded tensors. Refuses a directory that already holds a
+/// checkpoint. Returns the files written.
+std::vector<std::filesystem::path> write_megatron(Conversion& conversion,
+                                                  const std::filesystem::path& dst,
+                                                  bool integrity_file);
+
+/// The data files `metadata` names, under `dst`, sorted, each once.
+std::vector<std::filesystem::path> data_files_of(const std::filesystem::path& dst,
+                                                 const Metadata& metadata);
+
+/// The save planner `write_dcp`, `write_megatron` and `write_huggingface` use: dcpp's default
+/// planner, but each tensor is read from the conversion's source only when the storage writer asks
+/// for it.
 std::shared_ptr<SavePlanner> make_streaming_save_planner(Conversion& conversion);
 
 }  // namespace dcpp::tools

@@ -12,8 +12,6 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-
 namespace dcpp::tools {
 
 namespace fs = std::filesystem;
@@ -42,12 +40,7 @@ std::vector<fs::path> write_huggingface(Conversion& conversion, const fs::path& 
   auto writer = make_huggingface_writer(
       dst, HuggingFaceWriterOptions().with_max_file_size(max_shard_size).with_thread_count(1));
   const Metadata metadata = save(state, *writer, options);
-  std::vector<fs::path> files;
-  for (const auto& [index, info] : metadata.storage_data) {
-    const fs::path file = dst / info.relative_path;
-    if (std::find(files.begin(), files.end(), file) == files.end()) files.push_back(file);
-  }
-  std::sort(files.begin(), files.end());
+  std::vector<fs::path> files = data_files_of(dst, metadata);
   files.push_back(dst / kHuggingFaceIndexFile);
   return files;
 }

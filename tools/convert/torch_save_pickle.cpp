@@ -4,6 +4,8 @@
 #include "format/pickle/torch_pickle.h"   // dtype and storage class names
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
+#include <dcpp/state_dict/whole_value.h>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
@@ -76,6 +78,13 @@ class Pickler {
       floating(z.imag());
       byte(op::kTuple2);
       byte(op::kReduce);
+    } else if (const c10::IValue* whole = whole_value_of(value)) {
+      this->value(*whole, tensors, depth + 1);  // saved whole: what it holds
+    } else if (const PythonObject* object = python_object_of(value)) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "a torch.save file of dcpp's holds what libtorch reads, and a " +
+                                object->class_name +
+                                " is a Python object it cannot: convert to dcp or megatron");
     } else if (value.isString()) {
       string(value.toStringRef());
     } else if (value.isTuple()) {

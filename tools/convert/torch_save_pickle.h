@@ -20,12 +20,13 @@
 namespace dcpp::tools {
 
 /// Pickles `value`: None, bool, int, float, complex, str, tuple, list, dict with str or int keys,
-/// and tensors. Each tensor is `torch._utils._rebuild_tensor_v2` over a contiguous storage of
-/// exactly its elements (offset 0, row-major strides, requires_grad kept, location 'cpu') keyed
-/// "0", "1", ... in the order met, and is appended to `tensors` for the caller to store as
-/// `data/<key>`. Dtypes without a typed storage class (complex32, float8) are written as Python
-/// writes them, `_rebuild_tensor_v3` over `UntypedStorage`, which only Python reads. Throws
-/// CheckpointError for any other value, naming its type.
+/// and tensors (a whole value, whole_value.h, as what it holds). Each tensor is
+/// `torch._utils._rebuild_tensor_v2` over a contiguous storage of exactly its elements (offset 0,
+/// row-major strides, requires_grad kept, location 'cpu') keyed "0", "1", ... in the order met, and
+/// is appended to `tensors` for the caller to store as `data/<key>`. Dtypes without a typed storage
+/// class (complex32, float8) are written as Python writes them, `_rebuild_tensor_v3` over
+/// `UntypedStorage`, which only Python reads. Throws CheckpointError for any other value, naming
+/// its type (a Python object, python_object.h, its class: libtorch reads none).
 std::string encode_torch_save_pickle(const c10::IValue& value, std::vector<at::Tensor>& tensors);
 
 }  // namespace dcpp::tools

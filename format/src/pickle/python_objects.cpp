@@ -190,7 +190,8 @@ class Decoder {
   std::string_view what_;
 };
 
-// Python bytes as protocol 2 writes them: _codecs.encode(<latin1 str>, 'latin1').
+// Python bytes as protocol 2 writes them: _codecs.encode(<latin1 str>, 'latin1'). CPython 3.11+
+// passes one interned 'latin1' every time, which the pickle memoizes and then refers back to.
 void put_bytes(PickleWriter& writer, const void* data, std::size_t size) {
   std::string text;
   text.reserve(size * 2);
@@ -206,7 +207,7 @@ void put_bytes(PickleWriter& writer, const void* data, std::size_t size) {
   writer.put_global("_codecs", "encode");
   writer.put_tuple(2, [&] {
     writer.put_str(text);
-    writer.put_str("latin1");
+    writer.put_shared_str("latin1");
   });
   writer.reduce();
 }

@@ -19,6 +19,7 @@
 #include "format/pickle/python_objects.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/whole_value.h>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
@@ -150,6 +151,8 @@ void put_value(PickleWriter& writer, const c10::IValue& value, std::vector<at::T
     writer.reduce();
   } else if (value.isString()) {
     writer.put_str(value.toStringRef());
+  } else if (const c10::IValue* whole = whole_value_of(value)) {
+    put_value(writer, *whole, tensors, depth + 1);  // saved whole: what it holds
   } else if (put_python_object(writer, value, [&](const c10::IValue& part) {
                put_value(writer, part, tensors, depth + 1);
              })) {

@@ -1,7 +1,8 @@
 #pragma once
 // Megatron-Core's `integrity.json` (`save(..., verify_integrity=True)`):
 // {"algorithm": "sha256", "files": {name: hex digest}} over `.metadata`, the data files and
-// `metadata.json`. Checked by the megatron-core layout's reader and by `dcpp verify`.
+// `metadata.json`. Checked by the megatron-core layout's reader and by `dcpp verify`, written by
+// its writer (megatron_storage.h).
 
 #include <filesystem>
 
@@ -16,5 +17,11 @@ bool has_integrity_file(const std::filesystem::path& directory);
 /// JSON object; kIncompatible for an algorithm other than sha256. Without `integrity.json`:
 /// nothing.
 void check_integrity_file(const std::filesystem::path& directory);
+
+/// Writes `integrity.json` as Megatron-Core's `save_integrity_manifest` does (its bytes:
+/// `json.dump(..., indent=2)`): the SHA-256 of every other plain file in `directory`, by name in
+/// sorted order; through a temporary file, fsynced and renamed. Throws CheckpointError naming the
+/// file that cannot be read or written.
+void write_integrity_file(const std::filesystem::path& directory);
 
 }  // namespace dcpp::detail

@@ -1,11 +1,13 @@
 #include "megatron/megatron_checkpoint_layout.h"
 
 #include "megatron/megatron_json.h"
+#include "megatron/megatron_writer.h"
 
 #include "storage/dcp_file_names.h"
 #include "storage/megatron_integrity.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kConfigFile = "metadata.json";
+constexpr const char* kConfigFile = kMegatronConfigFile;
 
 }  // namespace
 
@@ -37,8 +39,7 @@ bool MegatronCheckpointLayout::recognizes(const Location& location, LocationFile
 
 void check_megatron_config(const fs::path& directory) {
   const fs::path path = directory / kConfigFile;
-  constexpr const char* kWritten =
-      "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
+  constexpr const char* kWritten = kMegatronConfigText;
   const json config = read_megatron_json(path, kWritten);
   const auto backend = config.find("sharded_backend");
   if (backend == config.end() || !backend->is_string()) {
@@ -75,6 +76,17 @@ std::unique_ptr<StorageReader> MegatronCheckpointLayout::make_reader(
   check_megatron_config(location.path());
   if (reading.verify_checksums) check_integrity_file(location.path());
   return location_driver(location)->make_reader(location, reading);
+}
+
+std::unique_ptr<StorageWriter> MegatronCheckpointLayout::make_writer(
+    const Location& location, std::unique_ptr<StorageWriter> dcp_files) const {
+  if (!location.is_directory()) {
+    throw CheckpointError(ErrorKind::kUsage, "'" + location.url() +
+                                                 "': dcpp writes Megatron-Core checkpoints to a "
+                                                 "directory only, for now");
+  }
+  return std::make_unique<MegatronWriter>(std::move(dcp_files), location.path(),
+                                          /*integrity_file=*/false);
 }
 
 }  // namespace dcpp::detail

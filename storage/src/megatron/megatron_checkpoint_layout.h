@@ -23,6 +23,11 @@ class MegatronCheckpointLayout final : public CheckpointLayout {
   /// kIncompatible for another backend or version.
   std::unique_ptr<StorageReader> make_reader(const Location& location,
                                              const FileSystemReaderOptions& reading) const override;
+  /// A MegatronWriter (megatron_writer.h) around `dcp_files`, without `integrity.json`
+  /// (make_megatron_writer writes one). Throws CheckpointError (kUsage) for a location other
+  /// than a directory.
+  std::unique_ptr<StorageWriter> make_writer(
+      const Location& location, std::unique_ptr<StorageWriter> dcp_files) const override;
 };
 
 /// Checks `metadata.json` of the Megatron-Core checkpoint in `directory`, as make_reader does.

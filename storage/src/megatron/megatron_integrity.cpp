@@ -3,7 +3,10 @@
 #include "dcp_item_reader.h"
 #include "megatron/megatron_json.h"
 
+#include "core/durable_file.h"
+
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <openssl/evp.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kIntegrityFile = "integrity.json";
+constexpr const char* kIntegrityFile = kMegatronIntegrityFile;
 
 // The SHA-256 of the file at `path`, in lowercase hex, read in blocks.
 std::string sha256_of(const fs::path& path) {
@@ -91,6 +94,17 @@ void check_integrity_file(const fs::path& directory) {
                                 "; the file changed after the save: load an earlier checkpoint");
     }
   }
+}
+
+void write_integrity_file(const fs::path& directory) {
+  json files = json::object();  // sorted by name, as Megatron's sorted(iterdir())
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name != kIntegrityFile) files[name] = sha256_of(entry.path());
+  }
+  const json integrity = {{"algorithm", "sha256"}, {"files", std::move(files)}};
+  write_file_durably(directory / kIntegrityFile, integrity.dump(2, ' ', /*ensure_ascii=*/true),
+                     /*sync=*/true);
 }
 
 }  // namespace dcpp::detail

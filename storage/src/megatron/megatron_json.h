@@ -8,6 +8,11 @@
 
 namespace dcpp::detail {
 
+/// Megatron-Core's `metadata.json` of a `torch_dist` checkpoint, byte for byte (its `save_config`:
+/// `json.dump(asdict(CheckpointingConfig("torch_dist", 1)))`).
+inline constexpr const char* kMegatronConfigText =
+    "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
+
 /// The JSON object in `path`. Throws CheckpointError naming the file: kNotFound when it cannot be
 /// read, kCorrupt when it is not a JSON object (`written` is what Megatron-Core writes there).
 nlohmann::json read_megatron_json(const std::filesystem::path& path, const std::string& written);

@@ -1,15 +1,16 @@
 #pragma once
 // The layouts (formats) a checkpoint can have at a location, in one registry: PyTorch DCP's
 // ("pytorch-dcp"), a Hugging Face safetensors directory ("huggingface") and Megatron-Core's
-// ("megatron-core") are built in; a
-// program adds its own with register_checkpoint_layout. load, load_from_keys, read_metadata and
-// the `dcpp` command find a location's layout here, once.
+// ("megatron-core") are built in; a program adds its own with register_checkpoint_layout. load,
+// load_from_keys, read_metadata and the `dcpp` command find a location's layout here, once; save
+// writes the layout Location::with_layout names (DCP's, or Megatron-Core's).
 
 #include <dcpp/core/export.h>
 #include <dcpp/storage/filesystem_reader.h>
 #include <dcpp/storage/location.h>
 #include <dcpp/storage/location_driver.h>
 #include <dcpp/storage/storage_reader.h>
+#include <dcpp/storage/storage_writer.h>
 
 #include <memory>
 #include <string>
@@ -29,6 +30,12 @@ class DCPP_API CheckpointLayout {
   virtual bool recognizes(const Location& location, LocationFiles& files) const = 0;
   virtual std::unique_ptr<StorageReader> make_reader(
       const Location& location, const FileSystemReaderOptions& reading) const = 0;
+  /// The writer of a checkpoint in this layout at `location` (a save to a Location whose
+  /// with_layout names it), given `dcp_files`: the writer of DCP's files there, from the
+  /// location's driver. DCP's layout returns it as it is; Megatron-Core's adds its files around
+  /// it. The default throws CheckpointError (kUsage): dcpp reads this layout but does not write it.
+  virtual std::unique_ptr<StorageWriter> make_writer(
+      const Location& location, std::unique_ptr<StorageWriter> dcp_files) const;
 };
 
 /// The name of DCP's own layout, the one a location is read as when no other recognises it.

@@ -53,8 +53,9 @@ class DCPP_API Location {
     return std::any_cast<Options>(&driver_options_);
   }
 
-  /// Reads the location as this layout (checkpoint_layout.h: "pytorch-dcp", "huggingface")
-  /// instead of finding it from the files there.
+  /// Reads the location as this layout (checkpoint_layout.h: "pytorch-dcp", "huggingface",
+  /// "megatron-core") instead of finding it from the files there, and saves in it (DCP's layout
+  /// when none is named; "megatron-core", megatron_storage.h).
   Location& with_layout(std::string name) {
     layout_ = std::move(name);
     return *this;

@@ -17,7 +17,9 @@ namespace dcpp {
 
 /// DCP's storage writer at `location`, from its scheme's driver: a FileSystemWriter of a
 /// directory, an S3StorageWriter of an s3:// URL (S3WriterOptions::from(layout, *location.s3())).
-/// `layout` says how DCP's files are cut, whatever stores them.
+/// `layout` says how DCP's files are cut, whatever stores them. A location whose with_layout names
+/// a layout gets that layout's writer around it (CheckpointLayout::make_writer: Megatron-Core's
+/// adds `metadata.json`, megatron_storage.h).
 DCPP_API std::unique_ptr<StorageWriter> make_storage_writer(
     const Location& location, const FileSystemWriterOptions& layout = {});
 

@@ -1,0 +1,37 @@
+#pragma once
+// Megatron-Core's files around a writer of DCP's (megatron_storage.h): the common state required
+// in the global plan, `metadata.json` after DCP's commit, `integrity.json` when asked.
+
+#include <dcpp/storage/storage_writer.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace dcpp::detail {
+
+/// The key under which Megatron-Core saves its common state: the ShardedObject "common_state" of
+/// global shape (1,) at offset (0,).
+inline constexpr const char* kMegatronCommonStateKey = "common_state/shard_0_1";
+
+class MegatronWriter final : public StorageWriter {
+ public:
+  /// `dcp_files` writes and commits DCP's files in `directory`.
+  MegatronWriter(std::unique_ptr<StorageWriter> dcp_files, std::filesystem::path directory,
+                 bool integrity_file);
+
+  void set_up(int rank, bool is_coordinator) override;
+  /// Throws CheckpointError (kUsage): one `metadata.json` commits every rank's files.
+  void set_up_without_collectives(int rank) override;
+  SavePlan prepare_local_plan(SavePlan plan) override;
+  /// Throws CheckpointError (kUsage) when no plan writes the common state.
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
+
+ private:
+  std::unique_ptr<StorageWriter> dcp_files_;
+  std::filesystem::path directory_;
+  bool integrity_file_;
+};
+
+}  // namespace dcpp::detail
