@@ -5,10 +5,11 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
-#include <dcpp/state_dict/whole_value.h>
 #include <dcpp/storage/checkpoint_layout.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <algorithm>
+#include <variant>
 
 namespace dcpp::megatron {
 namespace {
@@ -16,9 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The ShardedObject of the common state: one shard, written by rank 0 (`<key>/shard_0_1`).
-constexpr const char* kCommonStateObject = "common_state";
-constexpr const char* kCommonStateKey = "common_state/shard_0_1";
-constexpr const char* kContentMetadataKey = "content_metadata";
+constexpr const char* kCommonStateKey = kMegatronCommonStateKey;
 constexpr const char* kLegacyCommonFile = "common.pt";
 
 StateDict as_dict(StateValue value, const std::string& where) {
@@ -29,15 +28,30 @@ StateDict as_dict(StateValue value, const std::string& where) {
   return std::move(value.dict());
 }
 
-}  // namespace
-
-StateDict load_common_state_dict(const fs::path& directory) {
+// The Metadata of the Megatron-Core checkpoint in `directory` (Megatron's `verify_checkpoint`).
+Metadata megatron_metadata(const fs::path& directory) {
   if (checkpoint_layout(directory)->name() != kMegatronLayout) {
     throw CheckpointError(ErrorKind::kUsage, directory.string() +
                                                  " is not a Megatron-Core checkpoint (it has no "
                                                  "metadata.json); read it with load_from_keys");
   }
-  const Metadata metadata = read_metadata(directory);
+  return read_metadata(directory);
+}
+
+std::map<std::string, TensorMetadata> tensors_of(const Metadata& metadata) {
+  std::map<std::string, TensorMetadata> tensors;
+  for (const auto& [key, entry] : metadata.state_dict_metadata) {
+    if (const auto* tensor = std::get_if<TensorStorageMetadata>(&entry)) {
+      tensors[key] = TensorMetadata{key, tensor->properties.dtype, tensor->size};
+    }
+  }
+  return tensors;
+}
+
+}  // namespace
+
+StateDict load_common_state_dict(const fs::path& directory) {
+  const Metadata metadata = megatron_metadata(directory);
   const bool in_items =
       std::any_of(metadata.state_dict_metadata.begin(), metadata.state_dict_metadata.end(),
                   [](const auto& entry) { return entry.first == kCommonStateKey; });
@@ -66,50 +80,35 @@ StateDict load_common_state_dict(const fs::path& directory) {
 
 StateDict load_content_metadata(const fs::path& directory) {
   StateDict common = load_common_state_dict(directory);
-  StateValue* content = common.find(kContentMetadataKey);
+  StateValue* content = common.find(kContentMetadataEntry);
   if (content == nullptr || (content->is_value() && content->value().isNone())) return {};
   return as_dict(std::move(*content), directory.string() + ", the common state's content_metadata");
 }
 
-namespace {
-
-std::string dot_joined(const std::vector<int64_t>& numbers) {
-  std::string text;
-  for (int64_t n : numbers) text += (text.empty() ? "" : ".") + std::to_string(n);
-  return text;
+std::map<std::string, TensorMetadata> load_tensors_metadata(const fs::path& directory) {
+  return tensors_of(megatron_metadata(directory));
 }
 
-}  // namespace
-
-std::string sharded_object_key(const std::string& key, const std::vector<int64_t>& global_offset,
-                               const std::vector<int64_t>& global_shape) {
-  const std::string shard = "offset (" + dot_joined(global_offset) + ") of shape (" +
-                            dot_joined(global_shape) + ") of ShardedObject '" + key + "'";
-  if (global_shape.empty() || global_offset.size() != global_shape.size()) {
-    throw CheckpointError(ErrorKind::kUsage,
-                          shard + ": give one offset per dimension of a shape of one or more");
-  }
-  for (std::size_t d = 0; d < global_shape.size(); ++d) {
-    if (global_offset[d] < 0 || global_offset[d] >= global_shape[d]) {
-      throw CheckpointError(ErrorKind::kUsage, shard + ": the offset is outside the shape");
+ShardedMetadata load_sharded_metadata(const fs::path& directory) {
+  const Metadata metadata = megatron_metadata(directory);
+  ShardedMetadata sharded;
+  sharded.tensors = tensors_of(metadata);
+  for (const auto& [key, entry] : metadata.state_dict_metadata) {
+    if (std::holds_alternative<BytesStorageMetadata>(entry)) {
+      try {
+        sharded.objects[key] = parse_sharded_object_key(key);
+      } catch (const CheckpointError& e) {
+        throw CheckpointError(e.kind(), directory.string() + ": " + e.what_without_backtrace());
+      }
     }
   }
-  return key + "/shard_" + dot_joined(global_offset) + "_" + dot_joined(global_shape);
+  return sharded;
 }
 
-void add_sharded_object(StateDict& state_dict, const std::string& key, c10::IValue data,
-                        const std::vector<int64_t>& global_offset,
-                        const std::vector<int64_t>& global_shape) {
-  c10::impl::GenericList payload(c10::AnyType::get());  // Megatron's `torch.save([data])`
-  payload.push_back(std::move(data));
-  state_dict.insert(sharded_object_key(key, global_offset, global_shape),
-                    whole_value(std::move(payload)));
-}
-
-void add_common_state(StateDict& state_dict, StateDict common, const StateDict& content_metadata) {
-  if (!content_metadata.empty()) common.insert_or_assign(kContentMetadataKey, content_metadata);
-  const c10::IValue whole = whole_value(common);
-  add_sharded_object(state_dict, kCommonStateObject, *whole_value_of(whole), {0}, {1});
+StateDict load_plain_tensors(const fs::path& directory) {
+  std::vector<std::string> keys;
+  for (const auto& [key, tensor] : tensors_of(megatron_metadata(directory))) keys.push_back(key);
+  return load_from_keys(directory, keys);
 }
 
 }  // namespace dcpp::megatron

@@ -64,7 +64,7 @@ WrittenItem finish_archive(ZipBlobWriter& zip, uint64_t start, ByteSink& sink) {
   add_string(zip, "version", "3\n");
   add_string(zip, ".data/serialization_id", serialization_id());
   zip.finish();
-  return WrittenItem{sink.position() - start, zip.archive_crc32()};
+  return WrittenItem{sink.position() - start, zip.archive_crc32(), std::nullopt};
 }
 
 uint32_t add_storage(ZipBlobWriter& zip, const std::string& key, const at::Tensor& tensor) {

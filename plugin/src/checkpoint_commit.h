@@ -5,7 +5,11 @@
 //      completes its upload) on a rank only after the coordinator wrote and fsynced `.metadata`,
 //      i.e. after every rank's data is durable;
 //   2. the coordinator then commits (commit_checkpoint): the manifest `dcpp_checkpoint.json`
-//      (tmp, fsync, rename) into the directory, the rename to `<name>/`, an fsync of the root.
+//      (tmp, fsync, rename) into the directory, the rename to `<name>/`, an fsync of the root;
+//   3. with Megatron-LM's step names (StepNames::kMegatronLM), whose saves write Megatron's
+//      `metadata.json` inside the directory before step 2, the coordinator then writes the step
+//      into `latest_checkpointed_iteration.txt` (tmp, fsync, rename), as Megatron-LM does once a
+//      save is complete.
 // A job killed at any moment leaves a complete `<name>/` or an `.incomplete` directory, which
 // list_checkpoints() ignores and the next manager on the root removes.
 

@@ -6,6 +6,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <nlohmann/json.hpp>
 
@@ -43,8 +44,13 @@ std::string checkpoint_info_to_json(const CheckpointInfo& info) {
 }  // namespace detail
 
 std::string step_directory_name(int64_t step) {
+  return step_directory_name(step, StepNames::kDcpp);
+}
+
+std::string step_directory_name(int64_t step, StepNames names) {
   char name[40];
-  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  std::snprintf(name, sizeof(name), names == StepNames::kMegatronLM ? "iter_%07lld" : "step-%08lld",
+                static_cast<long long>(step));
   return name;
 }
 
@@ -104,6 +110,18 @@ CheckpointInfo read_checkpoint_info(const fs::path& path) {
 
 namespace detail {
 
+CheckpointInfo unmanaged_checkpoint_info(const fs::path& path) {
+  CheckpointInfo info;
+  info.path = path;
+  info.step = step_of_directory_name(path.filename().string()).value_or(0);
+  std::error_code ec;
+  for (const auto& file : fs::directory_iterator(path, ec)) {
+    const auto size = file.is_regular_file(ec) ? file.file_size(ec) : 0;
+    if (!ec) info.bytes += static_cast<int64_t>(size);
+  }
+  return info;
+}
+
 std::vector<CheckpointInfo> list_local_steps(const fs::path& root, bool node_local) {
   std::vector<CheckpointInfo> found;
   std::error_code ec;
@@ -111,8 +129,12 @@ std::vector<CheckpointInfo> list_local_steps(const fs::path& root, bool node_loc
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (!step_of_directory_name(name)) continue;
-    if ((!node_local && !fs::exists(entry.path() / ".metadata", ec)) ||
-        !fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
+    if (!node_local && !fs::exists(entry.path() / ".metadata", ec)) continue;
+    if (!fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
+      // A step Megatron-LM saved: committed by its metadata.json, without a manifest of dcpp's.
+      if (is_megatron_step_name(name) && fs::exists(entry.path() / kMegatronConfigFile, ec)) {
+        found.push_back(unmanaged_checkpoint_info(entry.path()));
+      }
       continue;
     }
     try {

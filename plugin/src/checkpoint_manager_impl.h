@@ -156,7 +156,11 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   // managed_save.cpp
   bool holds_step_to_keep(const std::filesystem::path& path) const;
-  detail::SaveGate gated_writer(const std::filesystem::path& temporary) const;
+  // The writer of a save of `kind` into `temporary`, in the layout of options.step_names.
+  detail::SaveGate gated_writer(const std::filesystem::path& temporary, CheckpointKind kind) const;
+  // After the commit of a step of `kind`, on the root's leader: Megatron-LM's
+  // latest_checkpointed_iteration.txt, with its step names.
+  void record_committed_step(int64_t step, CheckpointKind kind) const;
   void check_disk_space() const;
   // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,

@@ -6,6 +6,7 @@
 #include "checkpoint_info_json.h"
 #include "checkpoint_manager_impl.h"
 #include "core/logging.h"
+#include "local_steps.h"
 #include "rank_agreement.h"
 #include "state_tools.h"
 #include "stopwatch.h"
@@ -121,7 +122,7 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         } else if (const auto any = of_step(all); any != all.end()) {
           chosen = any->path.string();
         } else {
-          chosen = (options.root / step_directory_name(*request.step)).string();
+          chosen = (options.root / step_directory_name(*request.step, options.step_names)).string();
         }
       } else if (!timeline.empty()) {
         chosen = timeline.back().path.string();
@@ -162,9 +163,7 @@ CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) con
   if (is_s3_url(path)) return detail::read_remote_checkpoint_info(path, options.remote.s3);
   require_complete(path, options.root, rank);
   if (fs::exists(fs::path(path) / kCheckpointInfoFile)) return read_checkpoint_info(path);
-  CheckpointInfo info;  // a plain DCP checkpoint: no manifest
-  info.path = path;
-  return info;
+  return detail::unmanaged_checkpoint_info(path);  // a plain DCP checkpoint, or Megatron-LM's
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,

@@ -13,7 +13,13 @@
 
 namespace dcpp::detail {
 
-/// The committed step checkpoints (kFull) under `root` on this host, ascending by step.
+/// The CheckpointInfo of a checkpoint at `path` without dcpp's manifest (a plain DCP checkpoint,
+/// or a step Megatron-LM saved): the step its directory's name gives (else 0), `bytes` the sizes
+/// of its files, the rest defaults.
+CheckpointInfo unmanaged_checkpoint_info(const std::filesystem::path& path);
+
+/// The committed step checkpoints (kFull) under `root` on this host, ascending by step: with
+/// dcpp's manifest, or Megatron-LM's (list_checkpoints).
 std::vector<CheckpointInfo> list_local_steps(const std::filesystem::path& root, bool node_local);
 
 /// The newest of list_local_steps, or nullopt.

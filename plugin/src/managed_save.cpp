@@ -7,6 +7,7 @@
 
 #include "checkpoint_commit.h"
 #include "checkpoint_manager_impl.h"
+#include "core/durable_file.h"
 #include "core/exception_message.h"
 #include "core/logging.h"
 #include "local_steps.h"
@@ -20,6 +21,7 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/stateful_swap.h>
 #include <dcpp/storage/filesystem_writer.h>
+#include <dcpp/storage/megatron_storage.h>
 
 namespace dcpp {
 namespace fs = std::filesystem;
@@ -54,16 +56,29 @@ const char* operation_of(CheckpointKind kind) {
 
 // The writer of a save into `temporary`: the disk check first, on each rank that commits a root
 // directory (the coordinator, or each host's leader with a node-local root).
-detail::SaveGate CheckpointManager::Impl::gated_writer(const fs::path& temporary) const {
+detail::SaveGate CheckpointManager::Impl::gated_writer(const fs::path& temporary,
+                                                       CheckpointKind kind) const {
   FileSystemWriterOptions layout = options.file_system;
   layout.overwrite = true;  // a temporary directory an earlier failed try left
+  const bool megatron =
+      kind == CheckpointKind::kFull && options.step_names == StepNames::kMegatronLM;
   return detail::SaveGate(
       [this] {
         if (is_root_leader()) check_disk_space();
       },
-      [temporary, layout]() -> std::unique_ptr<StorageWriter> {
+      [temporary, layout, megatron]() -> std::unique_ptr<StorageWriter> {
+        if (megatron) {
+          return make_megatron_writer(temporary, MegatronWriterOptions().with_file_system(layout));
+        }
         return std::make_unique<FileSystemWriter>(temporary, layout);
       });
+}
+
+void CheckpointManager::Impl::record_committed_step(int64_t step, CheckpointKind kind) const {
+  if (kind != CheckpointKind::kFull || options.step_names != StepNames::kMegatronLM) return;
+  // Megatron-LM's finalize step writes str(iteration), no newline; here through a temporary file.
+  detail::write_file_durably(options.root / kMegatronTrackerFile, std::to_string(step),
+                             options.file_system.sync_files);
 }
 
 // A root's leader, before a save writes anything: throws kIo when the root's free space, less
@@ -104,7 +119,7 @@ bool CheckpointManager::Impl::holds_step_to_keep(const fs::path& path) const {
 
 ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequest& request) {
   ManagedSave result;
-  result.path = options.root / step_directory_name(request.step);
+  result.path = options.root / step_directory_name(request.step, options.step_names);
   if (async_steps.erase(request.step) != 0) {
     worker.wait_until_idle();  // an async save of this step is in flight: its outcome decides
   }
@@ -167,7 +182,8 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
   log->begin("save", "stage", request.step, temporary.string());
   const auto start = SteadyClock::now();
   AsyncSaveResponse response = checkpointer->async_save(
-      resolved, std::make_shared<detail::SaveGate>(gated_writer(temporary)), temporary.string());
+      resolved, std::make_shared<detail::SaveGate>(gated_writer(temporary, CheckpointKind::kFull)),
+      temporary.string());
   const double call_seconds = seconds_since(start);
   // A blocking stager has staged inside async_save: measured here, not when the (low-priority)
   // worker thread gets to look.
@@ -197,6 +213,7 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
             detail::make_manifest(request, CheckpointKind::kFull, world, stored_bytes(metadata),
                                   record, lineage, save_id),
             options.file_system.sync_files);
+        record_committed_step(request.step, CheckpointKind::kFull);
       }
       record.commit_seconds = seconds_since(commit_start);
       log->record("save", "commit", request.step, 0, record.commit_seconds, final_path.string());
@@ -234,7 +251,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   log->begin(operation, "write", request.step, temporary.string());
   auto start = SteadyClock::now();
   // Throws on every rank when any rank failed (the disk check on the coordinator included).
-  detail::SaveGate writer = gated_writer(temporary);
+  detail::SaveGate writer = gated_writer(temporary, kind);
   const Metadata metadata = dcpp::save(resolved, writer, save_options);
   record.write_seconds = seconds_since(start);
   record.written_bytes = bytes_written_by(metadata, rank);
@@ -249,6 +266,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
                                 detail::make_manifest(request, kind, world, stored_bytes(metadata),
                                                       record, lineage, save_id),
                                 options.file_system.sync_files);
+      record_committed_step(request.step, kind);
     } catch (const std::exception& e) {
       commit_error = e.what();
     }

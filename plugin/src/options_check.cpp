@@ -51,6 +51,13 @@ void check_manager_options(const CheckpointManagerOptions& options) {
            "give the seconds between timed saves, or 0 for none");
   }
   check_retention(options.retention, "retention");
+  if (options.step_names == StepNames::kMegatronLM &&
+      (options.remote.enabled() || options.node_local_root)) {
+    refuse(kOptions, "step_names", "StepNames::kMegatronLM",
+           std::string("Megatron-LM's step names are for a root of its own, for now: not with ") +
+               (options.node_local_root ? "a node-local root" : "a remote tier") +
+               "; keep StepNames::kDcpp, or convert a step with `dcpp convert --to megatron`");
+  }
   if (!options.remote.enabled()) return;
   check_retention(options.remote.retention, "remote.retention");
   if (options.remote.files_at_once < 1) {

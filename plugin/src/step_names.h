@@ -1,7 +1,7 @@
 #pragma once
-// The names of step checkpoints' directories, "step-00001200" (step_directory_name), read back
-// without std::regex: its first use on two threads at once races in libstdc++'s locale cache, and
-// the drain lists on its own thread.
+// The names of step checkpoints' directories, "step-00001200" and Megatron-LM's "iter_0001200"
+// (step_directory_name), read back without std::regex: its first use on two threads at once races
+// in libstdc++'s locale cache, and the drain lists on its own thread.
 
 #include <cctype>
 #include <cstdint>
@@ -10,13 +10,17 @@
 
 namespace dcpp::detail {
 
-/// The step of `name` when it is a step directory's name: "step-" and 8 or more digits (at most
-/// 18: an int64); nullopt for any other name ("step-00001200.incomplete", "export-step-...").
+/// Whether `name` is a step directory's name in Megatron-LM's form, "iter_" and digits.
+inline bool is_megatron_step_name(std::string_view name) { return name.substr(0, 5) == "iter_"; }
+
+/// The step of `name` when it is a step directory's name: "step-" and 8 or more digits, or
+/// Megatron-LM's "iter_" and 7 or more (at most 18: an int64); nullopt for any other name
+/// ("step-00001200.incomplete", "export-step-...", Megatron-LM's "release").
 inline std::optional<int64_t> step_of_directory_name(std::string_view name) {
-  constexpr std::string_view kPrefix = "step-";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  const std::string_view digits = name.substr(kPrefix.size());
-  if (digits.size() < 8 || digits.size() > 18) return std::nullopt;
+  const bool megatron = is_megatron_step_name(name);
+  if (!megatron && name.substr(0, 5) != "step-") return std::nullopt;
+  const std::string_view digits = name.substr(5);
+  if (digits.size() < (megatron ? 7U : 8U) || digits.size() > 18) return std::nullopt;
   int64_t step = 0;
   for (const char c : digits) {
     if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;

@@ -122,3 +122,23 @@ TEST_CASE("convert's Megatron options and what torch-save cannot hold are clear 
   CHECK_THAT(cli.output, Catch::Contains("numpy.ndarray is a Python object"));
   CHECK_FALSE(fs::exists(dir / "x.pt"));
 }
+
+TEST_CASE("convert --drop leaves out the entries under a prefix, ShardedObjects by their key") {
+  dcpp::test::TempDir dir;
+  const fs::path fixture = dcpp::test::megatron_fixture("mcore_tp2");
+  const auto cli = run_cli("convert " + fixture.string() + " " + (dir / "out").string() +
+                           " --to megatron --drop rng_state decoder.layers.mlp");
+  INFO(cli.output);
+  REQUIRE(cli.exit_code == 0);
+  dcpp::StateDict expected = everything_in(fixture);
+  for (const std::string key :
+       {"rng_state/shard_0.0_1.2", "rng_state/shard_0.1_1.2",
+        "decoder.layers.mlp.linear_fc1.weight", "decoder.layers.mlp.linear_fc2.weight"}) {
+    REQUIRE(expected.erase(key));
+  }
+  require_same_items(expected, everything_in(dir / "out"));
+  const auto none = run_cli("convert " + fixture.string() + " " + (dir / "none").string() +
+                            " --to dcp --drop rng");
+  CHECK(none.exit_code != 0);
+  CHECK_THAT(none.output, Catch::Contains("--drop 'rng' matches no key"));
+}

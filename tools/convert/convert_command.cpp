@@ -16,6 +16,7 @@ ConvertSummary convert_checkpoint(const std::filesystem::path& src,
                                   const std::filesystem::path& dst, const ConvertOptions& options) {
   std::unique_ptr<CheckpointSource> source = open_checkpoint_source(src);
   if (!options.keys.empty()) source = select_keys(std::move(source), options.keys, src.string());
+  if (!options.drop.empty()) source = drop_keys(std::move(source), options.drop, src.string());
   ConvertSummary summary;
   for (const SourceEntry& entry : source->entries()) {
     (entry.is_tensor ? summary.tensors : summary.values) += 1;
@@ -87,6 +88,7 @@ void add_convert_command(CLI::App& app) {
   auto compress = std::make_shared<std::string>();
   auto compress_level = std::make_shared<int>(3);
   auto keys = std::make_shared<std::vector<std::string>>();
+  auto drop = std::make_shared<std::vector<std::string>>();
   command
       ->add_option("SRC", *src,
                    "A DCP checkpoint directory or s3://BUCKET/PREFIX, a Megatron-Core or Hugging "
@@ -106,6 +108,9 @@ void add_convert_command(CLI::App& app) {
   command->add_option("--keys", *keys,
                       "Convert only the entries under these FQN prefixes, matched on whole "
                       "components ('model' matches model.w, not models.w)");
+  command->add_option("--drop", *drop,
+                      "Leave out the entries under these FQN prefixes, matched as --keys matches "
+                      "them (Megatron-Core's remove_sharded_tensors, into a new checkpoint)");
   command->add_option("--max-shard-size", *max_shard,
                       "safetensors, hf: split into files of at most this much tensor data, with an "
                       "index (e.g. 5GB, 500MB, 2GiB)");
@@ -123,6 +128,7 @@ void add_convert_command(CLI::App& app) {
   command->callback([=] {
     ConvertOptions options;
     options.keys = *keys;
+    options.drop = *drop;
     options.to = *to == "dcp"           ? TargetFormat::kDcp
                  : *to == "safetensors" ? TargetFormat::kSafetensors
                  : *to == "hf"          ? TargetFormat::kHuggingFace

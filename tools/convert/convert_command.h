@@ -1,7 +1,7 @@
 #pragma once
 // `dcpp convert SRC DST --to torch-save|dcp|safetensors|hf|megatron [--dtype bf16|fp16|fp32]
-//  [--keys PREFIX...] [--max-shard-size SIZE] [--compress zstd [--compress-level N]]
-//  [--integrity]`: a
+//  [--keys PREFIX...] [--drop PREFIX...] [--max-shard-size SIZE] [--compress zstd
+//  [--compress-level N]] [--integrity]`: a
 //  checkpoint, or the part of it under some keys, in another format, streamed one tensor at a
 //  time.
 
@@ -26,6 +26,9 @@ struct ConvertOptions {
   std::optional<at::ScalarType> dtype;
   /// Only the entries under these FQN prefixes (key_selection.h); empty: every entry.
   std::vector<std::string> keys;
+  /// Not the entries under these FQN prefixes (key_selection.h: Megatron-Core's
+  /// remove_sharded_tensors, as a conversion).
+  std::vector<std::string> drop;
   /// safetensors and hf only: the most bytes of tensor data per file (0: one file).
   uint64_t max_shard_size = 0;
   /// megatron only: write `integrity.json` (Megatron-Core's verify_integrity=True).

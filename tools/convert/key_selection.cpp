@@ -2,6 +2,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <algorithm>
 #include <set>
 
 namespace dcpp::tools {
@@ -10,15 +11,14 @@ namespace {
 
 class SelectedSource final : public CheckpointSource {
  public:
-  SelectedSource(std::unique_ptr<CheckpointSource> source, const std::vector<std::string>& prefixes)
+  // The entries of `source` under one of `prefixes` (`under` true) or under none (false).
+  SelectedSource(std::unique_ptr<CheckpointSource> source, const std::vector<std::string>& prefixes,
+                 bool under)
       : source_(std::move(source)) {
     for (const SourceEntry& entry : source_->entries()) {
-      for (const std::string& prefix : prefixes) {
-        if (key_has_prefix(entry.key, prefix)) {
-          entries_.push_back(entry);
-          originals_.push_back(&entry);
-          break;
-        }
+      if (under_any(entry.key, prefixes) == under) {
+        entries_.push_back(entry);
+        originals_.push_back(&entry);
       }
     }
   }
@@ -38,6 +38,11 @@ class SelectedSource final : public CheckpointSource {
     return *originals_.at(static_cast<std::size_t>(&entry - entries_.data()));
   }
 
+  static bool under_any(const std::string& key, const std::vector<std::string>& prefixes) {
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& prefix) { return key_has_prefix(key, prefix); });
+  }
+
   std::unique_ptr<CheckpointSource> source_;
   std::vector<SourceEntry> entries_;
   std::vector<const SourceEntry*> originals_;
@@ -47,15 +52,18 @@ class SelectedSource final : public CheckpointSource {
 
 bool key_has_prefix(const std::string& key, const std::string& prefix) {
   return key.size() >= prefix.size() && key.compare(0, prefix.size(), prefix) == 0 &&
-         (key.size() == prefix.size() || key[prefix.size()] == '.');
+         (key.size() == prefix.size() || key[prefix.size()] == '.' || key[prefix.size()] == '/');
 }
 
-std::unique_ptr<CheckpointSource> select_keys(std::unique_ptr<CheckpointSource> source,
-                                              const std::vector<std::string>& prefixes,
-                                              const std::string& source_name) {
+namespace {
+
+// Throws CheckpointError naming the first of `prefixes` (given with `option`) that matches no
+// entry of `source`.
+void require_matches(const CheckpointSource& source, const std::vector<std::string>& prefixes,
+                     const std::string& option, const std::string& source_name) {
   for (const std::string& prefix : prefixes) {
     bool matched = false;
-    for (const SourceEntry& entry : source->entries()) {
+    for (const SourceEntry& entry : source.entries()) {
       if (key_has_prefix(entry.key, prefix)) {
         matched = true;
         break;
@@ -64,18 +72,33 @@ std::unique_ptr<CheckpointSource> select_keys(std::unique_ptr<CheckpointSource> 
     if (!matched) {
       std::set<std::string> seen;
       std::string top_level;
-      for (const SourceEntry& entry : source->entries()) {
+      for (const SourceEntry& entry : source.entries()) {
         const std::string top = entry.key.substr(0, entry.key.find('.'));
         if (seen.insert(top).second) top_level += (top_level.empty() ? "" : ", ") + top;
       }
       throw CheckpointError(ErrorKind::kNotFound,
-                            "--keys '" + prefix + "' matches no key of " + source_name +
+                            option + " '" + prefix + "' matches no key of " + source_name +
                                 " (a prefix matches whole '.'-separated components; its top-level "
                                 "keys: " +
                                 top_level + ")");
     }
   }
-  return std::make_unique<SelectedSource>(std::move(source), prefixes);
+}
+
+}  // namespace
+
+std::unique_ptr<CheckpointSource> select_keys(std::unique_ptr<CheckpointSource> source,
+                                              const std::vector<std::string>& prefixes,
+                                              const std::string& source_name) {
+  require_matches(*source, prefixes, "--keys", source_name);
+  return std::make_unique<SelectedSource>(std::move(source), prefixes, /*under=*/true);
+}
+
+std::unique_ptr<CheckpointSource> drop_keys(std::unique_ptr<CheckpointSource> source,
+                                            const std::vector<std::string>& prefixes,
+                                            const std::string& source_name) {
+  require_matches(*source, prefixes, "--drop", source_name);
+  return std::make_unique<SelectedSource>(std::move(source), prefixes, /*under=*/false);
 }
 
 }  // namespace dcpp::tools

@@ -19,8 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kCommonStateKey = "common_state/shard_0_1";
-
 // The source's tensors as they are, and its values as Megatron's common state at their paths.
 StateDict with_values_as_common_state(Conversion& conversion, StateDict placeholders) {
   StateDict tensors, common;
@@ -38,9 +36,11 @@ std::vector<fs::path> write_megatron(Conversion& conversion, const fs::path& dst
                                      bool integrity_file) {
   require_new_directory(dst);
   StateDict state = conversion.placeholder_state_dict();
-  const bool from_megatron = std::any_of(
-      conversion.source().entries().begin(), conversion.source().entries().end(),
-      [](const SourceEntry& entry) { return !entry.is_tensor && entry.key == kCommonStateKey; });
+  const bool from_megatron =
+      std::any_of(conversion.source().entries().begin(), conversion.source().entries().end(),
+                  [](const SourceEntry& entry) {
+                    return !entry.is_tensor && entry.key == kMegatronCommonStateKey;
+                  });
   if (!from_megatron) state = with_values_as_common_state(conversion, std::move(state));
   SaveOptions options;
   options.planner = make_streaming_save_planner(conversion);

@@ -20,8 +20,8 @@ void check_integrity_file(const std::filesystem::path& directory);
 
 /// Writes `integrity.json` as Megatron-Core's `save_integrity_manifest` does (its bytes:
 /// `json.dump(..., indent=2)`): the SHA-256 of every other plain file in `directory`, by name in
-/// sorted order; through a temporary file, fsynced and renamed. Throws CheckpointError naming the
-/// file that cannot be read or written.
-void write_integrity_file(const std::filesystem::path& directory);
+/// sorted order; through a temporary file renamed into place (fsynced with `sync`). Throws
+/// CheckpointError naming the file that cannot be read or written.
+void write_integrity_file(const std::filesystem::path& directory, bool sync);
 
 }  // namespace dcpp::detail

@@ -96,7 +96,7 @@ void check_integrity_file(const fs::path& directory) {
   }
 }
 
-void write_integrity_file(const fs::path& directory) {
+void write_integrity_file(const fs::path& directory, bool sync) {
   json files = json::object();  // sorted by name, as Megatron's sorted(iterdir())
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
@@ -104,7 +104,7 @@ void write_integrity_file(const fs::path& directory) {
   }
   const json integrity = {{"algorithm", "sha256"}, {"files", std::move(files)}};
   write_file_durably(directory / kIntegrityFile, integrity.dump(2, ' ', /*ensure_ascii=*/true),
-                     /*sync=*/true);
+                     sync);
 }
 
 }  // namespace dcpp::detail

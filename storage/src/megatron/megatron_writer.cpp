@@ -18,10 +18,11 @@ namespace fs = std::filesystem;
 }  // namespace
 
 MegatronWriter::MegatronWriter(std::unique_ptr<StorageWriter> dcp_files, fs::path directory,
-                               bool integrity_file)
+                               bool integrity_file, bool sync_files)
     : dcp_files_(std::move(dcp_files)),
       directory_(std::move(directory)),
-      integrity_file_(integrity_file) {}
+      integrity_file_(integrity_file),
+      sync_files_(sync_files) {}
 
 void MegatronWriter::set_up(int rank, bool is_coordinator) {
   dcp_files_->set_up(rank, is_coordinator);
@@ -63,10 +64,10 @@ void MegatronWriter::finish(Metadata metadata,
   // A replaced checkpoint's digests would not match the new files: gone before the commit.
   const fs::path integrity = directory_ / kMegatronIntegrityFile;
   std::error_code error;
-  if (fs::remove(integrity, error)) sync_directory(directory_);
+  if (fs::remove(integrity, error) && sync_files_) sync_directory(directory_);
   dcp_files_->finish(std::move(metadata), results);
-  write_file_durably(directory_ / kMegatronConfigFile, kMegatronConfigText, /*sync=*/true);
-  if (integrity_file_) write_integrity_file(directory_);
+  write_file_durably(directory_ / kMegatronConfigFile, kMegatronConfigText, sync_files_);
+  if (integrity_file_) write_integrity_file(directory_, sync_files_);
 }
 
 }  // namespace dcpp::detail
@@ -77,7 +78,8 @@ std::unique_ptr<StorageWriter> make_megatron_writer(std::filesystem::path direct
                                                     MegatronWriterOptions options) {
   auto dcp_files = std::make_unique<FileSystemWriter>(directory, options.file_system);
   return std::make_unique<detail::MegatronWriter>(std::move(dcp_files), std::move(directory),
-                                                  options.integrity_file);
+                                                  options.integrity_file,
+                                                  options.file_system.sync_files);
 }
 
 }  // namespace dcpp

@@ -9,15 +9,12 @@
 
 namespace dcpp::detail {
 
-/// The key under which Megatron-Core saves its common state: the ShardedObject "common_state" of
-/// global shape (1,) at offset (0,).
-inline constexpr const char* kMegatronCommonStateKey = "common_state/shard_0_1";
-
 class MegatronWriter final : public StorageWriter {
  public:
-  /// `dcp_files` writes and commits DCP's files in `directory`.
+  /// `dcp_files` writes and commits DCP's files in `directory`; `sync_files`: fsync Megatron's
+  /// files too.
   MegatronWriter(std::unique_ptr<StorageWriter> dcp_files, std::filesystem::path directory,
-                 bool integrity_file);
+                 bool integrity_file, bool sync_files);
 
   void set_up(int rank, bool is_coordinator) override;
   /// Throws CheckpointError (kUsage): one `metadata.json` commits every rank's files.
@@ -32,6 +29,7 @@ class MegatronWriter final : public StorageWriter {
   std::unique_ptr<StorageWriter> dcp_files_;
   std::filesystem::path directory_;
   bool integrity_file_;
+  bool sync_files_;
 };
 
 }  // namespace dcpp::detail

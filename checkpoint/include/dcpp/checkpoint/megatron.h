@@ -1,15 +1,19 @@
 #pragma once
-// Megatron-Core's dist_checkpointing in C++ (docs/megatron.md): reading a checkpoint's non-sharded
-// parts (its common state and the content metadata saved with it), and putting them, with
-// ShardedObjects, into a state dict that a save writes as Megatron does (megatron_storage.h).
+// Megatron-Core's dist_checkpointing in C++ (docs/megatron.md): its functions that read a
+// checkpoint's common state, content metadata and metadata; with its load (megatron_load.h) and
+// its parts of a state dict (megatron_state_dict.h), which a save writes as Megatron does
+// (megatron_storage.h).
 
+#include <dcpp/checkpoint/megatron_load.h>
+#include <dcpp/checkpoint/megatron_state_dict.h>
 #include <dcpp/core/export.h>
 #include <dcpp/state_dict/state_dict.h>
 
-#include <ATen/core/ivalue.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,33 +32,46 @@ DCPP_API StateDict load_common_state_dict(const std::filesystem::path& directory
 /// `save`, kept in the common state; empty when it has none.
 DCPP_API StateDict load_content_metadata(const std::filesystem::path& directory);
 
-/// The key under which Megatron-Core's ShardedObject `key` stores its shard at `global_offset` of
-/// a grid of `global_shape` shards (`ShardedObject.unique_key`): "<key>/shard_<offsets>_<shape>",
-/// each joined by "." ("rng_state/shard_0.1_1.2": offset (0, 1) of (1, 2)). Throws
-/// CheckpointError (kUsage) when the two differ in length, are empty, or the offset is outside
-/// the shape.
-DCPP_API std::string sharded_object_key(const std::string& key,
-                                        const std::vector<int64_t>& global_offset,
-                                        const std::vector<int64_t>& global_shape);
+/// A ShardedTensor of a checkpoint without its data, as Megatron-Core's metadata functions list
+/// it: its key, dtype and global shape.
+struct DCPP_API TensorMetadata {
+  std::string key;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> global_shape;
+};
 
-/// Adds the shard at `global_offset` of Megatron-Core's ShardedObject `key` to `state_dict`, as
-/// Megatron's save writes it: under sharded_object_key, its payload `[data]` saved whole
-/// (whole_value.h), whatever `data` holds (tensors, dicts, numpy arrays: python_object.h).
-/// Megatron writes each shard's main replica only: add a shard on the one rank that holds it.
-/// Throws CheckpointError (kUsage) for a key already in `state_dict`, or what sharded_object_key
-/// throws.
-DCPP_API void add_sharded_object(StateDict& state_dict, const std::string& key, c10::IValue data,
-                                 const std::vector<int64_t>& global_offset,
-                                 const std::vector<int64_t>& global_shape);
+/// Megatron-Core's `load_tensors_metadata(checkpoint_dir)`: every ShardedTensor of the checkpoint
+/// in `directory`, by key. One process, no collective; throws as load_common_state_dict.
+DCPP_API std::map<std::string, TensorMetadata> load_tensors_metadata(
+    const std::filesystem::path& directory);
 
-/// Adds Megatron-Core's common state to `state_dict` as its `save` writes it: `common` (what is
-/// neither a ShardedTensor nor a ShardedObject: the iteration, `args`, the scheduler's state...)
-/// with `content_metadata`, when not empty, under the key "content_metadata" (Megatron's
-/// `save(..., content_metadata=...)`), as the ShardedObject "common_state" of one shard. Megatron
-/// writes rank 0's: add it on rank 0 alone. load_common_state_dict reads it back. Throws
-/// CheckpointError (kUsage) when `state_dict` has it already, or when `common` holds a
-/// ShardedTensor or a Stateful (naming its key).
-DCPP_API void add_common_state(StateDict& state_dict, StateDict common,
-                               const StateDict& content_metadata = {});
+/// What Megatron-Core's `load_sharded_metadata` lists: every ShardedTensor, by key, and every
+/// ShardedObject shard (the common state's too), by its unique key.
+struct DCPP_API ShardedMetadata {
+  std::map<std::string, TensorMetadata> tensors;
+  std::map<std::string, ShardedObjectMetadata> objects;
+};
+
+/// Megatron-Core's `load_sharded_metadata(checkpoint_dir)`. One process, no collective; throws as
+/// load_common_state_dict, and CheckpointError (kCorrupt) naming an object item whose key does not
+/// parse (parse_sharded_object_key).
+DCPP_API ShardedMetadata load_sharded_metadata(const std::filesystem::path& directory);
+
+/// Megatron-Core's `load_plain_tensors(checkpoint_dir)`: every ShardedTensor of the checkpoint,
+/// whole, on this process, by key (not the common state). Throws as load_common_state_dict.
+DCPP_API StateDict load_plain_tensors(const std::filesystem::path& directory);
+
+/// Megatron-Core's `remove_sharded_tensors(checkpoint_dir, key_prefix)`: the checkpoint in
+/// `directory` without the items whose key starts with `key_prefix` (Megatron's match: the key's
+/// first characters), as a new checkpoint committed in its place. The other items are read (into
+/// memory: `dcpp convert --drop` streams them into a new directory instead) and saved again under
+/// new file names; the old files stay, untouched and loadable, until the new `.metadata` replaces
+/// the old, and go after (FileSystemWriter's overwrite protocol). `integrity.json` is written again
+/// when there was one; a legacy `common.pt`'s state is saved as `common_state` too. Tensors keep
+/// their bits, values what they hold. One process. Returns the removed keys. Throws
+/// CheckpointError: kNotFound when no key starts with `key_prefix` (Megatron warns and does
+/// nothing), kUsage when the common state would go, and what load and save throw.
+DCPP_API std::vector<std::string> remove_sharded_tensors(const std::filesystem::path& directory,
+                                                         const std::string& key_prefix);
 
 }  // namespace dcpp::megatron

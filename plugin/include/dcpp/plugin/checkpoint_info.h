@@ -56,13 +56,34 @@ struct DCPP_API CheckpointInfo {
 /// `step-00001200` for step 1200 (8 digits, more when the step needs them).
 DCPP_API std::string step_directory_name(int64_t step);
 
+/// How a CheckpointManager names and writes its steps (CheckpointManagerOptions::step_names).
+/// A manager resumes from either kind of step whatever it writes.
+enum class StepNames {
+  /// `step-00001200/`, in DCP's layout.
+  kDcpp,
+  /// Megatron-LM's: `iter_0001200/` in Megatron-Core's layout (megatron_storage.h: the state must
+  /// hold Megatron's common state, dcpp::megatron::add_common_state), and after each commit the
+  /// step in `latest_checkpointed_iteration.txt` beside them, which Megatron-LM resumes from. A
+  /// step Megatron-LM saved there itself (no manifest of dcpp's) is a step too.
+  kMegatronLM,
+};
+
+/// Megatron-LM's record of its newest saved iteration, in its save directory: the number alone.
+inline constexpr const char* kMegatronTrackerFile = "latest_checkpointed_iteration.txt";
+
+/// The directory name of step `step` under `names`: step_directory_name(step), or Megatron-LM's
+/// `iter_0001200` (7 digits, more when the step needs them).
+DCPP_API std::string step_directory_name(int64_t step, StepNames names);
+
 /// Reads `path/dcpp_checkpoint.json`. Blocking file I/O; thread-safe. Throws CheckpointError naming
 /// the file when it is missing or malformed, or names a kind no CheckpointKind has.
 DCPP_API CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
 
 /// The complete checkpoints of kind CheckpointKind::kFull under `root`, ascending by step (an empty
-/// list when `root` does not exist). Never returns a temporary or half-deleted directory.
-/// Thread-safe.
+/// list when `root` does not exist): each step directory (`step-<N>/` or `iter_<N>/`) with
+/// `.metadata` and dcpp's manifest, and each that Megatron-LM saved (`iter_<N>/` with `.metadata`
+/// and Megatron's `metadata.json`, no manifest: its step from its name, `bytes` its files' sizes).
+/// Never returns a temporary or half-deleted directory. Thread-safe.
 DCPP_API std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);
 
 /// The complete kFull checkpoint with the highest step under `root`, if any.

@@ -62,6 +62,11 @@ struct DCPP_API CheckpointManagerOptions {
   /// store, so a job can restart on other hosts, or on another number of ranks. export_state()
   /// is refused (an export scattered over hosts is no file to hand on). docs/storage.md.
   bool node_local_root = false;
+  /// How the steps are named and written (checkpoint_info.h): dcpp's `step-00001200/` (the
+  /// default), or Megatron-LM's `iter_0001200/` in Megatron-Core's layout with
+  /// `latest_checkpointed_iteration.txt` (docs/megatron.md), which Megatron-LM resumes from. A root
+  /// of its own only, for now: not with a remote tier or a node-local root. Restores read either.
+  StepNames step_names = StepNames::kDcpp;
   /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
   /// see is_save_due().
   int64_t save_every_steps = 0;
@@ -129,6 +134,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_node_local_root(bool value) {
     node_local_root = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_step_names(StepNames value) {
+    step_names = value;
     return *this;
   }
   CheckpointManagerOptions& with_reserved_disk_bytes(uint64_t value) {

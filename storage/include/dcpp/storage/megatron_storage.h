@@ -15,6 +15,9 @@ namespace dcpp {
 /// Megatron-Core's commit: a directory is a checkpoint of Megatron's once it has this file
 /// (`check_is_distributed_checkpoint`).
 inline constexpr const char* kMegatronConfigFile = "metadata.json";
+/// The key of Megatron-Core's common state: the one shard of its ShardedObject "common_state",
+/// whose payload is `[common_state]` (megatron.h).
+inline constexpr const char* kMegatronCommonStateKey = "common_state/shard_0_1";
 /// What Megatron-Core's `save(..., verify_integrity=True)` writes after its commit.
 inline constexpr const char* kMegatronIntegrityFile = "integrity.json";
 
