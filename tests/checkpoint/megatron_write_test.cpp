@@ -334,3 +334,36 @@ TEST_CASE("a Megatron-Core checkpoint saved by 2 ranks, each its shards, loads o
   });
   CHECK(dcpp::test::bitwise_equal(at::cat(rows), weight));
 }
+
+TEST_CASE("a common state every rank adds is saved once; ranks that disagree fail the save") {
+  // Megatron's save takes the common state on every rank and writes rank 0's (validate_access_
+  // integrity warns when the others differ). Given on every rank, dcpp saves it once, and ranks
+  // whose common states differ fail the save on every rank (the replica check), naming the key.
+  dcpp::test::TempDir dir;
+  std::vector<std::string> errors(2);
+  for (const bool agree : {true, false}) {
+    dcpp::test::on_ranks(
+        2, agree ? "megatron-common-agree" : "megatron-common-differ",
+        [&](int rank, const auto& group) {
+          dcpp::StateDict state;
+          state.insert("w", dcpp::ShardedTensor::from_chunk_of(at::ones({4, 2}), 0, rank, 2));
+          dcpp::StateDict common;
+          common.insert("iteration", agree ? 100 : 100 + rank);
+          dcpp::megatron::add_common_state(state, std::move(common));
+          try {
+            dcpp::save(state,
+                       dcpp::Location(dir / (agree ? "same" : "differ"))
+                           .with_layout(dcpp::kMegatronLayout),
+                       dcpp::SaveOptions().with_process_group(group));
+          } catch (const dcpp::CheckpointError& e) {
+            errors[rank] = e.what();
+          }
+        });
+  }
+  CHECK(dcpp::megatron::load_common_state_dict(dir / "same").at("iteration").value().toInt() ==
+        100);
+  for (const std::string& error : errors) {
+    CHECK_THAT(error, Catch::Contains("common_state/shard_0_1"));
+  }
+  CHECK_FALSE(fs::exists(dir / "differ" / "metadata.json"));
+}

@@ -52,7 +52,9 @@ DCPP_API void add_sharded_object(StateDict& state_dict, const std::string& key, 
 /// neither a ShardedTensor nor a ShardedObject: the iteration, `args`, the scheduler's state...)
 /// with `content_metadata`, when not empty, under the key "content_metadata" (Megatron's
 /// `save(..., content_metadata=...)`), as the ShardedObject "common_state" of one shard. Megatron
-/// writes rank 0's: add it on rank 0 alone. load_common_state_dict reads it back. Throws
+/// writes rank 0's: add it on rank 0, or on every rank alike (saved once; ranks whose common states
+/// differ fail the save, naming it: SaveOptions::replica_check). load_common_state_dict reads it
+/// back. Throws
 /// CheckpointError (kUsage) when `state_dict` has it already, or when `common` holds a
 /// ShardedTensor or a Stateful (naming its key).
 DCPP_API void add_common_state(StateDict& state_dict, StateDict common,
