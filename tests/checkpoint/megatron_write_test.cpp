@@ -367,3 +367,34 @@ TEST_CASE("a common state every rank adds is saved once; ranks that disagree fai
   }
   CHECK_FALSE(fs::exists(dir / "differ" / "metadata.json"));
 }
+
+TEST_CASE("Megatron's validate_access_integrity: values are ShardedObjects, each a whole grid") {
+  dcpp::test::TempDir dir;
+  const auto refused = [&](const dcpp::StateDict& state, const std::string& message) {
+    INFO(message);
+    const dcpp::CheckpointError error =
+        dcpp::test::error_of([&] { dcpp::save(state, *dcpp::make_megatron_writer(dir / "x")); });
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(error.what(), Catch::Contains(message));
+    CHECK_FALSE(fs::exists(dir / "x" / ".metadata"));
+    // Megatron's validate_access_integrity=False: saved as it is.
+    const fs::path unchecked = dir / ("unchecked-" + std::to_string(message.size()));
+    dcpp::save(state,
+               *dcpp::make_megatron_writer(
+                   unchecked, dcpp::MegatronWriterOptions().with_validate_access_integrity(false)));
+    CHECK(fs::exists(unchecked / "metadata.json"));
+  };
+  dcpp::StateDict plain_value;
+  plain_value.insert("step", 5);
+  dcpp::megatron::add_common_state(plain_value, {});
+  refused(plain_value,
+          "the value 'step' is neither in Megatron's common state nor a "
+          "ShardedObject shard");
+
+  dcpp::StateDict half_grid;
+  dcpp::megatron::add_sharded_object(half_grid, "rng_state", rng_state(0), {0, 0}, {1, 2});
+  dcpp::megatron::add_common_state(half_grid, {});
+  refused(half_grid,
+          "no rank adds the shard at (0, 1) of ShardedObject 'rng_state', of shape "
+          "(1, 2)");
+}

@@ -86,7 +86,8 @@ std::unique_ptr<StorageWriter> MegatronCheckpointLayout::make_writer(
                                                  "directory only, for now");
   }
   return std::make_unique<MegatronWriter>(std::move(dcp_files), location.path(),
-                                          /*integrity_file=*/false, /*sync_files=*/true);
+                                          /*integrity_file=*/false,
+                                          /*validate_access_integrity=*/true, /*sync_files=*/true);
 }
 
 }  // namespace dcpp::detail

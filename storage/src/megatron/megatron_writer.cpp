@@ -3,25 +3,99 @@
 #include "core/durable_file.h"
 #include "megatron/megatron_json.h"
 #include "storage/megatron_integrity.h"
+#include "storage/megatron_object_key.h"
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/filesystem_writer.h>
 #include <dcpp/storage/megatron_storage.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace dcpp::detail {
 namespace {
 
 namespace fs = std::filesystem;
 
+std::string tuple_text(const std::vector<int64_t>& numbers) {
+  std::string text;
+  for (int64_t n : numbers) text += (text.empty() ? "" : ", ") + std::to_string(n);
+  return "(" + text + (numbers.size() == 1 ? ",)" : ")");
+}
+
+// Megatron's validate_access_integrity for what dcpp's save leaves unchecked: every value item of
+// `plans` a ShardedObject shard, and each ShardedObject's shards its whole grid, once (an item
+// several ranks hold is one item: replicas).
+void check_sharded_objects(const std::vector<SavePlan>& plans, const fs::path& directory) {
+  struct Grid {
+    std::vector<int64_t> shape;
+    std::set<std::vector<int64_t>> offsets;
+  };
+  std::map<std::string, Grid> objects;
+  const std::string where = directory.string() + ": ";
+  for (const SavePlan& plan : plans) {
+    for (const WriteItem& item : plan.items) {
+      if (item.is_tensor()) continue;
+      MegatronObjectKey parsed;
+      try {
+        parsed = parse_megatron_object_key(item.index.fqn);
+      } catch (const CheckpointError& e) {
+        throw CheckpointError(
+            ErrorKind::kUsage,
+            where + "the value '" + item.index.fqn +
+                "' is neither in Megatron's common state nor a ShardedObject shard, which "
+                "Megatron-Core's loads take every value for (" +
+                e.what_without_backtrace() +
+                "): put it in the common state (dcpp::megatron::add_common_state) or add it with "
+                "add_sharded_object");
+      }
+      Grid& grid = objects.try_emplace(parsed.key, Grid{parsed.global_shape, {}}).first->second;
+      if (grid.shape != parsed.global_shape) {
+        throw CheckpointError(ErrorKind::kUsage, where + "the shards of ShardedObject '" +
+                                                     parsed.key + "' give its shape as " +
+                                                     tuple_text(grid.shape) + " and as " +
+                                                     tuple_text(parsed.global_shape));
+      }
+      grid.offsets.insert(parsed.global_offset);
+    }
+  }
+  for (const auto& [key, grid] : objects) {
+    int64_t shards = 1;
+    for (int64_t n : grid.shape) shards = n < 0 ? -1 : shards * n;  // -1: a legacy key's shape
+    if (shards < 0) continue;
+    std::vector<int64_t> offset(grid.shape.size(), 0);
+    for (int64_t i = 0; i < shards; ++i) {  // the grid in row-major order
+      if (grid.offsets.count(offset) == 0) {
+        throw CheckpointError(
+            ErrorKind::kUsage,
+            where + "no rank adds the shard at " + tuple_text(offset) + " of ShardedObject '" +
+                key + "', of shape " + tuple_text(grid.shape) +
+                " (Megatron's validate_access_integrity): add every shard, or save with "
+                "MegatronWriterOptions::validate_access_integrity off");
+      }
+      for (std::size_t d = offset.size(); d-- > 0;) {
+        if (++offset[d] < grid.shape[d]) break;
+        offset[d] = 0;
+      }
+    }
+    if (static_cast<int64_t>(grid.offsets.size()) != shards) {
+      throw CheckpointError(ErrorKind::kUsage, where + "ShardedObject '" + key + "' has shards " +
+                                                   "outside its shape " + tuple_text(grid.shape));
+    }
+  }
+}
+
 }  // namespace
 
 MegatronWriter::MegatronWriter(std::unique_ptr<StorageWriter> dcp_files, fs::path directory,
-                               bool integrity_file, bool sync_files)
+                               bool integrity_file, bool validate_access_integrity, bool sync_files)
     : dcp_files_(std::move(dcp_files)),
       directory_(std::move(directory)),
       integrity_file_(integrity_file),
+      validate_access_integrity_(validate_access_integrity),
       sync_files_(sync_files) {}
 
 void MegatronWriter::set_up(int rank, bool is_coordinator) {
@@ -52,6 +126,7 @@ std::vector<SavePlan> MegatronWriter::prepare_global_plan(std::vector<SavePlan> 
             "', the common state Megatron-Core's load reads first: add it on one rank with "
             "dcpp::megatron::add_common_state (<dcpp/checkpoint/megatron.h>)");
   }
+  if (validate_access_integrity_) check_sharded_objects(plans, directory_);
   return dcp_files_->prepare_global_plan(std::move(plans));
 }
 
@@ -77,9 +152,9 @@ namespace dcpp {
 std::unique_ptr<StorageWriter> make_megatron_writer(std::filesystem::path directory,
                                                     MegatronWriterOptions options) {
   auto dcp_files = std::make_unique<FileSystemWriter>(directory, options.file_system);
-  return std::make_unique<detail::MegatronWriter>(std::move(dcp_files), std::move(directory),
-                                                  options.integrity_file,
-                                                  options.file_system.sync_files);
+  return std::make_unique<detail::MegatronWriter>(
+      std::move(dcp_files), std::move(directory), options.integrity_file,
+      options.validate_access_integrity, options.file_system.sync_files);
 }
 
 }  // namespace dcpp

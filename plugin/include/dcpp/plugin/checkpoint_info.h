@@ -62,9 +62,10 @@ enum class StepNames {
   /// `step-00001200/`, in DCP's layout.
   kDcpp,
   /// Megatron-LM's: `iter_0001200/` in Megatron-Core's layout (megatron_storage.h: the state must
-  /// hold Megatron's common state, dcpp::megatron::add_common_state), and after each commit the
-  /// step in `latest_checkpointed_iteration.txt` beside them, which Megatron-LM resumes from. A
-  /// step Megatron-LM saved there itself (no manifest of dcpp's) is a step too.
+  /// hold Megatron's common state, dcpp::megatron::add_common_state, and its other values as
+  /// ShardedObjects), and after each commit the step in `latest_checkpointed_iteration.txt` beside
+  /// them, which Megatron-LM resumes from. A step Megatron-LM saved there itself (no manifest of
+  /// dcpp's) is a step too.
   kMegatronLM,
 };
 

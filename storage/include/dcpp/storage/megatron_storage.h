@@ -29,6 +29,12 @@ struct DCPP_API MegatronWriterOptions {
   /// loads and `dcpp verify` check, and Megatron's `load(..., verify_integrity=True)`. Costs one
   /// more read of every file, on the coordinator.
   bool integrity_file = false;
+  /// Megatron-Core's `validate_access_integrity=True` (its default), for what dcpp's save does
+  /// not check already (that each tensor's chunks tile it once, and that replicas agree): every
+  /// value item is a ShardedObject shard (Megatron's loads read every value item's key as one), and
+  /// each ShardedObject's shards make its whole grid, every shard once. A save that breaks either
+  /// is refused on every rank before anything is written (CheckpointError kUsage, naming the key).
+  bool validate_access_integrity = true;
 
   MegatronWriterOptions& with_file_system(FileSystemWriterOptions value) {
     file_system = std::move(value);
@@ -36,6 +42,10 @@ struct DCPP_API MegatronWriterOptions {
   }
   MegatronWriterOptions& with_integrity_file(bool value) {
     integrity_file = value;
+    return *this;
+  }
+  MegatronWriterOptions& with_validate_access_integrity(bool value) {
+    validate_access_integrity = value;
     return *this;
   }
 };
