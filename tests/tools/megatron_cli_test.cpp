@@ -142,3 +142,19 @@ TEST_CASE("convert --drop leaves out the entries under a prefix, ShardedObjects 
   CHECK(none.exit_code != 0);
   CHECK_THAT(none.output, Catch::Contains("--drop 'rng' matches no key"));
 }
+
+TEST_CASE("a legacy Megatron checkpoint's common.pt reads as the common state current Megatron writes") {
+  dcpp::test::TempDir dir;
+  const fs::path legacy = dcpp::test::megatron_fixture("mcore_legacy_common_pt");
+  const auto inspect = run_cli("inspect " + legacy.string());
+  INFO(inspect.output);
+  CHECK_THAT(inspect.output, Catch::Contains("common_state/shard_0_1"));
+  CHECK_THAT(inspect.output, Catch::Contains("\"iteration\":100"));
+  // Converted, the checkpoint is current Megatron's: its common state an item, as read before.
+  REQUIRE(run_cli("convert " + legacy.string() + " " + (dir / "now").string() + " --to megatron")
+              .exit_code == 0);
+  CHECK_FALSE(fs::exists(dir / "now" / "common.pt"));
+  const dcpp::StateDict before = dcpp::megatron::load_common_state_dict(legacy);
+  const dcpp::StateDict after = dcpp::megatron::load_common_state_dict(dir / "now");
+  CHECK(dcpp::test::same_value(dcpp::whole_value(after), dcpp::whole_value(before)));
+}

@@ -7,6 +7,7 @@
 // that drops each tensor before asking for the next holds one tensor's memory, not the
 // checkpoint's.
 
+#include <dcpp/format/metadata.h>
 #include <dcpp/state_dict/flatten.h>
 #include <dcpp/storage/checkpoint_layout.h>
 
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,13 @@ std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::
 /// says "dcp" for DCP's layout, else the layout's name.
 std::unique_ptr<CheckpointSource> open_layout_source(const Location& location,
                                                      const CheckpointLayout& layout);
+
+/// The common state of a legacy Megatron-Core checkpoint at `location` of `layout` (its
+/// `common.pt`) as current Megatron stores it, the value `[common_state]` of the entry
+/// `common_state/shard_0_1`; nullopt for any other checkpoint (one with that entry included).
+std::optional<c10::IValue> legacy_megatron_common_state(const Location& location,
+                                                        const CheckpointLayout& layout,
+                                                        const Metadata& metadata);
 std::unique_ptr<CheckpointSource> open_torch_save_source(const std::filesystem::path& file);
 std::unique_ptr<CheckpointSource> open_safetensors_source(const std::filesystem::path& path);
 std::unique_ptr<CheckpointSource> open_huggingface_source(const std::filesystem::path& directory);

@@ -1,13 +1,17 @@
 // A checkpoint at a location as a CheckpointSource, through its layout's StorageReader (DCP's:
 // `.metadata` lists the entries): a tensor is assembled from its chunks by the reader (CRC-32s
 // checked), straight into one full tensor, so reading it costs that tensor's memory plus one small
-// item at a time.
+// item at a time. A legacy Megatron-Core checkpoint's `common.pt` is the entry current Megatron
+// writes its common state as, `common_state/shard_0_1`.
 
 #include "common/chunk_coverage.h"
 #include "convert/checkpoint_source.h"
 
+#include <dcpp/checkpoint/megatron.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/whole_value.h>
 #include <dcpp/storage/checkpoint_layout.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <ATen/ATen.h>
 
@@ -63,6 +67,13 @@ class LayoutSource final : public CheckpointSource {
       }
       entries_.push_back(std::move(entry));
     }
+    legacy_common_ = legacy_megatron_common_state(location, layout, metadata_);
+    if (legacy_common_) {
+      SourceEntry entry;
+      entry.key = kMegatronCommonStateKey;
+      entry.path = ObjectPath{entry.key};
+      entries_.push_back(std::move(entry));
+    }
   }
 
   std::string format() const override { return format_; }
@@ -97,6 +108,7 @@ class LayoutSource final : public CheckpointSource {
   }
 
   c10::IValue read_value(const SourceEntry& entry) override {
+    if (legacy_common_ && entry.key == kMegatronCommonStateKey) return *legacy_common_;
     ReadItem item;
     item.type = LoadItemType::kBytes;
     item.dest_index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
@@ -115,9 +127,28 @@ class LayoutSource final : public CheckpointSource {
   Metadata metadata_;
   std::vector<SourceEntry> entries_;
   std::map<std::string, const TensorStorageMetadata*> tensors_;
+  std::optional<c10::IValue> legacy_common_;  // a legacy Megatron checkpoint's common.pt
 };
 
 }  // namespace
+
+std::optional<c10::IValue> legacy_megatron_common_state(const Location& location,
+                                                        const CheckpointLayout& layout,
+                                                        const Metadata& metadata) {
+  const auto has = [](const Metadata& m, const std::string& key) {
+    return std::any_of(m.state_dict_metadata.begin(), m.state_dict_metadata.end(),
+                       [&](const auto& entry) { return entry.first == key; });
+  };
+  if (layout.name() != kMegatronLayout || !location.is_directory() ||
+      has(metadata, kMegatronCommonStateKey) ||
+      !std::filesystem::is_regular_file(location.path() / "common.pt")) {
+    return std::nullopt;
+  }
+  c10::impl::GenericList payload(c10::AnyType::get());  // as current Megatron stores it
+  payload.push_back(
+      *whole_value_of(whole_value(megatron::load_common_state_dict(location.path()))));
+  return c10::IValue(std::move(payload));
+}
 
 std::unique_ptr<CheckpointSource> open_layout_source(const Location& location,
                                                      const CheckpointLayout& layout) {

@@ -4,6 +4,7 @@
 #include "common/json_value.h"
 #include "common/manager_root.h"
 #include "common/tensor_stats.h"
+#include "convert/checkpoint_source.h"
 #include "inspect/inspect_file.h"
 #include "inspect/inspect_tree.h"
 
@@ -12,6 +13,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/checkpoint_layout.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <cctype>
 #include <cmath>
@@ -119,6 +121,13 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
       entry["value"] = to_json(entry_at(values, key, path));
     }
     entries[key] = std::move(entry);
+  }
+  // A legacy Megatron-Core checkpoint's common.pt: shown as the entry current Megatron writes.
+  if (const auto common = legacy_megatron_common_state(checkpoint, *layout, metadata)) {
+    entries[kMegatronCommonStateKey] = {{"kind", "bytes"},
+                                        {"path", to_json(ObjectPath{kMegatronCommonStateKey})},
+                                        {"value", to_json(*common)},
+                                        {"file", "common.pt"}};
   }
   json value_bytes = json::object();
   for (const auto& [key, by_offset] : storage) {
