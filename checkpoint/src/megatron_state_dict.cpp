@@ -1,5 +1,9 @@
 #include <dcpp/checkpoint/megatron_state_dict.h>
 
+#include "core/logging.h"
+#include "dist/collectives.h"
+#include "dist/spmd_step.h"
+#include "format/content_checksum.h"
 #include "storage/megatron_object_key.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -49,6 +53,31 @@ void add_common_state(StateDict& state_dict, StateDict common, const StateDict& 
   if (!content_metadata.empty()) common.insert_or_assign(kContentMetadataEntry, content_metadata);
   const c10::IValue whole = whole_value(common);
   add_sharded_object(state_dict, "common_state", *whole_value_of(whole), {0}, {1});
+}
+
+std::vector<int> common_state_disagreements(
+    const StateDict& common, const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+    const std::function<StateDict(const StateDict&)>& preprocess) {
+  const auto ranks = group ? detail::make_process_group_collectives(group)
+                           : detail::make_single_process_collectives();
+  std::string digest;
+  detail::agree(*ranks, "Megatron-Core common state check", "hashing the common state", [&] {
+    const c10::IValue state = whole_value(preprocess ? preprocess(common) : common);
+    digest = std::to_string(detail::content_crc32(*whole_value_of(state)));
+  });
+  const std::vector<std::string> digests = ranks->all_gather(digest);
+  std::vector<int> differing;
+  for (std::size_t rank = 1; rank < digests.size(); ++rank) {
+    if (digests[rank] != digests[0]) differing.push_back(static_cast<int>(rank));
+  }
+  if (!differing.empty()) {
+    std::string listed;
+    for (int rank : differing) listed += (listed.empty() ? "" : ", ") + std::to_string(rank);
+    detail::logger().warn(
+        "the common state of rank(s) {} differs from rank 0's, which Megatron-Core saves alone",
+        listed);
+  }
+  return differing;
 }
 
 ShardedObjectMetadata parse_sharded_object_key(const std::string& unique_key) {

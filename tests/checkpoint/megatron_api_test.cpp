@@ -8,6 +8,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/megatron.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
 #include <dcpp/state_dict/whole_value.h>
 #include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/megatron_storage.h>
@@ -256,4 +257,30 @@ TEST_CASE("remove_sharded_tensors rewrites the checkpoint without them, the rest
   CHECK_THROWS_WITH(dcpp::megatron::remove_sharded_tensors(copy, "common"),
                     Catch::Contains("would remove common_state/shard_0_1"));
   CHECK(dcpp::test::read_file(copy / ".metadata") == metadata);
+}
+
+TEST_CASE("the common state compared across ranks, after Megatron's preprocessing hook") {
+  std::vector<std::vector<int>> same(2), differing(2), preprocessed(2);
+  dcpp::test::on_ranks(2, "megatron-common-check", [&](int rank, const auto& group) {
+    dcpp::StateDict common;
+    common.insert("iteration", 100);
+    common.insert("args",
+                  dcpp::python_object_value(dcpp::kNamespaceClass, {{"hidden_size", int64_t{8}}}));
+    same[rank] = dcpp::megatron::common_state_disagreements(common, group);
+    common.insert("step_time", 0.25 * (rank + 1));  // differs from rank to rank
+    differing[rank] = dcpp::megatron::common_state_disagreements(common, group);
+    preprocessed[rank] =
+        dcpp::megatron::common_state_disagreements(common, group, [](const dcpp::StateDict& state) {
+          dcpp::StateDict kept = state;
+          kept.erase("step_time");
+          return kept;
+        });
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CHECK(same[rank].empty());
+    CHECK(differing[rank] == std::vector<int>{1});
+    CHECK(preprocessed[rank].empty());
+  }
+  CHECK(dcpp::megatron::common_state_disagreements({}, {}).empty());  // one process
 }

@@ -8,8 +8,10 @@
 #include <dcpp/state_dict/state_dict.h>
 
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,17 @@ DCPP_API void add_sharded_object(StateDict& state_dict, const std::string& key, 
 /// ShardedTensor or a Stateful (naming its key).
 DCPP_API void add_common_state(StateDict& state_dict, StateDict common,
                                const StateDict& content_metadata = {});
+
+/// Megatron-Core's check, in its save, that the common state agrees across ranks
+/// (`_validate_common_state_dict`, after its `preprocess_common_before_consistancy_check` hook):
+/// each rank's `common`, passed through `preprocess` when given (to drop what may differ from
+/// rank to rank), compared with rank 0's by a CRC-32 of its contents. Returns, on every rank, the
+/// ranks whose state differs from rank 0's (empty when they agree) and, as Megatron, logs a
+/// warning naming them. Collective over `group` (null: one process, which always agrees). For a
+/// save that must fail instead, add the common state on every rank (the replica check).
+DCPP_API std::vector<int> common_state_disagreements(
+    const StateDict& common, const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+    const std::function<StateDict(const StateDict&)>& preprocess = {});
 
 /// Reads a ShardedObject shard's unique key as Megatron-Core does: exactly one "/", then "shard",
 /// the offsets and the shape, each joined by "." and separated by "_". Throws CheckpointError
