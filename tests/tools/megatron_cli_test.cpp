@@ -143,7 +143,8 @@ TEST_CASE("convert --drop leaves out the entries under a prefix, ShardedObjects 
   CHECK_THAT(none.output, Catch::Contains("--drop 'rng' matches no key"));
 }
 
-TEST_CASE("a legacy Megatron checkpoint's common.pt reads as the common state current Megatron writes") {
+TEST_CASE(
+    "a legacy Megatron checkpoint's common.pt reads as the common state current Megatron writes") {
   dcpp::test::TempDir dir;
   const fs::path legacy = dcpp::test::megatron_fixture("mcore_legacy_common_pt");
   const auto inspect = run_cli("inspect " + legacy.string());
