@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 // The ShardedObject of the common state: one shard, written by rank 0 (`<key>/shard_0_1`).
 constexpr const char* kCommonStateKey = kMegatronCommonStateKey;
-constexpr const char* kLegacyCommonFile = "common.pt";
+constexpr const char* kLegacyCommonFile = kMegatronLegacyCommonFile;
 
 StateDict as_dict(StateValue value, const std::string& where) {
   if (!value.is_dict()) {

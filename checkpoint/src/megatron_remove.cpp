@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <variant>
 
 namespace dcpp::megatron {
 namespace {
@@ -24,19 +23,27 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> remove_sharded_tensors(const fs::path& directory,
                                                 const std::string& key_prefix) {
-  const std::map<std::string, TensorMetadata> tensors = load_tensors_metadata(directory);
+  const ShardedMetadata items = load_sharded_metadata(directory);
+  const auto removes = [&](const std::string& key) {
+    return key.compare(0, key_prefix.size(), key_prefix) == 0;
+  };
   std::vector<std::string> removed;
   StateDict kept;
-  for (const auto& [key, entry] : read_metadata(directory).state_dict_metadata) {
-    if (key.compare(0, key_prefix.size(), key_prefix) == 0) {
+  for (const auto& [key, tensor] : items.tensors) {
+    if (removes(key)) {
       removed.push_back(key);
-    } else if (const auto tensor = tensors.find(key); tensor != tensors.end()) {
-      kept.insert(key, at::empty(tensor->second.global_shape,
-                                 at::TensorOptions().dtype(tensor->second.dtype)));
     } else {
-      kept.insert(key, whole_value(c10::IValue()));
+      kept.insert(key, at::empty(tensor.global_shape, at::TensorOptions().dtype(tensor.dtype)));
     }
   }
+  for (const auto& [key, object] : items.objects) {
+    if (removes(key)) {
+      removed.push_back(key);
+    } else {
+      kept.insert(key, whole_value(c10::IValue()));  // read and saved as one item, as it is
+    }
+  }
+  std::sort(removed.begin(), removed.end());
   if (removed.empty()) {
     throw CheckpointError(ErrorKind::kNotFound, "no key of " + directory.string() +
                                                     " starts with '" + key_prefix +

@@ -6,10 +6,10 @@
 
 #include "common/chunk_coverage.h"
 #include "convert/checkpoint_source.h"
+#include "convert/conversion.h"
 
 #include <dcpp/checkpoint/megatron.h>
 #include <dcpp/core/checkpoint_error.h>
-#include <dcpp/state_dict/whole_value.h>
 #include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/megatron_storage.h>
 
@@ -141,12 +141,11 @@ std::optional<c10::IValue> legacy_megatron_common_state(const Location& location
   };
   if (layout.name() != kMegatronLayout || !location.is_directory() ||
       has(metadata, kMegatronCommonStateKey) ||
-      !std::filesystem::is_regular_file(location.path() / "common.pt")) {
+      !std::filesystem::is_regular_file(location.path() / kMegatronLegacyCommonFile)) {
     return std::nullopt;
   }
   c10::impl::GenericList payload(c10::AnyType::get());  // as current Megatron stores it
-  payload.push_back(
-      *whole_value_of(whole_value(megatron::load_common_state_dict(location.path()))));
+  payload.push_back(to_ivalue(StateValue(megatron::load_common_state_dict(location.path()))));
   return c10::IValue(std::move(payload));
 }
 

@@ -127,7 +127,7 @@ json inspect_checkpoint(const std::filesystem::path& checkpoint, bool with_stats
     entries[kMegatronCommonStateKey] = {{"kind", "bytes"},
                                         {"path", to_json(ObjectPath{kMegatronCommonStateKey})},
                                         {"value", to_json(*common)},
-                                        {"file", "common.pt"}};
+                                        {"file", kMegatronLegacyCommonFile}};
   }
   json value_bytes = json::object();
   for (const auto& [key, by_offset] : storage) {

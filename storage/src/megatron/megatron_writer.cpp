@@ -123,8 +123,9 @@ std::vector<SavePlan> MegatronWriter::prepare_global_plan(std::vector<SavePlan> 
     throw CheckpointError(
         ErrorKind::kUsage,
         directory_.string() + ": the state dict has no '" + kMegatronCommonStateKey +
-            "', the common state Megatron-Core's load reads first: add it on one rank with "
-            "dcpp::megatron::add_common_state (<dcpp/checkpoint/megatron.h>)");
+            "', the common state Megatron-Core's load reads first: add it with "
+            "dcpp::megatron::add_common_state (<dcpp/checkpoint/megatron_state_dict.h>) on rank 0, "
+            "or on every rank alike");
   }
   if (validate_access_integrity_) check_sharded_objects(plans, directory_);
   return dcp_files_->prepare_global_plan(std::move(plans));

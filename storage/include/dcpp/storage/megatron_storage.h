@@ -18,6 +18,8 @@ inline constexpr const char* kMegatronConfigFile = "metadata.json";
 /// The key of Megatron-Core's common state: the one shard of its ShardedObject "common_state",
 /// whose payload is `[common_state]` (megatron.h).
 inline constexpr const char* kMegatronCommonStateKey = "common_state/shard_0_1";
+/// Where Megatron-Core before July 2026 kept its common state: `torch.save` of the dict, rank 0's.
+inline constexpr const char* kMegatronLegacyCommonFile = "common.pt";
 /// What Megatron-Core's `save(..., verify_integrity=True)` writes after its commit.
 inline constexpr const char* kMegatronIntegrityFile = "integrity.json";
 
