@@ -141,6 +141,14 @@ TEST_CASE("convert --drop leaves out the entries under a prefix, ShardedObjects 
                             " --to dcp --drop rng");
   CHECK(none.exit_code != 0);
   CHECK_THAT(none.output, Catch::Contains("--drop 'rng' matches no key"));
+  // Without its common state a Megatron checkpoint is none: refused before anything is written.
+  const auto no_common =
+      run_cli("convert " + fixture.string() + " " + (dir / "no-common").string() +
+              " --to megatron --drop common_state");
+  CHECK(no_common.exit_code != 0);
+  CHECK_THAT(no_common.output, Catch::Contains("leave out the Megatron-Core checkpoint's common "
+                                               "state (common_state/shard_0_1)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "no-common" / "metadata.json"));
 }
 
 TEST_CASE(

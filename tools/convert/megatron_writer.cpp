@@ -1,14 +1,17 @@
 // `dcpp convert --to megatron`: a Megatron-Core `torch_dist` checkpoint from any source, through
 // dcpp's own save with the library's Megatron writer (megatron_storage.h), its tensors streamed as
 // `write_dcp` streams them. A Megatron source's common state and ShardedObjects are values of the
-// source and go through as they are; any other source's values become the common state.
+// source and go through as they are (its common state must be among the entries converted); any
+// other source's values become the common state.
 
 #include "convert/destination.h"
 #include "convert/format_writers.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/checkpoint/megatron.h>
+#include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/flatten.h>
+#include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/megatron_storage.h>
 
 #include <algorithm>
@@ -36,12 +39,18 @@ std::vector<fs::path> write_megatron(Conversion& conversion, const fs::path& dst
                                      bool integrity_file) {
   require_new_directory(dst);
   StateDict state = conversion.placeholder_state_dict();
-  const bool from_megatron =
-      std::any_of(conversion.source().entries().begin(), conversion.source().entries().end(),
-                  [](const SourceEntry& entry) {
-                    return !entry.is_tensor && entry.key == kMegatronCommonStateKey;
-                  });
-  if (!from_megatron) state = with_values_as_common_state(conversion, std::move(state));
+  if (conversion.source().format() != kMegatronLayout) {
+    state = with_values_as_common_state(conversion, std::move(state));
+  } else if (std::none_of(
+                 conversion.source().entries().begin(), conversion.source().entries().end(),
+                 [](const SourceEntry& entry) { return entry.key == kMegatronCommonStateKey; })) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the entries selected leave out the Megatron-Core checkpoint's common "
+                          "state (" +
+                              std::string(kMegatronCommonStateKey) +
+                              "), which Megatron-Core's load reads first: keep it in --keys, "
+                              "and out of --drop");
+  }
   SaveOptions options;
   options.planner = make_streaming_save_planner(conversion);
   MegatronWriterOptions writing;
