@@ -253,6 +253,10 @@ TEST_CASE("a Megatron-Core save without its common state is refused before anyth
   CHECK_THROWS_WITH(
       dcpp::save(state, dcpp::Location("s3://bucket/ckpt").with_layout(dcpp::kMegatronLayout)),
       Catch::Contains("writes Megatron-Core checkpoints to a directory only"));
+  // A layout dcpp reads but does not write.
+  CHECK_THROWS_WITH(
+      dcpp::save(state, dcpp::Location(dir / "hf").with_layout(dcpp::kHuggingFaceLayout)),
+      Catch::Contains("dcpp reads the layout 'huggingface' but does not write it"));
 }
 
 TEST_CASE("integrity.json as Megatron writes it: every file's SHA-256, checked by the next load") {
