@@ -10,8 +10,8 @@
 namespace {
 
 dcpp::test::CommandResult launch(int ranks, const std::string& arguments) {
-  const std::string command = std::string(DCPP_LAUNCH) + " -n " + std::to_string(ranks) + " -- " +
-                              DCPP_ASYNC_WORKER + " " + arguments;
+  const std::string command = std::string(DCPP_LAUNCH) + " --fork -n " + std::to_string(ranks) +
+                              " -- " + DCPP_ASYNC_WORKER + " " + arguments;
   dcpp::test::CommandResult result = dcpp::test::run_command(command);
   UNSCOPED_INFO(command << "\n" << result.output);
   return result;

@@ -345,7 +345,9 @@ TEST_CASE("dcpp-launch --version prints dcpp's version and starts nothing") {
 }
 
 TEST_CASE("dcpp-launch -n 3 runs Gloo collectives on two groups from one store") {
-  const auto result = run("-n 3 -- " + worker + " --timeout-ms 60000");
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
+  const auto result = run(mode + "-n 3 -- " + worker + " --timeout-ms 60000");
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   for (int r = 0; r < 3; ++r) {
@@ -360,15 +362,19 @@ TEST_CASE("dcpp-launch -n 3 runs Gloo collectives on two groups from one store")
 }
 
 TEST_CASE("dcpp-launch with a given port, the group made by make_gloo_process_group_from_env") {
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
   const int port = dcpp::tools::pick_free_port();
   const auto result =
-      run("-n 2 --master-port " + std::to_string(port) + " " + worker + " --from-env");
+      run(mode + "-n 2 --master-port " + std::to_string(port) + " " + worker + " --from-env");
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   REQUIRE_THAT(result.output, Catch::Contains("[rank 1] rank 1: default allreduce ok 3\n"));
 }
 
 TEST_CASE("A line a rank printed before it crashed is forwarded") {
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
   // Its stdout is a pseudo-terminal, which the C library line-buffers; a pipe would be
   // block-buffered and the line lost with the process.
   const int probe = ::posix_openpt(O_RDWR | O_NOCTTY);
@@ -383,16 +389,18 @@ TEST_CASE("A line a rank printed before it crashed is forwarded") {
   ::close(probe);
   // One rank: with two, the first to abort makes the launcher stop the other, maybe before it
   // printed (seen under ASan, whose start-up is slow).
-  const auto result = run("-n 1 " + worker + " --print-and-abort");
+  const auto result = run(mode + "-n 1 " + worker + " --print-and-abort");
   REQUIRE(result.exit_code == 128 + SIGABRT);
   REQUIRE_THAT(result.output, Catch::Contains("[rank 0] rank 0: printed before a crash\n"));
   REQUIRE_THAT(result.output, !Catch::Contains("\r"));  // raw mode: lines end as printed
 }
 
 TEST_CASE("A rank that exits 3 makes dcpp-launch exit 3 and stops the blocked ranks") {
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
   // Ranks 0 and 2 would wait 10 minutes in their allreduce: the launcher's SIGTERM stops them.
   const auto result =
-      run("-n 3 --timeout 5 " + worker + " --timeout-ms 600000 --exit-rank 1 --exit-code 3");
+      run(mode + "-n 3 --timeout 5 " + worker + " --timeout-ms 600000 --exit-rank 1 --exit-code 3");
   INFO(result.output);
   REQUIRE(result.exit_code == 3);
   REQUIRE(result.seconds < kLaunchBoundSeconds);
@@ -403,9 +411,11 @@ TEST_CASE("A rank that exits 3 makes dcpp-launch exit 3 and stops the blocked ra
 }
 
 TEST_CASE("Ranks that ignore SIGTERM fail on their own when a peer exits") {
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
   // No SIGTERM stops them and the launcher grants 10 minutes: their collectives must fail by
   // themselves, within the group's timeout.
-  const auto result = run("-n 3 --timeout 600 " + worker + kStartTogether +
+  const auto result = run(mode + "-n 3 --timeout 600 " + worker + kStartTogether +
                           " --ignore-sigterm --timeout-ms 3000 --exit-rank 1 --exit-code 3");
   INFO(result.output);
   REQUIRE(result.exit_code == 3);
@@ -415,7 +425,9 @@ TEST_CASE("Ranks that ignore SIGTERM fail on their own when a peer exits") {
 }
 
 TEST_CASE("A rank that dies makes the others' collectives fail within the timeout") {
-  const auto result = run("-n 3 --timeout 600 " + worker + kStartTogether +
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
+  const auto result = run(mode + "-n 3 --timeout 600 " + worker + kStartTogether +
                           " --ignore-sigterm --timeout-ms 3000 --die-rank 1");
   INFO(result.output);
   REQUIRE(result.exit_code == 128 + 9);
@@ -434,8 +446,11 @@ TEST_CASE("A rank that dies makes the others' collectives fail within the timeou
 }
 
 TEST_CASE("A rank that hangs makes the others' collectives time out") {
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
   // Rank 1 would hang 5 minutes; the others' collectives give up after 2 s.
-  const auto result = run("-n 3 " + worker + kStartTogether + " --timeout-ms 2000 --hang-rank 1");
+  const auto result =
+      run(mode + "-n 3 " + worker + kStartTogether + " --timeout-ms 2000 --hang-rank 1");
   INFO(result.output);
   REQUIRE(result.exit_code == 4);
   REQUIRE(result.seconds < kLaunchBoundSeconds);
@@ -446,7 +461,9 @@ TEST_CASE("A rank that hangs makes the others' collectives time out") {
 }
 
 TEST_CASE("A rank that never joins makes the rendezvous fail within the timeout") {
-  const auto result = run("-n 2 " + worker + " --timeout-ms 2000 --absent-rank 1");
+  // Ranks started one by one, and forked from one started worker: they must behave alike.
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork ");
+  const auto result = run(mode + "-n 2 " + worker + " --timeout-ms 2000 --absent-rank 1");
   INFO(result.output);
   REQUIRE(result.exit_code == 4);
   REQUIRE(result.seconds < kLaunchBoundSeconds);
@@ -455,4 +472,49 @@ TEST_CASE("A rank that never joins makes the rendezvous fail within the timeout"
   // The store's or Gloo's rendezvous, whichever waits for the missing rank first.
   REQUIRE_THAT(result.output, Catch::Contains(" ms: rank 0"));
   REQUIRE_THAT(result.output, Catch::Contains("within 2000 ms"));
+}
+
+TEST_CASE("dcpp-launch --fork: forked ranks hand over what stdio buffered when they exit") {
+  // Pipes, not pseudo-terminals: each rank's stdout is block-buffered, so its lines reach the
+  // launcher only when the rank ends (forked ranks end without libtorch's teardown).
+  dcpp::tools::LaunchOptions options;
+  options.nproc = 3;
+  options.fork = true;
+  options.stdout_terminal = false;
+  options.command = {worker, "--timeout-ms", "60000"};
+  const auto result = launch_in_process(options);
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  for (int r = 0; r < 3; ++r) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] rank " + std::to_string(r);
+    REQUIRE_THAT(result.out, Catch::Contains(prefix + ": groups ready, world size 3\n"));
+    REQUIRE_THAT(result.out, Catch::Contains(prefix + ": done\n"));
+  }
+}
+
+TEST_CASE("dcpp-launch --fork fails the ranks a program did not fork with 127, naming the call") {
+  const auto result = run("--fork -n 2 -- sh -c 'echo started once'");
+  REQUIRE(result.exit_code == 127);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] started once\n"));
+  REQUIRE_THAT(result.output, Catch::Contains("rank 0 was not forked: sh exited with code 0"));
+  REQUIRE_THAT(result.output, Catch::Contains("dcpp::become_launched_rank()"));
+  REQUIRE(result.output.find("started once") == result.output.rfind("started once"));
+}
+
+TEST_CASE("become_launched_rank() refuses to fork a process that runs a second thread") {
+  const auto result = run("--fork -n 2 -- " + worker + " --thread-before-fork");
+  REQUIRE(result.exit_code == 127);
+  REQUIRE_THAT(result.output, Catch::Contains("[rank 0] dcpp::become_launched_rank: this process "
+                                              "already runs"));
+  REQUIRE_THAT(result.output, Catch::Contains("call it first in main(), before anything starts"));
+  REQUIRE_THAT(result.output, Catch::Contains("rank 0 was not forked"));
+  REQUIRE_THAT(result.output, !Catch::Contains(": done"));
+}
+
+TEST_CASE("become_launched_rank() exits 2 naming a malformed DCPP_LAUNCH_FORK") {
+  const CommandResult result =
+      dcpp::test::run_command("DCPP_LAUNCH_FORK='2 0 x' " + worker + " --timeout-ms 1000 2>&1");
+  REQUIRE(result.exit_code == 2);
+  REQUIRE_THAT(result.output, Catch::Contains("DCPP_LAUNCH_FORK=\"2 0 x\" is not"));
+  REQUIRE_THAT(result.output, Catch::Contains("dcpp-launch --fork"));
 }

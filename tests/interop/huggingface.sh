@@ -11,9 +11,9 @@ worker=$DCPP_BUILD/tests/dcpp_reshard_worker
 W=$DCPP_WORK
 
 echo "== dcpp -> Python"
-"$dcpp_launch" -n 3 -- "$worker" hf-save "$W/dcpp_rows" row
+"$dcpp_launch" --fork -n 3 -- "$worker" hf-save "$W/dcpp_rows" row
 ref_python tests/interop/check_dcpp_huggingface.py "$W/dcpp_rows" worker
-"$dcpp_launch" -n 2 -- "$worker" hf-save "$W/dcpp_cols" col
+"$dcpp_launch" --fork -n 2 -- "$worker" hf-save "$W/dcpp_cols" col
 ref_python tests/interop/check_dcpp_huggingface.py "$W/dcpp_cols" worker
 "$dcpp" convert "$fixtures_26/two_rank_sharded" "$W/converted" --to hf --max-shard-size 300
 ref_python tests/interop/check_dcpp_huggingface.py "$W/converted" dcp "$fixtures_26/two_rank_sharded"
@@ -26,8 +26,8 @@ for dir in single mapped dist dist/sharded; do
   echo "-- dcpp loads Python's $dir on 2 ranks (columns) and 3 ranks (rows)"
   only=""
   [[ $dir == dist* ]] && only=":floats"  # see write_python_huggingface.py
-  "$dcpp_launch" -n 2 -- "$worker" hf-load "$W/py/$dir" "col$only"
-  "$dcpp_launch" -n 3 -- "$worker" hf-load "$W/py/$dir" "row$only"
+  "$dcpp_launch" --fork -n 2 -- "$worker" hf-load "$W/py/$dir" "col$only"
+  "$dcpp_launch" --fork -n 3 -- "$worker" hf-load "$W/py/$dir" "row$only"
   "$dcpp" verify "$W/py/$dir"
 done
 "$dcpp" inspect "$W/py/mapped"

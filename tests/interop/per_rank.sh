@@ -10,8 +10,8 @@ source "$(dirname "$0")/interop_lib.sh"
 worker=$DCPP_BUILD/tests/dcpp_reshard_worker
 out=$DCPP_WORK
 
-"$dcpp_launch" -n 3 -- "$worker" save-local "$out/from_dcpp" chunk
-"$dcpp_launch" -n 3 -- "$worker" save "$out/from_dcpp_collective" chunk
+"$dcpp_launch" --fork -n 3 -- "$worker" save-local "$out/from_dcpp" chunk
+"$dcpp_launch" --fork -n 3 -- "$worker" save "$out/from_dcpp_collective" chunk
 "$dcpp" verify "$out/from_dcpp"
 ref_python -n 3 tests/interop/check_per_rank.py load "$out/from_dcpp" "$out/from_dcpp_collective"
 
@@ -21,9 +21,9 @@ ckpt=$out/from_python/ckpt
 "$dcpp" verify "$ckpt"
 "$dcpp" diff "$out/from_python/ref.pt" "$ckpt"
 for ranks in 2 1; do
-  "$dcpp_launch" -n "$ranks" -- "$worker" fixture "$ckpt" row
+  "$dcpp_launch" --fork -n "$ranks" -- "$worker" fixture "$ckpt" row
 done
-"$dcpp_launch" -n 2 -- "$worker" fixture "$ckpt" col
+"$dcpp_launch" --fork -n 2 -- "$worker" fixture "$ckpt" col
 "$dcpp" inspect --json --stats "$ckpt" > "$out/inspect.json"
 "$dcpp" convert "$ckpt" "$out/from_python.pt" --to torch-save
 "$dcpp" diff "$out/from_python/ref.pt" "$out/from_python.pt"

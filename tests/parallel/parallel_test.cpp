@@ -33,8 +33,9 @@ const Layout kSingle{"single", 1}, kDdp2{"ddp", 2}, kFsdp2{"fsdp", 2}, kFsdp3{"f
     kPipeline2{"pipeline", 2};
 
 std::string launch(const Layout& layout, const std::string& arguments) {
-  const std::string command = std::string(DCPP_LAUNCH) + " -n " + std::to_string(layout.ranks) +
-                              " -- " + DCPP_TRAIN_WORKER + " " + arguments;
+  const std::string command = std::string(DCPP_LAUNCH) + " --fork -n " +
+                              std::to_string(layout.ranks) + " -- " + DCPP_TRAIN_WORKER + " " +
+                              arguments;
   const dcpp::test::CommandResult result = dcpp::test::run_command(command);
   INFO(command << "\n" << result.output);
   REQUIRE(result.exit_code == 0);

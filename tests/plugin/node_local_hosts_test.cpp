@@ -55,8 +55,8 @@ std::vector<CommandResult> run_on_hosts(int hosts, int ranks_per_host, const std
     const std::string command =
         "unshare " + namespaces + " sh -c 'mount -t tmpfs " + name + " " + root.string() +
         " && { hostname " + name + " 2>/dev/null || echo " + name +
-        " > /proc/sys/kernel/hostname; } && exec env " + aws + " " + DCPP_LAUNCH + " --nnodes " +
-        std::to_string(hosts) + " --node-rank " + std::to_string(node) +
+        " > /proc/sys/kernel/hostname; } && exec env " + aws + " " + DCPP_LAUNCH +
+        " --fork --nnodes " + std::to_string(hosts) + " --node-rank " + std::to_string(node) +
         " --master-addr 127.0.0.1 --master-port " + std::to_string(port) + " -n " +
         std::to_string(ranks_per_host) + " -- " + DCPP_NODE_LOCAL_WORKER + " " + mode + " " +
         root.string() + " " + url + " " + std::to_string(steps) + "' 2>&1";

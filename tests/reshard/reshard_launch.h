@@ -14,8 +14,8 @@ namespace dcpp::test {
 inline int launch(int ranks, const std::string& arguments, std::string* output = nullptr,
                   const std::string& environment = "") {
   const std::string command = environment + (environment.empty() ? "" : " ") + DCPP_LAUNCH +
-                              " -n " + std::to_string(ranks) + " -- " + DCPP_RESHARD_WORKER + " " +
-                              arguments;
+                              " --fork -n " + std::to_string(ranks) + " -- " + DCPP_RESHARD_WORKER +
+                              " " + arguments;
   const CommandResult result = run_command(command);
   if (output != nullptr) {
     *output = result.output;

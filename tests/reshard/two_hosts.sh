@@ -67,7 +67,7 @@ run_job() {
   node=0
   pids=""
   for host in $hosts; do
-    command="$launch --nnodes $nnodes --node-rank $node --master-addr 10.211.0.1 --master-port $port -n $nproc -- $worker $args"
+    command="$launch --fork --nnodes $nnodes --node-rank $node --master-addr 10.211.0.1 --master-port $port -n $nproc -- $worker $args"
     [ "$host" = 1 ] && place="" || place=on_second_host
     (
       if $place $command > "$work/$name.$node.out" 2>&1; then code=0; else code=$?; fi

@@ -1,5 +1,6 @@
 // `dcpp-launch -n N [--nnodes H --node-rank K] [--master-addr A] [--master-port P] [--timeout S]
-// [--] CMD ARGS...`: N local ranks of CMD with the torchrun variables set (see launcher.h).
+// [--fork] [--] CMD ARGS...`: N local ranks of CMD with the torchrun variables set (see
+// launcher.h).
 
 #include "launch/launcher.h"
 
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
                  "preemption save")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--fork", options.fork,
+               "start the command once and let it fork the ranks after its libraries are "
+               "loaded (it must call dcpp::become_launched_rank() first in main()): one "
+               "process's start-up instead of N");
   // Everything from the command on (or after "--") is the command, its options included.
   app.prefix_command();
   app.footer(

@@ -8,19 +8,24 @@
 
 #include "launch/launcher.h"
 
+#include <dcpp/dist/launched_rank.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -137,28 +142,35 @@ int global_rank(const LaunchOptions& options, int local) {
   return options.node_rank * options.nproc + local;
 }
 
-// Starts one rank (`rank`: its LOCAL_RANK); returns its pid, or -1 with errno set when the program
-// cannot be run.
-pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write, int err_write) {
-  std::vector<std::string> env_strings;
+// The launcher's environment without the torchrun variables, then the host's: WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT (each rank adds RANK and LOCAL_RANK).
+std::vector<std::string> host_environment(const LaunchOptions& options, int port) {
+  std::vector<std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     if (name == "RANK" || name == "LOCAL_RANK" || name == "WORLD_SIZE" || name == "MASTER_ADDR" ||
-        name == "MASTER_PORT" || name == "LOCAL_WORLD_SIZE" || name == "GROUP_RANK") {
+        name == "MASTER_PORT" || name == "LOCAL_WORLD_SIZE" || name == "GROUP_RANK" ||
+        name == kForkedRanksVariable) {
       continue;
     }
-    env_strings.push_back(entry);
+    environment.push_back(entry);
   }
-  env_strings.push_back("RANK=" + std::to_string(global_rank(options, rank)));
-  env_strings.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env_strings.push_back("WORLD_SIZE=" + std::to_string(options.nnodes * options.nproc));
-  env_strings.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
-  env_strings.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
-  env_strings.push_back("MASTER_ADDR=" + options.master_addr);
-  env_strings.push_back("MASTER_PORT=" + std::to_string(port));
+  environment.push_back("WORLD_SIZE=" + std::to_string(options.nnodes * options.nproc));
+  environment.push_back("LOCAL_WORLD_SIZE=" + std::to_string(options.nproc));
+  environment.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
+  environment.push_back("MASTER_ADDR=" + options.master_addr);
+  environment.push_back("MASTER_PORT=" + std::to_string(port));
+  return environment;
+}
+
+// Starts the command in a process group of its own, stdin /dev/null, the signals the launcher
+// handles at their defaults; `descriptors` are dup2'd (from, to) in order, so no `to` may be a
+// later `from`. Returns its pid, or -1 with errno set when the program cannot be run.
+pid_t spawn_command(const LaunchOptions& options, std::vector<std::string> environment,
+                    const std::vector<std::pair<int, int>>& descriptors) {
   std::vector<char*> envp;
-  for (auto& entry : env_strings) envp.push_back(entry.data());
+  for (auto& entry : environment) envp.push_back(entry.data());
   envp.push_back(nullptr);
   std::vector<std::string> args = options.command;
   std::vector<char*> argv;
@@ -168,8 +180,7 @@ pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_write, 1);
-  posix_spawn_file_actions_adddup2(&actions, err_write, 2);
+  for (const auto& [from, to] : descriptors) posix_spawn_file_actions_adddup2(&actions, from, to);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t defaults;
@@ -191,6 +202,147 @@ pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write
     return -1;
   }
   return pid;
+}
+
+// Starts one rank (`rank`: its LOCAL_RANK); returns its pid, or -1 with errno set when the program
+// cannot be run.
+pid_t spawn_rank(const LaunchOptions& options, int rank, int port, int out_write, int err_write) {
+  std::vector<std::string> environment = host_environment(options, port);
+  environment.push_back("RANK=" + std::to_string(global_rank(options, rank)));
+  environment.push_back("LOCAL_RANK=" + std::to_string(rank));
+  return spawn_command(options, std::move(environment), {{out_write, 1}, {err_write, 2}});
+}
+
+// What starting a forking program (LaunchOptions::fork) came to.
+struct ForkedRanks {
+  int spawn_errno = 0;  // the program could not be run
+  int status = 0;       // its wait status
+  std::string why_not_forked(const LaunchOptions& options) const {
+    if (spawn_errno != 0) {
+      return "could not run " + options.command[0] + ": " + std::strerror(spawn_errno);
+    }
+    return "was not forked: " + options.command[0] + " " + describe(status) +
+           " before it had forked every rank; a program started with --fork must call "
+           "dcpp::become_launched_rank() (<dcpp/dist/launched_rank.h>) first in main()";
+  }
+};
+
+// LaunchOptions::fork: starts the program once with every rank's output descriptors and a report
+// pipe (kForkedRanksVariable), forwards what it prints as rank 0's, and reaps it once it has forked
+// the ranks and exited; the launcher, a child subreaper, has then inherited the ranks. Sets the
+// reported ranks' pid and pidfd.
+ForkedRanks fork_ranks(const LaunchOptions& options, int port, std::vector<Rank>& ranks,
+                       const std::vector<int>& out_writes, const std::vector<int>& err_writes) {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw os_error("prctl(PR_SET_CHILD_SUBREAPER)");
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) throw os_error("pipe");
+  // Non-blocking: once the program has exited its report is all in the pipe, though a rank that
+  // has not yet closed its copy of the write end would keep a blocking read waiting.
+  ::fcntl(report[0], F_SETFL, O_NONBLOCK);
+  const int local_ranks = static_cast<int>(ranks.size());
+  int first_fd = report[1];
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    first_fd = std::max({first_fd, out_writes[i], err_writes[i]});
+  }
+  ++first_fd;  // above every descriptor dup2'd from, so no dup2 overwrites one still to come
+  std::vector<std::pair<int, int>> descriptors{{out_writes[0], 1}, {err_writes[0], 2}};
+  for (int i = 0; i < local_ranks; ++i) {
+    descriptors.emplace_back(out_writes[static_cast<std::size_t>(i)], first_fd + 2 * i);
+    descriptors.emplace_back(err_writes[static_cast<std::size_t>(i)], first_fd + 2 * i + 1);
+  }
+  const int report_fd = first_fd + 2 * local_ranks;
+  descriptors.emplace_back(report[1], report_fd);
+  std::vector<std::string> environment = host_environment(options, port);
+  environment.push_back(std::string(kForkedRanksVariable) + "=" + std::to_string(local_ranks) +
+                        " " + std::to_string(global_rank(options, 0)) + " " +
+                        std::to_string(first_fd) + " " + std::to_string(report_fd));
+  ForkedRanks outcome;
+  const pid_t program = spawn_command(options, std::move(environment), descriptors);
+  outcome.spawn_errno = program < 0 ? errno : 0;
+  ::close(report[1]);
+  if (program < 0) {
+    ::close(report[0]);
+    return outcome;
+  }
+  const int program_fd = pidfd_open(program);
+  if (program_fd < 0) {
+    const auto error = os_error("pidfd_open (Linux 5.3 or later is needed)");
+    ::kill(-program, SIGKILL);
+    ::waitpid(program, nullptr, 0);
+    ::close(report[0]);
+    throw error;
+  }
+  // Until it has exited: its report, and the ranks' output (its own is rank 0's).
+  std::string reported;
+  int report_read = report[0];
+  bool reaped = false;
+  std::vector<pollfd> fds;
+  while (!reaped) {
+    fds.assign({{program_fd, POLLIN, 0}});
+    if (report_read >= 0) fds.push_back({report_read, POLLIN, 0});
+    for (const Rank& rank : ranks) {
+      if (rank.out >= 0) fds.push_back({rank.out, POLLIN, 0});
+      if (rank.err >= 0) fds.push_back({rank.err, POLLIN, 0});
+    }
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      const auto error = os_error("poll");
+      ::kill(-program, SIGKILL);
+      ::waitpid(program, nullptr, 0);
+      ::close(program_fd);
+      close_fd(report_read);
+      throw error;
+    }
+    for (std::size_t k = 1; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      if (fds[k].fd == report_read) {
+        char buffer[4096];
+        const ssize_t n = ::read(report_read, buffer, sizeof buffer);
+        if (n > 0) {
+          reported.append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          close_fd(report_read);
+        }
+        continue;
+      }
+      for (Rank& rank : ranks) {
+        if (fds[k].fd == rank.out) drain(rank.out, rank.out_lines);
+        if (fds[k].fd == rank.err) drain(rank.err, rank.err_lines);
+      }
+    }
+    if (fds[0].revents != 0) {
+      pid_t done;
+      do {
+        done = ::waitpid(program, &outcome.status, WNOHANG);
+      } while (done < 0 && errno == EINTR);
+      reaped = done != 0;
+    }
+  }
+  ::close(program_fd);
+  // What it reported before it exited.
+  while (report_read >= 0) {
+    char buffer[4096];
+    const ssize_t n = ::read(report_read, buffer, sizeof buffer);
+    if (n > 0) {
+      reported.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      close_fd(report_read);
+    }
+  }
+  std::size_t at = 0;
+  for (std::size_t end; (end = reported.find('\n', at)) != std::string::npos; at = end + 1) {
+    int local = -1;
+    long pid = -1;
+    if (std::sscanf(reported.c_str() + at, "%d %ld", &local, &pid) != 2 || local < 0 ||
+        local >= local_ranks || pid <= 0) {
+      continue;  // not a line of become_launched_rank()'s
+    }
+    Rank& rank = ranks[static_cast<std::size_t>(local)];
+    rank.pid = static_cast<pid_t>(pid);
+    rank.pidfd = pidfd_open(rank.pid);
+    if (rank.pidfd < 0) throw os_error("pidfd_open of a forked rank");
+  }
+  return outcome;
 }
 
 // Signals a rank's process group (and the rank itself, should it have left the group).
@@ -309,6 +461,13 @@ int launch(const LaunchOptions& options) {
     }
   };
 
+  // Every rank's output first: a forking program gets them all at once.
+  std::vector<int> out_writes(ranks.size(), -1);
+  std::vector<int> err_writes(ranks.size(), -1);
+  const auto close_writes = [&] {
+    for (int& fd : out_writes) close_fd(fd);
+    for (int& fd : err_writes) close_fd(fd);
+  };
   for (int index = 0; index < options.nproc; ++index) {
     Rank& rank = ranks[static_cast<std::size_t>(index)];
     const std::string prefix = "[rank " + std::to_string(global_rank(options, index)) + "] ";
@@ -319,6 +478,7 @@ int launch(const LaunchOptions& options) {
     if (!(options.stdout_terminal && open_pseudo_terminal(out_pipe)) &&
         ::pipe2(out_pipe, O_CLOEXEC) != 0) {
       const auto error = os_error("pipe");
+      close_writes();
       abandon();
       throw error;
     }
@@ -326,27 +486,53 @@ int launch(const LaunchOptions& options) {
       const auto error = os_error("pipe");
       ::close(out_pipe[0]);
       ::close(out_pipe[1]);
+      close_writes();
       abandon();
       throw error;
     }
     rank.out = out_pipe[0];
     rank.err = err_pipe[0];
-    rank.pid = spawn_rank(options, index, port, out_pipe[1], err_pipe[1]);
-    const int spawn_errno = errno;
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    if (rank.pid < 0) {
-      rank.exited = true;
-      close_fd(rank.out);
-      close_fd(rank.err);
-      fail(index, 127, "could not run " + options.command[0] + ": " + std::strerror(spawn_errno));
-      break;
-    }
-    rank.pidfd = pidfd_open(rank.pid);
-    if (rank.pidfd < 0) {
-      const auto error = os_error("pidfd_open (Linux 5.3 or later is needed)");
+    out_writes[static_cast<std::size_t>(index)] = out_pipe[1];
+    err_writes[static_cast<std::size_t>(index)] = err_pipe[1];
+  }
+
+  if (options.fork) {
+    ForkedRanks forked;
+    try {
+      forked = fork_ranks(options, port, ranks, out_writes, err_writes);
+    } catch (...) {
+      close_writes();
       abandon();
-      throw error;
+      throw;
+    }
+    close_writes();
+    for (std::size_t index = 0; index < ranks.size(); ++index) {
+      Rank& rank = ranks[index];
+      if (rank.pid > 0) continue;
+      rank.exited = true;
+      fail(static_cast<int>(index), 127, forked.why_not_forked(options));
+    }
+  } else {
+    for (int index = 0; index < options.nproc; ++index) {
+      Rank& rank = ranks[static_cast<std::size_t>(index)];
+      rank.pid = spawn_rank(options, index, port, out_writes[static_cast<std::size_t>(index)],
+                            err_writes[static_cast<std::size_t>(index)]);
+      const int spawn_errno = errno;
+      close_fd(out_writes[static_cast<std::size_t>(index)]);
+      close_fd(err_writes[static_cast<std::size_t>(index)]);
+      if (rank.pid < 0) {
+        rank.exited = true;
+        close_writes();
+        fail(index, 127, "could not run " + options.command[0] + ": " + std::strerror(spawn_errno));
+        break;
+      }
+      rank.pidfd = pidfd_open(rank.pid);
+      if (rank.pidfd < 0) {
+        const auto error = os_error("pidfd_open (Linux 5.3 or later is needed)");
+        close_writes();
+        abandon();
+        throw error;
+      }
     }
   }
 

@@ -11,6 +11,7 @@
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/async/tbb_stager.h>
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/dist/launched_rank.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/state_dict/stateful.h>
 
@@ -37,6 +38,7 @@ bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   if (argc != 3) {
     std::fprintf(stderr, "usage: async_worker save|fail DIR\n");
     return 2;

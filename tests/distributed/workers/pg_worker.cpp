@@ -16,14 +16,19 @@
 // --ignore-sigterm: the launcher's SIGTERM does not stop this rank (so its own error shows).
 // --print-and-abort: prints one line through stdio without flushing, then aborts (what a crash
 // leaves of a rank's output).
+// --thread-before-fork (first, alone): starts a thread before dcpp::become_launched_rank(), which
+// must refuse to fork (dcpp-launch --fork).
 // Prints "rank R: ..." lines; exits 0 when every check passes, 1 on a wrong result, 4 when a
 // collective or the group creation throws ("rank R: failed after T ms: <message>" on stderr, T
 // counted from the start of main()).
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/dist/launched_rank.h>
 #include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -140,6 +145,12 @@ std::string message_of(const std::exception& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--thread-before-fork") == 0) {
+    std::thread([] {
+      for (;;) ::pause();
+    }).detach();
+  }
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   // A failure says how long after main() began it came, so tests bound the time a timeout takes
   // without the process start-up (seconds under ThreadSanitizer on a loaded machine).
   const auto start = std::chrono::steady_clock::now();

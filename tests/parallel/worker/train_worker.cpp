@@ -20,6 +20,7 @@
 #include "training_setup.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/dist/launched_rank.h>
 #include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
@@ -97,6 +98,7 @@ bool run(const std::string& model, const std::vector<std::string>& args,
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() < 3) {
     std::fprintf(stderr, "usage: %s MODEL[,MODEL...] LAYOUT run|save|resume ...\n", argv[0]);

@@ -18,6 +18,7 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
+#include <dcpp/dist/launched_rank.h>
 #include <dcpp/dist/process_group.h>
 
 #include <ATen/ATen.h>
@@ -85,6 +86,7 @@ int run(const std::string& mode, const fs::path& root, const std::string& url, i
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   if (argc != 5) {
     std::fprintf(stderr, "usage: node_local_worker save|resume ROOT URL STEPS\n");
     return 2;

@@ -10,6 +10,7 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
+#include <dcpp/dist/launched_rank.h>
 
 #include <cstdio>
 #include <iostream>
@@ -50,6 +51,7 @@ int save_alone(const char* directory) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   if (argc == 3 && std::string(argv[1]) == "save") {
     return save_alone(argv[2]);
   }

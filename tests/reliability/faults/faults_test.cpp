@@ -22,7 +22,7 @@ TEST_CASE(
   const std::string namespaces = geteuid() == 0 ? "--mount" : "--user --map-root-user --mount";
   const std::string command = "unshare " + namespaces +
                               " sh -c 'mount -t tmpfs -o size=3m dcpp-disk-full " + disk.string() +
-                              " && exec " + DCPP_LAUNCH + " -n 2 -- " + DCPP_FAULT_WORKER +
+                              " && exec " + DCPP_LAUNCH + " --fork -n 2 -- " + DCPP_FAULT_WORKER +
                               " disk-full " + disk.string() + "' 2>&1";
   const dcpp::test::CommandResult result = dcpp::test::run_command(command);
   INFO(command << "\n" << result.output);

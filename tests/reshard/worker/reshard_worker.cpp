@@ -74,6 +74,7 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
+#include <dcpp/dist/launched_rank.h>
 #include <dcpp/dist/process_group.h>
 #include <dcpp/extend.h>
 #include "comma_list.h"
@@ -906,6 +907,7 @@ int run(const std::string& mode, const std::string& dir, const std::string& arg,
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // dcpp-launch --fork: the ranks fork from here
   if (argc != 4) {
     std::fprintf(stderr, "usage: %s MODE DIR[,DIR...] LAYOUT[,LAYOUT...]|RANK\n", argv[0]);
     return 2;
