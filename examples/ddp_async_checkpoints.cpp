@@ -1,7 +1,7 @@
 // ddp_async_checkpoints: data-parallel training on several ranks with asynchronous checkpoints
 // every N steps through the training-loop plugin; run it again and it resumes where it stopped.
 //
-//   dcpp-launch -n 2 -- ddp_async_checkpoints DIR [STEPS] [SAVE_EVERY]
+//   dcpp-launch [--fork] -n 2 -- ddp_async_checkpoints DIR [STEPS] [SAVE_EVERY]
 //
 // Prints each step's loss (the mean over the ranks) on rank 0, and the checkpoints kept in DIR.
 
@@ -27,6 +27,7 @@ std::pair<at::Tensor, at::Tensor> my_part(int64_t step, int rank, int world) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
   if (argc < 2) {
     std::fprintf(stderr, "usage: dcpp-launch -n N -- %s DIR [STEPS] [SAVE_EVERY]\n", argv[0]);
     return 2;

@@ -167,6 +167,7 @@ bool require_resume(const Job& job, const fs::path& root) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;

@@ -2,7 +2,7 @@
 // checkpoint at the next step boundary on every rank, exits cleanly, and resumes when restarted.
 //
 //   preemption_demo DIR STEPS [SIGNAL_STEP [SIGNAL_RANK]]
-//   dcpp-launch -n 2 -- preemption_demo DIR STEPS [SIGNAL_STEP [SIGNAL_RANK]]
+//   dcpp-launch [--fork] -n 2 -- preemption_demo DIR STEPS [SIGNAL_STEP [SIGNAL_RANK]]
 //
 // At step SIGNAL_STEP, rank SIGNAL_RANK (default 0) sends itself SIGTERM. Every rank prints
 // "rank R resumed at step S" (when it resumed), then "rank R preempted at step S" or
@@ -20,6 +20,7 @@
 #include <string>
 
 int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s DIR STEPS [SIGNAL_STEP [SIGNAL_RANK]]\n", argv[0]);
     return 2;

@@ -16,8 +16,8 @@ using dcpp::test::TempDir;
 namespace {
 
 std::string launch(int ranks, const std::string& program, const std::string& args) {
-  return std::string(DCPP_LAUNCH) + " -n " + std::to_string(ranks) + " -- " + program + " " + args +
-         " 2>&1";
+  return std::string(DCPP_LAUNCH) + " --fork -n " + std::to_string(ranks) + " -- " + program + " " +
+         args + " 2>&1";
 }
 
 std::vector<std::string> matches(const std::string& text, const std::string& pattern) {
