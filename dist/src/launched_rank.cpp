@@ -90,7 +90,7 @@ void report(int fd, int local, pid_t pid) {
   while (left > 0) {
     const ssize_t written = ::write(fd, data, left);
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) ::_exit(1);  // the launcher is gone: the ranks it does not know stop with it
+    if (written <= 0) ::_exit(1);  // the launcher is gone: fork no more ranks
     data += written;
     left -= static_cast<std::size_t>(written);
   }
