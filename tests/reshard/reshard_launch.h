@@ -8,8 +8,8 @@
 
 namespace dcpp::test {
 
-/// Runs `dcpp-launch -n ranks -- reshard_worker arguments` and returns its exit code; what it
-/// printed goes to `output` when given, and into the test's report when it fails. `environment`:
+/// Runs `dcpp-launch --fork -n ranks -- reshard_worker arguments` and returns its exit code; what
+/// it printed goes to `output` when given, and into the test's report when it fails. `environment`:
 /// variables for the ranks ("NAME=value ...").
 inline int launch(int ranks, const std::string& arguments, std::string* output = nullptr,
                   const std::string& environment = "") {
@@ -25,8 +25,8 @@ inline int launch(int ranks, const std::string& arguments, std::string* output =
 }
 
 /// The checkpoint the reshard worker saves on 3 ranks in the row layout, made on first use and
-/// shared by the test cases of this process that read it without changing it: a launch costs each
-/// rank most of a second of libtorch's start-up, and several seconds under a sanitizer.
+/// shared by the test cases of this process that read it without changing it: a launch costs most
+/// of a second of libtorch's start-up (its ranks fork after it), several seconds under a sanitizer.
 inline const std::string& shared_row_checkpoint() {
   static const TempDir dir;
   static const std::string checkpoint = [] {
