@@ -35,8 +35,9 @@ struct LaunchOptions {
   /// Start the program once and let it fork this host's ranks (dcpp::become_launched_rank(),
   /// <dcpp/dist/launched_rank.h>, which it must call first in main()): its libraries are loaded
   /// and initialised once, not once per rank. The ranks are otherwise as started one by one (the
-  /// variables, output, process groups, stopping); the launcher becomes a child subreaper to reap
-  /// them. A program that does not fork them all fails the ranks it left out with 127.
+  /// variables, output, process groups, stopping); the launcher's process becomes a child subreaper
+  /// to reap them, and stays one. A program that does not fork them all fails the ranks it left out
+  /// with 127.
   bool fork = false;
   /// The program and its arguments, looked up in PATH when the program has no '/'.
   std::vector<std::string> command;
