@@ -1,16 +1,21 @@
 // Megatron-Core's strict handling of a load (megatron_load.h), as its validation.py does it:
 // the unexpected keys from this rank's keys and the checkpoint's, the missing ones from every
-// rank's, then logged, thrown or returned, and the unexpected ones left out of the load. Every
-// step that may fail on one rank is agreed on (dist/spmd_step.h), so a failure reaches every rank.
+// rank's, then logged, thrown or returned, and the unexpected ones left out of the load; then its
+// validate_access_integrity, on the coordinator, over every rank's plan. Every step that may fail
+// on one rank is agreed on (dist/spmd_step.h), so a failure reaches every rank.
 
 #include <dcpp/checkpoint/megatron_load.h>
 
 #include "core/logging.h"
 #include "dist/collectives.h"
 #include "dist/spmd_step.h"
+#include "planner/plan_codec.h"
+#include "planner/save_plan_validation.h"
+#include "storage/megatron_object_key.h"
 
 #include <dcpp/checkpoint/megatron_state_dict.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/planner/save_planner.h>
 #include <dcpp/state_dict/flatten.h>
 #include <dcpp/storage/checkpoint_layout.h>
 
@@ -80,18 +85,63 @@ void add_lines(const std::string& text, std::set<std::string>& keys) {
   }
 }
 
+// Megatron's validate_sharding_integrity of a load: every rank's requests, as a save of its state
+// dict would plan them, gathered on the coordinator and checked there (validate_tensor_access,
+// check_sharded_object_grids). A value whose key is not a ShardedObject shard is not checked
+// here: the strict handling, or the load, says what is wrong with it.
+void validate_access_integrity(StateDict& state_dict, detail::Collectives& ranks, int coordinator,
+                               const fs::path& directory) {
+  const std::vector<std::string> encoded = detail::gather_at_coordinator(
+      ranks, coordinator, kOperation, "listing what each rank requests", [&] {
+        DefaultSavePlanner planner;
+        planner.set_up(state_dict, /*is_coordinator=*/false);
+        SavePlan plan = planner.create_local_plan();
+        plan.planner_data.clear();
+        return detail::encode_save_plan(plan);
+      });
+  detail::from_coordinator(ranks, coordinator, kOperation, "validating access integrity", [&] {
+    const std::string where = directory.string() + ": ";
+    const std::string remedy =
+        "request each chunk once over all ranks (Megatron's validate_access_integrity), or load "
+        "with AccessIntegrity::kSkip";
+    std::vector<SavePlan> plans;
+    std::vector<detail::MegatronObjectKey> shards;
+    for (const std::string& bytes : encoded) {
+      plans.push_back(detail::decode_save_plan(bytes));
+      for (const WriteItem& item : plans.back().items) {
+        if (item.is_tensor() || item.index.fqn.find('/') == std::string::npos) continue;
+        try {
+          shards.push_back(detail::parse_megatron_object_key(item.index.fqn));
+        } catch (const CheckpointError&) {
+        }
+      }
+    }
+    try {
+      detail::validate_tensor_access(plans);
+    } catch (const CheckpointError& e) {
+      throw CheckpointError(e.kind(), where + e.what_without_backtrace() + ": " + remedy);
+    }
+    detail::check_sharded_object_grids(shards, where, remedy);
+    return std::string();
+  });
+}
+
 }  // namespace
 
 MismatchedKeys load(StateDict& state_dict, const fs::path& directory, StrictHandling strict,
-                    const LoadOptions& options) {
-  if (strict == StrictHandling::kAssumeOkUnexpected) {
-    dcpp::load(state_dict, directory, options);
-    return {};
-  }
+                    const LoadOptions& options, AccessIntegrity access) {
   const auto& group = options.ranks.process_group;
   const std::unique_ptr<detail::Collectives> ranks =
       group ? detail::make_process_group_collectives(group)
             : detail::make_single_process_collectives();
+  const int coordinator = group ? options.ranks.coordinator_rank : 0;
+  if (strict == StrictHandling::kAssumeOkUnexpected) {
+    if (access == AccessIntegrity::kValidate) {
+      validate_access_integrity(state_dict, *ranks, coordinator, directory);
+    }
+    dcpp::load(state_dict, directory, options);
+    return {};
+  }
 
   // 1. This rank's keys against the checkpoint's (the common state is loaded apart, not a key).
   std::vector<FlatEntry> entries;
@@ -140,7 +190,12 @@ MismatchedKeys load(StateDict& state_dict, const fs::path& directory, StrictHand
     }
   });
 
-  // 4. The load, without the unexpected keys (their values stay as they were).
+  // 4. The ranks' requests, all of them (Megatron validates before leaving any out).
+  if (access == AccessIntegrity::kValidate) {
+    validate_access_integrity(state_dict, *ranks, coordinator, directory);
+  }
+
+  // 5. The load, without the unexpected keys (their values stay as they were).
   StateDict to_load;
   std::vector<const FlatEntry*> loaded;
   for (const FlatEntry& entry : entries) {

@@ -154,7 +154,8 @@ void CheckpointManager::Impl::prepare_root() {
                                    : is_coordinator() ? detail::DrainRole::kHostCoordinator
                                                       : detail::DrainRole::kHostFiles;
     try {
-      remote = std::make_unique<detail::RemoteTier>(options.remote, *log, role, rank);
+      remote = std::make_unique<detail::RemoteTier>(options.remote, *log, role, rank,
+                                                    options.step_names);
     } catch (const std::exception& e) {
       remote_error = e.what();
     }

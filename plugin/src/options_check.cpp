@@ -51,12 +51,12 @@ void check_manager_options(const CheckpointManagerOptions& options) {
            "give the seconds between timed saves, or 0 for none");
   }
   check_retention(options.retention, "retention");
-  if (options.step_names == StepNames::kMegatronLM &&
-      (options.remote.enabled() || options.node_local_root)) {
+  if (options.step_names == StepNames::kMegatronLM && options.node_local_root) {
     refuse(kOptions, "step_names", "StepNames::kMegatronLM",
-           std::string("Megatron-LM's step names are for a root of its own, for now: not with ") +
-               (options.node_local_root ? "a node-local root" : "a remote tier") +
-               "; keep StepNames::kDcpp, or convert a step with `dcpp convert --to megatron`");
+           "Megatron-LM's step names are for a root every rank sees, not a node-local root: "
+           "Megatron-Core's load reads every rank's files from one directory, which a node-local "
+           "root spreads over the hosts; keep StepNames::kDcpp there (a step its remote tier "
+           "holds converts with `dcpp convert --to megatron`)");
   }
   if (!options.remote.enabled()) return;
   check_retention(options.remote.retention, "remote.retention");

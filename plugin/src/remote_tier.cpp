@@ -16,6 +16,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/retention_policy.h>
+#include <dcpp/storage/megatron_storage.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
@@ -31,30 +32,32 @@
 namespace dcpp::detail {
 namespace fs = std::filesystem;
 
-std::vector<std::string> files_before_metadata(const fs::path& directory) {
+std::vector<std::string> files_before_metadata(const fs::path& directory, bool megatron) {
   std::vector<std::string> names;
   for (const auto& entry : fs::recursive_directory_iterator(directory)) {
     if (!entry.is_regular_file()) continue;
     const std::string name = entry.path().lexically_relative(directory).generic_string();
-    if (name != kMetadataFile) names.push_back(name);
+    if (name != kMetadataFile && !(megatron && name == kMegatronConfigFile)) {
+      names.push_back(name);
+    }
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role, int rank)
+RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role, int rank,
+                       StepNames names)
     : options_(std::move(options)),
       role_(role),
       rank_(rank),
+      names_(names),
       prefix_(options_.url, options_.s3),
       lease_(prefix_, options_.drain_lease),
       log_(log) {}
 
 RemoteTier::~RemoteTier() { lease_.release(); }
 
-std::string RemoteTier::step_url(int64_t step) const {
-  return prefix_.url_of(step_directory_name(step));
-}
+std::string RemoteTier::step_url(int64_t step) const { return prefix_.url_of(directory_of(step)); }
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
                        bool retry_failed_now) {
@@ -231,7 +234,7 @@ std::string RemoteTier::backlog() const {
 
 void RemoteTier::abort_leftover_uploads(const std::function<bool(int64_t step)>& in_use) {
   try {
-    const int aborted = prefix_.abort_uploads("step-", [&](const std::string& name) {
+    const int aborted = prefix_.abort_uploads(directory_prefix(), [&](const std::string& name) {
       const std::optional<int64_t> step = step_of_directory_name(name.substr(0, name.find('/')));
       return step && in_use(*step);
     });
@@ -261,19 +264,21 @@ void RemoteTier::remove_logged(int64_t step, const char* why) {
 
 int64_t RemoteTier::upload(const CheckpointInfo& info) {
   forget(info.step);
-  const std::string directory = step_directory_name(info.step) + "/";
+  const std::string directory = directory_of(info.step) + "/";
   // What an interrupted drain of this step left: objects of another layout would linger.
   for (const S3ObjectEntry& object : prefix_.list(directory)) prefix_.remove(object.name);
   // Every file but `.metadata`, files_at_once at a time; then `.metadata`: its presence is the
-  // commit.
-  const std::vector<std::string> names = files_before_metadata(info.path);
+  // commit; then Megatron's own commit, which Megatron writes after DCP's.
+  std::vector<std::string> names = files_before_metadata(info.path, megatron());
   upload_files(info.path, names, directory);
-  upload_file(info.path / kMetadataFile, directory + kMetadataFile);
+  std::vector<std::string> commits{kMetadataFile};
+  if (megatron()) commits.push_back(kMegatronConfigFile);
+  for (const std::string& commit : commits) upload_file(info.path / commit, directory + commit);
+  names.insert(names.end(), commits.begin(), commits.end());
   int64_t bytes = 0;
   for (const std::string& name : names) {
     bytes += static_cast<int64_t>(fs::file_size(info.path / name));
   }
-  bytes += static_cast<int64_t>(fs::file_size(info.path / kMetadataFile));
   logger().info("copied step {} to {} ({} bytes)", info.step, step_url(info.step), bytes);
   return bytes;
 }
@@ -311,7 +316,8 @@ void RemoteTier::upload_file(const fs::path& source, const std::string& name) {
   if (!options_.verify) return;
   const uint32_t stored = prefix_.crc32_of(name);
   if (stored != sent) {
-    if (fs::path(name).filename() == kMetadataFile) prefix_.remove(name);
+    const fs::path file = fs::path(name).filename();
+    if (file == kMetadataFile || (megatron() && file == kMegatronConfigFile)) prefix_.remove(name);
     throw CheckpointError(ErrorKind::kCorrupt,
                           prefix_.url_of(name) + " does not hold the bytes of '" + source.string() +
                               "' that were uploaded (CRC-32 " + std::to_string(stored) +
@@ -323,7 +329,8 @@ void RemoteTier::upload_file(const fs::path& source, const std::string& name) {
 
 void RemoteTier::remove(int64_t step) {
   forget(step);
-  const std::string directory = step_directory_name(step) + "/";
+  const std::string directory = directory_of(step) + "/";
+  if (megatron()) prefix_.remove(directory + kMegatronConfigFile);
   prefix_.remove(directory + kMetadataFile);
   for (const S3ObjectEntry& object : prefix_.list(directory)) prefix_.remove(object.name);
 }

@@ -25,12 +25,14 @@
 
 namespace dcpp::detail {
 
-/// A step's commit file: its presence makes a remote copy complete (uploaded last).
+/// A step's commit file: its presence makes a remote copy complete (uploaded last but for
+/// Megatron's commit, below).
 inline constexpr const char* kMetadataFile = ".metadata";
 
 /// The files of a local step directory, relative to it ("/" separated), sorted; `.metadata`
-/// excluded.
-std::vector<std::string> files_before_metadata(const std::filesystem::path& directory);
+/// excluded, and with `megatron` Megatron-Core's commit `metadata.json` too.
+std::vector<std::string> files_before_metadata(const std::filesystem::path& directory,
+                                               bool megatron = false);
 
 /// What one rank's drain passes do, as the root is shared (root_sharing.h).
 enum class DrainRole {
@@ -51,9 +53,11 @@ using StepObjects = std::map<std::string, S3ObjectEntry>;  // a remote step's ob
 
 class RemoteTier {
  public:
-  /// `rank`: the rank whose drain this is (it names a host's files remotely).
+  /// `rank`: the rank whose drain this is (it names a host's files remotely). `names`: the step
+  /// directories' names, locally and remotely; with Megatron-LM's, a step's `metadata.json`
+  /// (Megatron's commit) is uploaded after `.metadata` and a remote step is complete with it.
   RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role = DrainRole::kWholeSteps,
-             int rank = 0);
+             int rank = 0, StepNames names = StepNames::kDcpp);
   /// Releases the drain lease this job holds (after the last pass).
   ~RemoteTier();
 
@@ -71,7 +75,7 @@ class RemoteTier {
   std::vector<CheckpointInfo> list();
   /// list(), and the objects of each step directory under the prefix that is not complete.
   std::vector<CheckpointInfo> list(std::map<int64_t, StepObjects>* incomplete);
-  /// "s3://bucket/prefix/step-00001200".
+  /// "s3://bucket/prefix/step-00001200" (or ".../iter_0001200").
   std::string step_url(int64_t step) const;
 
   /// Whether the last pass (kHostCoordinator) left a step whose own files are up and that waits
@@ -165,6 +169,13 @@ class RemoteTier {
                            const std::map<std::string, S3ObjectEntry>& files) const;
   // Drops the step from the cache (before it is uploaded or deleted).
   void forget(int64_t step);
+  // The name of step `step`'s directory ("step-00001200", or "iter_0001200"), and how every step
+  // directory's name starts.
+  std::string directory_of(int64_t step) const { return step_directory_name(step, names_); }
+  const char* directory_prefix() const {
+    return names_ == StepNames::kMegatronLM ? "iter_" : "step-";
+  }
+  bool megatron() const { return names_ == StepNames::kMegatronLM; }
 
   static constexpr std::chrono::seconds kFirstRetryWait{5};
   static constexpr std::chrono::seconds kLongestRetryWait{300};
@@ -177,6 +188,7 @@ class RemoteTier {
   RemoteTierOptions options_;
   DrainRole role_;
   int rank_;
+  StepNames names_;
   S3Prefix prefix_;
   DrainLease lease_;  // held by the coordinator's drain passes
   PhaseLog& log_;

@@ -32,7 +32,7 @@ std::string marker_prefix(const std::string& save_id) { return ".dcpp-part-" + s
 }  // namespace
 
 std::string RemoteTier::copy_host_part(const CheckpointInfo& info, const StepObjects& objects) {
-  const std::string directory = step_directory_name(info.step) + "/";
+  const std::string directory = directory_of(info.step) + "/";
   const std::string marker = marker_prefix(info.save_id) + "rank-" + std::to_string(rank_);
   // This host's files: the manifest is the coordinator's to upload, with `.metadata`.
   std::vector<std::string> names = files_before_metadata(info.path);
@@ -76,7 +76,7 @@ std::string RemoteTier::copy_host_part(const CheckpointInfo& info, const StepObj
 }
 
 std::string RemoteTier::commit_when_covered(const CheckpointInfo& info) {
-  const std::string directory = step_directory_name(info.step) + "/";
+  const std::string directory = directory_of(info.step) + "/";
   StepObjects objects;
   for (const S3ObjectEntry& object : prefix_.list(directory)) {
     objects[object.name.substr(directory.size())] = object;

@@ -10,6 +10,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <algorithm>
 #include <map>
@@ -25,7 +26,7 @@ std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::st
   if (listed_objects_ <= options_.listing_objects) {
     // One listing of every object under the steps: fewest requests while they are few.
     size_t objects = 0;
-    for (const S3ObjectEntry& object : prefix_.list("step-")) {
+    for (const S3ObjectEntry& object : prefix_.list(directory_prefix())) {
       const size_t slash = object.name.find('/');
       if (slash == std::string::npos) continue;
       const std::string directory = object.name.substr(0, slash);
@@ -38,14 +39,17 @@ std::map<std::string, StepObjects> RemoteTier::objects_of_steps(std::set<std::st
     return files_of_step;
   }
   // Many objects: the step directories (a listing with a delimiter), then of each its commit
-  // objects (`.metadata` and the others whose names start with a dot, and the manifest); a step
-  // known complete with those same objects needs no more, any other is listed whole.
+  // objects (`.metadata` and the others whose names start with a dot, the manifest, and
+  // Megatron's `metadata.json`); a step known complete with those same objects needs no more, any
+  // other is listed whole.
   size_t objects = 0;
-  for (const std::string& name : prefix_.list_directories("step-")) {
+  for (const std::string& name : prefix_.list_directories(directory_prefix())) {
     const std::string directory = name.substr(0, name.size() - 1);  // "step-00001200/"
     if (!step_of_directory_name(directory)) continue;
     StepObjects& files = files_of_step[directory];
-    for (const char* start : {".", kCheckpointInfoFile}) {
+    std::vector<const char*> commit_objects{".", kCheckpointInfoFile};
+    if (megatron()) commit_objects.push_back(kMegatronConfigFile);
+    for (const char* start : commit_objects) {
       for (const S3ObjectEntry& object : prefix_.list(name + start)) {
         files[object.name.substr(name.size())] = object;
       }
@@ -70,6 +74,7 @@ std::string RemoteTier::version_of(const StepObjects& files) {
   const auto metadata = files.find(kMetadataFile);
   const auto manifest = files.find(kCheckpointInfoFile);
   if (metadata == files.end() || manifest == files.end()) return {};
+  // (A step of Megatron-LM's names needs its metadata.json too: missing_file says so.)
   // Read again when either object was replaced (a new entity tag) or changed size.
   return metadata->second.etag + std::to_string(metadata->second.size) + "/" +
          manifest->second.etag + std::to_string(manifest->second.size);
@@ -160,6 +165,9 @@ std::optional<RemoteTier::RemoteStep> RemoteTier::describe(const std::string& di
 
 std::string RemoteTier::missing_file(const RemoteStep& step,
                                      const std::map<std::string, S3ObjectEntry>& files) const {
+  if (megatron() && files.count(kMegatronConfigFile) == 0) {
+    return std::string("'") + kMegatronConfigFile + "', Megatron-Core's commit, is missing";
+  }
   for (const auto& [name, extent] : step.extents) {
     const auto file = files.find(name);
     if (file == files.end()) return "'" + name + "', which its .metadata names, is missing";
@@ -173,7 +181,7 @@ std::string RemoteTier::missing_file(const RemoteStep& step,
 
 void RemoteTier::forget(int64_t step) {
   const std::lock_guard<std::mutex> lock(described_mutex_);
-  described_.erase(step_directory_name(step));
+  described_.erase(directory_of(step));
 }
 
 CheckpointInfo read_remote_checkpoint_info(const std::string& url, const S3Options& s3) {

@@ -284,3 +284,108 @@ TEST_CASE("the common state compared across ranks, after Megatron's preprocessin
   }
   CHECK(dcpp::megatron::common_state_disagreements({}, {}).empty());  // one process
 }
+
+TEST_CASE("validate_access_integrity on load: one process must request every chunk once") {
+  const fs::path dir = fixture();
+  const at::Tensor whole = dcpp::megatron::load_plain_tensors(dir)
+                               .at("embedding.word_embeddings.weight")
+                               .tensor();  // [16, 8]
+  const auto half_of_embedding = [&] {
+    dcpp::StateDict state;
+    state.insert("embedding.word_embeddings.weight",
+                 dcpp::ShardedTensor::from_chunk_of(at::zeros({16, 8}), 0, 1, 2));
+    return state;
+  };
+
+  // Half a tensor: refused before anything is read, naming the key; skipped, its rows load.
+  dcpp::StateDict half = half_of_embedding();
+  const dcpp::CheckpointError error = dcpp::test::error_of(
+      [&] { dcpp::megatron::load(half, dir, StrictHandling::kAssumeOkUnexpected); });
+  CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(error.what(), Catch::Contains("key 'embedding.word_embeddings.weight'"));
+  CHECK_THAT(error.what(), Catch::Contains("cover 64 of the 128 elements"));
+  CHECK_THAT(error.what(), Catch::Contains("AccessIntegrity::kSkip"));
+  const auto rows_of = [](const dcpp::StateDict& state) {
+    return state.at("embedding.word_embeddings.weight").sharded_tensor().local_shards()[0].tensor;
+  };
+  CHECK(rows_of(half).eq(0).all().item<bool>());
+  for (const StrictHandling mode : {StrictHandling::kAssumeOkUnexpected, StrictHandling::kLogAll}) {
+    dcpp::StateDict loaded = half_of_embedding();
+    dcpp::megatron::load(loaded, dir, mode, {}, dcpp::megatron::AccessIntegrity::kSkip);
+    CHECK(dcpp::test::bitwise_equal(rows_of(loaded), whole.slice(0, 8, 16)));
+  }
+  CHECK_THROWS_WITH(dcpp::megatron::load(half, dir, StrictHandling::kReturnAll),
+                    Catch::Contains("cover 64 of the 128 elements"));
+
+  // One shard of a ShardedObject of two: refused, naming the other; both: loaded.
+  dcpp::StateDict rng;
+  rng.insert("rng_state/shard_0.0_1.2", dcpp::whole_value(c10::IValue()));
+  CHECK_THROWS_WITH(
+      dcpp::megatron::load(rng, dir, StrictHandling::kAssumeOkUnexpected),
+      Catch::Contains("no rank has the shard at (0, 1) of ShardedObject 'rng_state', of shape "
+                      "(1, 2)"));
+  dcpp::megatron::load(rng, dir, StrictHandling::kAssumeOkUnexpected, {},
+                       dcpp::megatron::AccessIntegrity::kSkip);
+  const auto loaded = [&](const std::string& key) {  // Megatron's [data], whole
+    const c10::IValue* value = dcpp::whole_value_of(rng.at(key).value());
+    return value && value->isList() && value->toListRef().size() == 1;
+  };
+  CHECK(loaded("rng_state/shard_0.0_1.2"));
+  rng.insert("rng_state/shard_0.1_1.2", dcpp::whole_value(c10::IValue()));
+  dcpp::megatron::load(rng, dir, StrictHandling::kAssumeOkUnexpected);
+  CHECK(loaded("rng_state/shard_0.1_1.2"));
+}
+
+TEST_CASE(
+    "validate_access_integrity on load over 2 ranks: replicas and halves pass, overlaps "
+    "and disagreements fail on both") {
+  const fs::path dir = fixture();
+  const at::Tensor whole =
+      dcpp::megatron::load_plain_tensors(dir).at("embedding.word_embeddings.weight").tensor();
+  constexpr const char* kKey = "embedding.word_embeddings.weight";
+  std::vector<bool> halves_equal(2), replicas_equal(2);
+  std::vector<std::string> overlap(2), dtype(2);
+  dcpp::test::on_ranks(2, "megatron-access", [&](int rank, const auto& group) {
+    const auto options = dcpp::LoadOptions().with_process_group(group);
+    // Each rank its half (tensor parallel), then both the whole tensor (data parallel replicas).
+    dcpp::StateDict halves;
+    halves.insert(kKey, dcpp::ShardedTensor::from_chunk_of(at::zeros({16, 8}), 0, rank, 2));
+    dcpp::megatron::load(halves, dir, StrictHandling::kAssumeOkUnexpected, options);
+    halves_equal[rank] =
+        dcpp::test::bitwise_equal(halves.at(kKey).sharded_tensor().local_shards()[0].tensor,
+                                  whole.slice(0, 8 * rank, 8 * rank + 8));
+    dcpp::StateDict replicas;
+    replicas.insert(kKey, at::zeros({16, 8}));
+    dcpp::megatron::load(replicas, dir, StrictHandling::kReturnUnexpected, options);
+    replicas_equal[rank] = dcpp::test::bitwise_equal(replicas.at(kKey).tensor(), whole);
+
+    // Rows 0-7 and 4-11: overlapping, and rows 12-15 requested by no rank.
+    dcpp::StateDict overlapping;
+    const int64_t first = rank == 0 ? 0 : 4;
+    overlapping.insert(kKey,
+                       dcpp::ShardedTensor({16, 8}, {dcpp::Shard{at::zeros({8, 8}), {first, 0}}}));
+    try {
+      dcpp::megatron::load(overlapping, dir, StrictHandling::kAssumeOkUnexpected, options);
+    } catch (const dcpp::CheckpointError& e) {
+      overlap[rank] = e.what();
+    }
+    // One dtype on rank 0, another on rank 1.
+    dcpp::StateDict typed;
+    typed.insert(kKey, at::zeros({16, 8}, rank == 0 ? at::kFloat : at::kDouble));
+    try {
+      dcpp::megatron::load(typed, dir, StrictHandling::kLogAll, options);
+    } catch (const dcpp::CheckpointError& e) {
+      dtype[rank] = e.what();
+    }
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CHECK(halves_equal[rank]);
+    CHECK(replicas_equal[rank]);
+    CHECK_THAT(overlap[rank], Catch::Contains("key '" + std::string(kKey) +
+                                              "': the chunk at "
+                                              "offsets [4, 0] of sizes [8, 8] from rank 1 "
+                                              "overlaps the chunk at offsets [0, 0]"));
+    CHECK_THAT(dtype[rank], Catch::Contains("rank 1 a Double tensor of shape [16, 8]"));
+  }
+}

@@ -399,6 +399,6 @@ TEST_CASE("Megatron's validate_access_integrity: values are ShardedObjects, each
   dcpp::megatron::add_sharded_object(half_grid, "rng_state", rng_state(0), {0, 0}, {1, 2});
   dcpp::megatron::add_common_state(half_grid, {});
   refused(half_grid,
-          "no rank adds the shard at (0, 1) of ShardedObject 'rng_state', of shape "
+          "no rank has the shard at (0, 1) of ShardedObject 'rng_state', of shape "
           "(1, 2)");
 }

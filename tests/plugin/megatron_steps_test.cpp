@@ -107,7 +107,7 @@ TEST_CASE("a manager resumes from a save directory Megatron-LM wrote") {
   CHECK(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{100, 300});
 }
 
-TEST_CASE("Megatron-LM's step names need Megatron's common state and a root of their own") {
+TEST_CASE("Megatron-LM's step names need Megatron's common state and a root every rank sees") {
   TempDir dir;
   {
     dcpp::CheckpointManager manager(megatron_options(dir.path(), false));
@@ -126,6 +126,5 @@ TEST_CASE("Megatron-LM's step names need Megatron's common state and a root of t
   CHECK(error.kind() == dcpp::ErrorKind::kUsage);
   CHECK_THAT(error.what(), Catch::Contains("CheckpointManagerOptions::step_names is "
                                            "StepNames::kMegatronLM: Megatron-LM's step names are "
-                                           "for a root of its own, for now: not with a "
-                                           "node-local root"));
+                                           "for a root every rank sees, not a node-local root"));
 }

@@ -6,8 +6,10 @@
 #include "manager_test_support.h"
 #include "storage/s3_test_server.h"
 
+#include <dcpp/checkpoint/megatron.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/storage/megatron_storage.h>
 #include <dcpp/storage/s3_prefix.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -140,6 +142,73 @@ TEST_CASE("committed steps drain to the remote tier, byte for byte, each tier ke
   }
   CHECK(files >= 3);  // .metadata, the manifest, data
   CHECK(tiers.remote_objects("step-00000005/").size() == static_cast<size_t>(files));
+}
+
+TEST_CASE("Megatron-LM's step names drain as iter_NNNNNNN, metadata.json after .metadata") {
+  Tiers tiers;
+  const auto megatron_state = [](int64_t step) {
+    dcpp::StateDict state = state_of_step(step);
+    state.erase("step");  // a plain value: Megatron's go into its common state
+    dcpp::StateDict common;
+    common.insert("iteration", step);
+    dcpp::megatron::add_common_state(state, std::move(common));
+    return state;
+  };
+  std::map<int64_t, dcpp::StateDict> saved;
+  const auto options = tiers.options(1, 3).with_step_names(dcpp::StepNames::kMegatronLM);
+  {
+    dcpp::CheckpointManager manager(options);
+    for (int64_t step = 1; step <= 2; ++step) {
+      saved[step] = megatron_state(step);
+      manager.save(saved[step], request(step));
+    }
+    manager.wait_for_remote();
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+    CHECK(manager.list_remote().back().path == tiers.url + "/iter_0000002");
+
+    // Megatron's commit fails to upload: the step's .metadata is there, the step is not complete.
+    S3Fault fault;
+    fault.method = "PUT";
+    fault.path_contains = "iter_0000003/metadata.json";
+    fault.status = 500;
+    fault.times = 100;
+    tiers.server.inject(fault);
+    saved[3] = megatron_state(3);
+    manager.save(saved[3], request(3));
+    CHECK_THROWS_WITH(manager.wait_for_remote(), Catch::Contains("iter_0000003/metadata.json"));
+    const std::vector<std::string> partial = tiers.remote_objects("iter_0000003/");
+    CHECK(std::count(partial.begin(), partial.end(), "iter_0000003/.metadata") == 1);
+    CHECK(std::count(partial.begin(), partial.end(), "iter_0000003/metadata.json") == 0);
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+    tiers.server.clear_faults();
+    manager.wait_for_remote();
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2, 3});
+  }
+  // Every file of the local step, metadata.json included, is a remote object with its bytes.
+  dcpp::S3Prefix remote(tiers.url, tiers.s3());
+  for (const auto& entry : fs::directory_iterator(tiers.root / "iter_0000003")) {
+    const std::string name = "iter_0000003/" + entry.path().filename().string();
+    INFO(name);
+    const std::optional<std::string> object = remote.read(name);
+    REQUIRE(object);
+    CHECK(*object == file_bytes(entry.path()));
+  }
+  CHECK(remote.read(std::string("iter_0000003/") + dcpp::kMegatronConfigFile));
+
+  // The local disk is lost: the job resumes from the store's Megatron step, bit for bit.
+  fs::remove_all(tiers.root);
+  dcpp::CheckpointManager resumed(options);
+  dcpp::StateDict state;
+  for (const char* key : {"model.weight", "model.big"}) {
+    state.insert(key, at::zeros_like(saved[3].at(key).tensor()));
+  }
+  const std::optional<dcpp::CheckpointInfo> info = resumed.restore(state);
+  REQUIRE(info);
+  CHECK(info->path == tiers.url + "/iter_0000003");
+  for (const char* key : {"model.weight", "model.big"}) {
+    INFO(key);
+    CHECK(dcpp::test::bitwise_equal(state.at(key).tensor(), saved[3].at(key).tensor()));
+  }
 }
 
 TEST_CASE("a job that lost its local disk resumes from the remote tier, bit for bit") {

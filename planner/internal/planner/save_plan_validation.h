@@ -14,4 +14,9 @@ namespace dcpp::detail {
 /// (a save without collectives) may hold only part of a sharded tensor.
 void validate_global_save_plan(const std::vector<SavePlan>& plans);
 
+/// Megatron-Core's validate_access_integrity for tensors: `plans[r]` lists what rank r saves or
+/// loads, replicas (the same chunk on several ranks) not removed. Checks what
+/// validate_global_save_plan checks, every tensor covered whatever the number of plans.
+void validate_tensor_access(const std::vector<SavePlan>& plans);
+
 }  // namespace dcpp::detail

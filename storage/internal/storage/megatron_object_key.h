@@ -21,4 +21,12 @@ struct MegatronObjectKey {
 /// does not parse.
 MegatronObjectKey parse_megatron_object_key(const std::string& unique_key);
 
+/// Megatron's validate_access_integrity for ShardedObjects: the shards every rank saves or loads
+/// (a shard listed more than once is one, with replicas) make each ShardedObject's whole grid, each
+/// shard once, and agree on its shape. Throws CheckpointError (kUsage) that starts with `where`,
+/// names the object and the shard that is missing or out of place, and ends with `remedy`. A
+/// legacy key's shape (ending in -1) is not checked.
+void check_sharded_object_grids(const std::vector<MegatronObjectKey>& shards,
+                                const std::string& where, const std::string& remedy);
+
 }  // namespace dcpp::detail

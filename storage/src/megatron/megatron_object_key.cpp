@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
+#include <set>
 
 namespace dcpp::detail {
 
@@ -27,6 +29,20 @@ std::optional<std::vector<int64_t>> dotted_numbers(const std::string& text) {
     if (end == text.size()) return numbers;
     start = end + 1;
   }
+}
+
+std::string tuple_text(const std::vector<int64_t>& numbers) {
+  std::string text;
+  for (int64_t n : numbers) text += (text.empty() ? "" : ", ") + std::to_string(n);
+  return "(" + text + (numbers.size() == 1 ? ",)" : ")");
+}
+
+bool lies_inside(const std::vector<int64_t>& offset, const std::vector<int64_t>& shape) {
+  if (offset.size() != shape.size()) return false;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (offset[d] < 0 || offset[d] >= shape[d]) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -58,6 +74,54 @@ MegatronObjectKey parse_megatron_object_key(const std::string& unique_key) {
     parsed.global_shape.push_back(-1);
   }
   return parsed;
+}
+
+void check_sharded_object_grids(const std::vector<MegatronObjectKey>& shards,
+                                const std::string& where, const std::string& remedy) {
+  struct Grid {
+    std::vector<int64_t> shape;
+    std::set<std::vector<int64_t>> offsets;
+  };
+  std::map<std::string, Grid> objects;
+  for (const MegatronObjectKey& shard : shards) {
+    Grid& grid = objects.try_emplace(shard.key, Grid{shard.global_shape, {}}).first->second;
+    if (grid.shape != shard.global_shape) {
+      throw CheckpointError(ErrorKind::kUsage, where + "the shards of ShardedObject '" + shard.key +
+                                                   "' give its shape as " + tuple_text(grid.shape) +
+                                                   " and as " + tuple_text(shard.global_shape) +
+                                                   ": " + remedy);
+    }
+    grid.offsets.insert(shard.global_offset);
+  }
+  for (const auto& [key, grid] : objects) {
+    if (std::find(grid.shape.begin(), grid.shape.end(), -1) != grid.shape.end()) continue;
+    for (const std::vector<int64_t>& offset : grid.offsets) {
+      if (!lies_inside(offset, grid.shape)) {
+        throw CheckpointError(ErrorKind::kUsage, where + "the shard at " + tuple_text(offset) +
+                                                     " of ShardedObject '" + key +
+                                                     "' lies outside its shape " +
+                                                     tuple_text(grid.shape) + ": " + remedy);
+      }
+    }
+    // Every offset lies inside the grid, so walking it in row-major order for offsets.size()
+    // steps ends on the first absent shard, if there is one, and otherwise back at the origin
+    // (the grid whole): a hostile shape costs no more than the shards listed.
+    std::vector<int64_t> offset(grid.shape.size(), 0);
+    for (std::size_t visited = 0; visited < grid.offsets.size(); ++visited) {
+      if (grid.offsets.count(offset) == 0) break;
+      for (std::size_t d = offset.size(); d-- > 0;) {
+        if (++offset[d] < grid.shape[d]) break;
+        offset[d] = 0;
+      }
+    }
+    if (grid.offsets.count(offset) == 0) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            where + "no rank has the shard at " + tuple_text(offset) +
+                                " of ShardedObject '" + key + "', of shape " +
+                                tuple_text(grid.shape) +
+                                " (Megatron's validate_access_integrity): " + remedy);
+    }
+  }
 }
 
 }  // namespace dcpp::detail

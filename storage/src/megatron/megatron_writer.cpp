@@ -10,8 +10,6 @@
 #include <dcpp/storage/megatron_storage.h>
 
 #include <algorithm>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -20,28 +18,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string tuple_text(const std::vector<int64_t>& numbers) {
-  std::string text;
-  for (int64_t n : numbers) text += (text.empty() ? "" : ", ") + std::to_string(n);
-  return "(" + text + (numbers.size() == 1 ? ",)" : ")");
-}
-
 // Megatron's validate_access_integrity for what dcpp's save leaves unchecked: every value item of
 // `plans` a ShardedObject shard, and each ShardedObject's shards its whole grid, once (an item
 // several ranks hold is one item: replicas).
 void check_sharded_objects(const std::vector<SavePlan>& plans, const fs::path& directory) {
-  struct Grid {
-    std::vector<int64_t> shape;
-    std::set<std::vector<int64_t>> offsets;
-  };
-  std::map<std::string, Grid> objects;
   const std::string where = directory.string() + ": ";
+  std::vector<MegatronObjectKey> shards;
   for (const SavePlan& plan : plans) {
     for (const WriteItem& item : plan.items) {
       if (item.is_tensor()) continue;
-      MegatronObjectKey parsed;
       try {
-        parsed = parse_megatron_object_key(item.index.fqn);
+        shards.push_back(parse_megatron_object_key(item.index.fqn));
       } catch (const CheckpointError& e) {
         throw CheckpointError(
             ErrorKind::kUsage,
@@ -52,40 +39,11 @@ void check_sharded_objects(const std::vector<SavePlan>& plans, const fs::path& d
                 "): put it in the common state (dcpp::megatron::add_common_state) or add it with "
                 "add_sharded_object");
       }
-      Grid& grid = objects.try_emplace(parsed.key, Grid{parsed.global_shape, {}}).first->second;
-      if (grid.shape != parsed.global_shape) {
-        throw CheckpointError(ErrorKind::kUsage, where + "the shards of ShardedObject '" +
-                                                     parsed.key + "' give its shape as " +
-                                                     tuple_text(grid.shape) + " and as " +
-                                                     tuple_text(parsed.global_shape));
-      }
-      grid.offsets.insert(parsed.global_offset);
     }
   }
-  for (const auto& [key, grid] : objects) {
-    int64_t shards = 1;
-    for (int64_t n : grid.shape) shards = n < 0 ? -1 : shards * n;  // -1: a legacy key's shape
-    if (shards < 0) continue;
-    std::vector<int64_t> offset(grid.shape.size(), 0);
-    for (int64_t i = 0; i < shards; ++i) {  // the grid in row-major order
-      if (grid.offsets.count(offset) == 0) {
-        throw CheckpointError(
-            ErrorKind::kUsage,
-            where + "no rank adds the shard at " + tuple_text(offset) + " of ShardedObject '" +
-                key + "', of shape " + tuple_text(grid.shape) +
-                " (Megatron's validate_access_integrity): add every shard, or save with "
-                "MegatronWriterOptions::validate_access_integrity off");
-      }
-      for (std::size_t d = offset.size(); d-- > 0;) {
-        if (++offset[d] < grid.shape[d]) break;
-        offset[d] = 0;
-      }
-    }
-    if (static_cast<int64_t>(grid.offsets.size()) != shards) {
-      throw CheckpointError(ErrorKind::kUsage, where + "ShardedObject '" + key + "' has shards " +
-                                                   "outside its shape " + tuple_text(grid.shape));
-    }
-  }
+  check_sharded_object_grids(
+      shards, where,
+      "add every shard once, or save with MegatronWriterOptions::validate_access_integrity off");
 }
 
 }  // namespace

@@ -41,16 +41,33 @@ struct DCPP_API MismatchedKeys {
   std::set<std::string> unexpected_keys;
 };
 
-/// Megatron-Core's `load(sharded_state_dict, checkpoint_dir, strict=...)`: loads `state_dict` from
-/// the Megatron-Core checkpoint in `directory` as dcpp::load does (in place, resharded), with
-/// `strict`'s handling of mismatched keys. Every mode but kAssumeOkUnexpected leaves the
-/// unexpected keys out of the load (their values stay as they were); the *All modes find the
-/// missing keys from every rank's keys (an all-gather of them over `options.ranks`). kRaise*
-/// throws CheckpointError (kNotFound) on every rank, naming the keys and the ranks, before
-/// anything is read; kReturn* returns what its mode finds, the others empty sets. Collective over
-/// `options.ranks.process_group` (or one process). A Stateful in `state_dict` is refused
-/// (kUsage): give Megatron-style state, tensors and values. Throws as dcpp::load otherwise.
+/// Megatron-Core's `validate_access_integrity` of a load: whether the ranks' state dicts are
+/// checked, together, before anything is read.
+enum class AccessIntegrity {
+  /// Megatron's default: every tensor requested has one dtype and global shape on every rank,
+  /// and the chunks the ranks request tile it, each element once (a chunk several ranks request
+  /// is one, with replicas; uneven chunks are allowed, as in dcpp's saves); every ShardedObject
+  /// requested has its whole grid of shards requested, each once. Costs an all-gather of every
+  /// rank's plan.
+  kValidate,
+  /// Loads whatever each rank requests (a part of a tensor, a shard of an object alone).
+  kSkip,
+};
+
+/// Megatron-Core's `load(sharded_state_dict, checkpoint_dir, strict=...,
+/// validate_access_integrity=...)`: loads `state_dict` from the Megatron-Core checkpoint in
+/// `directory` as dcpp::load does (in place, resharded), with `strict`'s handling of mismatched
+/// keys. Every mode but kAssumeOkUnexpected leaves the unexpected keys out of the load (their
+/// values stay as they were); the *All modes find the missing keys from every rank's keys (an
+/// all-gather of them over `options.ranks`). kRaise* throws CheckpointError (kNotFound) on every
+/// rank, naming the keys and the ranks, before anything is read; kReturn* returns what its mode
+/// finds, the others empty sets. Then, as `access` says, the ranks' requests are validated
+/// together (AccessIntegrity): what breaks it is a CheckpointError (kUsage) on every rank, naming
+/// the key, before anything is read. Collective over `options.ranks.process_group` (or one
+/// process). A Stateful in `state_dict` is refused (kUsage): give Megatron-style state, tensors
+/// and values. Throws as dcpp::load otherwise.
 DCPP_API MismatchedKeys load(StateDict& state_dict, const std::filesystem::path& directory,
-                             StrictHandling strict, const LoadOptions& options = {});
+                             StrictHandling strict, const LoadOptions& options = {},
+                             AccessIntegrity access = AccessIntegrity::kValidate);
 
 }  // namespace dcpp::megatron
