@@ -272,12 +272,13 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(const LaunchEnvir
                                                                const ProcessGroupOptions& options) {
   const auto store = make_tcp_store(env, options);
   ProcessGroupOptions group_options = options;
-  if (group_options.gloo_hostname.empty()) {
-    group_options.gloo_hostname = is_loopback(env.master_addr)
-                                      ? "127.0.0.1"
-                                      : address_towards(env.master_addr, env.master_port);
-  }
+  if (group_options.gloo_hostname.empty()) group_options.gloo_hostname = gloo_hostname_for(env);
   return make_gloo_process_group(store, env.rank, env.world_size, group_options);
+}
+
+std::string gloo_hostname_for(const LaunchEnvironment& env) {
+  return is_loopback(env.master_addr) ? "127.0.0.1"
+                                      : address_towards(env.master_addr, env.master_port);
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group_from_env(

@@ -100,6 +100,13 @@ DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group_from_env
 DCPP_API c10::intrusive_ptr<c10d::Store> make_tcp_store(const LaunchEnvironment& env,
                                                         const ProcessGroupOptions& options = {});
 
+/// The address make_gloo_process_group(env, ...) gives Gloo when options.gloo_hostname is empty:
+/// 127.0.0.1 when env.master_addr is a loopback address, else this host's address on the route to
+/// it; "" when none is found (Gloo then binds to the address this host's name resolves to). For
+/// groups made over the job's store: make_gloo_process_group(store, ...,
+/// options.with_gloo_hostname(...)).
+DCPP_API std::string gloo_hostname_for(const LaunchEnvironment& env);
+
 /// A Gloo group of `size` ranks over an existing store, its keys under
 /// "dcpp/<options.group_name>/" (so a job can make a second group, e.g. for checkpoint
 /// collectives, that never interleaves with the training loop's). Collective and blocking as

@@ -1,0 +1,84 @@
+#pragma once
+// A job's ranks as an N-dimensional grid with named dimensions ("pp", "dp", "tp"), laid out as
+// PyTorch's `init_device_mesh` lays them out, with this rank's process group along each dimension.
+// In dist/, where groups are made; the parallel layouts (parallel/) take its groups.
+
+#include <dcpp/core/export.h>
+#include <dcpp/dist/process_group.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcpp {
+
+/// The ranks of a job on a grid of `shape`, one name per dimension. Rank r sits at the row-major
+/// coordinates of r (the last dimension varies fastest): the mesh of PyTorch's
+/// `init_device_mesh(device, shape, mesh_dim_names=names)`, `torch.arange(world).view(shape)`.
+/// For a shape {2, 2} named {"dp", "tp"}: ranks 0 and 1 are the tensor-parallel pair of data
+/// parallel replica 0, ranks 0 and 2 the data-parallel pair of tensor-parallel rank 0.
+///
+/// Along each dimension, this rank's group is the ranks that share every other coordinate with
+/// it, ordered by their coordinate along that dimension (so a rank's rank in it is its
+/// coordinate). The groups are Gloo groups (CPU; for checkpoint traffic and CPU training); a
+/// training loop on GPUs makes its NCCL groups from group_ranks(). Not thread-safe; the groups
+/// follow c10d's rules (the same collectives in the same order on every member).
+class DCPP_API DeviceMesh {
+ public:
+  /// Collective over every rank of the job: makes the group of all ranks, then one group per
+  /// dimension, each from `store` with make_gloo_process_group, named
+  /// "<options.group_name>.mesh.<dimension>.<index>" (the whole job's
+  /// "<options.group_name>.mesh.world"; <index>: which of the dimension's groups, in row-major
+  /// order of the other coordinates). Blocks until each group's
+  /// ranks have all arrived (options.timeout). Throws CheckpointError (kUsage) when `names` and
+  /// `shape` differ in length, a name is empty or repeats, a dimension is below 1, or the shape's
+  /// product is not `world_size`; and as make_gloo_process_group when a group cannot be made.
+  DeviceMesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+             std::vector<int64_t> shape, std::vector<std::string> names,
+             ProcessGroupOptions options = {});
+
+  /// The mesh of a job started by `dcpp-launch` or torchrun: its store from the torchrun
+  /// variables (LaunchEnvironment::from_env, make_tcp_store), then the constructor.
+  static DeviceMesh from_env(std::vector<int64_t> shape, std::vector<std::string> names,
+                             ProcessGroupOptions options = {});
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<std::string>& names() const { return names_; }
+  /// This rank's coordinates, one per dimension.
+  const std::vector<int64_t>& coordinates() const { return coordinates_; }
+
+  /// The size of dimension `name`, and this rank's coordinate along it. Throw CheckpointError
+  /// (kUsage) naming the mesh's dimensions for a name it has not.
+  int64_t size(std::string_view name) const;
+  int64_t coordinate(std::string_view name) const;
+
+  /// This rank's group along dimension `name` (see the class comment).
+  c10::intrusive_ptr<c10d::ProcessGroup> group(std::string_view name) const;
+  /// The job's ranks in group(name), in its order.
+  std::vector<int> group_ranks(std::string_view name) const;
+  /// The group of every rank of the job, ranks as the job's.
+  c10::intrusive_ptr<c10d::ProcessGroup> world_group() const { return world_group_; }
+
+  /// The rank at `coordinates` (one per dimension, each inside the shape); throws CheckpointError
+  /// (kUsage) otherwise.
+  int rank_at(const std::vector<int64_t>& coordinates) const;
+
+ private:
+  std::size_t dimension(std::string_view name) const;
+
+  int rank_;
+  int world_size_;
+  std::vector<int64_t> shape_;
+  std::vector<std::string> names_;
+  std::vector<int64_t> coordinates_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_group_;
+  std::vector<c10::intrusive_ptr<c10d::ProcessGroup>> groups_;  // one per dimension
+};
+
+}  // namespace dcpp
