@@ -23,7 +23,6 @@ bool is_frozen(const ParameterPlacement& placement) {
 }  // namespace
 
 StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions& options) {
-  const auto group = layout.process_group();
   StateDict state_dict;
   for (const ParameterPlacement& placement : layout.placements()) {
     if (options.ignore_frozen_params && is_frozen(placement)) {
@@ -44,10 +43,10 @@ StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions
     }
   }
   if (options.full_state_dict) {
-    detail::gather_sharded_leaves(state_dict, group);
+    detail::gather_sharded_leaves(state_dict, layout.shard_group());
   }
   if (options.cpu_offload) {
-    if (options.full_state_dict && detail::group_rank(group) != 0) {
+    if (options.full_state_dict && !detail::is_first_of_layout(layout)) {
       return {};
     }
     detail::offload_to_cpu(state_dict);
@@ -65,7 +64,7 @@ IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict
   StateDict received;
   const StateDict* source = &state_dict;
   if (options.broadcast_from_rank0) {
-    received = detail::broadcast_state_dict(state_dict, group);
+    received = detail::broadcast_from_first_of_layout(state_dict, layout);
     source = &received;
   }
   const std::vector<ParameterPlacement> placements = layout.placements();

@@ -548,12 +548,11 @@ StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Opti
   StateDict out;
   out.insert(kState, std::move(state));
   out.insert(kParamGroups, std::move(groups));
-  const auto group = layout.process_group();
   if (options.full_state_dict) {
-    detail::gather_sharded_leaves(out, group);
+    detail::gather_sharded_leaves(out, layout.shard_group());
   }
   if (options.cpu_offload) {
-    if (options.full_state_dict && detail::group_rank(group) != 0) {
+    if (options.full_state_dict && !detail::is_first_of_layout(layout)) {
       return {};
     }
     detail::offload_to_cpu(out);
@@ -568,7 +567,7 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
   StateDict received;
   const StateDict* source = &state_dict;
   if (options.broadcast_from_rank0) {
-    received = detail::broadcast_state_dict(state_dict, group);
+    received = detail::broadcast_from_first_of_layout(state_dict, layout);
     source = &received;
   }
   const auto codec = find_optimizer_state_codec(optimizer);

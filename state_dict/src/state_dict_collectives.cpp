@@ -244,14 +244,18 @@ c10::IValue full_state_to_ivalue(const StateDict& state_dict) {
 }  // namespace
 
 StateDict broadcast_state_dict(const StateDict& state_dict,
-                               const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+                               const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                               const std::exception_ptr& failure) {
   if (group_size(group) == 1) {
+    if (failure) std::rethrow_exception(failure);
     return state_dict;
   }
   // Rank 0 sends 'P' and the pickle, or 'E' and why it could not make one, which every rank then
   // throws: no rank is left waiting for bytes that never come.
   std::string message;
-  if (group->getRank() == 0) {
+  if (group->getRank() == 0 && failure) {
+    message = kFailed + exception_message(failure);
+  } else if (group->getRank() == 0) {
     try {
       const std::vector<char> bytes = torch::jit::pickle_save(full_state_to_ivalue(state_dict));
       message.reserve(bytes.size() + 1);
@@ -278,6 +282,25 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
                                                  received.kind_name() + " from rank 0, not a dict");
   }
   return std::move(received.dict());
+}
+
+bool is_first_of_layout(const ModelLayout& layout) {
+  return group_rank(layout.shard_group()) == 0 && group_rank(layout.replicate_group()) == 0;
+}
+
+StateDict broadcast_from_first_of_layout(const StateDict& state_dict, const ModelLayout& layout) {
+  // Along the shard group of replica 0 first (the others' shard groups skip it, all their ranks
+  // alike), so that every rank 0 of a replicate group holds it for the second broadcast.
+  const auto replicate = layout.replicate_group();
+  if (group_rank(replicate) != 0) return broadcast_state_dict({}, replicate);
+  StateDict received;
+  std::exception_ptr failure;
+  try {
+    received = broadcast_state_dict(state_dict, layout.shard_group());
+  } catch (const std::exception&) {
+    failure = std::current_exception();  // the other replicas must hear of it
+  }
+  return broadcast_state_dict(received, replicate, failure);
 }
 
 }  // namespace dcpp::detail

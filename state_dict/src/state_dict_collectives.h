@@ -7,9 +7,12 @@
 // CheckpointError naming this rank when a collective fails (a dead rank, a timeout: the group's
 // timeout bounds the wait) or when the ranks' inputs disagree.
 
+#include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/state_dict.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <exception>
 
 namespace dcpp::detail {
 
@@ -28,7 +31,19 @@ void gather_sharded_leaves(StateDict& state_dict,
 /// Rank 0's `state_dict` (whole tensors and plain values; no ShardedTensor or Stateful), on every
 /// rank, tensors on the CPU. Other ranks' `state_dict` is ignored. Without a group (or with one
 /// rank) returns `state_dict` as it is.
+/// With `failure` on rank 0, every rank throws it (rank 0 sends its message instead of a state
+/// dict).
 StateDict broadcast_state_dict(const StateDict& state_dict,
-                               const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+                               const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                               const std::exception_ptr& failure = nullptr);
+
+/// Whether this process is rank 0 of `layout`'s shard group and of its replicate group: the one
+/// that holds a full state dict with cpu_offload, and that broadcast_from_rank0 sends from.
+bool is_first_of_layout(const ModelLayout& layout);
+
+/// broadcast_state_dict from the first of `layout` (is_first_of_layout) to every process of its
+/// shard and replicate groups: along the shard group of replica 0, then along every replicate
+/// group. Collective over both groups; a failure of the first reaches every process.
+StateDict broadcast_from_first_of_layout(const StateDict& state_dict, const ModelLayout& layout);
 
 }  // namespace dcpp::detail

@@ -1,8 +1,8 @@
 #pragma once
 // How a parallel layout holds the parameters and buffers of a model: the one description the
 // state-dict helpers need to key state by the names of the unparallelized model. dcpp's reference
-// wrappers (parallel/: data parallel, fully sharded, pipeline stage) describe themselves through it,
-// and so can any other layout.
+// wrappers (parallel/: data parallel, fully sharded, pipeline stage) describe themselves through
+// it, and so can any other layout.
 
 #include <dcpp/core/export.h>
 
@@ -37,19 +37,34 @@ struct DCPP_API ParameterPlacement {
 ///
 /// Contract for implementations: `placements()` lists every parameter and buffer this process
 /// holds, in the model's registration order, with unique FQNs; a sharded tensor's pieces on the
-/// processes of `process_group()` are disjoint and together cover the whole tensor; a whole tensor
-/// listed by several processes holds equal values on each (replication). A pipeline stage lists
-/// only the tensors it owns.
+/// processes of `shard_group()` are disjoint and together cover the whole tensor; a whole tensor
+/// listed by several processes holds equal values on each (replication), and so does a piece
+/// listed by the processes of `replicate_group()`. A pipeline stage lists only the tensors it owns.
+///
+/// The groups of a 2-D layout, on a DeviceMesh {"dp", "tp"} (<dcpp/dist/device_mesh.h>): tensor
+/// parallel x data parallel shards over mesh.group("tp") and replicates over mesh.group("dp");
+/// HSDP (mesh {"replicate", "shard"}) shards over "shard" and replicates over "replicate".
 class DCPP_API ModelLayout {
  public:
   virtual ~ModelLayout() = default;
 
   virtual std::vector<ParameterPlacement> placements() const = 0;
 
-  /// The processes across which sharded tensors are split and replicated tensors are replicated
-  /// (what a full state dict gathers over and `broadcast_from_rank0` broadcasts over). nullptr:
+  /// The processes of this layout: for a 1-D layout (data parallel, fully sharded, a pipeline),
+  /// those across which tensors are split or replicated; the default of shard_group(). nullptr:
   /// this process alone.
   virtual c10::intrusive_ptr<c10d::ProcessGroup> process_group() const { return {}; }
+
+  /// The processes across which sharded tensors are split (what a full state dict gathers over):
+  /// process_group() unless the layout says otherwise.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> shard_group() const { return process_group(); }
+
+  /// The processes that hold the same pieces as this one (the data-parallel replicas of a tensor
+  /// parallel or HSDP layout), ordered alike on every rank of the shard group; nullptr when none
+  /// does. The state-dict helpers deliver a full state dict with `cpu_offload` to the process that
+  /// is rank 0 of both groups alone (global rank 0 on a DeviceMesh), and `broadcast_from_rank0`
+  /// sends from it to every process of both.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const { return {}; }
 };
 
 }  // namespace dcpp
