@@ -33,6 +33,8 @@
 #include <dcpp/parallel/data_parallel.h>
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 #include <dcpp/parallel/pipeline_stage.h>
+#include <dcpp/parallel/tensor_parallel.h>
+#include <dcpp/parallel/tensor_parallel_layers.h>
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
 #include <dcpp/state_dict/model_state_dict.h>

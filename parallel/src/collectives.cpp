@@ -61,4 +61,15 @@ std::vector<at::Tensor> mean_over_ranks(GroupCalls& calls, const std::vector<at:
   return means;
 }
 
+void average_gradients(GroupCalls& calls, const std::vector<at::Tensor>& parameters) {
+  std::vector<at::Tensor> grads;
+  for (at::Tensor param : parameters) {
+    if (!param.requires_grad()) continue;
+    if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+    grads.push_back(param.grad());
+  }
+  const std::vector<at::Tensor> means = mean_over_ranks(calls, grads, "the gradients");
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i].copy_(means[i]);
+}
+
 }  // namespace dcpp::detail

@@ -29,4 +29,9 @@ void broadcast_tensors(GroupCalls& calls, const std::vector<at::Tensor>& tensors
 std::vector<at::Tensor> mean_over_ranks(GroupCalls& calls, const std::vector<at::Tensor>& tensors,
                                         const std::string& what);
 
+/// The gradient of every parameter of `parameters` that requires grad, replaced by its mean over
+/// the ranks (mean_over_ranks); a parameter without a gradient here counts as zero and gets a
+/// zero gradient.
+void average_gradients(GroupCalls& calls, const std::vector<at::Tensor>& parameters);
+
 }  // namespace dcpp::detail

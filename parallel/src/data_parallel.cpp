@@ -32,25 +32,8 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
 }
 
 void DataParallel::synchronize_gradients() {
-  std::vector<at::Tensor> params;
-  for (at::Tensor& param : module_->parameters()) {
-    if (param.requires_grad()) {
-      if (!param.grad().defined()) {
-        param.mutable_grad() = at::zeros_like(param);
-      }
-      params.push_back(param);
-    }
-  }
-  std::vector<at::Tensor> grads;
-  grads.reserve(params.size());
-  for (const at::Tensor& param : params) {
-    grads.push_back(param.grad());
-  }
   detail::GroupCalls calls(group_, kDataParallelName);
-  const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
-  for (std::size_t i = 0; i < grads.size(); ++i) {
-    grads[i].copy_(means[i]);
-  }
+  detail::average_gradients(calls, module_->parameters());
 }
 
 void DataParallel::broadcast_buffers() {
