@@ -26,8 +26,11 @@ int64_t row_numel(const std::vector<int64_t>& shape) {
 }  // namespace
 
 FullyShardedDataParallel::FullyShardedDataParallel(
-    std::shared_ptr<torch::nn::Module> module, c10::intrusive_ptr<c10d::ProcessGroup> process_group)
-    : module_(std::move(module)), group_(std::move(process_group)) {
+    std::shared_ptr<torch::nn::Module> module, c10::intrusive_ptr<c10d::ProcessGroup> process_group,
+    c10::intrusive_ptr<c10d::ProcessGroup> replicate_group)
+    : module_(std::move(module)),
+      group_(std::move(process_group)),
+      replicate_group_(std::move(replicate_group)) {
   if (module_ == nullptr || !group_) {
     throw CheckpointError(
         ErrorKind::kUsage,
@@ -47,6 +50,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(
   }
   detail::GroupCalls calls(group_, kFullyShardedName);
   detail::broadcast_tensors(calls, all, 0, "the initial parameters and buffers");
+  if (replicate_group_) {
+    detail::GroupCalls replicas(replicate_group_, kFullyShardedName);
+    detail::broadcast_tensors(replicas, all, 0, "the initial parameters and buffers");
+  }
   for (Entry& entry : entries_) {
     if (!entry.sharded) {
       continue;
@@ -128,7 +135,11 @@ void FullyShardedDataParallel::reduce_gradients() {
     reduced.push_back(&entry);
   }
   detail::GroupCalls calls(group_, kFullyShardedName);
-  const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  if (replicate_group_) {
+    detail::GroupCalls replicas(replicate_group_, kFullyShardedName);
+    means = detail::mean_over_ranks(replicas, means, "the gradients");
+  }
   for (std::size_t i = 0; i < reduced.size(); ++i) {
     Entry& entry = *reduced[i];
     if (!entry.sharded) {

@@ -32,17 +32,26 @@ namespace dcpp {
 /// Between reduce_gradients() (or construction) and the next gather_parameters(), the module's
 /// parameters are empty placeholders (shape {0}): only the shards hold the model then.
 ///
+/// Hybrid sharding (HSDP, torch's HYBRID_SHARD on a 2-D mesh {"replicate", "shard"}): with a
+/// `replicate_group`, the model is sharded over `process_group` as above and the shards are
+/// replicated over `replicate_group` (each of its ranks holds the same rows); reduce_gradients()
+/// then averages over both groups. On a DeviceMesh: FullyShardedDataParallel(module,
+/// mesh.group("shard"), mesh.group("replicate")).
+///
 /// As a ModelLayout: sharded parameters as their shard (local) with global_shape and offsets
-/// {first row, 0, ...}; replicated ones and buffers whole. Not thread-safe; collectives must be
-/// called in the same order on every rank.
+/// {first row, 0, ...}; replicated ones and buffers whole; shard_group() is `process_group`,
+/// replicate_group() `replicate_group`. Not thread-safe; collectives must be called in the same
+/// order on every rank.
 class DCPP_API FullyShardedDataParallel : public ModelLayout {
  public:
-  /// Collective and blocking: broadcasts the parameters and buffers of `module` from rank 0, keeps
-  /// this rank's rows of each parameter as a new leaf tensor (its shard, requiring grad as the
-  /// parameter does) and releases the full parameters. Throws CheckpointError naming the rank when
-  /// the group fails or `module` or `process_group` is null.
+  /// Collective and blocking: broadcasts the parameters and buffers of `module` from rank 0 (of
+  /// `process_group`, then of `replicate_group`), keeps this rank's rows of each parameter as a
+  /// new leaf tensor (its shard, requiring grad as the parameter does) and releases the full
+  /// parameters. Throws CheckpointError naming the rank when a group fails or `module` or
+  /// `process_group` is null.
   FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
-                           c10::intrusive_ptr<c10d::ProcessGroup> process_group);
+                           c10::intrusive_ptr<c10d::ProcessGroup> process_group,
+                           c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {});
 
   torch::nn::Module& module() const { return *module_; }
   const std::shared_ptr<torch::nn::Module>& module_ptr() const { return module_; }
@@ -57,10 +66,11 @@ class DCPP_API FullyShardedDataParallel : public ModelLayout {
   void gather_parameters();
 
   /// Collective and blocking: all-reduces the full gradients (a parameter without one counts as
-  /// zero), divides by the world size and adds this rank's rows to each shard's gradient
-  /// (replicated parameters: replaces their gradient by the mean); then releases the full
-  /// parameters. Gloo in libtorch 1.13 has no reduce_scatter, hence allreduce and slice. Throws
-  /// CheckpointError when the parameters are not gathered or a peer fails.
+  /// zero), divides by the world size (with a replicate group: averages again over it) and adds
+  /// this rank's rows to each shard's gradient (replicated parameters: replaces their gradient by
+  /// the mean); then releases the full parameters. Gloo in libtorch 1.13 has no reduce_scatter,
+  /// hence allreduce and slice. Throws CheckpointError when the parameters are not gathered or a
+  /// peer fails.
   void reduce_gradients();
 
   /// Local: makes the module's sharded parameters empty placeholders again, dropping their
@@ -72,6 +82,9 @@ class DCPP_API FullyShardedDataParallel : public ModelLayout {
 
   std::vector<ParameterPlacement> placements() const override;
   c10::intrusive_ptr<c10d::ProcessGroup> process_group() const override { return group_; }
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const override {
+    return replicate_group_;
+  }
 
  private:
   struct Entry {
@@ -86,6 +99,7 @@ class DCPP_API FullyShardedDataParallel : public ModelLayout {
 
   std::shared_ptr<torch::nn::Module> module_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;
   std::vector<Entry> entries_;
   bool gathered_ = false;
 };
