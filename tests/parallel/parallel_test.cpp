@@ -31,6 +31,9 @@ struct Layout {
 };
 const Layout kSingle{"single", 1}, kDdp2{"ddp", 2}, kFsdp2{"fsdp", 2}, kFsdp3{"fsdp", 3},
     kPipeline2{"pipeline", 2};
+// On a DeviceMesh: tensor parallel x data parallel ({"dp", "tp"}), HSDP ({"replicate", "shard"}).
+const Layout kTp2Dp2{"tp2dp2", 4}, kTp1Dp2{"tp1dp2", 2}, kTp2Dp1{"tp2dp1", 2},
+    kHsdp2x2{"hsdp2x2", 4};
 
 std::string launch(const Layout& layout, const std::string& arguments) {
   const std::string command = std::string(DCPP_LAUNCH) + " --fork -n " +
@@ -171,6 +174,37 @@ TEST_CASE(
     "an MLP and a transformer block resumed on another layout train as one process, in "
     "float32 and float64") {
   resume_on_another_layout({"mlp", "mlp-f64", "transformer", "transformer-f64"});
+}
+
+TEST_CASE("tensor x data parallel 2 x 2 resumes as 1 x 2, 2 x 1 and HSDP 2 x 2, as they train") {
+  // The float64 MLP, Megatron's MLP in its first two layers: within 1e-6 of an uninterrupted run
+  // on the target shape; on the same shape, to the bit.
+  const std::vector<std::string> models{"mlp-f64"};
+  dcpp::test::TempDir dir;
+  {
+    INFO("tp2dp2 -> tp2dp2");
+    check_bitwise(resumed(models, kTp2Dp2, kTp2Dp2, dir).at(models[0]),
+                  uninterrupted(models, kTp2Dp2, dir).at(models[0]));
+  }
+  for (const Layout& target : {kTp1Dp2, kTp2Dp1, kHsdp2x2}) {
+    INFO("tp2dp2 -> " << target.name);
+    check_close(resumed(models, kTp2Dp2, target, dir).at(models[0]),
+                uninterrupted(models, target, dir).at(models[0]), 1e-6);
+  }
+}
+
+TEST_CASE("tensor-parallel placements: column-parallel rows, row-parallel columns, biases") {
+  const std::string output = launch(kTp2Dp2, "mlp tp2dp2 describe");
+  INFO(output);
+  // Rank 3 is tp 1 of dp 1: the second half of each split, like rank 1.
+  for (const char* rank : {"[rank 1] ", "[rank 3] "}) {
+    const std::string r = rank;
+    CHECK(has_line(output, r + "placement 0.weight sizes=[8, 6] global=[16, 6] offsets=[8, 0]"));
+    CHECK(has_line(output, r + "placement 0.bias sizes=[8] global=[16] offsets=[8]"));
+    CHECK(has_line(output, r + "placement 2.weight sizes=[16, 8] global=[16, 16] offsets=[0, 8]"));
+    CHECK(has_line(output, r + "placement 2.bias sizes=[16] global=[] offsets=[]"));
+    CHECK(has_line(output, r + "placement 4.weight sizes=[2, 16] global=[] offsets=[]"));
+  }
 }
 
 TEST_CASE("FSDP placements are dim-0 shards with global shapes and offsets, a rank may hold none") {

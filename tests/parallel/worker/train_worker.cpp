@@ -11,7 +11,8 @@
 // MODEL: mlp | transformer, or -f64 of either, or a comma-separated list of them, run one after
 // the other in this process (each from its own seed), its CKPT and RESULT in CKPT/MODEL and
 // RESULT/MODEL: a test starts the ranks once for several models (a process takes half a second
-// of libtorch's start-up). LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks).
+// of libtorch's start-up). LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks), or
+// tp<T>dp<D> | hsdp<R>x<S> on a DeviceMesh of WORLD_SIZE = T x D (R x S) ranks.
 // RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the
 // mean over the global batch) and "params.<fqn>" (the final parameters, sharded as trained).
 
@@ -27,6 +28,7 @@
 #include <torch/optim/adam.h>
 
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,12 +63,12 @@ void write_result(const dcpp::test::Trainer& trainer, const std::vector<double>&
 
 // Runs `mode` for `model`; `args` as on the command line, MODEL's paths already its own.
 bool run(const std::string& model, const std::vector<std::string>& args,
-         const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+         const c10::intrusive_ptr<c10d::ProcessGroup>& group, const dcpp::DeviceMesh* mesh) {
   const dcpp::test::ModelSpec spec = dcpp::test::model_spec(model);
   const std::string& layout = args[1];
   const std::string& mode = args[2];
   const bool resume = mode == "resume";
-  auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group);
+  auto trainer = dcpp::test::make_trainer(layout, spec, resume ? kOtherSeed : kSeed, group, mesh);
   torch::optim::Adam optimizer(trainer->parameters(), torch::optim::AdamOptions(1e-2));
   if (mode == "describe") {
     for (const dcpp::ParameterPlacement& placement : trainer->layout().placements()) {
@@ -106,10 +108,14 @@ int main(int argc, char** argv) {
   }
   try {
     at::set_num_threads(1);  // the same arithmetic on every run
+    const auto options = dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60));
     c10::intrusive_ptr<c10d::ProcessGroup> group;
-    if (args[1] != "single") {
-      group = dcpp::make_gloo_process_group_from_env(
-          dcpp::ProcessGroupOptions().with_timeout(std::chrono::seconds(60)));
+    std::optional<dcpp::DeviceMesh> mesh;
+    if (const auto shape = dcpp::test::mesh_shape_of(args[1])) {
+      mesh.emplace(dcpp::DeviceMesh::from_env(shape->shape, shape->names, options));
+      group = mesh->world_group();
+    } else if (args[1] != "single") {
+      group = dcpp::make_gloo_process_group_from_env(options);
     }
     const std::size_t first_path = args[2] == "resume" ? 5 : 4;  // CKPT and RESULT from here
     for (const std::string& model : dcpp::test::split_at_commas(args[0])) {
@@ -117,7 +123,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = first_path; i < own.size(); ++i) {
         own[i] += "/" + model;
       }
-      if (!run(model, own, group)) {
+      if (!run(model, own, group, mesh ? &*mesh : nullptr)) {
         return 2;
       }
     }

@@ -3,6 +3,8 @@
 #include <dcpp/parallel/data_parallel.h>
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 #include <dcpp/parallel/pipeline_stage.h>
+#include <dcpp/parallel/tensor_parallel.h>
+#include <dcpp/parallel/tensor_parallel_layers.h>
 #include <dcpp/state_dict/plain_layout.h>
 
 #include <ATen/ATen.h>
@@ -12,6 +14,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/utils.h>
 
+#include <cstdio>
 #include <stdexcept>
 
 namespace dcpp::test {
@@ -101,9 +104,16 @@ class DataParallelTrainer : public Trainer {
 
 class FullyShardedTrainer : public Trainer {
  public:
+  // The data split over `group`; the model sharded over `shard_group` (`group` when null) and
+  // replicated over `replicate_group` (HSDP).
   FullyShardedTrainer(const ModelSpec& spec, torch::nn::Sequential model,
-                      c10::intrusive_ptr<c10d::ProcessGroup> group)
-      : spec_(spec), model_(model), fsdp_(model.ptr(), group), group_(std::move(group)) {}
+                      c10::intrusive_ptr<c10d::ProcessGroup> group,
+                      const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group = {},
+                      const c10::intrusive_ptr<c10d::ProcessGroup>& replicate_group = {})
+      : spec_(spec),
+        model_(model),
+        fsdp_(model.ptr(), shard_group ? shard_group : group, replicate_group),
+        group_(std::move(group)) {}
   const ModelLayout& layout() const override { return fsdp_; }
   std::vector<at::Tensor> parameters() const override { return fsdp_.parameters(); }
   double forward_backward(const Batch& batch) override {
@@ -144,6 +154,46 @@ class PipelineTrainer : public Trainer {
   }
 
   PipelineStage stage_;
+};
+
+// Megatron-style tensor parallel x data parallel: the MLP's first layer column-parallel, its
+// second row-parallel (Megatron's MLP), the last whole; the data split over "dp".
+class TensorParallelTrainer : public Trainer {
+ public:
+  TensorParallelTrainer(const ModelSpec& spec, const torch::nn::Sequential& whole,
+                        const DeviceMesh& mesh)
+      : spec_(spec),
+        model_(split(spec, whole, mesh.group("tp"))),
+        tp_(model_.ptr(), mesh.group("tp"), mesh.group("dp")),
+        data_group_(mesh.group("dp")) {}
+  const ModelLayout& layout() const override { return tp_; }
+  std::vector<at::Tensor> parameters() const override { return tp_.parameters(); }
+  double forward_backward(const Batch& batch) override {
+    const Batch mine = local_part(spec_, batch, data_group_->getRank(), data_group_->getSize());
+    at::Tensor loss = at::mse_loss(model_->forward(mine.inputs), mine.targets);
+    loss.backward();
+    tp_.synchronize_gradients();
+    return mean_over_ranks(loss, *data_group_);
+  }
+
+ private:
+  static torch::nn::Sequential split(const ModelSpec& spec, const torch::nn::Sequential& whole,
+                                     const c10::intrusive_ptr<c10d::ProcessGroup>& tp) {
+    if (spec.name != "mlp") {
+      throw std::invalid_argument("the tensor-parallel layouts train the MLP only");
+    }
+    // Linear(6, 16), Tanh, Linear(16, 16), Tanh, Linear(16, 2): the names stay the model's.
+    const torch::nn::Linear up(whole->ptr<torch::nn::LinearImpl>(0));
+    const torch::nn::Linear down(whole->ptr<torch::nn::LinearImpl>(2));
+    const torch::nn::Linear last(whole->ptr<torch::nn::LinearImpl>(4));
+    return torch::nn::Sequential(ColumnParallelLinear(up, tp), torch::nn::Tanh(),
+                                 RowParallelLinear(down, tp), torch::nn::Tanh(), last);
+  }
+
+  ModelSpec spec_;
+  torch::nn::Sequential model_;
+  TensorParallel tp_;
+  c10::intrusive_ptr<c10d::ProcessGroup> data_group_;
 };
 
 }  // namespace
@@ -206,15 +256,37 @@ Batch global_batch(const ModelSpec& spec, int64_t step) {
   return {batch.inputs.to(spec.dtype), batch.targets.to(spec.dtype)};
 }
 
+std::optional<MeshShape> mesh_shape_of(const std::string& layout) {
+  int64_t first = 0, second = 0;
+  char end = 0;
+  if (std::sscanf(layout.c_str(), "tp%lddp%ld%c", &first, &second, &end) == 2) {
+    return MeshShape{{second, first}, {"dp", "tp"}};
+  }
+  if (std::sscanf(layout.c_str(), "hsdp%ldx%ld%c", &first, &second, &end) == 2) {
+    return MeshShape{{first, second}, {"replicate", "shard"}};
+  }
+  return std::nullopt;
+}
+
 std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec& spec,
                                       uint64_t seed,
-                                      const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+                                      const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                      const DeviceMesh* mesh) {
   torch::nn::Sequential model = make_model(spec, seed);
   if (layout == "single") return std::make_unique<SingleTrainer>(model);
   if (layout == "ddp") return std::make_unique<DataParallelTrainer>(spec, model, group);
   if (layout == "fsdp") return std::make_unique<FullyShardedTrainer>(spec, model, group);
   if (layout == "pipeline") return std::make_unique<PipelineTrainer>(model, group);
-  throw std::invalid_argument("unknown layout '" + layout + "' (single, ddp, fsdp, pipeline)");
+  if (mesh != nullptr && layout.rfind("tp", 0) == 0) {
+    return std::make_unique<TensorParallelTrainer>(spec, model, *mesh);
+  }
+  if (mesh != nullptr && layout.rfind("hsdp", 0) == 0) {
+    // Every rank of the mesh a data-parallel rank: the batch split over the world.
+    return std::make_unique<FullyShardedTrainer>(spec, model, group, mesh->group("shard"),
+                                                 mesh->group("replicate"));
+  }
+  throw std::invalid_argument("unknown layout '" + layout +
+                              "' (single, ddp, fsdp, pipeline, tp<T>dp<D>, hsdp<R>x<S>)");
 }
 
 }  // namespace dcpp::test

@@ -2,6 +2,7 @@
 // The deterministic training problem the parallel tests share: two small models (an MLP and a
 // transformer block), a generated data set, and the same step in every layout.
 
+#include <dcpp/dist/device_mesh.h>
 #include <dcpp/state_dict/model_layout.h>
 
 #include <ATen/core/Tensor.h>
@@ -9,6 +10,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,9 +47,20 @@ class Trainer {
   virtual double forward_backward(const Batch& batch) = 0;
 };
 
-/// LAYOUT: single (this process alone), ddp, fsdp, pipeline (over `group`'s ranks).
+/// The DeviceMesh a 2-D layout trains on: "tp<T>dp<D>" (shape {D, T} named {"dp", "tp"}),
+/// "hsdp<R>x<S>" ({R, S} named {"replicate", "shard"}); nullopt for the 1-D layouts.
+struct MeshShape {
+  std::vector<int64_t> shape;
+  std::vector<std::string> names;
+};
+std::optional<MeshShape> mesh_shape_of(const std::string& layout);
+
+/// LAYOUT: single (this process alone), ddp, fsdp, pipeline (over `group`'s ranks); tp<T>dp<D>
+/// (TensorParallel, the MLP's first two layers column- and row-parallel) and hsdp<R>x<S> on
+/// `mesh` (of mesh_shape_of(LAYOUT)).
 std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec& spec,
                                       uint64_t seed,
-                                      const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+                                      const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                      const DeviceMesh* mesh = nullptr);
 
 }  // namespace dcpp::test
