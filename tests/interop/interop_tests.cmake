@@ -29,6 +29,7 @@ endfunction()
 dcpp_interop_test(dcpp_checkpoints)  # every dtype and value kind, dcpp -> Python
 dcpp_interop_test(pickles)           # data.pkl and .metadata pickles, both ways
 dcpp_interop_test(sharded)           # 3 dcpp ranks -> 2 Python ranks with DTensors
+dcpp_interop_test(mesh)              # tensor x data parallel 2 x 2 -> DTensors on a 2-D mesh
 dcpp_interop_test(model_optim)       # a libtorch model and Adam resume in Python
 dcpp_interop_test(cli_conversions)   # dcpp convert / diff / verify against format_utils
 dcpp_interop_test(optimizers)        # SGD, Adam, AdamW, Adagrad, RMSprop, LBFGS both ways
