@@ -65,6 +65,17 @@ PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_
   }
 }
 
+PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
+                             c10::intrusive_ptr<c10d::ProcessGroup> process_group,
+                             std::shared_ptr<const ModelLayout> within)
+    : PipelineStage(std::move(stage_modules), first_index, std::move(process_group)) {
+  if (!within) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "PipelineStage: the layout within the stage must not be null");
+  }
+  within_ = std::move(within);
+}
+
 torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, int64_t begin,
                                            int64_t end) {
   const auto size = static_cast<int64_t>(whole->size());
@@ -159,6 +170,11 @@ at::Tensor PipelineStage::broadcast_from_last(at::Tensor value) const {
 }
 
 std::vector<ParameterPlacement> PipelineStage::placements() const {
+  if (within_) {
+    std::vector<ParameterPlacement> out = within_->placements();
+    for (ParameterPlacement& placement : out) placement.fqn = global_name(placement.fqn);
+    return out;
+  }
   std::vector<ParameterPlacement> out;
   for (detail::NamedTensor& named : detail::module_tensors(*modules_)) {
     ParameterPlacement placement;

@@ -34,6 +34,8 @@ const Layout kSingle{"single", 1}, kDdp2{"ddp", 2}, kFsdp2{"fsdp", 2}, kFsdp3{"f
 // On a DeviceMesh: tensor parallel x data parallel ({"dp", "tp"}), HSDP ({"replicate", "shard"}).
 const Layout kTp2Dp2{"tp2dp2", 4}, kTp1Dp2{"tp1dp2", 2}, kTp2Dp1{"tp2dp1", 2},
     kHsdp2x2{"hsdp2x2", 4};
+// Pipelines of those ({"pp", "dp", "tp"}, {"pp", "dp"}).
+const Layout kTp2Dp1Pp2{"tp2dp1pp2", 4}, kFsdp2Pp2{"fsdp2pp2", 4};
 
 std::string launch(const Layout& layout, const std::string& arguments) {
   const std::string command = std::string(DCPP_LAUNCH) + " --fork -n " +
@@ -176,7 +178,9 @@ TEST_CASE(
   resume_on_another_layout({"mlp", "mlp-f64", "transformer", "transformer-f64"});
 }
 
-TEST_CASE("tensor x data parallel 2 x 2 resumes as 1 x 2, 2 x 1 and HSDP 2 x 2, as they train") {
+TEST_CASE(
+    "tensor x data parallel 2 x 2 resumes as 1 x 2, 2 x 1, 2 x 1 x 2 pipelined, HSDP 2 x 2 and "
+    "FSDP 2 x 2 pipelined, as they train") {
   // The float64 MLP, Megatron's MLP in its first two layers: within 1e-6 of an uninterrupted run
   // on the target shape; on the same shape, to the bit.
   const std::vector<std::string> models{"mlp-f64"};
@@ -186,7 +190,7 @@ TEST_CASE("tensor x data parallel 2 x 2 resumes as 1 x 2, 2 x 1 and HSDP 2 x 2, 
     check_bitwise(resumed(models, kTp2Dp2, kTp2Dp2, dir).at(models[0]),
                   uninterrupted(models, kTp2Dp2, dir).at(models[0]));
   }
-  for (const Layout& target : {kTp1Dp2, kTp2Dp1, kHsdp2x2}) {
+  for (const Layout& target : {kTp1Dp2, kTp2Dp1, kTp2Dp1Pp2, kHsdp2x2, kFsdp2Pp2}) {
     INFO("tp2dp2 -> " << target.name);
     check_close(resumed(models, kTp2Dp2, target, dir).at(models[0]),
                 uninterrupted(models, target, dir).at(models[0]), 1e-6);
@@ -205,6 +209,18 @@ TEST_CASE("tensor-parallel placements: column-parallel rows, row-parallel column
     CHECK(has_line(output, r + "placement 2.bias sizes=[16] global=[] offsets=[]"));
     CHECK(has_line(output, r + "placement 4.weight sizes=[2, 16] global=[] offsets=[]"));
   }
+}
+
+TEST_CASE("a tensor-parallel pipeline stage lists its own modules, sliced, under global names") {
+  const std::string output = launch(kTp2Dp1Pp2, "mlp tp2dp1pp2 describe");
+  INFO(output);
+  // Mesh {"pp", "dp", "tp"} = {2, 1, 2}: ranks 0 and 1 are stage 0, ranks 2 and 3 stage 1.
+  CHECK(has_line(output, "[rank 1] placement 0.weight sizes=[8, 6] global=[16, 6] offsets=[8, 0]"));
+  CHECK(
+      has_line(output, "[rank 1] placement 2.weight sizes=[16, 8] global=[16, 16] offsets=[0, 8]"));
+  CHECK(has_line(output, "[rank 3] placement 4.weight sizes=[2, 16] global=[] offsets=[]"));
+  CHECK(output.find("[rank 3] placement 0.") == std::string::npos);
+  CHECK(output.find("[rank 0] placement 4.") == std::string::npos);
 }
 
 TEST_CASE("FSDP placements are dim-0 shards with global shapes and offsets, a rank may hold none") {

@@ -12,7 +12,8 @@
 // the other in this process (each from its own seed), its CKPT and RESULT in CKPT/MODEL and
 // RESULT/MODEL: a test starts the ranks once for several models (a process takes half a second
 // of libtorch's start-up). LAYOUT: single | ddp | fsdp | pipeline (over WORLD_SIZE ranks), or
-// tp<T>dp<D> | hsdp<R>x<S> on a DeviceMesh of WORLD_SIZE = T x D (R x S) ranks.
+// tp<T>dp<D> | tp<T>dp<D>pp<P> | fsdp<D>pp<P> | hsdp<R>x<S> on a DeviceMesh of their WORLD_SIZE
+// ranks (training_setup.h).
 // RESULT is a dcpp checkpoint of what was trained: "losses" (float64, one per step trained, the
 // mean over the global batch) and "params.<fqn>" (the final parameters, sharded as trained).
 

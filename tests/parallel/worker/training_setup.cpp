@@ -156,6 +156,78 @@ class PipelineTrainer : public Trainer {
   PipelineStage stage_;
 };
 
+// Modules [begin, end) of the MLP (Linear(6, 16), Tanh, Linear(16, 16), Tanh, Linear(16, 2)) with
+// its first layer column-parallel and its second row-parallel over `tp` (Megatron's MLP), the
+// others shared with `whole`: the names stay the model's.
+torch::nn::Sequential tensor_parallel_modules(const ModelSpec& spec,
+                                              const torch::nn::Sequential& whole, int64_t begin,
+                                              int64_t end,
+                                              const c10::intrusive_ptr<c10d::ProcessGroup>& tp) {
+  if (spec.name != "mlp") {
+    throw std::invalid_argument("the tensor-parallel layouts train the MLP only");
+  }
+  torch::nn::Sequential out;
+  for (int64_t i = begin; i < end; ++i) {
+    if (i == 0) {
+      out->push_back(
+          ColumnParallelLinear(torch::nn::Linear(whole->ptr<torch::nn::LinearImpl>(0)), tp));
+    } else if (i == 2) {
+      out->push_back(
+          RowParallelLinear(torch::nn::Linear(whole->ptr<torch::nn::LinearImpl>(2)), tp));
+    } else {
+      out->push_back(*(whole->begin() + i));
+    }
+  }
+  return out;
+}
+
+// A pipeline stage whose modules are tensor parallel x data parallel (TP x DP x PP) or fully
+// sharded (FSDP x PP), on a mesh {"pp", "dp"[, "tp"]}: the data split over "dp".
+class PipelinedTrainer : public Trainer {
+ public:
+  PipelinedTrainer(const ModelSpec& spec, const torch::nn::Sequential& whole,
+                   const DeviceMesh& mesh, bool tensor_parallel)
+      : spec_(spec), data_group_(mesh.group("dp")) {
+    const auto pp = mesh.group("pp");
+    const auto [begin, end] =
+        PipelineStage::even_bounds(whole->size(), pp->getRank(), pp->getSize());
+    torch::nn::Sequential modules =
+        tensor_parallel ? tensor_parallel_modules(spec, whole, begin, end, mesh.group("tp"))
+                        : PipelineStage::slice(whole, begin, end);
+    std::shared_ptr<const ModelLayout> within;
+    if (tensor_parallel) {
+      tp_ = std::make_shared<TensorParallel>(modules.ptr(), mesh.group("tp"), data_group_);
+      within = tp_;
+    } else {
+      fsdp_ = std::make_shared<FullyShardedDataParallel>(modules.ptr(), data_group_);
+      within = fsdp_;
+    }
+    stage_ = std::make_unique<PipelineStage>(modules, begin, pp, within);
+  }
+  const ModelLayout& layout() const override { return *stage_; }
+  std::vector<at::Tensor> parameters() const override {
+    return tp_ ? tp_->parameters() : fsdp_->parameters();
+  }
+  double forward_backward(const Batch& batch) override {
+    const Batch mine = local_part(spec_, batch, data_group_->getRank(), data_group_->getSize());
+    if (fsdp_) fsdp_->gather_parameters();
+    const at::Tensor out = stage_->forward(mine.inputs);
+    at::Tensor loss = stage_->is_last() ? at::mse_loss(out, mine.targets) : at::zeros({});
+    stage_->backward(loss);
+    if (tp_) tp_->synchronize_gradients();
+    if (fsdp_) fsdp_->reduce_gradients();
+    return mean_over_ranks(stage_->broadcast_from_last(loss.detach().to(at::kDouble)),
+                           *data_group_);
+  }
+
+ private:
+  ModelSpec spec_;
+  c10::intrusive_ptr<c10d::ProcessGroup> data_group_;
+  std::shared_ptr<TensorParallel> tp_;
+  std::shared_ptr<FullyShardedDataParallel> fsdp_;
+  std::unique_ptr<PipelineStage> stage_;
+};
+
 // Megatron-style tensor parallel x data parallel: the MLP's first layer column-parallel, its
 // second row-parallel (Megatron's MLP), the last whole; the data split over "dp".
 class TensorParallelTrainer : public Trainer {
@@ -179,15 +251,7 @@ class TensorParallelTrainer : public Trainer {
  private:
   static torch::nn::Sequential split(const ModelSpec& spec, const torch::nn::Sequential& whole,
                                      const c10::intrusive_ptr<c10d::ProcessGroup>& tp) {
-    if (spec.name != "mlp") {
-      throw std::invalid_argument("the tensor-parallel layouts train the MLP only");
-    }
-    // Linear(6, 16), Tanh, Linear(16, 16), Tanh, Linear(16, 2): the names stay the model's.
-    const torch::nn::Linear up(whole->ptr<torch::nn::LinearImpl>(0));
-    const torch::nn::Linear down(whole->ptr<torch::nn::LinearImpl>(2));
-    const torch::nn::Linear last(whole->ptr<torch::nn::LinearImpl>(4));
-    return torch::nn::Sequential(ColumnParallelLinear(up, tp), torch::nn::Tanh(),
-                                 RowParallelLinear(down, tp), torch::nn::Tanh(), last);
+    return tensor_parallel_modules(spec, whole, 0, static_cast<int64_t>(whole->size()), tp);
   }
 
   ModelSpec spec_;
@@ -257,8 +321,14 @@ Batch global_batch(const ModelSpec& spec, int64_t step) {
 }
 
 std::optional<MeshShape> mesh_shape_of(const std::string& layout) {
-  int64_t first = 0, second = 0;
+  int64_t first = 0, second = 0, third = 0;
   char end = 0;
+  if (std::sscanf(layout.c_str(), "tp%lddp%ldpp%ld%c", &first, &second, &third, &end) == 3) {
+    return MeshShape{{third, second, first}, {"pp", "dp", "tp"}};
+  }
+  if (std::sscanf(layout.c_str(), "fsdp%ldpp%ld%c", &first, &second, &end) == 2) {
+    return MeshShape{{second, first}, {"pp", "dp"}};
+  }
   if (std::sscanf(layout.c_str(), "tp%lddp%ld%c", &first, &second, &end) == 2) {
     return MeshShape{{second, first}, {"dp", "tp"}};
   }
@@ -277,6 +347,9 @@ std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec
   if (layout == "ddp") return std::make_unique<DataParallelTrainer>(spec, model, group);
   if (layout == "fsdp") return std::make_unique<FullyShardedTrainer>(spec, model, group);
   if (layout == "pipeline") return std::make_unique<PipelineTrainer>(model, group);
+  if (mesh != nullptr && layout.find("pp") != std::string::npos) {
+    return std::make_unique<PipelinedTrainer>(spec, model, *mesh, layout.rfind("tp", 0) == 0);
+  }
   if (mesh != nullptr && layout.rfind("tp", 0) == 0) {
     return std::make_unique<TensorParallelTrainer>(spec, model, *mesh);
   }

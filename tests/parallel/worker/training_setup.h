@@ -47,17 +47,18 @@ class Trainer {
   virtual double forward_backward(const Batch& batch) = 0;
 };
 
-/// The DeviceMesh a 2-D layout trains on: "tp<T>dp<D>" (shape {D, T} named {"dp", "tp"}),
-/// "hsdp<R>x<S>" ({R, S} named {"replicate", "shard"}); nullopt for the 1-D layouts.
+/// The DeviceMesh an N-D layout trains on: "tp<T>dp<D>" (shape {D, T} named {"dp", "tp"}),
+/// "tp<T>dp<D>pp<P>" ({P, D, T}, {"pp", "dp", "tp"}), "fsdp<D>pp<P>" ({P, D}, {"pp", "dp"}),
+/// "hsdp<R>x<S>" ({R, S}, {"replicate", "shard"}); nullopt for the 1-D layouts.
 struct MeshShape {
   std::vector<int64_t> shape;
   std::vector<std::string> names;
 };
 std::optional<MeshShape> mesh_shape_of(const std::string& layout);
 
-/// LAYOUT: single (this process alone), ddp, fsdp, pipeline (over `group`'s ranks); tp<T>dp<D>
-/// (TensorParallel, the MLP's first two layers column- and row-parallel) and hsdp<R>x<S> on
-/// `mesh` (of mesh_shape_of(LAYOUT)).
+/// LAYOUT: single (this process alone), ddp, fsdp, pipeline (over `group`'s ranks); on `mesh` (of
+/// mesh_shape_of(LAYOUT)): tp<T>dp<D> (TensorParallel, the MLP's first two layers column- and
+/// row-parallel), tp<T>dp<D>pp<P> and fsdp<D>pp<P> (pipeline stages of those), hsdp<R>x<S>.
 std::unique_ptr<Trainer> make_trainer(const std::string& layout, const ModelSpec& spec,
                                       uint64_t seed,
                                       const c10::intrusive_ptr<c10d::ProcessGroup>& group,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,17 @@ class DCPP_API PipelineStage : public ModelLayout {
   /// CheckpointError when the module or group is null or `first_index` is negative.
   PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
                 c10::intrusive_ptr<c10d::ProcessGroup> process_group);
+
+  /// A stage whose modules are themselves parallel over other ranks (FSDP x PP, TP x DP x PP on a
+  /// DeviceMesh): `within` describes `stage_modules` alone, under their stage-local names
+  /// (FullyShardedDataParallel or TensorParallel over the stage's modules and the groups of the
+  /// other mesh dimensions). placements() are its placements under the global names, and
+  /// shard_group() and replicate_group() are its groups. The stage keeps `within` alive; the
+  /// optimizer steps what `within` says (FullyShardedDataParallel::parameters(): its shards).
+  /// Throws CheckpointError (kUsage) as above, or when `within` is null.
+  PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
+                c10::intrusive_ptr<c10d::ProcessGroup> process_group,
+                std::shared_ptr<const ModelLayout> within);
 
   /// Modules [begin, end) of `whole` as a Sequential of their own (sharing the modules).
   static torch::nn::Sequential slice(const torch::nn::Sequential& whole, int64_t begin,
@@ -79,8 +91,15 @@ class DCPP_API PipelineStage : public ModelLayout {
   at::Tensor broadcast_from_last(at::Tensor value) const;
 
   std::vector<ParameterPlacement> placements() const override;
-  /// The pipeline's group: the stages own disjoint FQNs, nothing is sharded or replicated.
+  /// The pipeline's group: the stages own disjoint FQNs.
   c10::intrusive_ptr<c10d::ProcessGroup> process_group() const override { return group_; }
+  /// Without a layout within: the pipeline's group (nothing is sharded); else that layout's.
+  c10::intrusive_ptr<c10d::ProcessGroup> shard_group() const override {
+    return within_ ? within_->shard_group() : group_;
+  }
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const override {
+    return within_ ? within_->replicate_group() : c10::intrusive_ptr<c10d::ProcessGroup>();
+  }
 
  private:
   struct InFlight {
@@ -91,6 +110,7 @@ class DCPP_API PipelineStage : public ModelLayout {
   torch::nn::Sequential modules_;
   int64_t first_index_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::shared_ptr<const ModelLayout> within_;
   std::deque<InFlight> in_flight_;
 };
 
