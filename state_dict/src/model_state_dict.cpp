@@ -20,6 +20,40 @@ bool is_frozen(const ParameterPlacement& placement) {
   return !placement.is_buffer && !placement.local.requires_grad();
 }
 
+// The union of every stage's full state dict, in stage order (other stages' tensors on the CPU).
+StateDict join_model_stages(const StateDict& mine,
+                            const c10::intrusive_ptr<c10d::ProcessGroup>& stages) {
+  StateDict joined;
+  int stage = 0;
+  for (const StateDict& of_stage : detail::all_gather_state_dicts(mine, stages)) {
+    for (const auto& item : of_stage) {
+      if (joined.contains(item.key)) {
+        throw CheckpointError(ErrorKind::kUsage,
+                              "full_state_dict: '" + item.key + "' is held by two pipeline " +
+                                  "stages (the second: stage " + std::to_string(stage) +
+                                  "); the stages of a pipeline must own disjoint FQNs");
+      }
+      joined.insert(item.key, item.value);
+    }
+    ++stage;
+  }
+  return joined;
+}
+
+// With a stage group and a full state dict given: the FQNs of every stage, whose keys are not
+// unexpected on the others. Collective over the stage group; empty otherwise.
+std::unordered_set<std::string> fqns_of_all_stages(const ModelLayout& layout,
+                                                   const std::vector<ParameterPlacement>& mine,
+                                                   const StateDictOptions& options) {
+  if (!layout.stage_group() || !(options.full_state_dict || options.broadcast_from_rank0)) {
+    return {};
+  }
+  std::vector<std::string> names;
+  for (const ParameterPlacement& placement : mine) names.push_back(placement.fqn);
+  const std::vector<std::string> all = detail::all_gather_names(names, layout.stage_group());
+  return {all.begin(), all.end()};
+}
+
 }  // namespace
 
 StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions& options) {
@@ -44,6 +78,7 @@ StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions
   }
   if (options.full_state_dict) {
     detail::gather_sharded_leaves(state_dict, layout.shard_group());
+    if (layout.stage_group()) state_dict = join_model_stages(state_dict, layout.stage_group());
   }
   if (options.cpu_offload) {
     if (options.full_state_dict && !detail::is_first_of_layout(layout)) {
@@ -68,6 +103,8 @@ IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict
     source = &received;
   }
   const std::vector<ParameterPlacement> placements = layout.placements();
+  const std::unordered_set<std::string> of_all_stages =
+      fqns_of_all_stages(layout, placements, options);
   IncompatibleKeys keys;
   std::unordered_set<std::string> fqns;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (destination, source piece)
@@ -85,7 +122,7 @@ IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict
                                          placement.offsets, placement.fqn));
   }
   for (const auto& item : *source) {
-    if (fqns.count(item.key) == 0) {
+    if (fqns.count(item.key) == 0 && of_all_stages.count(item.key) == 0) {
       keys.unexpected_keys.push_back(item.key);
     }
   }

@@ -489,6 +489,28 @@ OptimizerRestore plan_restore(torch::optim::Optimizer& optimizer, const Optimize
   return restore;
 }
 
+// The union of every stage's full optimizer state dict (nested), in stage order: the states by
+// FQN, the stages' param groups one after the other (a group is found by its parameters' names).
+StateDict join_optimizer_stages(const StateDict& mine,
+                                const c10::intrusive_ptr<c10d::ProcessGroup>& stages) {
+  StateDict state;
+  StateList groups;
+  for (const StateDict& of_stage : detail::all_gather_state_dicts(mine, stages)) {
+    const StateValue* of_state = of_stage.find(kState);
+    const StateValue* of_groups = of_stage.find(kParamGroups);
+    if (of_state != nullptr && of_state->is_dict()) {
+      for (const auto& item : of_state->dict()) state.insert(item.key, item.value);
+    }
+    if (of_groups != nullptr && of_groups->is_list()) {
+      for (const StateValue& group : of_groups->list()) groups.push_back(group);
+    }
+  }
+  StateDict joined;
+  joined.insert(kState, std::move(state));
+  joined.insert(kParamGroups, std::move(groups));
+  return joined;
+}
+
 // Changes `optimizer` as `restore` says; cannot fail.
 void apply_restore(torch::optim::Optimizer& optimizer, OptimizerRestore& restore) {
   auto& param_groups = optimizer.param_groups();
@@ -550,6 +572,7 @@ StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Opti
   out.insert(kParamGroups, std::move(groups));
   if (options.full_state_dict) {
     detail::gather_sharded_leaves(out, layout.shard_group());
+    if (layout.stage_group()) out = join_optimizer_stages(out, layout.stage_group());
   }
   if (options.cpu_offload) {
     if (options.full_state_dict && !detail::is_first_of_layout(layout)) {
@@ -575,6 +598,19 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
   const std::vector<ParameterPlacement> placements = layout.placements();
   OptimizerRestore restore =
       plan_restore(optimizer, *codec, ParameterIndex(placements), parse_saved(*source), rank);
+  if (layout.stage_group() && (options.full_state_dict || options.broadcast_from_rank0)) {
+    // A full state dict holds every stage's parameters: another stage's are not unexpected here.
+    std::vector<std::string> names;
+    for (const ParameterPlacement& placement : placements) names.push_back(placement.fqn);
+    std::unordered_set<std::string> others;
+    for (const std::string& fqn : detail::all_gather_names(names, layout.stage_group())) {
+      others.insert("state." + fqn);
+    }
+    auto& unexpected = restore.unexpected;
+    unexpected.erase(std::remove_if(unexpected.begin(), unexpected.end(),
+                                    [&](const std::string& key) { return others.count(key); }),
+                     unexpected.end());
+  }
   if (options.strict && (!restore.missing.empty() || !restore.unexpected.empty())) {
     throw_incompatible(restore.missing, restore.unexpected, rank);
   }

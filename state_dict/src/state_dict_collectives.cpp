@@ -245,17 +245,17 @@ c10::IValue full_state_to_ivalue(const StateDict& state_dict) {
 
 StateDict broadcast_state_dict(const StateDict& state_dict,
                                const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                               const std::exception_ptr& failure) {
+                               const std::exception_ptr& failure, int root) {
   if (group_size(group) == 1) {
     if (failure) std::rethrow_exception(failure);
     return state_dict;
   }
-  // Rank 0 sends 'P' and the pickle, or 'E' and why it could not make one, which every rank then
-  // throws: no rank is left waiting for bytes that never come.
+  // The root sends 'P' and the pickle, or 'E' and why it could not make one, which every rank
+  // then throws: no rank is left waiting for bytes that never come.
   std::string message;
-  if (group->getRank() == 0 && failure) {
+  if (group->getRank() == root && failure) {
     message = kFailed + exception_message(failure);
-  } else if (group->getRank() == 0) {
+  } else if (group->getRank() == root) {
     try {
       const std::vector<char> bytes = torch::jit::pickle_save(full_state_to_ivalue(state_dict));
       message.reserve(bytes.size() + 1);
@@ -265,13 +265,15 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
       message = kFailed + exception_message(std::current_exception());
     }
   }
-  message = GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(message, 0, "the state dict");
+  message =
+      GroupCalls(group, "broadcast_from_rank0").broadcast_bytes(message, root, "the state dict");
   if (message.empty() || message[0] != kPickled) {
-    throw CheckpointError(ErrorKind::kUsage, message.empty() ? "broadcast_from_rank0: rank 0 "
-                                                               "sent nothing"
-                                                             : message.substr(1));
+    throw CheckpointError(ErrorKind::kUsage, message.empty()
+                                                 ? "broadcast_from_rank0: rank " +
+                                                       std::to_string(root) + " sent nothing"
+                                                 : message.substr(1));
   }
-  if (group->getRank() == 0) {
+  if (group->getRank() == root) {
     return state_dict;
   }
   const std::vector<char> bytes(message.begin() + 1, message.end());
@@ -279,28 +281,65 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
   if (!received.is_dict()) {
     throw CheckpointError(ErrorKind::kUsage, "broadcast_from_rank0: rank " +
                                                  std::to_string(group->getRank()) + " received a " +
-                                                 received.kind_name() + " from rank 0, not a dict");
+                                                 received.kind_name() + " from rank " +
+                                                 std::to_string(root) + ", not a dict");
   }
   return std::move(received.dict());
 }
 
+std::vector<StateDict> all_gather_state_dicts(const StateDict& state_dict,
+                                              const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  std::vector<StateDict> all;
+  for (int root = 0; root < group_size(group); ++root) {
+    all.push_back(broadcast_state_dict(state_dict, group, nullptr, root));
+  }
+  return all;
+}
+
+std::vector<std::string> all_gather_names(const std::vector<std::string>& names,
+                                          const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  if (group_size(group) == 1) return names;
+  std::string joined;
+  for (const std::string& name : names) joined += name + '\n';
+  GroupCalls calls(group, "state dict");
+  std::vector<std::string> all;
+  for (int root = 0; root < calls.size(); ++root) {
+    const std::string received = calls.broadcast_bytes(joined, root, "the names of a stage");
+    for (std::size_t start = 0, end; (end = received.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+      all.push_back(received.substr(start, end - start));
+    }
+  }
+  return all;
+}
+
 bool is_first_of_layout(const ModelLayout& layout) {
-  return group_rank(layout.shard_group()) == 0 && group_rank(layout.replicate_group()) == 0;
+  return group_rank(layout.shard_group()) == 0 && group_rank(layout.replicate_group()) == 0 &&
+         group_rank(layout.stage_group()) == 0;
 }
 
 StateDict broadcast_from_first_of_layout(const StateDict& state_dict, const ModelLayout& layout) {
-  // Along the shard group of replica 0 first (the others' shard groups skip it, all their ranks
-  // alike), so that every rank 0 of a replicate group holds it for the second broadcast.
-  const auto replicate = layout.replicate_group();
-  if (group_rank(replicate) != 0) return broadcast_state_dict({}, replicate);
-  StateDict received;
+  // Step i runs along groups[i] on the ranks that are rank 0 of every later group: after it, every
+  // such rank of the later groups holds the first's state dict. A failure is passed on by the
+  // steps after it, so that every rank hears of it.
+  const c10::intrusive_ptr<c10d::ProcessGroup> groups[] = {
+      layout.stage_group(), layout.shard_group(), layout.replicate_group()};
+  StateDict held = state_dict;
   std::exception_ptr failure;
-  try {
-    received = broadcast_state_dict(state_dict, layout.shard_group());
-  } catch (const std::exception&) {
-    failure = std::current_exception();  // the other replicas must hear of it
+  for (std::size_t i = 0; i < 3; ++i) {
+    bool takes_part = true;
+    for (std::size_t later = i + 1; later < 3; ++later) {
+      takes_part = takes_part && group_rank(groups[later]) == 0;
+    }
+    if (!takes_part) continue;
+    try {
+      held = broadcast_state_dict(held, groups[i], failure);
+    } catch (const std::exception&) {
+      failure = std::current_exception();
+    }
   }
-  return broadcast_state_dict(received, replicate, failure);
+  if (failure) std::rethrow_exception(failure);
+  return held;
 }
 
 }  // namespace dcpp::detail

@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <exception>
+#include <string>
+#include <vector>
 
 namespace dcpp::detail {
 
@@ -28,22 +30,33 @@ int group_size(const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 void gather_sharded_leaves(StateDict& state_dict,
                            const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 
-/// Rank 0's `state_dict` (whole tensors and plain values; no ShardedTensor or Stateful), on every
-/// rank, tensors on the CPU. Other ranks' `state_dict` is ignored. Without a group (or with one
-/// rank) returns `state_dict` as it is.
-/// With `failure` on rank 0, every rank throws it (rank 0 sends its message instead of a state
-/// dict).
+/// Rank `root`'s `state_dict` (whole tensors and plain values; no ShardedTensor or Stateful), on
+/// every rank, tensors on the CPU. Other ranks' `state_dict` is ignored. Without a group (or with
+/// one rank) returns `state_dict` as it is. With `failure` on the root, every rank throws it (the
+/// root sends its message instead of a state dict).
 StateDict broadcast_state_dict(const StateDict& state_dict,
                                const c10::intrusive_ptr<c10d::ProcessGroup>& group,
-                               const std::exception_ptr& failure = nullptr);
+                               const std::exception_ptr& failure = nullptr, int root = 0);
 
-/// Whether this process is rank 0 of `layout`'s shard group and of its replicate group: the one
-/// that holds a full state dict with cpu_offload, and that broadcast_from_rank0 sends from.
+/// Every rank's `state_dict` (as broadcast_state_dict takes it), in rank order, on every rank of
+/// `group`: one broadcast from each rank. Without a group: {state_dict}.
+std::vector<StateDict> all_gather_state_dicts(const StateDict& state_dict,
+                                              const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+
+/// Every rank's `names`, on every rank of `group`, joined (one broadcast from each rank).
+std::vector<std::string> all_gather_names(const std::vector<std::string>& names,
+                                          const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+
+/// Whether this process is rank 0 of `layout`'s shard, replicate and stage groups: the one that
+/// holds a full state dict with cpu_offload, and that broadcast_from_rank0 sends from (global rank
+/// 0 on a DeviceMesh).
 bool is_first_of_layout(const ModelLayout& layout);
 
 /// broadcast_state_dict from the first of `layout` (is_first_of_layout) to every process of its
-/// shard and replicate groups: along the shard group of replica 0, then along every replicate
-/// group. Collective over both groups; a failure of the first reaches every process.
+/// stage, shard and replicate groups: along the stage group of those that are rank 0 of the other
+/// two, then along the shard group of those that are rank 0 of the replicate group, then along
+/// every replicate group. Collective over the three groups; a failure of the first reaches every
+/// process.
 StateDict broadcast_from_first_of_layout(const StateDict& state_dict, const ModelLayout& layout);
 
 }  // namespace dcpp::detail

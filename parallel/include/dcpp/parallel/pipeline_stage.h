@@ -93,9 +93,11 @@ class DCPP_API PipelineStage : public ModelLayout {
   std::vector<ParameterPlacement> placements() const override;
   /// The pipeline's group: the stages own disjoint FQNs.
   c10::intrusive_ptr<c10d::ProcessGroup> process_group() const override { return group_; }
-  /// Without a layout within: the pipeline's group (nothing is sharded); else that layout's.
+  /// The pipeline's group: a full state dict is the union of the stages'.
+  c10::intrusive_ptr<c10d::ProcessGroup> stage_group() const override { return group_; }
+  /// Without a layout within: none (nothing is sharded); else that layout's.
   c10::intrusive_ptr<c10d::ProcessGroup> shard_group() const override {
-    return within_ ? within_->shard_group() : group_;
+    return within_ ? within_->shard_group() : c10::intrusive_ptr<c10d::ProcessGroup>();
   }
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const override {
     return within_ ? within_->replicate_group() : c10::intrusive_ptr<c10d::ProcessGroup>();

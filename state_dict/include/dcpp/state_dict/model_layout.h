@@ -41,9 +41,10 @@ struct DCPP_API ParameterPlacement {
 /// listed by several processes holds equal values on each (replication), and so does a piece
 /// listed by the processes of `replicate_group()`. A pipeline stage lists only the tensors it owns.
 ///
-/// The groups of a 2-D layout, on a DeviceMesh {"dp", "tp"} (<dcpp/dist/device_mesh.h>): tensor
+/// The groups of an N-D layout, on a DeviceMesh {"dp", "tp"} (<dcpp/dist/device_mesh.h>): tensor
 /// parallel x data parallel shards over mesh.group("tp") and replicates over mesh.group("dp");
-/// HSDP (mesh {"replicate", "shard"}) shards over "shard" and replicates over "replicate".
+/// HSDP (mesh {"replicate", "shard"}) shards over "shard" and replicates over "replicate"; a
+/// pipeline of either (mesh {"pp", ...}) adds its stages over mesh.group("pp").
 class DCPP_API ModelLayout {
  public:
   virtual ~ModelLayout() = default;
@@ -65,6 +66,12 @@ class DCPP_API ModelLayout {
   /// is rank 0 of both groups alone (global rank 0 on a DeviceMesh), and `broadcast_from_rank0`
   /// sends from it to every process of both.
   virtual c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const { return {}; }
+
+  /// The processes that hold the other pipeline stages' tensors, one per stage, in stage order
+  /// (this rank's pipeline peers: a PipelineStage's group), or nullptr when there are none. With
+  /// one, a full state dict is the union of the stages' (gathered over this group too), and the
+  /// first process is rank 0 of it as well: stage 0's.
+  virtual c10::intrusive_ptr<c10d::ProcessGroup> stage_group() const { return {}; }
 };
 
 }  // namespace dcpp
