@@ -43,15 +43,7 @@ void DataParallel::broadcast_buffers() {
 }
 
 std::vector<ParameterPlacement> DataParallel::placements() const {
-  std::vector<ParameterPlacement> out;
-  for (detail::NamedTensor& named : detail::module_tensors(*module_)) {
-    ParameterPlacement placement;
-    placement.fqn = std::move(named.fqn);
-    placement.local = std::move(named.tensor);
-    placement.is_buffer = named.is_buffer;
-    out.push_back(std::move(placement));
-  }
-  return out;
+  return detail::whole_placements(*module_);
 }
 
 }  // namespace dcpp

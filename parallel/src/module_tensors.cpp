@@ -20,4 +20,16 @@ std::vector<NamedTensor> module_tensors(const torch::nn::Module& module) {
   return out;
 }
 
+std::vector<ParameterPlacement> whole_placements(const torch::nn::Module& module) {
+  std::vector<ParameterPlacement> out;
+  for (NamedTensor& named : module_tensors(module)) {
+    ParameterPlacement placement;
+    placement.fqn = std::move(named.fqn);
+    placement.local = std::move(named.tensor);
+    placement.is_buffer = named.is_buffer;
+    out.push_back(std::move(placement));
+  }
+  return out;
+}
+
 }  // namespace dcpp::detail

@@ -170,19 +170,9 @@ at::Tensor PipelineStage::broadcast_from_last(at::Tensor value) const {
 }
 
 std::vector<ParameterPlacement> PipelineStage::placements() const {
-  if (within_) {
-    std::vector<ParameterPlacement> out = within_->placements();
-    for (ParameterPlacement& placement : out) placement.fqn = global_name(placement.fqn);
-    return out;
-  }
-  std::vector<ParameterPlacement> out;
-  for (detail::NamedTensor& named : detail::module_tensors(*modules_)) {
-    ParameterPlacement placement;
-    placement.fqn = global_name(named.fqn);
-    placement.local = std::move(named.tensor);
-    placement.is_buffer = named.is_buffer;
-    out.push_back(std::move(placement));
-  }
+  std::vector<ParameterPlacement> out =
+      within_ ? within_->placements() : detail::whole_placements(*modules_);
+  for (ParameterPlacement& placement : out) placement.fqn = global_name(placement.fqn);
   return out;
 }
 

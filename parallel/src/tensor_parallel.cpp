@@ -66,18 +66,12 @@ void TensorParallel::synchronize_gradients() {
 
 std::vector<ParameterPlacement> TensorParallel::placements() const {
   const auto sliced = sliced_tensors(*model_);
-  std::vector<ParameterPlacement> out;
-  for (detail::NamedTensor& named : detail::module_tensors(*model_)) {
-    ParameterPlacement placement;
-    const auto found = sliced.find(named.tensor.unsafeGetTensorImpl());
-    if (found != sliced.end()) {
-      placement.global_shape = found->second.global_shape;
-      placement.offsets = found->second.offsets;
-    }
-    placement.fqn = std::move(named.fqn);
-    placement.local = std::move(named.tensor);
-    placement.is_buffer = named.is_buffer;
-    out.push_back(std::move(placement));
+  std::vector<ParameterPlacement> out = detail::whole_placements(*model_);
+  for (ParameterPlacement& placement : out) {
+    const auto found = sliced.find(placement.local.unsafeGetTensorImpl());
+    if (found == sliced.end()) continue;
+    placement.global_shape = found->second.global_shape;
+    placement.offsets = found->second.offsets;
   }
   return out;
 }

@@ -82,6 +82,15 @@ struct Tiers {
         .with_remote(dcpp::RemoteTierOptions().with_url(url).with_s3(s3()).with_retention(
             dcpp::RetentionPolicy().with_keep_latest(keep_remote)));
   }
+  // Every upload whose path holds `path_contains` fails, a hundred times over.
+  void fail_uploads_of(const std::string& path_contains) const {
+    S3Fault fault;
+    fault.method = "PUT";
+    fault.path_contains = path_contains;
+    fault.status = 500;
+    fault.times = 100;
+    server.inject(fault);
+  }
   // The names of the remote objects, past the proxy.
   std::vector<std::string> remote_objects(const std::string& name_prefix = {}) const {
     dcpp::S3Options direct = s3();
@@ -167,12 +176,7 @@ TEST_CASE("Megatron-LM's step names drain as iter_NNNNNNN, metadata.json after .
     CHECK(manager.list_remote().back().path == tiers.url + "/iter_0000002");
 
     // Megatron's commit fails to upload: the step's .metadata is there, the step is not complete.
-    S3Fault fault;
-    fault.method = "PUT";
-    fault.path_contains = "iter_0000003/metadata.json";
-    fault.status = 500;
-    fault.times = 100;
-    tiers.server.inject(fault);
+    tiers.fail_uploads_of("iter_0000003/metadata.json");
     saved[3] = megatron_state(3);
     manager.save(saved[3], request(3));
     CHECK_THROWS_WITH(manager.wait_for_remote(), Catch::Contains("iter_0000003/metadata.json"));
@@ -307,12 +311,7 @@ TEST_CASE("a drain that fails loses nothing: the step stays local and the next d
   Tiers tiers;
   dcpp::CheckpointManager manager(tiers.options(1, 0));
   // Every try of the first data object's upload fails: the step's drain fails.
-  S3Fault fault;
-  fault.method = "PUT";
-  fault.path_contains = "step-00000001/__0_0.distcp";
-  fault.status = 500;
-  fault.times = 100;
-  tiers.server.inject(fault);
+  tiers.fail_uploads_of("step-00000001/__0_0.distcp");
   manager.save(state_of_step(1), request(1));
   manager.wait();
   try {
