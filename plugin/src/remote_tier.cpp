@@ -271,6 +271,12 @@ int64_t RemoteTier::upload(const CheckpointInfo& info) {
   // commit; then Megatron's own commit, which Megatron writes after DCP's.
   std::vector<std::string> names = files_before_metadata(info.path, megatron());
   upload_files(info.path, names, directory);
+  if (!fs::exists(info.path / kCheckpointInfoFile)) {
+    // A step Megatron-LM saved itself has no manifest of dcpp's: its copy gets one, from what the
+    // local listing found (step, bytes; no save identity), without which the store's copy would
+    // never be complete, and copied again by every pass.
+    prefix_.write(directory + kCheckpointInfoFile, checkpoint_info_to_json(info));
+  }
   std::vector<std::string> commits{kMetadataFile};
   if (megatron()) commits.push_back(kMegatronConfigFile);
   for (const std::string& commit : commits) upload_file(info.path / commit, directory + commit);

@@ -165,14 +165,19 @@ TEST_CASE("Megatron-LM's step names drain as iter_NNNNNNN, metadata.json after .
   };
   std::map<int64_t, dcpp::StateDict> saved;
   const auto options = tiers.options(1, 3).with_step_names(dcpp::StepNames::kMegatronLM);
+  // A step Megatron-LM saved itself, without a manifest of dcpp's, drains too: complete remotely.
+  fs::create_directories(tiers.root);
+  fs::copy(dcpp::test::megatron_fixture("mcore_tp2"), tiers.root / "iter_0000000");
   {
     dcpp::CheckpointManager manager(options);
+    manager.wait_for_remote();
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{0});
     for (int64_t step = 1; step <= 2; ++step) {
       saved[step] = megatron_state(step);
       manager.save(saved[step], request(step));
     }
     manager.wait_for_remote();
-    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
+    CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{0, 1, 2});
     CHECK(manager.list_remote().back().path == tiers.url + "/iter_0000002");
 
     // Megatron's commit fails to upload: the step's .metadata is there, the step is not complete.
@@ -183,6 +188,7 @@ TEST_CASE("Megatron-LM's step names drain as iter_NNNNNNN, metadata.json after .
     const std::vector<std::string> partial = tiers.remote_objects("iter_0000003/");
     CHECK(std::count(partial.begin(), partial.end(), "iter_0000003/.metadata") == 1);
     CHECK(std::count(partial.begin(), partial.end(), "iter_0000003/metadata.json") == 0);
+    // (Step 0 is gone: the remote keeps the newest 3 of the timeline, step 3 counted.)
     CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1, 2});
     tiers.server.clear_faults();
     manager.wait_for_remote();
