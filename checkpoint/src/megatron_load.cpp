@@ -113,6 +113,7 @@ void validate_access_integrity(StateDict& state_dict, detail::Collectives& ranks
         try {
           shards.push_back(detail::parse_megatron_object_key(item.index.fqn));
         } catch (const CheckpointError&) {
+          // Not a ShardedObject shard: not this check's to refuse (see above).
         }
       }
     }
