@@ -135,22 +135,27 @@ void FullyShardedDataParallel::reduce_gradients() {
     reduced.push_back(&entry);
   }
   detail::GroupCalls calls(group_, kFullyShardedName);
-  std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  const std::vector<at::Tensor> means = detail::mean_over_ranks(calls, grads, "the gradients");
+  // This rank's part of each mean: its rows, or the whole of a replicated parameter; with HSDP,
+  // averaged over the replicas too (only the rows cross the replicate group).
+  std::vector<at::Tensor> mine;
+  for (std::size_t i = 0; i < reduced.size(); ++i) {
+    const Entry& entry = *reduced[i];
+    mine.push_back(entry.sharded ? means[i].narrow(0, entry.rows.begin, entry.rows.size)
+                                 : means[i]);
+  }
   if (replicate_group_) {
     detail::GroupCalls replicas(replicate_group_, kFullyShardedName);
-    means = detail::mean_over_ranks(replicas, means, "the gradients");
+    mine = detail::mean_over_ranks(replicas, mine, "the gradients");
   }
   for (std::size_t i = 0; i < reduced.size(); ++i) {
     Entry& entry = *reduced[i];
     if (!entry.sharded) {
-      entry.module_tensor.mutable_grad() = means[i].clone();
-      continue;
-    }
-    const at::Tensor rows = means[i].narrow(0, entry.rows.begin, entry.rows.size);
-    if (entry.shard.grad().defined()) {
-      entry.shard.mutable_grad().add_(rows);
+      entry.module_tensor.mutable_grad() = mine[i].clone();
+    } else if (entry.shard.grad().defined()) {
+      entry.shard.mutable_grad().add_(mine[i]);
     } else {
-      entry.shard.mutable_grad() = rows.clone();
+      entry.shard.mutable_grad() = mine[i].clone();
     }
   }
   release_parameters();

@@ -40,20 +40,6 @@ StateDict join_model_stages(const StateDict& mine,
   return joined;
 }
 
-// With a stage group and a full state dict given: the FQNs of every stage, whose keys are not
-// unexpected on the others. Collective over the stage group; empty otherwise.
-std::unordered_set<std::string> fqns_of_all_stages(const ModelLayout& layout,
-                                                   const std::vector<ParameterPlacement>& mine,
-                                                   const StateDictOptions& options) {
-  if (!layout.stage_group() || !(options.full_state_dict || options.broadcast_from_rank0)) {
-    return {};
-  }
-  std::vector<std::string> names;
-  for (const ParameterPlacement& placement : mine) names.push_back(placement.fqn);
-  const std::vector<std::string> all = detail::all_gather_names(names, layout.stage_group());
-  return {all.begin(), all.end()};
-}
-
 }  // namespace
 
 StateDict get_model_state_dict(const ModelLayout& layout, const StateDictOptions& options) {
@@ -104,7 +90,7 @@ IncompatibleKeys set_model_state_dict(const ModelLayout& layout, const StateDict
   }
   const std::vector<ParameterPlacement> placements = layout.placements();
   const std::unordered_set<std::string> of_all_stages =
-      fqns_of_all_stages(layout, placements, options);
+      detail::fqns_of_all_stages(layout, placements, options);
   IncompatibleKeys keys;
   std::unordered_set<std::string> fqns;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (destination, source piece)

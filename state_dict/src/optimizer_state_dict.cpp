@@ -598,19 +598,16 @@ void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer
   const std::vector<ParameterPlacement> placements = layout.placements();
   OptimizerRestore restore =
       plan_restore(optimizer, *codec, ParameterIndex(placements), parse_saved(*source), rank);
-  if (layout.stage_group() && (options.full_state_dict || options.broadcast_from_rank0)) {
-    // A full state dict holds every stage's parameters: another stage's are not unexpected here.
-    std::vector<std::string> names;
-    for (const ParameterPlacement& placement : placements) names.push_back(placement.fqn);
-    std::unordered_set<std::string> others;
-    for (const std::string& fqn : detail::all_gather_names(names, layout.stage_group())) {
-      others.insert("state." + fqn);
-    }
-    auto& unexpected = restore.unexpected;
-    unexpected.erase(std::remove_if(unexpected.begin(), unexpected.end(),
-                                    [&](const std::string& key) { return others.count(key); }),
-                     unexpected.end());
-  }
+  // A full state dict of a pipeline holds every stage's parameters: not unexpected here.
+  const std::unordered_set<std::string> of_all_stages =
+      detail::fqns_of_all_stages(layout, placements, options);
+  auto& unexpected = restore.unexpected;
+  unexpected.erase(std::remove_if(unexpected.begin(), unexpected.end(),
+                                  [&](const std::string& key) {
+                                    return key.rfind("state.", 0) == 0 &&
+                                           of_all_stages.count(key.substr(6)) != 0;
+                                  }),
+                   unexpected.end());
   if (options.strict && (!restore.missing.empty() || !restore.unexpected.empty())) {
     throw_incompatible(restore.missing, restore.unexpected, rank);
   }

@@ -296,18 +296,20 @@ std::vector<StateDict> all_gather_state_dicts(const StateDict& state_dict,
   return all;
 }
 
-std::vector<std::string> all_gather_names(const std::vector<std::string>& names,
-                                          const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
-  if (group_size(group) == 1) return names;
+std::unordered_set<std::string> fqns_of_all_stages(
+    const ModelLayout& layout, const std::vector<ParameterPlacement>& placements,
+    const StateDictOptions& options) {
+  const auto stages = layout.stage_group();
+  if (!stages || !(options.full_state_dict || options.broadcast_from_rank0)) return {};
   std::string joined;
-  for (const std::string& name : names) joined += name + '\n';
-  GroupCalls calls(group, "state dict");
-  std::vector<std::string> all;
+  for (const ParameterPlacement& placement : placements) joined += placement.fqn + '\n';
+  GroupCalls calls(stages, "state dict");
+  std::unordered_set<std::string> all;
   for (int root = 0; root < calls.size(); ++root) {
     const std::string received = calls.broadcast_bytes(joined, root, "the names of a stage");
     for (std::size_t start = 0, end; (end = received.find('\n', start)) != std::string::npos;
          start = end + 1) {
-      all.push_back(received.substr(start, end - start));
+      all.insert(received.substr(start, end - start));
     }
   }
   return all;

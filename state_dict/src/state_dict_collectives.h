@@ -9,11 +9,13 @@
 
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/state_dict.h>
+#include <dcpp/state_dict/state_dict_options.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <exception>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace dcpp::detail {
@@ -43,9 +45,13 @@ StateDict broadcast_state_dict(const StateDict& state_dict,
 std::vector<StateDict> all_gather_state_dicts(const StateDict& state_dict,
                                               const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 
-/// Every rank's `names`, on every rank of `group`, joined (one broadcast from each rank).
-std::vector<std::string> all_gather_names(const std::vector<std::string>& names,
-                                          const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+/// The FQNs of `placements` on every stage of `layout`, joined, when the layout has a stage group
+/// and `options` give or take a full state dict (full_state_dict or broadcast_from_rank0): the
+/// keys that are not unexpected in one. Collective over the stage group then (one broadcast from
+/// each stage); empty otherwise.
+std::unordered_set<std::string> fqns_of_all_stages(
+    const ModelLayout& layout, const std::vector<ParameterPlacement>& placements,
+    const StateDictOptions& options);
 
 /// Whether this process is rank 0 of `layout`'s shard, replicate and stage groups: the one that
 /// holds a full state dict with cpu_offload, and that broadcast_from_rank0 sends from (global rank

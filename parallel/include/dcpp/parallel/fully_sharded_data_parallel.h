@@ -66,11 +66,11 @@ class DCPP_API FullyShardedDataParallel : public ModelLayout {
   void gather_parameters();
 
   /// Collective and blocking: all-reduces the full gradients (a parameter without one counts as
-  /// zero), divides by the world size (with a replicate group: averages again over it) and adds
-  /// this rank's rows to each shard's gradient (replicated parameters: replaces their gradient by
-  /// the mean); then releases the full parameters. Gloo in libtorch 1.13 has no reduce_scatter,
-  /// hence allreduce and slice. Throws CheckpointError when the parameters are not gathered or a
-  /// peer fails.
+  /// zero), divides by the world size (with a replicate group: averages this rank's rows again
+  /// over it) and adds this rank's rows to each shard's gradient (replicated parameters: replaces
+  /// their gradient by the mean); then releases the full parameters. Gloo in libtorch 1.13 has no
+  /// reduce_scatter, hence allreduce and slice. Throws CheckpointError when the parameters are not
+  /// gathered or a peer fails.
   void reduce_gradients();
 
   /// Local: makes the module's sharded parameters empty placeholders again, dropping their

@@ -33,9 +33,10 @@ namespace dcpp {
 /// Names: stage-local FQNs "<i>.<rest>" are the whole model's "<first_index + i>.<rest>" (stage 1
 /// of a 4-module model split 2 + 2 has local "0.weight", global "2.weight").
 ///
-/// As a ModelLayout: only this stage's parameters and buffers, whole, under their global FQNs; the
-/// stages together list every tensor of the model once. Not thread-safe; stage-to-stage messages
-/// use tags 0-3 of the process group.
+/// As a ModelLayout: only this stage's parameters and buffers, under their global FQNs (whole, or
+/// as the layout within the stage holds them); the stages together list every tensor of the model
+/// once; stage_group() is the pipeline's group. Not thread-safe; stage-to-stage messages use tags
+/// 0-3 of the process group.
 class DCPP_API PipelineStage : public ModelLayout {
  public:
   /// Local (no communication): `stage_modules` becomes stage `process_group->getRank()`. Throws

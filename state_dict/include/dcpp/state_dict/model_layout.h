@@ -63,8 +63,8 @@ class DCPP_API ModelLayout {
   /// The processes that hold the same pieces as this one (the data-parallel replicas of a tensor
   /// parallel or HSDP layout), ordered alike on every rank of the shard group; nullptr when none
   /// does. The state-dict helpers deliver a full state dict with `cpu_offload` to the process that
-  /// is rank 0 of both groups alone (global rank 0 on a DeviceMesh), and `broadcast_from_rank0`
-  /// sends from it to every process of both.
+  /// is rank 0 of the shard, replicate and stage groups alone (global rank 0 on a DeviceMesh), and
+  /// `broadcast_from_rank0` sends from it to every process of the three.
   virtual c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const { return {}; }
 
   /// The processes that hold the other pipeline stages' tensors, one per stage, in stage order

@@ -10,13 +10,14 @@ namespace dcpp {
 /// fluent setters: `StateDictOptions().with_full_state_dict(true).with_cpu_offload(true)`.
 struct DCPP_API StateDictOptions {
   /// get: sharded tensors (and the optimizer state of sharded parameters) are gathered over the
-  /// layout's shard group (ModelLayout::shard_group) into whole tensors on every rank
-  /// (collective: every rank of the group must call). set: the given state dict holds whole
-  /// tensors; each rank takes its piece.
+  /// layout's shard group (ModelLayout::shard_group) into whole tensors on every rank, and a
+  /// pipeline's stages joined over its stage group (collective: every rank of those groups must
+  /// call). set: the given state dict holds whole tensors (of a pipeline: every stage's, other
+  /// stages' keys not unexpected); each rank takes its piece.
   bool full_state_dict = false;
   /// get: tensors are copied to the CPU. With full_state_dict, only the layout's first process
-  /// (rank 0 of its shard group and of its replicate group: global rank 0 on a DeviceMesh) keeps
-  /// the state dict and the others get an empty one (as DCP does, to bound memory).
+  /// (rank 0 of its shard, replicate and stage groups: global rank 0 on a DeviceMesh) keeps the
+  /// state dict and the others get an empty one (as DCP does, to bound memory).
   bool cpu_offload = false;
   /// get: parameters with requires_grad false are left out. set: their absence is not a missing
   /// key.
@@ -27,7 +28,7 @@ struct DCPP_API StateDictOptions {
   bool strict = true;
   /// set: only the layout's first process (as for cpu_offload) holds the state dict (a whole
   /// one); the others pass anything (an empty one) and receive it by broadcast over the layout's
-  /// shard group, then its replicate group (collective over both).
+  /// stage, shard and replicate groups (collective over the three).
   bool broadcast_from_rank0 = false;
   /// get/set of the optimizer: one flat level, "state.<fqn>.<name>" and
   /// "param_groups.<fqn>.<option>", instead of {"state": {...}, "param_groups": [...]}.
