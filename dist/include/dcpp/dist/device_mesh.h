@@ -42,7 +42,10 @@ class DCPP_API DeviceMesh {
              ProcessGroupOptions options = {});
 
   /// The mesh of a job started by `dcpp-launch` or torchrun: its store from the torchrun
-  /// variables (LaunchEnvironment::from_env, make_tcp_store), then the constructor.
+  /// variables (LaunchEnvironment::from_env, make_tcp_store), then the constructor. That starts
+  /// the job's store on rank 0: a job that makes other groups too (make_gloo_process_group_from_env
+  /// would start a second store on the same port, and fail) makes the store once with
+  /// make_tcp_store and gives it to the constructor and to make_gloo_process_group(store, ...).
   static DeviceMesh from_env(std::vector<int64_t> shape, std::vector<std::string> names,
                              ProcessGroupOptions options = {});
 
