@@ -50,10 +50,14 @@ TEST_CASE("HSDP on 2 x 2 trains as one process does; its checkpoint is the unspl
   dcpp::test::TempDir dir;
   std::vector<std::vector<double>> losses(kHsdpRanks);
   std::vector<dcpp::StateDict> full(kHsdpRanks);
+  // Each rank's model made here, one after the other: the ranks are threads of one process, and
+  // libtorch's default generator (the seed, the initialisation) is one for all of them.
+  std::vector<torch::nn::Sequential> models;
+  for (int rank = 0; rank < kHsdpRanks; ++rank) models.push_back(make_hsdp_model());
   dcpp::test::on_rank_threads(kHsdpRanks, [&](int rank, const auto& store) {
     const dcpp::DeviceMesh mesh(store, rank, kHsdpRanks, {2, 2}, {"replicate", "shard"},
                                 dcpp::ProcessGroupOptions().with_gloo_hostname("127.0.0.1"));
-    torch::nn::Sequential model = make_hsdp_model();
+    torch::nn::Sequential model = models[rank];
     dcpp::FullyShardedDataParallel hsdp(model.ptr(), mesh.group("shard"), mesh.group("replicate"));
     torch::optim::SGD sgd(hsdp.parameters(), torch::optim::SGDOptions(0.1));
     for (int step = 0; step < kHsdpSteps; ++step) {
