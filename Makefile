@@ -20,7 +20,7 @@ SANITIZER_PACKAGES := libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 .PHONY: all deps deps-sanitizers configure build demo-build s3-server test check test-plain test-interop \
-        build-libtorch test-libtorch reference-roots build-asan test-asan build-tsan test-tsan demo \
+        build-libtorch test-libtorch build-cuda test-cuda reference-roots build-asan test-asan build-tsan test-tsan demo \
         bench install clean
 
 all: build
@@ -134,6 +134,28 @@ build-libtorch:
 test-libtorch: build-libtorch
 	$(REFERENCE_ROOT) run $(LIBTORCH_SUITE) -- bash -c \
 	  'cd $(LIBTORCH_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
+
+# The whole tree built against Debian's CUDA libtorch (2.6, CUDA 12.4) and NCCL, with dcpp's CUDA
+# and NCCL code compiled in, and its suite run there: in the trixie-cuda reference root
+# (reference_root.sh, docs/gpu.md). No GPU is needed: the tests that need one say so and skip
+# (ctest counts them as skipped), everything else runs. As the libtorch stage: Clang at -O1,
+# without the benchmarks, the S3 tests and the lone-header checks.
+CUDA_BUILD_DIR := $(BUILD_DIR)-cuda
+# With GCC: libtorch's CMake package enables CMake's CUDA language, which tries nvcc with a Clang
+# C++ compiler as nvcc's host compiler, and nvcc 12.4 can use no Clang of trixie's (19 is too new;
+# 17's build fails on glibc 2.41's cospi and sinpi). With GCC as the C++ compiler, nvcc keeps its
+# own (Debian's toolkit runs GCC 13). dcpp compiles no CUDA source of its own.
+CUDA_CMAKE_ARGS ?= $(LIBTORCH_CMAKE_ARGS) -DCMAKE_CXX_COMPILER=g++
+build-cuda:
+	$(REFERENCE_ROOT) ensure trixie-cuda build
+	$(REFERENCE_ROOT) run trixie-cuda -- bash -c 'set -e; \
+	  cmake -S . -B $(CUDA_BUILD_DIR) $(call GENERATOR,$(CUDA_BUILD_DIR)) \
+	    $(CUDA_CMAKE_ARGS) $(CMAKE_ARGS); \
+	  cmake --build $(CUDA_BUILD_DIR) -j$(JOBS)'
+
+test-cuda: build-cuda
+	$(REFERENCE_ROOT) run trixie-cuda -- bash -c \
+	  'cd $(CUDA_BUILD_DIR) && ctest --output-on-failure -j$(JOBS) -LE interop'
 
 # The sanitizer stages, each in a build directory of its own at -O1 with line tables only (what
 # their reports need; the test programs at -O0); docs/reliability.md, "Sanitizers". AddressSanitizer +

@@ -1,7 +1,9 @@
 // Staging one state dict: resolve Stateful objects (on the calling thread), match each tensor (and
 // shard) to a reusable buffer, and copy in pieces. Contiguous CPU tensors are copied with memcpy in
-// byte ranges, so several threads can share one large tensor; anything else (non-contiguous, on
-// CUDA) is one piece copied by libtorch (synchronously, so the copy is complete when it returns).
+// byte ranges, so several threads can share one large tensor; a tensor on CUDA is one piece, its
+// copy into pinned memory enqueued on the stager's stream when the job is prepared and waited for
+// by the piece (device_copies.h); anything else (non-contiguous) is one piece copied by libtorch
+// (synchronously, so the copy is complete when it returns).
 
 #include "staging_job.h"
 
@@ -59,15 +61,6 @@ StateValue rebuild(const StateValue& value, const std::string& key, Visit& visit
   return value;  // None, bool, int, float, string, tuple: immutable, shared as is
 }
 
-bool pinned_for(const at::Tensor& tensor) {
-#ifdef DCPP_WITH_CUDA
-  return tensor.is_cuda();
-#else
-  (void)tensor;
-  return false;
-#endif
-}
-
 }  // namespace
 
 const std::vector<at::Tensor>& StagingBuffers::buffers_for(const std::vector<BufferSpec>& specs) {
@@ -109,14 +102,15 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
                                                    "': only dense (strided) tensors can be "
                                                    "staged; convert it with to_dense() first");
     }
-    if (!tensor.device().is_cpu() && !pinned_for(tensor)) {
+    const bool on_device = DeviceCopies::handles(tensor);
+    if (!tensor.device().is_cpu() && !on_device) {
       throw CheckpointError(ErrorKind::kUsage,
                             "staging key '" + key + "': tensors on " + tensor.device().str() +
                                 " cannot be staged by this build of dcpp; move it to the CPU");
     }
-    specs.push_back(BufferSpec{tensor.scalar_type(), tensor.sizes().vec(), pinned_for(tensor)});
-    job->sources_.push_back(
-        Source{tensor, at::Tensor(), key, tensor.device().is_cpu() && tensor.is_contiguous()});
+    specs.push_back(BufferSpec{tensor.scalar_type(), tensor.sizes().vec(), on_device});
+    job->sources_.push_back(Source{tensor, at::Tensor(), key,
+                                   tensor.device().is_cpu() && tensor.is_contiguous(), on_device});
     return tensor;
   };
   StateDict resolved;
@@ -134,7 +128,9 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
     job->staged_.insert(item.key, rebuild(item.value, item.key, substitute));
   }
 
-  // The pieces: byte ranges of raw sources, whole non-raw sources.
+  // The pieces: byte ranges of raw sources, whole non-raw sources (a device source's copy
+  // enqueued now).
+  job->device_copies_ = &buffers.device_copies();
   for (std::size_t i = 0; i < job->sources_.size(); ++i) {
     Source& source = job->sources_[i];
     source.buffer = staging[i];
@@ -143,6 +139,16 @@ std::shared_ptr<StagingJob> StagingJob::prepare(const StateDict& state_dict,
     job->bytes_ += bytes;
     if (bytes == 0) {
       continue;
+    }
+    if (source.on_device) {
+      try {
+        job->device_copies_->enqueue(i, source.tensor, source.buffer);
+      } catch (const c10::Error& error) {
+        throw CheckpointError(ErrorKind::kIo, "staging key '" + source.key +
+                                                  "': enqueueing its copy from " +
+                                                  source.tensor.device().str() +
+                                                  " failed: " + error.what_without_backtrace());
+      }
     }
     if (!source.raw) {
       job->pieces_.push_back(Piece{i, 0, bytes});
@@ -159,7 +165,9 @@ void StagingJob::copy_piece(std::size_t index) noexcept {
   const Piece& piece = pieces_[index];
   Source& source = sources_[piece.source];
   try {
-    if (source.raw) {
+    if (source.on_device) {
+      device_copies_->wait(piece.source);
+    } else if (source.raw) {
       std::memcpy(static_cast<char*>(source.buffer.data_ptr()) + piece.begin,
                   static_cast<const char*>(source.tensor.data_ptr()) + piece.begin,
                   static_cast<std::size_t>(piece.end - piece.begin));

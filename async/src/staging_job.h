@@ -3,6 +3,8 @@
 // into. The stagers differ only in which threads run the pieces (blocking_stager.cpp: the caller;
 // tbb_stager.cpp: a TBB arena).
 
+#include "device_copies.h"
+
 #include <dcpp/state_dict/state_dict.h>
 
 #include <ATen/core/Tensor.h>
@@ -29,7 +31,8 @@ struct BufferSpec {
 
 /// A stager's staging buffers: one contiguous CPU tensor per tensor (or shard) of the last state
 /// dict staged, in traversal order. Reused while the specs stay equal; reallocated (the old ones
-/// released first, so memory never holds two sets) when they change. Not thread-safe: the stager
+/// released first, so memory never holds two sets) when they change. With them, the stager's
+/// device-to-host copies (its CUDA streams and an event per buffer). Not thread-safe: the stager
 /// serialises calls.
 class StagingBuffers {
  public:
@@ -37,12 +40,14 @@ class StagingBuffers {
   int64_t bytes() const { return bytes_; }
   /// How many times buffers were (re)allocated: for tests and logs.
   int64_t allocations() const { return allocations_; }
+  DeviceCopies& device_copies() { return device_copies_; }
 
  private:
   std::vector<BufferSpec> specs_;
   std::vector<at::Tensor> buffers_;
   int64_t bytes_ = 0;
   int64_t allocations_ = 0;
+  DeviceCopies device_copies_;
 };
 
 /// One stage(). prepare() runs on the caller's thread (Stateful objects' state_dict() is called
@@ -51,7 +56,8 @@ class StagingBuffers {
 class StagingJob {
  public:
   /// Resolves Stateful objects, takes buffers from `buffers` and splits the copies into pieces of
-  /// at most `piece_bytes`. Throws CheckpointError naming the key of a value it cannot stage.
+  /// at most `piece_bytes`. Enqueues the copies of CUDA tensors on the stager's streams (their
+  /// pieces wait for them). Throws CheckpointError naming the key of a value it cannot stage.
   static std::shared_ptr<StagingJob> prepare(const StateDict& state_dict, StagingBuffers& buffers,
                                              int64_t piece_bytes);
 
@@ -70,7 +76,8 @@ class StagingJob {
     at::Tensor tensor;
     at::Tensor buffer;
     std::string key;
-    bool raw;  // contiguous CPU memory: copied with memcpy in byte ranges
+    bool raw;        // contiguous CPU memory: copied with memcpy in byte ranges
+    bool on_device;  // on CUDA: copied by `device_copies` (enqueued in prepare, waited for here)
   };
   struct Piece {
     std::size_t source;
@@ -82,6 +89,7 @@ class StagingJob {
   std::vector<Source> sources_;
   std::vector<Piece> pieces_;
   int64_t bytes_ = 0;
+  DeviceCopies* device_copies_ = nullptr;  // the stager's; it outlives its jobs
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };

@@ -1,5 +1,6 @@
 // The DeviceMesh (device_mesh.h): row-major coordinates, as torch.arange(world).view(shape), and
-// one Gloo group per dimension made from the job's store.
+// one Gloo group per dimension made from the job's store (and an NCCL one beside it, for training
+// on GPUs, when asked).
 
 #include <dcpp/dist/device_mesh.h>
 
@@ -27,8 +28,12 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 
 DeviceMesh::DeviceMesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
                        std::vector<int64_t> shape, std::vector<std::string> names,
-                       ProcessGroupOptions options)
-    : rank_(rank), world_size_(world_size), shape_(std::move(shape)), names_(std::move(names)) {
+                       ProcessGroupOptions options, TrainingBackend training)
+    : rank_(rank),
+      world_size_(world_size),
+      shape_(std::move(shape)),
+      names_(std::move(names)),
+      training_(training) {
   const auto refuse = [&](const std::string& why) {
     throw CheckpointError(ErrorKind::kUsage, "DeviceMesh of shape " + shape_text(shape_) +
                                                  " named " + listed(names_) + " on rank " +
@@ -66,20 +71,25 @@ DeviceMesh::DeviceMesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
     for (std::size_t other = 0; other < shape_.size(); ++other) {
       if (other != d) index = index * shape_[other] + coordinates_[other];
     }
-    groups_.push_back(make_gloo_process_group(
-        store, static_cast<int>(coordinates_[d]), static_cast<int>(shape_[d]),
-        ProcessGroupOptions(options).with_group_name(prefix + names_[d] + "." +
-                                                     std::to_string(index))));
+    const std::string name = prefix + names_[d] + "." + std::to_string(index);
+    groups_.push_back(make_gloo_process_group(store, static_cast<int>(coordinates_[d]),
+                                              static_cast<int>(shape_[d]),
+                                              ProcessGroupOptions(options).with_group_name(name)));
+    if (training == TrainingBackend::kNccl) {
+      training_groups_.push_back(make_nccl_process_group(
+          store, static_cast<int>(coordinates_[d]), static_cast<int>(shape_[d]),
+          ProcessGroupOptions(options).with_group_name(name + ".nccl")));
+    }
   }
 }
 
 DeviceMesh DeviceMesh::from_env(std::vector<int64_t> shape, std::vector<std::string> names,
-                                ProcessGroupOptions options) {
+                                ProcessGroupOptions options, TrainingBackend training) {
   const LaunchEnvironment env = LaunchEnvironment::from_env();
   const c10::intrusive_ptr<c10d::Store> store = make_tcp_store(env, options);
   if (options.gloo_hostname.empty()) options.gloo_hostname = gloo_hostname_for(env);
   return DeviceMesh(store, env.rank, env.world_size, std::move(shape), std::move(names),
-                    std::move(options));
+                    std::move(options), training);
 }
 
 std::size_t DeviceMesh::dimension(std::string_view name) const {
@@ -100,6 +110,11 @@ int64_t DeviceMesh::coordinate(std::string_view name) const {
 
 c10::intrusive_ptr<c10d::ProcessGroup> DeviceMesh::group(std::string_view name) const {
   return groups_[dimension(name)];
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> DeviceMesh::training_group(std::string_view name) const {
+  const std::size_t d = dimension(name);
+  return training_ == TrainingBackend::kNccl ? training_groups_[d] : groups_[d];
 }
 
 std::vector<int> DeviceMesh::group_ranks(std::string_view name) const {

@@ -199,11 +199,16 @@ std::vector<LoadPlan> DefaultLoadPlanner::create_global_plan(std::vector<LoadPla
 
 LoadPlan DefaultLoadPlanner::finish_plan(LoadPlan central_plan) { return central_plan; }
 
+// A destination off the CPU is read into host memory first, then copied over by commit_tensor:
+// page-locked memory for a CUDA destination (libtorch's caching host allocator reuses it from one
+// item to the next), so the copy to the device goes straight from it.
 at::Tensor DefaultLoadPlanner::resolve_tensor(const ReadItem& item) {
   at::Tensor destination = transform_tensor(item, lookup_tensor(item.dest_index));
-  return destination.device().is_cpu()
-             ? destination
-             : at::empty(destination.sizes(), destination.options().device(at::kCPU));
+  if (destination.device().is_cpu()) {
+    return destination;
+  }
+  return at::empty(destination.sizes(), destination.options().device(at::kCPU).pinned_memory(
+                                            destination.device().is_cuda()));
 }
 
 void DefaultLoadPlanner::commit_tensor(const ReadItem& item, const at::Tensor& tensor) {

@@ -25,9 +25,13 @@ struct Registry {
   std::map<std::string, std::shared_ptr<const LocationDriver>> drivers;
   std::vector<std::shared_ptr<const CheckpointLayout>> layouts;  // newest first
 
+  // The drivers as the map holds them: emplace() given a shared_ptr of the internal type is a
+  // template instantiated with it, which GCC exports from the shared library.
   Registry() {
-    drivers.emplace("file", std::make_shared<detail::DirectoryDriver>());
-    drivers.emplace("s3", std::make_shared<detail::S3LocationDriver>());
+    drivers.emplace("file", std::shared_ptr<const LocationDriver>(
+                                std::make_shared<detail::DirectoryDriver>()));
+    drivers.emplace("s3", std::shared_ptr<const LocationDriver>(
+                              std::make_shared<detail::S3LocationDriver>()));
     layouts.push_back(std::make_shared<detail::MegatronCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::HuggingFaceCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::DcpLayout>());

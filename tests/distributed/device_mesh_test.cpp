@@ -8,6 +8,7 @@
 #include <dcpp/dist/device_mesh.h>
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <map>
 
@@ -87,4 +88,29 @@ TEST_CASE("DeviceMesh: a shape that is not the job's, and an unknown dimension, 
                     Catch::Contains("no dimension is named \"pp\" (its dimensions are \"dp\", "
                                     "\"tp\")"));
   CHECK_THROWS_WITH(single.rank_at({0, 1}), Catch::Contains("lie outside the shape (1, 1)"));
+}
+
+TEST_CASE("DeviceMesh: Gloo training groups by default, NCCL ones refused clearly without NCCL or "
+          "a CUDA device") {
+  const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  const auto loopback = dcpp::ProcessGroupOptions().with_gloo_hostname("127.0.0.1");
+  const dcpp::DeviceMesh gloo(store, 0, 1, {1}, {"dp"}, loopback);
+  CHECK(gloo.training_backend() == dcpp::TrainingBackend::kGloo);
+  CHECK(gloo.training_group("dp") == gloo.group("dp"));
+
+  if (dcpp::nccl_available() && torch::cuda::is_available()) {
+    return;  // nothing to refuse: tests/cuda/ makes NCCL groups there
+  }
+  const dcpp::CheckpointError refused = dcpp::test::error_of([&] {
+    dcpp::DeviceMesh(store, 0, 1, {1}, {"dp"}, dcpp::ProcessGroupOptions(loopback).with_group_name("nccl"),
+                     dcpp::TrainingBackend::kNccl);
+  });
+  CHECK(refused.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(refused.what(), Catch::Contains("rank 0"));
+  if (dcpp::nccl_available()) {  // a CUDA libtorch on a machine without a GPU
+    CHECK_THAT(refused.what(), Catch::Contains("the NCCL process group \"nccl.mesh.dp.0.nccl\" "
+                                               "needs a CUDA device and this process sees none"));
+  } else {
+    CHECK_THAT(refused.what(), Catch::Contains("this build of dcpp has no NCCL"));
+  }
 }

@@ -6,13 +6,22 @@
 #
 #   reference_root.sh ensure SUITE [python|build]   make the root if missing (idempotent, locked);
 #                                                   "build" adds libtorch-dev and dcpp's build deps
+#                                                   (trixie-cuda: "build" only, no Python)
 #   reference_root.sh path SUITE                    print where the root lives
 #   reference_root.sh mirror                        print the Debian archive the roots come from
 #   reference_root.sh run SUITE [-n RANKS] -- CMD   run CMD inside; with -n, RANKS copies with
 #                                                   RANK, WORLD_SIZE, LOCAL_RANK and DCPP_REF_INIT
 #                                                   (a FileStore URL for init_process_group) set
 #
-# SUITE: trixie (PyTorch 2.6) or sid (the newest Debian PyTorch, 2.14 when this was written).
+# SUITE: trixie (PyTorch 2.6), sid (the newest Debian PyTorch, 2.14 when this was written) or
+# trixie-cuda: trixie with its contrib and non-free sections, for building dcpp against Debian's CUDA
+# libtorch 2.6 (libtorch-cuda-dev, CUDA 12.4's nvcc and headers, NCCL 2.22) with its CUDA and NCCL
+# code compiled in (docs/gpu.md). No GPU or driver is needed to build or to run the suite there.
+# Two stand-ins, made in that root only, replace cuDNN, which Debian ships as an installer package
+# (nvidia-cudnn) whose script downloads it from NVIDIA: nothing may be downloaded but Debian's
+# packages. An empty package of that name (dpkg-deb) satisfies the dependency, and a libcudnn.so.9
+# built from the cudnn* symbols libtorch_cuda.so references, each returning an error status, lets
+# it link and load; dcpp never calls cuDNN, and without a GPU nothing reaches it.
 # Roots live in $DCPP_REFERENCE_ROOTS (default ~/.cache/dcpp/reference-roots)/SUITE. A root is
 # complete when its stamp file names the profile; an interrupted build is started again.
 # `run` sees the caller's working directory and /tmp at the same paths as outside (bind mounts in
@@ -92,15 +101,57 @@ add it to apt's sources, or name it with DCPP_DEBIAN_MIRROR=http://.../debian"
 }
 
 check_suite() {
-  case $1 in trixie|sid) ;; *) die "unknown suite '$1' (trixie or sid)";; esac
+  case $1 in trixie|sid|trixie-cuda) ;; *) die "unknown suite '$1' (trixie, sid or trixie-cuda)";; esac
+}
+
+debian_suite() {  # SUITE: the Debian suite a root is made from
+  echo "${1%-cuda}"
+}
+
+# Debian's CUDA libtorch and its build needs, in place of the CPU ones they conflict with
+# (libtorch-dev, libgloo-dev). nvidia-cuda-toolkit brings the nvcc that libtorch's CMake
+# configuration requires (dcpp is built there with GCC: the Makefile's CUDA_CMAKE_ARGS).
+cuda_packages() {
+  local packages=" $build_packages "
+  packages=${packages/ libtorch-dev / libtorch-cuda-dev }
+  packages=${packages/ libgloo-dev / libgloo-cuda-dev }
+  echo "$packages nvidia-cuda-toolkit libnccl-dev"
 }
 
 suite_packages() {  # SUITE PROFILE
+  if [[ $1 == trixie-cuda ]]; then
+    [[ $2 == build ]] || die "the trixie-cuda root has the build profile only"
+    cuda_packages
+    return
+  fi
   local packages=$python_packages
   # The newest PyTorch's optional formats: zstd-compressed items and safetensors.
   [[ $1 == sid ]] && packages+=" python3-zstandard python3-safetensors"
   [[ $2 == build ]] && packages+=" $build_packages"
   echo "$packages"
+}
+
+# The stand-in for Debian's nvidia-cudnn (an installer whose script downloads cuDNN from NVIDIA,
+# which must not run): an empty package of the same name and version, with its Provides, installed
+# and held before apt resolves libtorch-cuda's dependencies.
+install_cudnn_package_stand_in() {  # ROOT
+  local root=$1 dir
+  dir=$(mktemp -d "$root/tmp/nvidia-cudnn.XXXXXX")
+  mkdir -p "$dir/pkg/DEBIAN"
+  cat >"$dir/pkg/DEBIAN/control" <<'CONTROL'
+Package: nvidia-cudnn
+Version: 9.0.0.312~cuda12
+Architecture: amd64
+Provides: libcudnn-dev, libcudnn.so, libcudnn.so.9
+Maintainer: dcpp <dcpp@localhost>
+Description: dcpp's stand-in for cuDNN's installer (reference roots only)
+ Empty; tests/reference/cudnn_stand_in.sh builds the libcudnn.so.9 libtorch links against.
+CONTROL
+  chroot "$root" dpkg-deb --build --root-owner-group "${dir#"$root"}/pkg" \
+    "${dir#"$root"}/nvidia-cudnn.deb" >/dev/null
+  chroot "$root" dpkg -i "${dir#"$root"}/nvidia-cudnn.deb" >/dev/null
+  chroot "$root" apt-mark hold nvidia-cudnn >/dev/null
+  rm -rf "$dir"
 }
 
 # apt inside the root. sid's Release file can be past its Valid-Until on a frozen mirror.
@@ -160,25 +211,38 @@ ensure() {  # SUITE PROFILE
     echo "reference_root.sh: debootstrap $suite into $root from $mirror (once; cached)" >&2
     rm -rf "$root"
     fast_unpacking "$root"
-    debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$roots/$suite.log" 2>&1 ||
+    local components=main
+    [[ $suite == *-cuda ]] && components=main,contrib,non-free
+    debootstrap --variant=minbase --components="$components" "$(debian_suite "$suite")" "$root" \
+      "$mirror" >"$roots/$suite.log" 2>&1 ||
       die "debootstrap $suite failed; see $roots/$suite.log"
     skip_byte_compiling "$root"
     touch "$root/.dcpp-bootstrapped"
   fi
   echo "reference_root.sh: installing the $profile packages into $root" >&2
-  { root_apt "$root" update && root_apt "$root" install -y $packages; } \
+  [[ $suite == *-cuda ]] && install_cudnn_package_stand_in "$root"
+  # The downloaded packages are dropped once installed (2.7 GB of them in the trixie-cuda root).
+  { root_apt "$root" update && root_apt "$root" install -y $packages && root_apt "$root" clean; } \
     >>"$roots/$suite.log" 2>&1 || die "apt-get in $root failed; see $roots/$suite.log"
-  chroot "$root" env -u PYTHONDONTWRITEBYTECODE python3 -c \
-    'import torch.distributed.checkpoint, torch.distributed.tensor, torch.distributed.device_mesh' ||
-    die "$root has no working torch.distributed.checkpoint"
+  if [[ $suite == *-cuda ]]; then
+    chroot "$root" bash -s <"$(dirname "$0")/cudnn_stand_in.sh" >>"$roots/$suite.log" 2>&1 ||
+      die "building the stand-in libcudnn.so.9 in $root failed; see $roots/$suite.log"
+  else
+    chroot "$root" env -u PYTHONDONTWRITEBYTECODE python3 -c \
+      'import torch.distributed.checkpoint, torch.distributed.tensor, torch.distributed.device_mesh' ||
+      die "$root has no working torch.distributed.checkpoint"
+  fi
   echo "$packages" >"$root/.dcpp-ready-$profile"
-  [[ $profile == build ]] && suite_packages "$suite" python >"$root/.dcpp-ready-python"
+  if [[ $profile == build && $suite != *-cuda ]]; then
+    suite_packages "$suite" python >"$root/.dcpp-ready-python"
+  fi
   echo "$root"
 }
 
 run() {  # SUITE [-n RANKS] -- CMD...
   local suite=$1 ranks=1 root="$roots/$1"; shift
-  [[ -f $root/.dcpp-ready-python ]] || die "no $suite root at $root: run '$0 ensure $suite' first"
+  [[ -f $root/.dcpp-ready-python || -f $root/.dcpp-ready-build ]] ||
+    die "no $suite root at $root: run '$0 ensure $suite' first"
   if [[ ${1:-} == -n ]]; then ranks=$2; shift 2; fi
   [[ ${1:-} == -- ]] && shift
   (($# > 0)) || die "run: no command"

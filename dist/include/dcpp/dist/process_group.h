@@ -1,6 +1,7 @@
 #pragma once
 // Gloo process groups from the torchrun variables: the rendezvous a job of ranks started by
-// `dcpp-launch` (or torchrun) needs before it can save or load a checkpoint together.
+// `dcpp-launch` (or torchrun) needs before it can save or load a checkpoint together; and NCCL
+// groups beside them for training on GPUs, where libtorch has NCCL.
 
 #include <dcpp/core/export.h>
 
@@ -112,6 +113,22 @@ DCPP_API std::string gloo_hostname_for(const LaunchEnvironment& env);
 /// collectives, that never interleaves with the training loop's). Collective and blocking as
 /// above; throws CheckpointError.
 DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    const ProcessGroupOptions& options = {});
+
+/// Whether this build of dcpp can make NCCL groups: its libtorch has CUDA and c10d's
+/// ProcessGroupNCCL (docs/gpu.md). A device need not be present.
+DCPP_API bool nccl_available();
+
+/// An NCCL group of `size` ranks over an existing store, its keys under
+/// "dcpp/<options.group_name>/", for the training loop's collectives on CUDA tensors. It carries
+/// CUDA tensors only: checkpoint traffic (dcpp's collectives, the Checkpointer's group) goes over
+/// a Gloo group beside it. NCCL's communicator is made at the group's first collective, on the
+/// device current then (one device per rank: set it with c10::cuda::set_device first); the
+/// group's collectives time out after options.timeout (options.threads and gloo_hostname do not
+/// apply). Throws CheckpointError (kUsage) where nccl_available() is false or no CUDA device is
+/// visible, and as make_gloo_process_group for a bad rank, size or name.
+DCPP_API c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     const ProcessGroupOptions& options = {});
 

@@ -61,7 +61,8 @@ class DCPP_API DefaultLoadPlanner : public LoadPlanner {
   std::vector<LoadPlan> create_global_plan(std::vector<LoadPlan> plans) override;
   LoadPlan finish_plan(LoadPlan central_plan) override;
   /// `transform_tensor(item, lookup_tensor(item.dest_index))`, read into in place when it is on
-  /// the CPU; otherwise (CUDA) a CPU scratch tensor that `commit_tensor` copies over, as DCP does.
+  /// the CPU; otherwise (CUDA) a CPU scratch tensor that `commit_tensor` copies over, as DCP does
+  /// (page-locked for a CUDA destination, so the copy to the device goes straight from it).
   at::Tensor resolve_tensor(const ReadItem& item) override;
   void commit_tensor(const ReadItem& item, const at::Tensor& tensor) override;
   /// Replaces the state dict's value at the item's key.
