@@ -47,8 +47,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_process_group(
                           ": the NCCL process group \"" + options.group_name + "\"";
   if (c10::cuda::device_count() == 0) {
     throw CheckpointError(ErrorKind::kUsage,
-                          who + " needs a CUDA device and this process sees none; train on the "
-                                "CPU with a Gloo group (make_gloo_process_group)");
+                          who +
+                              " needs a CUDA device and this process sees none; train on the "
+                              "CPU with a Gloo group (make_gloo_process_group)");
   }
   try {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("dcpp/" + options.group_name, store);

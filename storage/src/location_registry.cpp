@@ -28,10 +28,10 @@ struct Registry {
   // The drivers as the map holds them: emplace() given a shared_ptr of the internal type is a
   // template instantiated with it, which GCC exports from the shared library.
   Registry() {
-    drivers.emplace("file", std::shared_ptr<const LocationDriver>(
-                                std::make_shared<detail::DirectoryDriver>()));
-    drivers.emplace("s3", std::shared_ptr<const LocationDriver>(
-                              std::make_shared<detail::S3LocationDriver>()));
+    drivers.emplace(
+        "file", std::shared_ptr<const LocationDriver>(std::make_shared<detail::DirectoryDriver>()));
+    drivers.emplace(
+        "s3", std::shared_ptr<const LocationDriver>(std::make_shared<detail::S3LocationDriver>()));
     layouts.push_back(std::make_shared<detail::MegatronCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::HuggingFaceCheckpointLayout>());
     layouts.push_back(std::make_shared<detail::DcpLayout>());

@@ -90,8 +90,9 @@ TEST_CASE("DeviceMesh: a shape that is not the job's, and an unknown dimension, 
   CHECK_THROWS_WITH(single.rank_at({0, 1}), Catch::Contains("lie outside the shape (1, 1)"));
 }
 
-TEST_CASE("DeviceMesh: Gloo training groups by default, NCCL ones refused clearly without NCCL or "
-          "a CUDA device") {
+TEST_CASE(
+    "DeviceMesh: Gloo training groups by default, NCCL ones refused clearly without NCCL or "
+    "a CUDA device") {
   const c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
   const auto loopback = dcpp::ProcessGroupOptions().with_gloo_hostname("127.0.0.1");
   const dcpp::DeviceMesh gloo(store, 0, 1, {1}, {"dp"}, loopback);
@@ -102,7 +103,8 @@ TEST_CASE("DeviceMesh: Gloo training groups by default, NCCL ones refused clearl
     return;  // nothing to refuse: tests/cuda/ makes NCCL groups there
   }
   const dcpp::CheckpointError refused = dcpp::test::error_of([&] {
-    dcpp::DeviceMesh(store, 0, 1, {1}, {"dp"}, dcpp::ProcessGroupOptions(loopback).with_group_name("nccl"),
+    dcpp::DeviceMesh(store, 0, 1, {1}, {"dp"},
+                     dcpp::ProcessGroupOptions(loopback).with_group_name("nccl"),
                      dcpp::TrainingBackend::kNccl);
   });
   CHECK(refused.kind() == dcpp::ErrorKind::kUsage);
