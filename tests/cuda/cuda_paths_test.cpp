@@ -143,25 +143,25 @@ TEST_CASE("staging from CUDA copies what the caller's stream computed, into pinn
   CHECK(dcpp::test::bitwise_equal(again.at("weight").tensor(), at::full({4096, 1024}, 21.0)));
 }
 
-TEST_CASE("a read-once load onto CUDA tensors sends host copies over the Gloo group") {
+TEST_CASE("replicated CUDA tensors are checked, and read once, through host copies over Gloo") {
   REQUIRE_CUDA_DEVICE();
   constexpr int kRanks = 2;
   const at::Tensor weight = at::randn({300, 40});
   dcpp::test::TempDir dir;
-  {
-    StateDict state;
-    state.insert("weight", weight);
-    dcpp::save(state, dir.path(), unsynced());
-  }
   std::vector<at::Tensor> loaded(kRanks);
   dcpp::test::on_ranks(
-      kRanks, "cuda-read-once", [&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+      kRanks, "cuda-replicas", [&](int rank, const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+        // Both ranks save the same tensor from the device: the replica check
+        // compares their copies' checksums, computed on host copies.
         StateDict state;
-        state.insert("weight", at::zeros({300, 40}, at::kCUDA));
+        state.insert("weight", weight.to(at::kCUDA));
+        dcpp::save(state, dir.path(), unsynced().with_process_group(group));
+        StateDict into;
+        into.insert("weight", at::zeros({300, 40}, at::kCUDA));
         dcpp::load(
-            state, dir.path(),
+            into, dir.path(),
             dcpp::LoadOptions().with_process_group(group).with_read_once(dcpp::ReadOnce::kAlways));
-        loaded[rank] = state.at("weight").tensor();
+        loaded[rank] = into.at("weight").tensor();
       });
   for (int rank = 0; rank < kRanks; ++rank) {
     INFO("rank " << rank);
