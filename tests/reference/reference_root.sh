@@ -110,11 +110,13 @@ debian_suite() {  # SUITE: the Debian suite a root is made from
 
 # Debian's CUDA libtorch and its build needs, in place of the CPU ones they conflict with
 # (libtorch-dev, libgloo-dev). nvidia-cuda-toolkit brings the nvcc that libtorch's CMake
-# configuration requires (dcpp is built there with GCC: the Makefile's CUDA_CMAKE_ARGS).
+# configuration requires (dcpp is built there with GCC, not Clang: the Makefile's
+# CUDA_CMAKE_ARGS).
 cuda_packages() {
   local packages=" $build_packages "
   packages=${packages/ libtorch-dev / libtorch-cuda-dev }
   packages=${packages/ libgloo-dev / libgloo-cuda-dev }
+  packages=${packages/ clang / }
   echo "$packages nvidia-cuda-toolkit libnccl-dev"
 }
 
