@@ -138,8 +138,8 @@ test-libtorch: build-libtorch
 # The whole tree built against Debian's CUDA libtorch (2.6, CUDA 12.4) and NCCL, with dcpp's CUDA
 # and NCCL code compiled in, and its suite run there: in the trixie-cuda reference root
 # (reference_root.sh, docs/gpu.md). No GPU is needed: the tests that need one say so and skip
-# (ctest counts them as skipped), everything else runs. As the libtorch stage: Clang at -O1,
-# without the benchmarks, the S3 tests and the lone-header checks.
+# (ctest counts them as skipped), everything else runs. As the libtorch stage: -O1, without the
+# benchmarks, the S3 tests and the lone-header checks; but with GCC (below).
 CUDA_BUILD_DIR := $(BUILD_DIR)-cuda
 reference-root-cuda:
 	$(REFERENCE_ROOT) ensure trixie-cuda build
