@@ -1,0 +1,264 @@
+#include "memory_slots.h"
+
+#include "format/crc32.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+namespace dcpp::detail {
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'C', 'P', 'P', 'M', 'E', 'M', '1'};
+constexpr uint32_t kEmpty = 0, kBeingWritten = 1, kComplete = 2;
+constexpr std::size_t kHeaderBytes = 4096;  // the bytes start on a page of their own
+constexpr std::size_t kSaveIdBytes = 64;
+
+// The first bytes of a region. `state` is written last (release) and read first (acquire).
+struct SlotHeader {
+  char magic[8];
+  uint32_t state;
+  uint32_t crc32;
+  int64_t step;
+  uint64_t bytes;
+  uint32_t save_id_size;
+  char save_id[kSaveIdBytes];
+};
+static_assert(sizeof(SlotHeader) <= kHeaderBytes);
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// A file descriptor and a mapping, released on scope exit.
+class Region {
+ public:
+  Region(const std::string& name, bool writable) : name_(name) {
+    fd_ = ::shm_open(name.c_str(), writable ? O_RDWR | O_CREAT : O_RDONLY, 0600);
+    if (fd_ < 0) error_ = errno;
+  }
+  ~Region() {
+    unmap();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  bool open() const { return fd_ >= 0; }
+  int error() const { return error_; }
+  int fd() const { return fd_; }
+
+  int64_t size() const {
+    struct stat status {};
+    return ::fstat(fd_, &status) == 0 ? static_cast<int64_t>(status.st_size) : -1;
+  }
+  // Maps the first `bytes` of the region; nullptr (errno in error()) on failure.
+  char* map(std::size_t bytes, bool writable) {
+    unmap();
+    void* at =
+        ::mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd_, 0);
+    if (at == MAP_FAILED) {
+      error_ = errno;
+      return nullptr;
+    }
+    mapped_ = static_cast<char*>(at);
+    mapped_bytes_ = bytes;
+    return mapped_;
+  }
+  void unmap() {
+    if (mapped_ != nullptr) ::munmap(mapped_, mapped_bytes_);
+    mapped_ = nullptr;
+  }
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+  int error_ = 0;
+  char* mapped_ = nullptr;
+  std::size_t mapped_bytes_ = 0;
+};
+
+SlotHeader* header_of(char* region) { return reinterpret_cast<SlotHeader*>(region); }
+
+uint32_t state_of(const SlotHeader& header) {
+  return __atomic_load_n(&header.state, __ATOMIC_ACQUIRE);
+}
+
+// The header of a region, if it has a whole one with dcpp's magic.
+std::optional<SlotHeader> read_header(const std::string& name) {
+  Region region(name, /*writable=*/false);
+  if (!region.open() || region.size() < static_cast<int64_t>(kHeaderBytes)) return std::nullopt;
+  const char* at = region.map(kHeaderBytes, /*writable=*/false);
+  if (at == nullptr) return std::nullopt;
+  SlotHeader header;
+  std::memcpy(&header, at, sizeof header);
+  header.state = state_of(*reinterpret_cast<const SlotHeader*>(at));
+  if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) return std::nullopt;
+  return header;
+}
+
+std::string free_bytes_of_shm() {
+  struct statvfs status {};
+  if (::statvfs("/dev/shm", &status) != 0) return "unknown";
+  return std::to_string(static_cast<uint64_t>(status.f_bavail) * status.f_frsize);
+}
+
+}  // namespace
+
+MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes)
+    : job_(std::move(job)), rank_(rank), max_bytes_(max_bytes) {
+  const bool name_ok =
+      !job_.empty() && job_.size() <= 128 && std::all_of(job_.begin(), job_.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_';
+      });
+  if (!name_ok) {
+    throw CheckpointError(ErrorKind::kUsage, "memory tier: the job name '" + job_ +
+                                                 "' must be 1 to 128 letters, digits, '-' or '_'");
+  }
+  if (rank_ < 0) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "memory tier: rank " + std::to_string(rank_) + " is negative");
+  }
+}
+
+std::string MemorySlots::region_name(int slot) const {
+  return "/dcpp." + job_ + "." + std::to_string(rank_) + "." + std::to_string(slot);
+}
+
+int MemorySlots::write(int64_t step, const std::string& save_id,
+                       const std::vector<BytePiece>& pieces) {
+  uint64_t bytes = 0;
+  for (const BytePiece& piece : pieces) bytes += piece.size;
+  const std::string what =
+      "memory tier, rank " + std::to_string(rank_) + ", step " + std::to_string(step);
+  if (static_cast<int64_t>(bytes) > max_bytes_) {
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        what + ": " + std::to_string(bytes) + " bytes exceed the memory tier's limit of " +
+            std::to_string(max_bytes_) + " per step; raise it or save less often to memory");
+  }
+  if (save_id.size() > kSaveIdBytes) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          what + ": the save identity '" + save_id + "' is longer than 64 bytes");
+  }
+  // The slot that does not hold the newest complete step.
+  const std::optional<SlotHeader> first = read_header(region_name(0));
+  const std::optional<SlotHeader> second = read_header(region_name(1));
+  const auto complete_step = [](const std::optional<SlotHeader>& header) {
+    return header && header->state == kComplete ? header->step
+                                                : std::numeric_limits<int64_t>::min();
+  };
+  const int slot = complete_step(first) > complete_step(second) ? 1 : 0;
+  const std::string name = region_name(slot);
+
+  Region region(name, /*writable=*/true);
+  if (!region.open()) {
+    throw CheckpointError(ErrorKind::kIo, what + ": cannot open shared memory " + name + ": " +
+                                              errno_text(region.error()));
+  }
+  // Marked as being written before anything else changes, so no reader takes it meanwhile.
+  if (region.size() >= static_cast<int64_t>(kHeaderBytes)) {
+    char* at = region.map(kHeaderBytes, /*writable=*/true);
+    if (at != nullptr) __atomic_store_n(&header_of(at)->state, kBeingWritten, __ATOMIC_RELEASE);
+  }
+  const std::size_t total = kHeaderBytes + bytes;
+  if (::ftruncate(region.fd(), static_cast<off_t>(total)) != 0) {
+    throw CheckpointError(ErrorKind::kIo, what + ": cannot size shared memory " + name + " to " +
+                                              std::to_string(total) +
+                                              " bytes: " + errno_text(errno));
+  }
+  // Reserve every page now: a tmpfs out of room otherwise kills the writer with SIGBUS mid-copy.
+  if (const int error = ::posix_fallocate(region.fd(), 0, static_cast<off_t>(total))) {
+    throw CheckpointError(ErrorKind::kIo, what + ": /dev/shm has no room for " + name + " (" +
+                                              std::to_string(total) + " bytes asked, " +
+                                              free_bytes_of_shm() + " free): " + errno_text(error) +
+                                              "; give /dev/shm more room or keep less in memory");
+  }
+  char* at = region.map(total, /*writable=*/true);
+  if (at == nullptr) {
+    throw CheckpointError(ErrorKind::kIo, what + ": cannot map shared memory " + name + ": " +
+                                              errno_text(region.error()));
+  }
+  SlotHeader* header = header_of(at);
+  __atomic_store_n(&header->state, kBeingWritten, __ATOMIC_RELEASE);
+  std::memcpy(header->magic, kMagic, sizeof kMagic);
+  uint32_t crc = 0;
+  char* next = at + kHeaderBytes;
+  for (const BytePiece& piece : pieces) {
+    std::memcpy(next, piece.data, piece.size);
+    crc = crc32(crc, next, piece.size);
+    next += piece.size;
+  }
+  header->crc32 = crc;
+  header->step = step;
+  header->bytes = bytes;
+  header->save_id_size = static_cast<uint32_t>(save_id.size());
+  std::memset(header->save_id, 0, kSaveIdBytes);
+  std::memcpy(header->save_id, save_id.data(), save_id.size());
+  __atomic_store_n(&header->state, kComplete, __ATOMIC_RELEASE);
+  return slot;
+}
+
+std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems) const {
+  const auto problem = [&](const std::string& text) {
+    if (problems != nullptr) problems->push_back(text);
+  };
+  std::optional<MemoryStep> best;
+  for (int slot = 0; slot < 2; ++slot) {
+    const std::string name = region_name(slot);
+    Region region(name, /*writable=*/false);
+    if (!region.open()) continue;  // never written
+    const int64_t size = region.size();
+    if (size < static_cast<int64_t>(kHeaderBytes)) {
+      if (size > 0) problem(name + ": torn (" + std::to_string(size) + " bytes, no whole header)");
+      continue;
+    }
+    const char* at = region.map(static_cast<std::size_t>(size), /*writable=*/false);
+    if (at == nullptr) {
+      problem(name + ": cannot be mapped: " + errno_text(region.error()));
+      continue;
+    }
+    SlotHeader header;
+    std::memcpy(&header, at, sizeof header);
+    header.state = state_of(*reinterpret_cast<const SlotHeader*>(at));
+    if (std::memcmp(header.magic, kMagic, sizeof kMagic) != 0) {
+      if (header.state != kEmpty) problem(name + ": not a dcpp memory slot");
+      continue;
+    }
+    if (header.state != kComplete) {
+      problem(name + ": a write of it did not finish");
+      continue;
+    }
+    if (header.bytes > static_cast<uint64_t>(size) - kHeaderBytes ||
+        header.save_id_size > kSaveIdBytes) {
+      problem(name + ": torn (its header names " + std::to_string(header.bytes) +
+              " bytes; the region holds " + std::to_string(size - kHeaderBytes) + ")");
+      continue;
+    }
+    const uint32_t crc = crc32(0, at + kHeaderBytes, static_cast<std::size_t>(header.bytes));
+    if (crc != header.crc32) {
+      problem(name + ": corrupted (step " + std::to_string(header.step) +
+              ": its bytes' CRC-32 does not match its header's)");
+      continue;
+    }
+    if (best && best->step >= header.step) continue;
+    best = MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot,
+                      std::string(at + kHeaderBytes, static_cast<std::size_t>(header.bytes))};
+  }
+  return best;
+}
+
+void MemorySlots::release() {
+  for (int slot = 0; slot < 2; ++slot) ::shm_unlink(region_name(slot).c_str());
+}
+
+}  // namespace dcpp::detail

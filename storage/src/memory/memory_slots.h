@@ -1,0 +1,69 @@
+#pragma once
+// The memory tier's storage (issue 40): a rank's newest checkpoints kept in two POSIX
+// shared-memory regions that outlive its process, so that a rank killed and restarted on the same
+// host resumes from memory. Each region holds one step: a header page, then the step's bytes.
+//
+// Two slots, so that the newest complete step is never the one being overwritten: a write goes to
+// the other slot (or to the older of two complete ones). A write first marks its slot's header
+// "being written", fills the bytes, then writes the header "complete" with the step, the save's
+// identity, the size and the CRC-32 of the bytes. A reader takes the newest slot whose header is
+// complete and whose bytes match the CRC: a process killed mid-write, a torn region or a flipped
+// byte leaves that slot out and the other one in use.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dcpp::detail {
+
+/// One piece of the bytes of a step, copied in order.
+struct BytePiece {
+  const void* data;
+  std::size_t size;
+};
+
+/// A complete step read back: its header's fields and its bytes (a private copy).
+struct MemoryStep {
+  int64_t step = -1;
+  std::string save_id;
+  int slot = -1;
+  std::string bytes;
+};
+
+/// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux). `job`:
+/// letters, digits, '-' and '_' (anything else is refused). Writes and reads from one process at a
+/// time (the rank's); a restarted rank opens the regions its predecessor left.
+class MemorySlots {
+ public:
+  /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
+  /// refused before anything is touched. Throws CheckpointError (kUsage) for a bad job name or
+  /// rank.
+  MemorySlots(std::string job, int rank, int64_t max_bytes);
+
+  /// The name of `slot` (0 or 1) as shm_open takes it.
+  std::string region_name(int slot) const;
+
+  /// Writes `pieces` (in order) as `step` into the slot that does not hold the newest complete
+  /// step; returns that slot. The region is sized and its pages reserved first, so a /dev/shm
+  /// without room for it fails here, with a CheckpointError (kIo) naming the region, the bytes
+  /// asked for and what is free, before the slot's previous step is touched; the other slot is
+  /// never touched. Throws CheckpointError (kUsage) for more than max_bytes or a save_id longer
+  /// than 64 bytes.
+  int write(int64_t step, const std::string& save_id, const std::vector<BytePiece>& pieces);
+
+  /// The newest complete step whose bytes match their CRC, or none. Each slot left out for a
+  /// reason other than being empty (torn, being written, corrupted) is described in `problems`,
+  /// naming the region, when given.
+  std::optional<MemoryStep> newest(std::vector<std::string>* problems = nullptr) const;
+
+  /// Removes both regions (a step written to disk, the job done). Missing regions are fine.
+  void release();
+
+ private:
+  std::string job_;
+  int rank_;
+  int64_t max_bytes_;
+};
+
+}  // namespace dcpp::detail
