@@ -1,10 +1,10 @@
-// The memory tier's two shared-memory slots per rank (storage/src/memory/memory_slots.h): steps
-// read back bit for bit, the newest complete step never overwritten, a writer that dies mid-write
-// and a flipped byte detected, and sizes refused before anything is touched.
+// The memory tier's two shared-memory slots per rank (storage/internal/storage/memory_slots.h):
+// steps read back bit for bit, the newest complete step never overwritten, a writer that dies
+// mid-write and a flipped byte detected, and sizes refused before anything is touched.
 
 #include "dcpp_test.h"
 
-#include "memory/memory_slots.h"
+#include "storage/memory_slots.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -159,4 +159,23 @@ TEST_CASE("memory slots refuse a step over their limit, and bad names, before to
   CHECK_THROWS_WITH(MemorySlots("a/b", 0, 1), Catch::Contains("the job name 'a/b' must be"));
   CHECK_THROWS_WITH(MemorySlots("", 0, 1), Catch::Contains("must be 1 to 128 letters"));
   CHECK_THROWS_WITH(MemorySlots("job", -1, 1), Catch::Contains("rank -1 is negative"));
+}
+
+TEST_CASE("a step of many chunks over uneven pieces, written again in place, reads back whole") {
+  SlotsOfThisTest test("chunks", 64 << 20);
+  // 21 MiB + 5 bytes in three pieces whose ends fall inside the 8 MiB copy chunks.
+  std::string bytes = bytes_of(7, (21 << 20) + 5);
+  const std::vector<BytePiece> pieces{BytePiece{bytes.data(), 3 << 20},
+                                      BytePiece{bytes.data() + (3 << 20), 0},
+                                      BytePiece{bytes.data() + (3 << 20), (13 << 20) + 1},
+                                      BytePiece{bytes.data() + (16 << 20) + 1, (5 << 20) + 4}};
+  for (int64_t step = 1; step <= 4; ++step) {  // slots 0, 1, 0, 1: each rewritten in place
+    bytes[static_cast<std::size_t>(step) * 1000003] ^= 0x5a;
+    INFO("step " << step);
+    test.slots.write(step, "save", pieces);
+    const auto newest = test.slots.newest();
+    REQUIRE(newest.has_value());
+    CHECK(newest->step == step);
+    CHECK(newest->bytes == bytes);
+  }
 }

@@ -1,6 +1,7 @@
-#include "memory_slots.h"
+#include "storage/memory_slots.h"
 
 #include "format/crc32.h"
+#include "parallel_for.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -77,6 +78,7 @@ class Region {
     if (mapped_ != nullptr) ::munmap(mapped_, mapped_bytes_);
     mapped_ = nullptr;
   }
+  char* mapped() const { return mapped_; }
 
  private:
   std::string name_;
@@ -105,6 +107,42 @@ std::optional<SlotHeader> read_header(const std::string& name) {
   return header;
 }
 
+// Copies `pieces`, laid end to end, to `to` (`bytes` in all) in chunks spread over `threads`
+// threads, and returns the CRC-32 of the bytes copied (each chunk's, combined in order).
+uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t bytes,
+                       int threads) {
+  constexpr uint64_t kChunk = 8 << 20;
+  constexpr uint64_t kCachedBlock = 128 << 10;
+  const std::size_t chunks = static_cast<std::size_t>((bytes + kChunk - 1) / kChunk);
+  std::vector<uint32_t> crcs(chunks, 0);
+  parallel_for(chunks, std::max(threads, 1), [&](std::size_t chunk) {
+    uint64_t begin = chunk * kChunk;
+    const uint64_t end = std::min(bytes, begin + kChunk);
+    // The piece holding `begin`, and where in it.
+    std::size_t piece = 0;
+    uint64_t piece_start = 0;
+    while (piece_start + pieces[piece].size <= begin) piece_start += pieces[piece++].size;
+    uint32_t crc = 0;
+    while (begin < end) {
+      const uint64_t in_piece = begin - piece_start;
+      // In blocks small enough that the CRC reads them back from the cache the copy filled.
+      const uint64_t n =
+          std::min<uint64_t>({end - begin, pieces[piece].size - in_piece, kCachedBlock});
+      std::memcpy(to + begin, static_cast<const char*>(pieces[piece].data) + in_piece, n);
+      crc = crc32(crc, to + begin, static_cast<std::size_t>(n));
+      begin += n;
+      if (in_piece + n == pieces[piece].size) piece_start += pieces[piece++].size;
+    }
+    crcs[chunk] = crc;
+  });
+  uint32_t crc = 0;
+  for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+    const uint64_t length = std::min(bytes, (chunk + 1) * kChunk) - chunk * kChunk;
+    crc = chunk == 0 ? crcs[0] : crc32_combine(crc, crcs[chunk], length);
+  }
+  return crc;
+}
+
 std::string free_bytes_of_shm() {
   struct statvfs status {};
   if (::statvfs("/dev/shm", &status) != 0) return "unknown";
@@ -113,8 +151,13 @@ std::string free_bytes_of_shm() {
 
 }  // namespace
 
-MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes)
-    : job_(std::move(job)), rank_(rank), max_bytes_(max_bytes) {
+struct MemorySlots::Mapping {
+  explicit Mapping(const std::string& name) : region(name, /*writable=*/true) {}
+  Region region;
+};
+
+MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes, int threads)
+    : job_(std::move(job)), rank_(rank), max_bytes_(max_bytes), threads_(threads) {
   const bool name_ok =
       !job_.empty() && job_.size() <= 128 && std::all_of(job_.begin(), job_.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -160,44 +203,48 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   const int slot = complete_step(first) > complete_step(second) ? 1 : 0;
   const std::string name = region_name(slot);
 
-  Region region(name, /*writable=*/true);
-  if (!region.open()) {
-    throw CheckpointError(ErrorKind::kIo, what + ": cannot open shared memory " + name + ": " +
-                                              errno_text(region.error()));
-  }
-  // Marked as being written before anything else changes, so no reader takes it meanwhile.
-  if (region.size() >= static_cast<int64_t>(kHeaderBytes)) {
-    char* at = region.map(kHeaderBytes, /*writable=*/true);
-    if (at != nullptr) __atomic_store_n(&header_of(at)->state, kBeingWritten, __ATOMIC_RELEASE);
-  }
+  // The slot's mapping from the last write into it, when the step has the same size.
   const std::size_t total = kHeaderBytes + bytes;
-  if (::ftruncate(region.fd(), static_cast<off_t>(total)) != 0) {
-    throw CheckpointError(ErrorKind::kIo, what + ": cannot size shared memory " + name + " to " +
-                                              std::to_string(total) +
-                                              " bytes: " + errno_text(errno));
+  std::unique_ptr<Mapping>& mapping = mapped_[slot];
+  if (!mapping || mapping->region.size() != static_cast<int64_t>(total)) {
+    mapping.reset();
+    mapping = std::make_unique<Mapping>(name);
+    Region& region = mapping->region;
+    if (!region.open()) {
+      throw CheckpointError(ErrorKind::kIo, what + ": cannot open shared memory " + name + ": " +
+                                                errno_text(region.error()));
+    }
+    // Marked as being written before anything else changes, so no reader takes it meanwhile.
+    if (region.size() >= static_cast<int64_t>(kHeaderBytes)) {
+      char* at = region.map(kHeaderBytes, /*writable=*/true);
+      if (at != nullptr) __atomic_store_n(&header_of(at)->state, kBeingWritten, __ATOMIC_RELEASE);
+    }
+    if (::ftruncate(region.fd(), static_cast<off_t>(total)) != 0) {
+      throw CheckpointError(ErrorKind::kIo, what + ": cannot size shared memory " + name + " to " +
+                                                std::to_string(total) +
+                                                " bytes: " + errno_text(errno));
+    }
+    // Reserve every page now: a tmpfs out of room would kill the writer with SIGBUS mid-copy.
+    if (const int error = ::posix_fallocate(region.fd(), 0, static_cast<off_t>(total))) {
+      mapping.reset();
+      throw CheckpointError(ErrorKind::kIo, what + ": /dev/shm has no room for " + name + " (" +
+                                                std::to_string(total) + " bytes asked, " +
+                                                free_bytes_of_shm() +
+                                                " free): " + errno_text(error) +
+                                                "; give /dev/shm more room or keep less in memory");
+    }
+    if (region.map(total, /*writable=*/true) == nullptr) {
+      const int error = region.error();
+      mapping.reset();
+      throw CheckpointError(ErrorKind::kIo,
+                            what + ": cannot map shared memory " + name + ": " + errno_text(error));
+    }
   }
-  // Reserve every page now: a tmpfs out of room otherwise kills the writer with SIGBUS mid-copy.
-  if (const int error = ::posix_fallocate(region.fd(), 0, static_cast<off_t>(total))) {
-    throw CheckpointError(ErrorKind::kIo, what + ": /dev/shm has no room for " + name + " (" +
-                                              std::to_string(total) + " bytes asked, " +
-                                              free_bytes_of_shm() + " free): " + errno_text(error) +
-                                              "; give /dev/shm more room or keep less in memory");
-  }
-  char* at = region.map(total, /*writable=*/true);
-  if (at == nullptr) {
-    throw CheckpointError(ErrorKind::kIo, what + ": cannot map shared memory " + name + ": " +
-                                              errno_text(region.error()));
-  }
+  char* at = mapping->region.mapped();
   SlotHeader* header = header_of(at);
   __atomic_store_n(&header->state, kBeingWritten, __ATOMIC_RELEASE);
   std::memcpy(header->magic, kMagic, sizeof kMagic);
-  uint32_t crc = 0;
-  char* next = at + kHeaderBytes;
-  for (const BytePiece& piece : pieces) {
-    std::memcpy(next, piece.data, piece.size);
-    crc = crc32(crc, next, piece.size);
-    next += piece.size;
-  }
+  const uint32_t crc = copy_with_crc(pieces, at + kHeaderBytes, bytes, threads_);
   header->crc32 = crc;
   header->step = step;
   header->bytes = bytes;
@@ -257,8 +304,13 @@ std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems
   return best;
 }
 
+MemorySlots::~MemorySlots() = default;
+
 void MemorySlots::release() {
-  for (int slot = 0; slot < 2; ++slot) ::shm_unlink(region_name(slot).c_str());
+  for (int slot = 0; slot < 2; ++slot) {
+    mapped_[slot].reset();
+    ::shm_unlink(region_name(slot).c_str());
+  }
 }
 
 }  // namespace dcpp::detail

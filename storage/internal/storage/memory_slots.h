@@ -11,6 +11,7 @@
 // byte leaves that slot out and the other one in use.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,13 +34,18 @@ struct MemoryStep {
 
 /// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux). `job`:
 /// letters, digits, '-' and '_' (anything else is refused). Writes and reads from one process at a
-/// time (the rank's); a restarted rank opens the regions its predecessor left.
+/// time (the rank's); a restarted rank opens the regions its predecessor left. A slot written
+/// stays mapped, and a step of the same size as the one before in it is written into the same
+/// pages (no resizing, no page faults): the steady state of a training loop.
 class MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
-  /// refused before anything is touched. Throws CheckpointError (kUsage) for a bad job name or
-  /// rank.
-  MemorySlots(std::string job, int rank, int64_t max_bytes);
+  /// refused before anything is touched. `threads`: how many threads copy a step (the caller's
+  /// included). Throws CheckpointError (kUsage) for a bad job name or rank.
+  MemorySlots(std::string job, int rank, int64_t max_bytes, int threads = 2);
+  ~MemorySlots();
+  MemorySlots(const MemorySlots&) = delete;
+  MemorySlots& operator=(const MemorySlots&) = delete;
 
   /// The name of `slot` (0 or 1) as shm_open takes it.
   std::string region_name(int slot) const;
@@ -61,9 +67,13 @@ class MemorySlots {
   void release();
 
  private:
+  struct Mapping;
+
   std::string job_;
   int rank_;
   int64_t max_bytes_;
+  int threads_;
+  std::unique_ptr<Mapping> mapped_[2];  // the slots this object wrote, kept mapped
 };
 
 }  // namespace dcpp::detail
