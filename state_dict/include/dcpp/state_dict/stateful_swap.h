@@ -1,6 +1,6 @@
 #pragma once
-// The one place dcpp asks Stateful objects for their state: swapped in place (load) or resolved into
-// a copy (save, staging, the manager).
+// The one place dcpp asks Stateful objects for their state: swapped in place (load) or resolved
+// into a copy (save, staging, the manager).
 
 #include <dcpp/core/export.h>
 #include <dcpp/state_dict/flatten.h>
@@ -22,9 +22,9 @@ namespace dcpp {
 class DCPP_API StatefulSwap {
  public:
   struct Swapped {
-    StateValue* slot;                   // holds the Stateful's dict while swapped
+    StateValue* slot;  // holds the Stateful's dict while swapped
     std::shared_ptr<Stateful> stateful;
-    ObjectPath path;                    // of the slot in the root state dict
+    ObjectPath path;  // of the slot in the root state dict
   };
 
   explicit StatefulSwap(StateDict& root);
