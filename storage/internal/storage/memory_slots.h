@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dcpp::detail {
@@ -24,12 +25,16 @@ struct BytePiece {
   std::size_t size;
 };
 
-/// A complete step read back: its header's fields and its bytes (a private copy).
+/// A complete step read back: its header's fields and its bytes, in a read-only mapping of its
+/// region that `mapping` keeps alive. The bytes stay valid until this process writes that slot
+/// again (a write may resize the region under the mapping).
 struct MemoryStep {
   int64_t step = -1;
   std::string save_id;
   int slot = -1;
-  std::string bytes;
+  std::string region;  // its name, for messages
+  std::string_view bytes;
+  std::shared_ptr<const void> mapping;
 };
 
 /// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux). `job`:
@@ -58,9 +63,11 @@ class MemorySlots {
   /// than 64 bytes.
   int write(int64_t step, const std::string& save_id, const std::vector<BytePiece>& pieces);
 
-  /// The newest complete step whose bytes match their CRC, or none. Each slot left out for a
-  /// reason other than being empty (torn, being written, corrupted) is described in `problems`,
-  /// naming the region, when given.
+  /// The complete steps whose bytes match their CRC, newest first (none, one or two). Each slot
+  /// left out for a reason other than being empty (torn, being written, corrupted) is described
+  /// in `problems`, naming the region, when given.
+  std::vector<MemoryStep> complete_steps(std::vector<std::string>* problems = nullptr) const;
+  /// The first of complete_steps(problems), or none.
   std::optional<MemoryStep> newest(std::vector<std::string>* problems = nullptr) const;
 
   /// Removes both regions (a step written to disk, the job done). Missing regions are fine.

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace dcpp::detail {
 
@@ -255,23 +256,23 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   return slot;
 }
 
-std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems) const {
+std::vector<MemoryStep> MemorySlots::complete_steps(std::vector<std::string>* problems) const {
   const auto problem = [&](const std::string& text) {
     if (problems != nullptr) problems->push_back(text);
   };
-  std::optional<MemoryStep> best;
+  std::vector<MemoryStep> steps;
   for (int slot = 0; slot < 2; ++slot) {
     const std::string name = region_name(slot);
-    Region region(name, /*writable=*/false);
-    if (!region.open()) continue;  // never written
-    const int64_t size = region.size();
+    auto region = std::make_shared<Region>(name, /*writable=*/false);
+    if (!region->open()) continue;  // never written
+    const int64_t size = region->size();
     if (size < static_cast<int64_t>(kHeaderBytes)) {
       if (size > 0) problem(name + ": torn (" + std::to_string(size) + " bytes, no whole header)");
       continue;
     }
-    const char* at = region.map(static_cast<std::size_t>(size), /*writable=*/false);
+    const char* at = region->map(static_cast<std::size_t>(size), /*writable=*/false);
     if (at == nullptr) {
-      problem(name + ": cannot be mapped: " + errno_text(region.error()));
+      problem(name + ": cannot be mapped: " + errno_text(region->error()));
       continue;
     }
     SlotHeader header;
@@ -297,11 +298,20 @@ std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems
               ": its bytes' CRC-32 does not match its header's)");
       continue;
     }
-    if (best && best->step >= header.step) continue;
-    best = MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot,
-                      std::string(at + kHeaderBytes, static_cast<std::size_t>(header.bytes))};
+    steps.push_back(MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot,
+                               name, std::string_view(at + kHeaderBytes,
+                                                static_cast<std::size_t>(header.bytes)),
+                               std::move(region)});
   }
-  return best;
+  std::sort(steps.begin(), steps.end(),
+            [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });
+  return steps;
+}
+
+std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems) const {
+  std::vector<MemoryStep> steps = complete_steps(problems);
+  if (steps.empty()) return std::nullopt;
+  return std::move(steps.front());
 }
 
 MemorySlots::~MemorySlots() = default;

@@ -1,0 +1,200 @@
+// MemoryStepReader and the payload's decoding: memory steps read as a checkpoint (memory_step.h).
+// The bytes are the rank's own, checked by the slot's CRC-32 before they get here; every size and
+// offset is still checked against them, so that a payload that does not hold together is an error
+// naming the region, never a read out of bounds.
+
+#include "format/byte_io.h"
+#include "format/item_codec.h"
+#include "format/metadata_pickle.h"
+#include "storage/memory_step.h"
+#include "storage/per_rank_metadata.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+namespace dcpp::detail {
+
+namespace {
+
+constexpr std::size_t kPayloadPreambleBytes = 48;
+
+uint64_t payload_u64(const char* at) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(at[i]);
+  return value;
+}
+uint32_t payload_u32(const char* at) { return static_cast<uint32_t>(payload_u64(at) & 0xffffffffu); }
+
+[[noreturn]] void payload_corrupt(const std::string& where, const std::string& what) {
+  throw CheckpointError(ErrorKind::kCorrupt, "memory step " + where + ": " + what +
+                                                 "; the memory tier's other slot or the next "
+                                                 "tier holds an older step");
+}
+
+}  // namespace
+
+MemoryPayload decode_memory_payload(std::string_view bytes, const std::string& where) {
+  if (bytes.size() < kPayloadPreambleBytes || bytes.substr(0, 8) != "DCPPSTEP") {
+    payload_corrupt(where, "no payload preamble");
+  }
+  const char* at = bytes.data();
+  if (payload_u32(at + 8) != 1) payload_corrupt(where, "payload version " + std::to_string(payload_u32(at + 8)));
+  MemoryPayload payload;
+  payload.rank = static_cast<int>(payload_u32(at + 12));
+  payload.world_size = static_cast<int>(payload_u32(at + 16));
+  const uint64_t manifest = payload_u64(at + 24), metadata = payload_u64(at + 32),
+                 data = payload_u64(at + 40);
+  const uint64_t available = bytes.size() - kPayloadPreambleBytes;
+  if (manifest > available || metadata > available - manifest) {
+    payload_corrupt(where, "its sizes exceed its " + std::to_string(bytes.size()) + " bytes");
+  }
+  const uint64_t head = kPayloadPreambleBytes + manifest + metadata;
+  const uint64_t data_start = head + (64 - head % 64) % 64;
+  if (data_start > bytes.size() || data != bytes.size() - data_start) {
+    payload_corrupt(where, "its data section is not the " + std::to_string(data) + " bytes it names");
+  }
+  payload.manifest = bytes.substr(kPayloadPreambleBytes, manifest);
+  payload.metadata = decode_metadata(bytes.substr(kPayloadPreambleBytes + manifest, metadata), where);
+  payload.data = bytes.substr(data_start);
+  return payload;
+}
+
+MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps) {
+  for (MemoryStep& step : steps) {
+    MemoryPayload payload = decode_memory_payload(step.bytes, step.region);
+    held_.push_back(Held{std::move(step), std::move(payload)});
+  }
+  std::sort(held_.begin(), held_.end(),
+            [](const Held& a, const Held& b) { return a.payload.rank < b.payload.rank; });
+  for (std::size_t i = 1; i < held_.size(); ++i) {
+    if (held_[i].payload.rank == held_[i - 1].payload.rank) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "memory steps " + held_[i - 1].step.region + " and " +
+                                held_[i].step.region + " both hold rank " +
+                                std::to_string(held_[i].payload.rank));
+    }
+  }
+}
+
+Metadata MemoryStepReader::read_metadata() {
+  if (held_.empty()) {
+    throw CheckpointError(ErrorKind::kNotFound, "no memory step to read");
+  }
+  if (held_.size() == 1) return held_.front().payload.metadata;
+  std::vector<RankMetadata> ranks;
+  for (const Held& held : held_) {
+    ranks.push_back(RankMetadata{held.payload.rank, held.step.region, held.payload.metadata});
+  }
+  return merge_rank_metadata(ranks);
+}
+
+void MemoryStepReader::set_up(const Metadata& metadata, int /*rank*/, bool /*is_coordinator*/) {
+  metadata_ = &metadata;
+  storage_.clear();
+  for (const auto& [index, info] : metadata.storage_data) storage_[index] = &info;
+}
+
+std::map<int, std::string> MemoryStepReader::manifests() const {
+  std::map<int, std::string> by_rank;
+  for (const Held& held : held_) by_rank[held.payload.rank] = std::string(held.payload.manifest);
+  return by_rank;
+}
+
+const StorageInfo& MemoryStepReader::storage_of(const MetadataIndex& index) const {
+  const auto found = storage_.find(index);
+  if (found == storage_.end()) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          "memory step: no storage entry for a chunk of '" + index.fqn + "'");
+  }
+  return *found->second;
+}
+
+const MemoryStepReader::Held& MemoryStepReader::held_of_file(const std::string& file,
+                                                             const std::string& key) const {
+  for (const Held& held : held_) {
+    if (memory_data_file(held.payload.rank) == file) return held;
+  }
+  throw CheckpointError(ErrorKind::kCorrupt, "memory step: '" + key + "' lies in '" + file +
+                                                 "', which no memory step read holds");
+}
+
+void MemoryStepReader::read_tensor(const ReadItem& item, LoadPlanner& planner) const {
+  const std::string& key = item.storage_index.fqn;
+  const TensorStorageMetadata* tensor = nullptr;
+  for (const auto& [name, entry] : metadata_->state_dict_metadata) {
+    if (name == key) tensor = std::get_if<TensorStorageMetadata>(&entry);
+  }
+  const ChunkStorageMetadata* chunk = nullptr;
+  if (tensor != nullptr) {
+    for (const ChunkStorageMetadata& candidate : tensor->chunks) {
+      if (item.storage_index.offset && candidate.offsets == *item.storage_index.offset) {
+        chunk = &candidate;
+      }
+    }
+  }
+  const StorageInfo& info = storage_of(item.storage_index);
+  const Held& held = held_of_file(info.relative_path, key);
+  const std::string& where = held.step.region;
+  if (chunk == nullptr) payload_corrupt(where, "no chunk of '" + key + "' at the offsets asked for");
+  const int64_t elements = c10::multiply_integers(chunk->sizes);
+  const int64_t expected = elements * static_cast<int64_t>(at::elementSize(tensor->properties.dtype));
+  if (info.offset < 0 || info.length != expected ||
+      static_cast<uint64_t>(info.offset) > held.payload.data.size() ||
+      static_cast<uint64_t>(expected) > held.payload.data.size() - info.offset) {
+    payload_corrupt(where, "the chunk of '" + key + "' is not the " + std::to_string(expected) +
+                       " bytes in its data that its shape and dtype take");
+  }
+  if (item.storage_offsets.size() != chunk->sizes.size() ||
+      item.lengths.size() != chunk->sizes.size()) {
+    payload_corrupt(where, "a read of '" + key + "' has another number of dimensions than its chunk");
+  }
+  for (std::size_t d = 0; d < chunk->sizes.size(); ++d) {
+    if (item.storage_offsets[d] < 0 || item.lengths[d] < 0 ||
+        item.storage_offsets[d] + item.lengths[d] > chunk->sizes[d]) {
+      payload_corrupt(where, "a read of '" + key + "' goes outside its chunk");
+    }
+  }
+  // The payload is read-only; the view is only ever copied from.
+  at::Tensor source =
+      at::from_blob(const_cast<char*>(held.payload.data.data() + info.offset), chunk->sizes,
+                    at::TensorOptions().dtype(tensor->properties.dtype));
+  for (std::size_t d = 0; d < chunk->sizes.size(); ++d) {
+    source = source.narrow(static_cast<int64_t>(d), item.storage_offsets[d], item.lengths[d]);
+  }
+  at::Tensor dest = planner.resolve_tensor(item);
+  if (dest.sizes() != source.sizes()) {
+    throw CheckpointError(ErrorKind::kUsage, "memory step " + where + ": the target of '" + key +
+                                                 "' does not have the shape of the box read");
+  }
+  dest.copy_(source);
+  planner.commit_tensor(item, dest);
+}
+
+void MemoryStepReader::read_value(const ReadItem& item, LoadPlanner& planner) const {
+  const StorageInfo& info = storage_of(item.storage_index);
+  const std::string& key = item.storage_index.fqn;
+  const Held& held = held_of_file(info.relative_path, key);
+  if (info.offset < 0 || info.length < 0 ||
+      static_cast<uint64_t>(info.offset) > held.payload.data.size() ||
+      static_cast<uint64_t>(info.length) > held.payload.data.size() - info.offset) {
+    payload_corrupt(held.step.region, "the value '" + key + "' lies outside its data");
+  }
+  const MemorySource source(held.payload.data.substr(info.offset, info.length),
+                            held.step.region + ", key '" + key + "'");
+  planner.load_bytes(item, read_bytes_item(source, /*verify_crc=*/true));
+}
+
+void MemoryStepReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
+  for (const ReadItem& item : plan.items) {
+    if (item.type == LoadItemType::kTensor) {
+      read_tensor(item, planner);
+    } else {
+      read_value(item, planner);
+    }
+  }
+}
+
+}  // namespace dcpp::detail

@@ -1,0 +1,120 @@
+// MemoryStepWriter: a rank's save without collectives laid out as a memory slot's payload
+// (memory_step.h), copied into the slot once, in finish.
+
+#include "dcp_item_writer.h"
+#include "format/item_codec.h"
+#include "format/metadata_pickle.h"
+#include "storage/memory_step.h"
+
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+
+namespace dcpp::detail {
+
+namespace {
+
+constexpr uint64_t kPayloadAlignment = 64;
+const char kPayloadZeros[kPayloadAlignment] = {};
+
+void append_payload_u32(std::string& to, uint32_t value) {
+  for (int i = 0; i < 4; ++i) to.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+void append_payload_u64(std::string& to, uint64_t value) {
+  for (int i = 0; i < 8; ++i) to.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+uint64_t payload_padding(uint64_t size) { return (kPayloadAlignment - size % kPayloadAlignment) % kPayloadAlignment; }
+
+}  // namespace
+
+std::string memory_data_file(int rank) { return "__" + std::to_string(rank) + "_memory"; }
+
+MemoryStepWriter::MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id,
+                                   int world_size, std::string manifest)
+    : slots_(slots),
+      step_(step),
+      save_id_(std::move(save_id)),
+      world_size_(world_size),
+      manifest_(std::move(manifest)) {}
+
+void MemoryStepWriter::set_up(int rank, bool /*is_coordinator*/) {
+  throw CheckpointError(ErrorKind::kUsage,
+                        "a memory step of rank " + std::to_string(rank) +
+                            " is saved without collectives (SaveOptions::use_collectives = false)");
+}
+
+void MemoryStepWriter::set_up_without_collectives(int rank) {
+  if (rank < 0) {
+    throw CheckpointError(ErrorKind::kUsage, "a memory step needs this process's rank, not " +
+                                                 std::to_string(rank));
+  }
+  rank_ = rank;
+}
+
+std::vector<SavePlan> MemoryStepWriter::prepare_global_plan(std::vector<SavePlan> plans) {
+  for (SavePlan& plan : plans) plan.storage_data = memory_data_file(rank_);
+  return plans;
+}
+
+std::vector<WriteResult> MemoryStepWriter::write_data(const SavePlan& plan, SavePlanner& planner) {
+  const std::string file = memory_data_file(rank_);
+  std::vector<WriteResult> results;
+  const auto add = [&](const MetadataIndex& index, const void* data, uint64_t size) {
+    WriteResult result;
+    result.index = index;
+    result.size_in_bytes = static_cast<int64_t>(size);
+    result.storage_data =
+        StorageInfo{file, static_cast<int64_t>(data_bytes_), static_cast<int64_t>(size), {}};
+    results.push_back(std::move(result));
+    if (size > 0) data_pieces_.push_back(BytePiece{data, static_cast<std::size_t>(size)});
+    data_bytes_ += size;
+    if (const uint64_t pad = payload_padding(data_bytes_); pad > 0) {
+      data_pieces_.push_back(BytePiece{kPayloadZeros, static_cast<std::size_t>(pad)});
+      data_bytes_ += pad;
+    }
+  };
+  for (const WriteItem& item : plan.items) {
+    WriteItemData data = planner.resolve_data(item);
+    if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
+      at::Tensor kept = tensor->is_cpu() ? *tensor : tensor->to(at::kCPU);
+      if (!kept.is_contiguous()) kept = kept.contiguous();
+      tensors_.push_back(kept);
+      add(item.index, kept.data_ptr(), kept.nbytes());
+    } else {
+      MemorySink sink;
+      write_bytes_item(sink, std::get<c10::IValue>(data));
+      archives_.push_back(std::move(sink.buffer()));
+      add(item.index, archives_.back().data(), archives_.back().size());
+    }
+  }
+  return results;
+}
+
+void MemoryStepWriter::finish(Metadata metadata,
+                              const std::vector<std::vector<WriteResult>>& results) {
+  add_write_results(metadata, results);
+  const std::string pickled = encode_metadata(metadata);
+  std::string preamble = "DCPPSTEP";
+  append_payload_u32(preamble, 1);
+  append_payload_u32(preamble, static_cast<uint32_t>(rank_));
+  append_payload_u32(preamble, static_cast<uint32_t>(world_size_));
+  append_payload_u32(preamble, 0);
+  append_payload_u64(preamble, manifest_.size());
+  append_payload_u64(preamble, pickled.size());
+  append_payload_u64(preamble, data_bytes_);
+  const uint64_t head = preamble.size() + manifest_.size() + pickled.size();
+  std::vector<BytePiece> pieces = {{preamble.data(), preamble.size()},
+                                   {manifest_.data(), manifest_.size()},
+                                   {pickled.data(), pickled.size()},
+                                   {kPayloadZeros, static_cast<std::size_t>(payload_padding(head))}};
+  pieces.insert(pieces.end(), data_pieces_.begin(), data_pieces_.end());
+  slot_ = slots_.write(step_, save_id_, pieces);
+  data_pieces_.clear();
+  tensors_.clear();
+  archives_.clear();
+}
+
+}  // namespace dcpp::detail

@@ -1,0 +1,165 @@
+// A rank's checkpoint in the memory tier (storage/internal/storage/memory_step.h): what a save
+// without collectives writes, laid out in a memory slot, read back bit for bit through the
+// ordinary load planner, several ranks' steps merged and resharded, and payloads that do not hold
+// together refused with errors naming the region.
+
+#include "dcpp_test.h"
+
+#include "storage/memory_step.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/state_dict/sharded_tensor.h>
+
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+using dcpp::StateDict;
+using dcpp::detail::MemorySlots;
+using dcpp::detail::MemoryStep;
+using dcpp::detail::MemoryStepReader;
+using dcpp::detail::MemoryStepWriter;
+
+namespace {
+
+// Rank `rank`'s slots under a job name of this test process's own, removed when the test ends.
+struct RankSlots {
+  explicit RankSlots(int rank, const std::string& what)
+      : slots("memstep-" + what + "-" + std::to_string(::getpid()), rank, 64 << 20) {
+    slots.release();
+  }
+  ~RankSlots() { slots.release(); }
+  MemorySlots slots;
+};
+
+dcpp::SaveOptions alone(int rank) {
+  return dcpp::SaveOptions().with_use_collectives(false).with_rank(rank);
+}
+
+// Saves `state` as rank `rank` of `world` into `slots` as `step`.
+void save_step(MemorySlots& slots, const StateDict& state, int rank, int world, int64_t step) {
+  MemoryStepWriter writer(slots, step, "save-" + std::to_string(step), world,
+                          "{\"step\": " + std::to_string(step) + "}");
+  dcpp::save(state, writer, alone(rank));
+  REQUIRE(writer.slot() >= 0);
+}
+
+// A state of several dtypes, a strided tensor, an empty one and values; `target`: the same
+// structure with other contents, to load into.
+StateDict mixed_state(bool target = false) {
+  StateDict inner;
+  inner.insert("bf16", at::randn({5, 3}).to(at::kBFloat16));
+  inner.insert("flags", at::rand({17}) > 0.5);
+  inner.insert("empty", at::zeros({0, 4}));
+  inner.insert("name", std::string(target ? "" : "layer"));
+  StateDict state;
+  state.insert("transposed", at::randn({6, 9}).t());  // not contiguous
+  state.insert("ids", target ? at::zeros({43}, at::kLong) : at::arange(-3, 40, at::kLong));
+  state.insert("inner", inner);
+  state.insert("step", target ? 0 : 1234);
+  return state;
+}
+
+// mixed_state's values of `loaded` equal `saved`'s, bit for bit.
+void require_mixed_equal(const StateDict& loaded, const StateDict& saved) {
+  for (const char* key : {"transposed", "ids"}) {
+    INFO(key);
+    CHECK(dcpp::test::bitwise_equal(loaded.at(key).tensor(), saved.at(key).tensor()));
+  }
+  for (const char* key : {"bf16", "flags", "empty"}) {
+    INFO(key);
+    CHECK(dcpp::test::bitwise_equal(loaded.at("inner").dict().at(key).tensor(),
+                                    saved.at("inner").dict().at(key).tensor()));
+  }
+  CHECK(loaded.at("step").value() == saved.at("step").value());
+  CHECK(loaded.at("inner").dict().at("name").value() ==
+        saved.at("inner").dict().at("name").value());
+}
+
+// Rows [begin, end) of w (13 x 5) as rank `rank` holds them, and a tensor of its own.
+at::Tensor global_w() { return at::arange(13 * 5, at::kDouble).reshape({13, 5}).cos(); }
+
+StateDict rows_of(int64_t begin, int64_t end, const at::Tensor& w) {
+  StateDict state;
+  state.insert("w", dcpp::ShardedTensor({13, 5}, {{w.narrow(0, begin, end - begin).clone(), {begin, 0}}},
+                                        at::kDouble));
+  return state;
+}
+
+}  // namespace
+
+TEST_CASE("a rank's memory step reads back bit for bit, with its manifest") {
+  RankSlots rank(2, "mixed");
+  const StateDict saved = mixed_state();
+  save_step(rank.slots, saved, 2, 4, 7);
+  auto steps = rank.slots.complete_steps();
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].step == 7);
+  MemoryStepReader reader({steps[0]});
+  CHECK(reader.manifests().at(2) == "{\"step\": 7}");
+  StateDict loaded = mixed_state(/*target=*/true);
+  dcpp::load(loaded, reader);
+  require_mixed_equal(loaded, saved);
+
+  // A second step goes to the other slot; both read back, newest first.
+  StateDict next = mixed_state();
+  save_step(rank.slots, next, 2, 4, 8);
+  steps = rank.slots.complete_steps();
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].step == 8);
+  CHECK(steps[1].step == 7);
+  StateDict older = mixed_state(/*target=*/true);
+  MemoryStepReader older_reader({steps[1]});
+  dcpp::load(older, older_reader);
+  require_mixed_equal(older, saved);
+}
+
+TEST_CASE("three ranks' memory steps merge and reshard onto two") {
+  const at::Tensor w = global_w();
+  const int64_t bounds[] = {0, 5, 9, 13};
+  std::vector<std::unique_ptr<RankSlots>> ranks;
+  std::vector<MemoryStep> steps;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<RankSlots>(r, "reshard"));
+    save_step(ranks.back()->slots, rows_of(bounds[r], bounds[r + 1], w), r, 3, 11);
+    steps.push_back(*ranks.back()->slots.newest());
+  }
+  // Two ranks of a smaller job: rows [0, 7) and [7, 13), each read from the steps that hold them.
+  for (const auto& [begin, end] : {std::pair<int64_t, int64_t>{0, 7}, {7, 13}}) {
+    StateDict target = rows_of(begin, end, at::zeros({13, 5}, at::kDouble));
+    MemoryStepReader reader(steps);
+    dcpp::load(target, reader);
+    const auto& shard = target.at("w").sharded_tensor().local_shards().at(0).tensor;
+    CHECK(dcpp::test::bitwise_equal(shard, w.narrow(0, begin, end - begin)));
+  }
+}
+
+TEST_CASE("a memory step's payload that does not hold together is refused, naming the region") {
+  RankSlots rank(0, "hostile");
+  save_step(rank.slots, mixed_state(), 0, 1, 3);
+  const MemoryStep step = *rank.slots.newest();
+  const std::string good(step.bytes);
+  const auto refusal = [&](std::string bytes) {
+    return dcpp::test::error_of([&] { dcpp::detail::decode_memory_payload(bytes, "region-x"); });
+  };
+  std::string truncated = good.substr(0, good.size() - 1);
+  dcpp::CheckpointError error = refusal(truncated);
+  CHECK(error.kind() == dcpp::ErrorKind::kCorrupt);
+  CHECK_THAT(error.what(), Catch::Contains("region-x"));
+  std::string lying = good;
+  lying[24] = '\xff';  // the manifest's size
+  CHECK(refusal(lying).kind() == dcpp::ErrorKind::kCorrupt);
+  CHECK(refusal(good.substr(0, 20)).kind() == dcpp::ErrorKind::kCorrupt);
+  std::string metadata = good;
+  metadata[48 + 13] ^= 0x5a;  // inside the pickled metadata, past the 13-byte manifest
+  CHECK(refusal(metadata).kind() == dcpp::ErrorKind::kCorrupt);
+}
+
+TEST_CASE("a memory step is saved without collectives") {
+  RankSlots rank(0, "collective");
+  MemoryStepWriter writer(rank.slots, 1, "s", 1, "{}");
+  const dcpp::CheckpointError error = dcpp::test::error_of([&] { writer.set_up(0, true); });
+  CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_FALSE(rank.slots.newest().has_value());
+}
