@@ -11,7 +11,7 @@
 
 #include "bench_common.h"
 
-#include "storage/memory_slots.h"
+#include <dcpp/storage/memory_slots.h>
 
 #include <unistd.h>
 
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   const std::size_t piece_bytes = static_cast<std::size_t>(gib * (1ULL << 30)) / pieces;
   std::vector<std::vector<char>> state(pieces, std::vector<char>(piece_bytes));
   for (std::size_t i = 0; i < state.size(); ++i) std::memset(state[i].data(), int(i), piece_bytes);
-  std::vector<dcpp::detail::BytePiece> step;
+  std::vector<dcpp::BytePiece> step;
   for (const auto& piece : state) step.push_back({piece.data(), piece.size()});
 
   std::vector<char> warm(piece_bytes * pieces, 1);
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
   std::printf("state %.2f GiB in %d pieces; memcpy into a warm buffer: %.1f ms (%.2f GiB/s)\n", gib,
               pieces, memcpy_seconds * 1e3, gib / memcpy_seconds);
   for (const int threads : {1, 2}) {
-    dcpp::detail::MemorySlots slots("memory-tier-bench-" + std::to_string(::getpid()), 0,
-                                    static_cast<int64_t>(piece_bytes * pieces), threads);
+    dcpp::MemorySlots slots("memory-tier-bench-" + std::to_string(::getpid()), 0,
+                            static_cast<int64_t>(piece_bytes * pieces), threads);
     int64_t next = 0;
     slots.write(next++, "warm", step);
     slots.write(next++, "warm", step);

@@ -5,6 +5,7 @@
 #include <dcpp/plugin/checkpoint_callback.h>
 
 #include "core/logging.h"
+#include "memory_tier.h"
 #include "options_check.h"
 #include "rank_agreement.h"
 #include "save_schedule.h"
@@ -102,7 +103,8 @@ void CheckpointCallback::on_train_begin(TrainingContext& context) {
   for (const auto& [key, value] : resumed_from_->content) {
     context.content.emplace(key, value);  // the loop's own values win
   }
-  last_saved_step_ = context.step;
+  // A step resumed from memory is on no disk yet: train end saves it when it is the last.
+  if (!detail::is_memory_tier_path(resumed_from_->path)) last_saved_step_ = context.step;
   if (coordinator) {
     detail::logger().info("resumed from '{}' (step {})", resumed_from_->path.string(),
                           context.step);
@@ -132,7 +134,11 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
     preempt = flags[0] != 0;
     due = due || flags[1] != 0;
   }
-  if (due || preempt) save(context);
+  if (due || preempt) {
+    save(context);
+  } else if (manager_->is_memory_save_due(context.step)) {
+    manager_->save_to_memory(context.state, request_of(context));
+  }
   if (preempt) {
     preempted_ = true;
     detail::logger().warn("preempted: saved step {}, stopping the training loop", context.step);
@@ -154,6 +160,7 @@ void CheckpointCallback::on_train_end(TrainingContext& context) {
     manager_->export_state(exported, request_of(context), options_.export_dtype);
   }
   manager_->wait();
+  if (options_.save_at_end) manager_->release_memory();
 }
 
 void CheckpointCallback::on_exception(TrainingContext& context, std::exception_ptr error) {

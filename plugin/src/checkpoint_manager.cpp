@@ -22,6 +22,16 @@ const c10::intrusive_ptr<c10d::ProcessGroup>& CheckpointManager::process_group()
 
 bool CheckpointManager::is_save_due(int64_t step) const { return impl_->is_save_due(step); }
 
+bool CheckpointManager::is_memory_save_due(int64_t step) const {
+  return impl_->is_memory_save_due(step);
+}
+
+bool CheckpointManager::save_to_memory(const StateDict& state, const SaveRequest& request) {
+  return impl_->save_to_memory(state, request);
+}
+
+void CheckpointManager::release_memory() { impl_->release_memory(); }
+
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {
   return impl_->save(state, request);
 }

@@ -10,7 +10,9 @@
 //   checkpoint_pruning.h    retention: pruning with the RetentionPolicy on the background worker
 //   checkpoint_lineage.h    which run a checkpoint belongs to: save identities, rollbacks' forks
 //   remote_tier.h           the remote tier: steps drained to an object store on the drain thread
-//   checkpoint_restore.cpp  restore(): the coordinator's choice of checkpoint, then the load
+//   memory_save.cpp         save_to_memory(): the memory tier's copies (memory_tier.h)
+//   checkpoint_restore.cpp  restore(): the memory tier's agreed step, else the coordinator's
+//                           choice of checkpoint, then the load
 //   checkpoint_export.cpp   export_state()
 //   save_history.h          what each save did: history(), the error wait() rethrows
 //   rank_agreement.h        the collectives (the only c10d collective calls of the plugin)
@@ -19,6 +21,7 @@
 #include "checkpoint_pruning.h"
 #include "core/serial_worker.h"
 #include "delayed_post.h"
+#include "memory_tier.h"
 #include "phase_log.h"
 #include "remote_tier.h"
 #include "root_sharing.h"
@@ -65,6 +68,13 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   int world_size() const { return world; }
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return group; }
   bool is_save_due(int64_t step) const { return schedule.is_due(step); }
+  bool is_memory_save_due(int64_t step) const { return memory && memory->is_due(step); }
+
+  /// memory_save.cpp: CheckpointManager::save_to_memory and release_memory.
+  bool save_to_memory(const StateDict& state, const SaveRequest& request);
+  void release_memory() {
+    if (memory) memory->release();
+  }
 
   /// managed_save.cpp: CheckpointManager::save.
   ManagedSave save(const StateDict& state, const SaveRequest& request);
@@ -145,7 +155,16 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void prepare_root();
   void clean_root();
 
+  // memory_save.cpp: copies `resolved` into the memory tier; records the outcome, never throws.
+  bool save_resolved_to_memory(const StateDict& resolved, const SaveRequest& request);
+
   // checkpoint_restore.cpp
+  // The memory tier's step, loaded into `state` when every rank holds one at least as new as
+  // `newest_elsewhere` (and of `request.step` if given); nullopt when not, or when the load
+  // failed on any rank (then the other tiers are read, with a warning, and `*failure` says why).
+  std::optional<CheckpointInfo> restore_from_memory(
+      StateDict & state, const RestoreRequest& request, std::optional<int64_t> newest_elsewhere,
+      std::string* failure);
   struct Chosen {
     CheckpointInfo info;     // its manifest, `path` where it is
     detail::Lineage saving;  // the lineage of the saves after a successful restore of it
@@ -187,6 +206,8 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   /// The lineage of this manager's saves (checkpoint_lineage.h), the same on every rank: set by
   /// the constructor and by each restore (the coordinator decides, the others learn it).
   detail::Lineage lineage;
+  /// The memory tier (null without one).
+  std::unique_ptr<detail::MemoryTier> memory;
   /// The remote tier (null without one); drained by the coordinator only.
   std::unique_ptr<detail::RemoteTier> remote;
   std::mutex drain_error_mutex;

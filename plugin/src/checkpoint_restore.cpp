@@ -177,8 +177,32 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
       detail::logger().warn("restoring from the steps the store holds now: {}", e.what());
     }
   }
+  // The memory tier first: a step asked for by number that every rank holds there is read from
+  // there; else its newest, when no other tier holds a newer one.
+  const bool memory_may_serve = memory && request.path.empty();
+  std::string memory_failure;
+  if (memory_may_serve && request.step) {
+    if (auto restored = restore_from_memory(state, request, std::nullopt, &memory_failure)) {
+      return restored;
+    }
+  }
   const std::optional<Chosen> chosen = choose_checkpoint(request);
-  if (!chosen) return std::nullopt;
+  if (memory_may_serve && !request.step) {
+    const std::optional<int64_t> newest_elsewhere =
+        chosen ? std::optional<int64_t>(chosen->info.step) : std::nullopt;
+    if (auto restored = restore_from_memory(state, request, newest_elsewhere, &memory_failure)) {
+      return restored;
+    }
+  }
+  if (!chosen) {
+    if (!memory_failure.empty()) {
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            "restoring from the memory tier failed (" + memory_failure +
+                                ") and no other tier holds a checkpoint; the state may be "
+                                "partly loaded: do not train on from it");
+    }
+    return std::nullopt;
+  }
   const CheckpointInfo& info = chosen->info;
   const std::string path = info.path.string();
   StateDict target = state;  // shares tensors and Stateful objects with `state`
@@ -202,6 +226,57 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
   detail::copy_loaded_values(state, target);
   log->record("load", "read", info.step, bytes, seconds_since(start), path);
   lineage = chosen->saving;  // only now: a restore that failed forks nothing
+  return info;
+}
+
+std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
+    StateDict& state, const RestoreRequest& request, std::optional<int64_t> newest_elsewhere,
+    std::string* failure) {
+  const std::optional<int64_t> step = memory->agreed_step(request.step);
+  if (!step || (newest_elsewhere && *newest_elsewhere > *step)) return std::nullopt;
+  StateDict target = state;  // shares tensors and Stateful objects with `state`
+  detail::erase_keys(target, std::set<std::string>(request.exclude_from_loading.begin(),
+                                                   request.exclude_from_loading.end()));
+  const std::string where = "memory tier '" + memory->job() + "'";
+  log->begin("load", "read", *step, where);
+  const auto start = SteadyClock::now();
+  CheckpointInfo info;
+  std::string error;
+  try {
+    info = memory->load(target, *step, request.allow_partial_load, request.all_or_nothing);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  error = detail::failures_of_ranks(group, rank, error);
+  if (!error.empty()) {
+    detail::logger().warn("restoring step {} from the {} failed ({}); reading the other tiers",
+                          *step, where, error);
+    *failure = error;
+    return std::nullopt;
+  }
+  detail::copy_loaded_values(state, target);
+  log->record("load", "read", *step, detail::tensor_bytes(resolve_statefuls(target)),
+              seconds_since(start), where);
+  detail::logger().info("rank {} restored step {} from the {} ({})", rank, *step, where,
+                        info.path.string());
+  // The lineage of the saves that follow, as after any restore: the coordinator compares the
+  // step with what the other tiers hold.
+  std::string next_lineage;
+  if (is_coordinator()) {
+    try {
+      bool unreachable = false;
+      next_lineage = detail::encode_lineage(
+          detail::lineage_after_restore(info, all_checkpoints(&unreachable)));
+    } catch (const std::exception& e) {
+      detail::logger().warn(
+          "the tiers could not be listed after the restore from memory ({}); "
+          "the saves continue its run",
+          e.what());
+      next_lineage = detail::encode_lineage(detail::Lineage{info.generation, info.branched_from});
+    }
+  }
+  lineage = detail::decode_lineage(
+      detail::broadcast_text_from(group, next_lineage, options.ranks.coordinator_rank));
   return info;
 }
 

@@ -151,6 +151,7 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
   record.plan_seconds = seconds_since(start);
   log->record("save", "plan", request.step, record.bytes, record.plan_seconds,
               result.path.string());
+  if (is_memory_save_due(request.step)) save_resolved_to_memory(resolved, request);
   return options.async ? save_async(resolved, request, record, std::move(result), save_id)
                        : save_sync(resolved, request, record, std::move(result), save_id);
 }

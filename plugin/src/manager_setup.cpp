@@ -108,6 +108,10 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     checkpointer = std::make_unique<AsyncCheckpointer>(std::move(a));
   }
   prepare_root();
+  if (options.memory.every_steps != 0) {
+    memory = std::make_unique<detail::MemoryTier>(options.memory, options.root, group, rank, world,
+                                                  options.ranks.coordinator_rank);
+  }
   if (remote && options.node_local_root && is_coordinator()) {
     host_recheck = std::make_unique<detail::DelayedPost>(
         [this] { drainer.post([this] { drain_remote(false); }); });

@@ -48,6 +48,19 @@ std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value
   return values;
 }
 
+std::vector<std::vector<int64_t>> vectors_of_ranks(const ProcessGroupPtr& group,
+                                                   const std::vector<int64_t>& values) {
+  if (!group) return {values};
+  const at::Tensor mine =
+      at::tensor(c10::ArrayRef<int64_t>(values), at::TensorOptions().dtype(at::kLong)).clone();
+  std::vector<std::vector<int64_t>> all;
+  for (const at::Tensor& each : calls_on(group).all_gather(mine, "the ranks' values")) {
+    const int64_t* data = each.data_ptr<int64_t>();
+    all.emplace_back(data, data + each.numel());
+  }
+  return all;
+}
+
 std::string failures_of_ranks(const ProcessGroupPtr& group, int rank, const std::string& error) {
   if (!group) return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
   GroupCalls calls = calls_on(group);

@@ -39,6 +39,11 @@ std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string&
 /// Every rank's `value`, by rank (one all-gather; `{value}` without a group).
 std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value);
 
+/// Every rank's `values`, by rank (one all-gather; `{values}` without a group). Every rank gives
+/// as many values.
+std::vector<std::vector<int64_t>> vectors_of_ranks(const ProcessGroupPtr& group,
+                                                   const std::vector<int64_t>& values);
+
 /// Every rank's `error` ("" where a rank succeeded) as "rank 1: ...; rank 3: ...", the same on
 /// every rank; "" when no rank failed (then one all-reduce, whatever the world size). `rank`
 /// names this process without a group.

@@ -4,7 +4,7 @@
 
 #include "dcpp_test.h"
 
-#include "storage/memory_slots.h"
+#include <dcpp/storage/memory_slots.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-using dcpp::detail::BytePiece;
-using dcpp::detail::MemorySlots;
+using dcpp::BytePiece;
+using dcpp::MemorySlots;
 
 namespace {
 

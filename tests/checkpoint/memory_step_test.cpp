@@ -5,7 +5,9 @@
 
 #include "dcpp_test.h"
 
-#include "storage/memory_step.h"
+#include "storage/memory_payload.h"
+
+#include <dcpp/storage/memory_step.h>
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/state_dict/sharded_tensor.h>
@@ -15,11 +17,11 @@
 #include <string>
 #include <vector>
 
+using dcpp::MemorySlots;
+using dcpp::MemoryStep;
+using dcpp::MemoryStepReader;
+using dcpp::MemoryStepWriter;
 using dcpp::StateDict;
-using dcpp::detail::MemorySlots;
-using dcpp::detail::MemoryStep;
-using dcpp::detail::MemoryStepReader;
-using dcpp::detail::MemoryStepWriter;
 
 namespace {
 
@@ -82,8 +84,9 @@ at::Tensor global_w() { return at::arange(13 * 5, at::kDouble).reshape({13, 5}).
 
 StateDict rows_of(int64_t begin, int64_t end, const at::Tensor& w) {
   StateDict state;
-  state.insert("w", dcpp::ShardedTensor({13, 5}, {{w.narrow(0, begin, end - begin).clone(), {begin, 0}}},
-                                        at::kDouble));
+  state.insert("w",
+               dcpp::ShardedTensor({13, 5}, {{w.narrow(0, begin, end - begin).clone(), {begin, 0}}},
+                                   at::kDouble));
   return state;
 }
 

@@ -1,4 +1,4 @@
-#include "storage/memory_slots.h"
+#include <dcpp/storage/memory_slots.h>
 
 #include "format/crc32.h"
 #include "parallel_for.h"
@@ -17,7 +17,10 @@
 #include <limits>
 #include <memory>
 
-namespace dcpp::detail {
+namespace dcpp {
+using detail::crc32;
+using detail::crc32_combine;
+using detail::parallel_for;
 
 namespace {
 
@@ -185,10 +188,12 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   const std::string what =
       "memory tier, rank " + std::to_string(rank_) + ", step " + std::to_string(step);
   if (static_cast<int64_t>(bytes) > max_bytes_) {
-    throw CheckpointError(
-        ErrorKind::kUsage,
-        what + ": " + std::to_string(bytes) + " bytes exceed the memory tier's limit of " +
-            std::to_string(max_bytes_) + " per step; raise it or save less often to memory");
+    throw CheckpointError(ErrorKind::kUsage,
+                          what + ": " + std::to_string(bytes) +
+                              " bytes exceed the memory tier's limit of " +
+                              std::to_string(max_bytes_) +
+                              " per step; raise it (MemoryTierOptions::max_bytes_per_rank), or "
+                              "keep less state in memory");
   }
   if (save_id.size() > kSaveIdBytes) {
     throw CheckpointError(ErrorKind::kUsage,
@@ -298,10 +303,10 @@ std::vector<MemoryStep> MemorySlots::complete_steps(std::vector<std::string>* pr
               ": its bytes' CRC-32 does not match its header's)");
       continue;
     }
-    steps.push_back(MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot,
-                               name, std::string_view(at + kHeaderBytes,
-                                                static_cast<std::size_t>(header.bytes)),
-                               std::move(region)});
+    steps.push_back(
+        MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot, name,
+                   std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
+                   std::move(region)});
   }
   std::sort(steps.begin(), steps.end(),
             [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });
@@ -323,4 +328,4 @@ void MemorySlots::release() {
   }
 }
 
-}  // namespace dcpp::detail
+}  // namespace dcpp

@@ -6,8 +6,10 @@
 #include "format/byte_io.h"
 #include "format/item_codec.h"
 #include "format/metadata_pickle.h"
-#include "storage/memory_step.h"
+#include "storage/memory_payload.h"
 #include "storage/per_rank_metadata.h"
+
+#include <dcpp/storage/memory_step.h>
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -15,7 +17,10 @@
 
 #include <algorithm>
 
-namespace dcpp::detail {
+namespace dcpp {
+using detail::decode_memory_payload;
+using detail::memory_data_file;
+using detail::MemoryPayload;
 
 namespace {
 
@@ -26,7 +31,9 @@ uint64_t payload_u64(const char* at) {
   for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(at[i]);
   return value;
 }
-uint32_t payload_u32(const char* at) { return static_cast<uint32_t>(payload_u64(at) & 0xffffffffu); }
+uint32_t payload_u32(const char* at) {
+  return static_cast<uint32_t>(payload_u64(at) & 0xffffffffu);
+}
 
 [[noreturn]] void payload_corrupt(const std::string& where, const std::string& what) {
   throw CheckpointError(ErrorKind::kCorrupt, "memory step " + where + ": " + what +
@@ -36,12 +43,13 @@ uint32_t payload_u32(const char* at) { return static_cast<uint32_t>(payload_u64(
 
 }  // namespace
 
-MemoryPayload decode_memory_payload(std::string_view bytes, const std::string& where) {
+MemoryPayload detail::decode_memory_payload(std::string_view bytes, const std::string& where) {
   if (bytes.size() < kPayloadPreambleBytes || bytes.substr(0, 8) != "DCPPSTEP") {
     payload_corrupt(where, "no payload preamble");
   }
   const char* at = bytes.data();
-  if (payload_u32(at + 8) != 1) payload_corrupt(where, "payload version " + std::to_string(payload_u32(at + 8)));
+  if (payload_u32(at + 8) != 1)
+    payload_corrupt(where, "payload version " + std::to_string(payload_u32(at + 8)));
   MemoryPayload payload;
   payload.rank = static_cast<int>(payload_u32(at + 12));
   payload.world_size = static_cast<int>(payload_u32(at + 16));
@@ -54,15 +62,54 @@ MemoryPayload decode_memory_payload(std::string_view bytes, const std::string& w
   const uint64_t head = kPayloadPreambleBytes + manifest + metadata;
   const uint64_t data_start = head + (64 - head % 64) % 64;
   if (data_start > bytes.size() || data != bytes.size() - data_start) {
-    payload_corrupt(where, "its data section is not the " + std::to_string(data) + " bytes it names");
+    payload_corrupt(where,
+                    "its data section is not the " + std::to_string(data) + " bytes it names");
   }
   payload.manifest = bytes.substr(kPayloadPreambleBytes, manifest);
-  payload.metadata = decode_metadata(bytes.substr(kPayloadPreambleBytes + manifest, metadata), where);
+  payload.metadata =
+      detail::decode_metadata(bytes.substr(kPayloadPreambleBytes + manifest, metadata), where);
   payload.data = bytes.substr(data_start);
   return payload;
 }
 
-MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps) {
+class MemoryStepReader::Impl {
+ public:
+  explicit Impl(std::vector<MemoryStep> steps);
+  Metadata read_metadata() const;
+  void set_up(const Metadata& metadata);
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) const;
+  std::map<int, std::string> manifests() const;
+  std::map<int, int> world_sizes() const;
+
+ private:
+  struct Held {
+    MemoryStep step;
+    MemoryPayload payload;
+  };
+  const Held& held_of_file(const std::string& file, const std::string& key) const;
+  void read_tensor(const ReadItem& item, LoadPlanner& planner) const;
+  void read_value(const ReadItem& item, LoadPlanner& planner) const;
+  const StorageInfo& storage_of(const MetadataIndex& index) const;
+
+  std::vector<Held> held_;  // ascending by rank
+  const Metadata* metadata_ = nullptr;
+  std::map<MetadataIndex, const StorageInfo*> storage_;
+};
+
+MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps)
+    : impl_(std::make_unique<Impl>(std::move(steps))) {}
+MemoryStepReader::~MemoryStepReader() = default;
+Metadata MemoryStepReader::read_metadata() { return impl_->read_metadata(); }
+void MemoryStepReader::set_up(const Metadata& metadata, int /*rank*/, bool /*is_coordinator*/) {
+  impl_->set_up(metadata);
+}
+void MemoryStepReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
+  impl_->read_data(plan, planner);
+}
+std::map<int, std::string> MemoryStepReader::manifests() const { return impl_->manifests(); }
+std::map<int, int> MemoryStepReader::world_sizes() const { return impl_->world_sizes(); }
+
+MemoryStepReader::Impl::Impl(std::vector<MemoryStep> steps) {
   for (MemoryStep& step : steps) {
     MemoryPayload payload = decode_memory_payload(step.bytes, step.region);
     held_.push_back(Held{std::move(step), std::move(payload)});
@@ -71,39 +118,46 @@ MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps) {
             [](const Held& a, const Held& b) { return a.payload.rank < b.payload.rank; });
   for (std::size_t i = 1; i < held_.size(); ++i) {
     if (held_[i].payload.rank == held_[i - 1].payload.rank) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "memory steps " + held_[i - 1].step.region + " and " +
-                                held_[i].step.region + " both hold rank " +
-                                std::to_string(held_[i].payload.rank));
+      throw CheckpointError(ErrorKind::kUsage, "memory steps " + held_[i - 1].step.region +
+                                                   " and " + held_[i].step.region +
+                                                   " both hold rank " +
+                                                   std::to_string(held_[i].payload.rank));
     }
   }
 }
 
-Metadata MemoryStepReader::read_metadata() {
+Metadata MemoryStepReader::Impl::read_metadata() const {
   if (held_.empty()) {
     throw CheckpointError(ErrorKind::kNotFound, "no memory step to read");
   }
   if (held_.size() == 1) return held_.front().payload.metadata;
-  std::vector<RankMetadata> ranks;
+  std::vector<detail::RankMetadata> ranks;
   for (const Held& held : held_) {
-    ranks.push_back(RankMetadata{held.payload.rank, held.step.region, held.payload.metadata});
+    ranks.push_back(
+        detail::RankMetadata{held.payload.rank, held.step.region, held.payload.metadata});
   }
-  return merge_rank_metadata(ranks);
+  return detail::merge_rank_metadata(ranks);
 }
 
-void MemoryStepReader::set_up(const Metadata& metadata, int /*rank*/, bool /*is_coordinator*/) {
+void MemoryStepReader::Impl::set_up(const Metadata& metadata) {
   metadata_ = &metadata;
   storage_.clear();
   for (const auto& [index, info] : metadata.storage_data) storage_[index] = &info;
 }
 
-std::map<int, std::string> MemoryStepReader::manifests() const {
+std::map<int, std::string> MemoryStepReader::Impl::manifests() const {
   std::map<int, std::string> by_rank;
   for (const Held& held : held_) by_rank[held.payload.rank] = std::string(held.payload.manifest);
   return by_rank;
 }
 
-const StorageInfo& MemoryStepReader::storage_of(const MetadataIndex& index) const {
+std::map<int, int> MemoryStepReader::Impl::world_sizes() const {
+  std::map<int, int> by_rank;
+  for (const Held& held : held_) by_rank[held.payload.rank] = held.payload.world_size;
+  return by_rank;
+}
+
+const StorageInfo& MemoryStepReader::Impl::storage_of(const MetadataIndex& index) const {
   const auto found = storage_.find(index);
   if (found == storage_.end()) {
     throw CheckpointError(ErrorKind::kCorrupt,
@@ -112,8 +166,8 @@ const StorageInfo& MemoryStepReader::storage_of(const MetadataIndex& index) cons
   return *found->second;
 }
 
-const MemoryStepReader::Held& MemoryStepReader::held_of_file(const std::string& file,
-                                                             const std::string& key) const {
+const MemoryStepReader::Impl::Held& MemoryStepReader::Impl::held_of_file(
+    const std::string& file, const std::string& key) const {
   for (const Held& held : held_) {
     if (memory_data_file(held.payload.rank) == file) return held;
   }
@@ -121,7 +175,7 @@ const MemoryStepReader::Held& MemoryStepReader::held_of_file(const std::string& 
                                                  "', which no memory step read holds");
 }
 
-void MemoryStepReader::read_tensor(const ReadItem& item, LoadPlanner& planner) const {
+void MemoryStepReader::Impl::read_tensor(const ReadItem& item, LoadPlanner& planner) const {
   const std::string& key = item.storage_index.fqn;
   const TensorStorageMetadata* tensor = nullptr;
   for (const auto& [name, entry] : metadata_->state_dict_metadata) {
@@ -138,18 +192,21 @@ void MemoryStepReader::read_tensor(const ReadItem& item, LoadPlanner& planner) c
   const StorageInfo& info = storage_of(item.storage_index);
   const Held& held = held_of_file(info.relative_path, key);
   const std::string& where = held.step.region;
-  if (chunk == nullptr) payload_corrupt(where, "no chunk of '" + key + "' at the offsets asked for");
+  if (chunk == nullptr)
+    payload_corrupt(where, "no chunk of '" + key + "' at the offsets asked for");
   const int64_t elements = c10::multiply_integers(chunk->sizes);
-  const int64_t expected = elements * static_cast<int64_t>(at::elementSize(tensor->properties.dtype));
+  const int64_t expected =
+      elements * static_cast<int64_t>(at::elementSize(tensor->properties.dtype));
   if (info.offset < 0 || info.length != expected ||
       static_cast<uint64_t>(info.offset) > held.payload.data.size() ||
       static_cast<uint64_t>(expected) > held.payload.data.size() - info.offset) {
     payload_corrupt(where, "the chunk of '" + key + "' is not the " + std::to_string(expected) +
-                       " bytes in its data that its shape and dtype take");
+                               " bytes in its data that its shape and dtype take");
   }
   if (item.storage_offsets.size() != chunk->sizes.size() ||
       item.lengths.size() != chunk->sizes.size()) {
-    payload_corrupt(where, "a read of '" + key + "' has another number of dimensions than its chunk");
+    payload_corrupt(where,
+                    "a read of '" + key + "' has another number of dimensions than its chunk");
   }
   for (std::size_t d = 0; d < chunk->sizes.size(); ++d) {
     if (item.storage_offsets[d] < 0 || item.lengths[d] < 0 ||
@@ -173,7 +230,7 @@ void MemoryStepReader::read_tensor(const ReadItem& item, LoadPlanner& planner) c
   planner.commit_tensor(item, dest);
 }
 
-void MemoryStepReader::read_value(const ReadItem& item, LoadPlanner& planner) const {
+void MemoryStepReader::Impl::read_value(const ReadItem& item, LoadPlanner& planner) const {
   const StorageInfo& info = storage_of(item.storage_index);
   const std::string& key = item.storage_index.fqn;
   const Held& held = held_of_file(info.relative_path, key);
@@ -182,12 +239,12 @@ void MemoryStepReader::read_value(const ReadItem& item, LoadPlanner& planner) co
       static_cast<uint64_t>(info.length) > held.payload.data.size() - info.offset) {
     payload_corrupt(held.step.region, "the value '" + key + "' lies outside its data");
   }
-  const MemorySource source(held.payload.data.substr(info.offset, info.length),
-                            held.step.region + ", key '" + key + "'");
-  planner.load_bytes(item, read_bytes_item(source, /*verify_crc=*/true));
+  const detail::MemorySource source(held.payload.data.substr(info.offset, info.length),
+                                    held.step.region + ", key '" + key + "'");
+  planner.load_bytes(item, detail::read_bytes_item(source, /*verify_crc=*/true));
 }
 
-void MemoryStepReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
+void MemoryStepReader::Impl::read_data(const LoadPlan& plan, LoadPlanner& planner) const {
   for (const ReadItem& item : plan.items) {
     if (item.type == LoadItemType::kTensor) {
       read_tensor(item, planner);
@@ -197,4 +254,4 @@ void MemoryStepReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
   }
 }
 
-}  // namespace dcpp::detail
+}  // namespace dcpp

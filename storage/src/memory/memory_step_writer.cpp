@@ -4,15 +4,22 @@
 #include "dcp_item_writer.h"
 #include "format/item_codec.h"
 #include "format/metadata_pickle.h"
-#include "storage/memory_step.h"
+#include "storage/memory_payload.h"
+
+#include <dcpp/storage/memory_step.h>
 
 #include <dcpp/core/checkpoint_error.h>
 
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <deque>
 
-namespace dcpp::detail {
+namespace dcpp {
+using detail::add_write_results;
+using detail::encode_metadata;
+using detail::MemorySink;
+using detail::write_bytes_item;
 
 namespace {
 
@@ -26,41 +33,90 @@ void append_payload_u64(std::string& to, uint64_t value) {
   for (int i = 0; i < 8; ++i) to.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
-uint64_t payload_padding(uint64_t size) { return (kPayloadAlignment - size % kPayloadAlignment) % kPayloadAlignment; }
+uint64_t payload_padding(uint64_t size) {
+  return (kPayloadAlignment - size % kPayloadAlignment) % kPayloadAlignment;
+}
 
 }  // namespace
 
-std::string memory_data_file(int rank) { return "__" + std::to_string(rank) + "_memory"; }
+std::string detail::memory_data_file(int rank) { return "__" + std::to_string(rank) + "_memory"; }
+
+class MemoryStepWriter::Impl {
+ public:
+  Impl(MemorySlots& slots, int64_t step, std::string save_id, int world_size, std::string manifest)
+      : slots_(slots),
+        step_(step),
+        save_id_(std::move(save_id)),
+        world_size_(world_size),
+        manifest_(std::move(manifest)) {}
+
+  void set_up(int rank);
+  void set_up_without_collectives(int rank);
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans);
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner);
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results);
+
+  int slot() const { return slot_; }
+  int64_t data_bytes() const { return static_cast<int64_t>(data_bytes_); }
+
+ private:
+  MemorySlots& slots_;
+  int64_t step_;
+  std::string save_id_;
+  int world_size_;
+  std::string manifest_;
+  int rank_ = -1;
+  uint64_t data_bytes_ = 0;
+  std::vector<BytePiece> data_pieces_;  // in order, padding included
+  std::vector<at::Tensor> tensors_;     // what data_pieces_ point into
+  std::deque<std::string> archives_;    // likewise (a deque: its strings never move)
+  int slot_ = -1;
+};
 
 MemoryStepWriter::MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id,
                                    int world_size, std::string manifest)
-    : slots_(slots),
-      step_(step),
-      save_id_(std::move(save_id)),
-      world_size_(world_size),
-      manifest_(std::move(manifest)) {}
+    : impl_(std::make_unique<Impl>(slots, step, std::move(save_id), world_size,
+                                   std::move(manifest))) {}
+MemoryStepWriter::~MemoryStepWriter() = default;
+void MemoryStepWriter::set_up(int rank, bool /*is_coordinator*/) { impl_->set_up(rank); }
+void MemoryStepWriter::set_up_without_collectives(int rank) {
+  impl_->set_up_without_collectives(rank);
+}
+std::vector<SavePlan> MemoryStepWriter::prepare_global_plan(std::vector<SavePlan> plans) {
+  return impl_->prepare_global_plan(std::move(plans));
+}
+std::vector<WriteResult> MemoryStepWriter::write_data(const SavePlan& plan, SavePlanner& planner) {
+  return impl_->write_data(plan, planner);
+}
+void MemoryStepWriter::finish(Metadata metadata,
+                              const std::vector<std::vector<WriteResult>>& results) {
+  impl_->finish(std::move(metadata), results);
+}
+int MemoryStepWriter::slot() const { return impl_->slot(); }
+int64_t MemoryStepWriter::data_bytes() const { return impl_->data_bytes(); }
 
-void MemoryStepWriter::set_up(int rank, bool /*is_coordinator*/) {
+void MemoryStepWriter::Impl::set_up(int rank) {
   throw CheckpointError(ErrorKind::kUsage,
                         "a memory step of rank " + std::to_string(rank) +
                             " is saved without collectives (SaveOptions::use_collectives = false)");
 }
 
-void MemoryStepWriter::set_up_without_collectives(int rank) {
+void MemoryStepWriter::Impl::set_up_without_collectives(int rank) {
   if (rank < 0) {
-    throw CheckpointError(ErrorKind::kUsage, "a memory step needs this process's rank, not " +
-                                                 std::to_string(rank));
+    throw CheckpointError(ErrorKind::kUsage,
+                          "a memory step needs this process's rank, not " + std::to_string(rank));
   }
   rank_ = rank;
 }
 
-std::vector<SavePlan> MemoryStepWriter::prepare_global_plan(std::vector<SavePlan> plans) {
-  for (SavePlan& plan : plans) plan.storage_data = memory_data_file(rank_);
+std::vector<SavePlan> MemoryStepWriter::Impl::prepare_global_plan(std::vector<SavePlan> plans) {
+  for (SavePlan& plan : plans) plan.storage_data = detail::memory_data_file(rank_);
   return plans;
 }
 
-std::vector<WriteResult> MemoryStepWriter::write_data(const SavePlan& plan, SavePlanner& planner) {
-  const std::string file = memory_data_file(rank_);
+std::vector<WriteResult> MemoryStepWriter::Impl::write_data(const SavePlan& plan,
+                                                            SavePlanner& planner) {
+  const std::string file = detail::memory_data_file(rank_);
   std::vector<WriteResult> results;
   const auto add = [&](const MetadataIndex& index, const void* data, uint64_t size) {
     WriteResult result;
@@ -93,8 +149,8 @@ std::vector<WriteResult> MemoryStepWriter::write_data(const SavePlan& plan, Save
   return results;
 }
 
-void MemoryStepWriter::finish(Metadata metadata,
-                              const std::vector<std::vector<WriteResult>>& results) {
+void MemoryStepWriter::Impl::finish(Metadata metadata,
+                                    const std::vector<std::vector<WriteResult>>& results) {
   add_write_results(metadata, results);
   const std::string pickled = encode_metadata(metadata);
   std::string preamble = "DCPPSTEP";
@@ -106,10 +162,11 @@ void MemoryStepWriter::finish(Metadata metadata,
   append_payload_u64(preamble, pickled.size());
   append_payload_u64(preamble, data_bytes_);
   const uint64_t head = preamble.size() + manifest_.size() + pickled.size();
-  std::vector<BytePiece> pieces = {{preamble.data(), preamble.size()},
-                                   {manifest_.data(), manifest_.size()},
-                                   {pickled.data(), pickled.size()},
-                                   {kPayloadZeros, static_cast<std::size_t>(payload_padding(head))}};
+  std::vector<BytePiece> pieces = {
+      {preamble.data(), preamble.size()},
+      {manifest_.data(), manifest_.size()},
+      {pickled.data(), pickled.size()},
+      {kPayloadZeros, static_cast<std::size_t>(payload_padding(head))}};
   pieces.insert(pieces.end(), data_pieces_.begin(), data_pieces_.end());
   slot_ = slots_.write(step_, save_id_, pieces);
   data_pieces_.clear();
@@ -117,4 +174,4 @@ void MemoryStepWriter::finish(Metadata metadata,
   archives_.clear();
 }
 
-}  // namespace dcpp::detail
+}  // namespace dcpp

@@ -43,7 +43,10 @@ struct DCPP_API CheckpointCallbackOptions {
   /// the next step end. At least 1 (less is refused when the callback is made).
   int64_t agree_every_steps = 1;
 
-  /// At train end, save a full checkpoint of the last step (unless there is one already).
+  /// At train end, save a full checkpoint of the last step (unless there is one already), and
+  /// then, with a memory tier, remove this rank's memory regions (the step they hold is on disk).
+  /// Between, each step end that the manager's memory tier keeps and that is no disk step is
+  /// copied there (CheckpointManager::save_to_memory).
   bool save_at_end = true;
   /// At train end, also export `export_key` of the context's state (e.g. "model"), cast to
   /// `export_dtype` when given (at::kBFloat16, at::kHalf), as `export-step-<step>/`.

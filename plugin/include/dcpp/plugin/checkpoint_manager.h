@@ -25,6 +25,7 @@
 #include <dcpp/dist/ranks.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_kind.h>
+#include <dcpp/plugin/memory_tier.h>
 #include <dcpp/plugin/remote_tier.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/state_dict/state_dict.h>
@@ -67,6 +68,10 @@ struct DCPP_API CheckpointManagerOptions {
   /// `latest_checkpointed_iteration.txt` (docs/megatron.md), which Megatron-LM resumes from. A root
   /// of its own only, for now: not with a remote tier or a node-local root. Restores read either.
   StepNames step_names = StepNames::kDcpp;
+  /// A memory tier (<dcpp/plugin/memory_tier.h>): every N-th step kept in shared memory that
+  /// outlives the rank's process, which restore() prefers (docs/plugin.md, "Memory tier").
+  /// Default: none.
+  MemoryTierOptions memory;
   /// Save every N steps (0: never by step count) and/or every T seconds (0: never by time);
   /// see is_save_due().
   int64_t save_every_steps = 0;
@@ -142,6 +147,10 @@ struct DCPP_API CheckpointManagerOptions {
   }
   CheckpointManagerOptions& with_reserved_disk_bytes(uint64_t value) {
     reserved_disk_bytes = value;
+    return *this;
+  }
+  CheckpointManagerOptions& with_memory(MemoryTierOptions value) {
+    memory = std::move(value);
     return *this;
   }
   CheckpointManagerOptions& with_save_every_steps(int64_t n) {
@@ -268,6 +277,9 @@ struct DCPP_API SaveRecord {
   int64_t step = 0;
   /// kFull for save(), kExport for export_state().
   CheckpointKind kind = CheckpointKind::kFull;
+  /// A save of the memory tier (save_to_memory(), or the memory copy save() makes first), not a
+  /// step checkpoint.
+  bool in_memory = false;
   bool async = false;
   /// Bytes of the tensors in this rank's state (what it staged), and bytes of the items this rank
   /// wrote (a chunk several ranks hold is written by one of them only).
@@ -344,8 +356,24 @@ class DCPP_API CheckpointManager {
   /// disagree: CheckpointCallback agrees through an all-reduce before saving.
   bool is_save_due(int64_t step) const;
 
+  /// Local and cheap: whether the memory tier keeps `step` (a multiple of memory.every_steps).
+  bool is_memory_save_due(int64_t step) const;
+
+  /// Not collective (the ranks agree when restoring): copies `state` (Stateful values resolved
+  /// here) into this rank's memory slot as step `request.step`, on the calling thread, and
+  /// returns once it is complete there; the slot holding the newest complete step is never
+  /// touched. Returns false, having logged the error and recorded it in history() (where
+  /// CheckpointCallback counts failed saves), when the copy failed, and false at once without a
+  /// memory tier. Never throws.
+  bool save_to_memory(const StateDict& state, const SaveRequest& request);
+
+  /// Removes this rank's memory regions (CheckpointCallback does once a training ended and its
+  /// last step is on disk). A later save_to_memory makes them again.
+  void release_memory();
+
   /// Collective: saves `state` (Stateful values resolved here, on the calling thread) as step
-  /// `request.step`. Async: returns after staging started (blocking stager: done) and the upload
+  /// `request.step`. With a memory tier that keeps the step, first copies it there
+  /// (save_to_memory). Async: returns after staging started (blocking stager: done) and the upload
   /// is queued, waiting first for a previous save still in flight; sync: returns after the commit.
   /// A complete checkpoint of this step already present: skipped (a save of this step still in
   /// flight is waited for first, and decides). Throws CheckpointError only for
@@ -358,7 +386,12 @@ class DCPP_API CheckpointManager {
   std::filesystem::path export_state(const StateDict& state, const SaveRequest& request,
                                      std::optional<at::ScalarType> dtype = std::nullopt);
 
-  /// Collective, blocking: loads the checkpoint `request` names into `state` in place (the
+  /// Collective, blocking: loads the checkpoint `request` names into `state` in place. With a
+  /// memory tier and no `request.path`, the newest step that every rank holds in memory (of one
+  /// save, by a job of this world size; `request.step` if given) is loaded when it is at least as
+  /// new as the other tiers' newest, each rank from its own slot; when that fails on any rank
+  /// (a slot gone or corrupted, another layout), every rank goes on to the other tiers, with a
+  /// warning. Otherwise the
   /// coordinator picks the latest resumable one, of the local root or the remote tier, the local
   /// copy when both hold that step, and tells the others, so every rank loads the same one; a
   /// store it cannot reach leaves the root's, with a warning, or, when the root holds none,

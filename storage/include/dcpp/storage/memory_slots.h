@@ -1,5 +1,5 @@
 #pragma once
-// The memory tier's storage (issue 40): a rank's newest checkpoints kept in two POSIX
+// The memory tier's storage (docs/storage.md, "Shared-memory slots"): a rank's newest checkpoints kept in two POSIX
 // shared-memory regions that outlive its process, so that a rank killed and restarted on the same
 // host resumes from memory. Each region holds one step: a header page, then the step's bytes.
 //
@@ -10,6 +10,8 @@
 // complete and whose bytes match the CRC: a process killed mid-write, a torn region or a flipped
 // byte leaves that slot out and the other one in use.
 
+#include <dcpp/core/export.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
-namespace dcpp::detail {
+namespace dcpp {
 
 /// One piece of the bytes of a step, copied in order.
-struct BytePiece {
+struct DCPP_API BytePiece {
   const void* data;
   std::size_t size;
 };
@@ -28,7 +30,7 @@ struct BytePiece {
 /// A complete step read back: its header's fields and its bytes, in a read-only mapping of its
 /// region that `mapping` keeps alive. The bytes stay valid until this process writes that slot
 /// again (a write may resize the region under the mapping).
-struct MemoryStep {
+struct DCPP_API MemoryStep {
   int64_t step = -1;
   std::string save_id;
   int slot = -1;
@@ -42,7 +44,7 @@ struct MemoryStep {
 /// time (the rank's); a restarted rank opens the regions its predecessor left. A slot written
 /// stays mapped, and a step of the same size as the one before in it is written into the same
 /// pages (no resizing, no page faults): the steady state of a training loop.
-class MemorySlots {
+class DCPP_API MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
   /// refused before anything is touched. `threads`: how many threads copy a step (the caller's
@@ -83,4 +85,4 @@ class MemorySlots {
   std::unique_ptr<Mapping> mapped_[2];  // the slots this object wrote, kept mapped
 };
 
-}  // namespace dcpp::detail
+}  // namespace dcpp

@@ -1,0 +1,88 @@
+#pragma once
+// A rank's checkpoint in a memory slot (memory_slots.h): what a save of the rank without
+// collectives writes (its items and its Metadata, SaveOptions::use_collectives = false), with an
+// opaque manifest (the CheckpointManager's), laid out as the slot's bytes:
+//
+//   payload  := preamble | manifest | metadata | zeros to a multiple of 64 | data
+//   preamble := "DCPPSTEP", u32 version (1), u32 rank, u32 world size, u32 0,
+//               u64 manifest bytes, u64 metadata bytes, u64 data bytes      (little-endian)
+//   metadata := DCP's Metadata, pickled as `.metadata` is; its items live in the data file
+//               `__<rank>_memory`, at offsets into `data`
+//   data     := each tensor item as its chunk's elements, row-major, at an offset that is a
+//               multiple of 64; each value item as a `torch.save` archive, as DCP writes it
+//
+// Tensors are raw (no `torch.save` archive around them), so the copy into the slot is the only
+// pass over their bytes, and the slot's CRC-32 is their checksum. Read back through
+// MemoryStepReader: one rank's step, or several ranks' merged as a checkpoint saved without
+// collectives is, so that a load reshards through the ordinary load planner.
+
+#include <dcpp/core/export.h>
+#include <dcpp/format/metadata.h>
+#include <dcpp/storage/memory_slots.h>
+#include <dcpp/storage/storage_reader.h>
+#include <dcpp/storage/storage_writer.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dcpp {
+
+/// The StorageWriter of a memory step: for a save without collectives (set_up throws kUsage),
+/// whose finish writes the payload into `slots` as `step` with `save_id`. write_data copies
+/// nothing: it keeps the items' tensors (CPU copies of device tensors, compact copies of strided
+/// ones) and the value items' archives until finish, which copies them into the slot once
+/// (MemorySlots::write). One save per writer.
+class DCPP_API MemoryStepWriter final : public StorageWriter {
+ public:
+  /// `world_size`: the job's, recorded in the payload; `manifest`: any bytes, read back by
+  /// MemoryStepReader::manifests().
+  MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id, int world_size,
+                   std::string manifest);
+  ~MemoryStepWriter() override;
+  MemoryStepWriter(const MemoryStepWriter&) = delete;
+  MemoryStepWriter& operator=(const MemoryStepWriter&) = delete;
+
+  void set_up(int rank, bool is_coordinator) override;
+  void set_up_without_collectives(int rank) override;
+  std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
+  std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
+  void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
+
+  /// The slot finish wrote (-1 before), and the bytes of the step's data section.
+  int slot() const;
+  int64_t data_bytes() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The StorageReader of one or more ranks' memory steps: their metadata merged (a single step's
+/// as it is), each item read from its rank's bytes. Keeps the steps' mappings alive.
+class DCPP_API MemoryStepReader final : public StorageReader {
+ public:
+  /// `steps`: at most one per rank. Throws CheckpointError (kCorrupt) naming the region when one
+  /// does not decode, and (kUsage) when two hold the same rank.
+  explicit MemoryStepReader(std::vector<MemoryStep> steps);
+  ~MemoryStepReader() override;
+  MemoryStepReader(const MemoryStepReader&) = delete;
+  MemoryStepReader& operator=(const MemoryStepReader&) = delete;
+
+  Metadata read_metadata() override;
+  void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
+  void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+
+  /// Each step's manifest, by the rank that saved it.
+  std::map<int, std::string> manifests() const;
+  /// Each step's world size (the job's that saved it), by the rank that saved it.
+  std::map<int, int> world_sizes() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dcpp
