@@ -1,7 +1,8 @@
 #pragma once
-// The memory tier's storage (docs/storage.md, "Shared-memory slots"): a rank's newest checkpoints kept in two POSIX
-// shared-memory regions that outlive its process, so that a rank killed and restarted on the same
-// host resumes from memory. Each region holds one step: a header page, then the step's bytes.
+// The memory tier's storage (docs/storage.md, "Shared-memory slots"): a rank's newest checkpoints
+// kept in two POSIX shared-memory regions that outlive its process, so that a rank killed and
+// restarted on the same host resumes from memory. Each region holds one step: a header page, then
+// the step's bytes.
 //
 // Two slots, so that the newest complete step is never the one being overwritten: a write goes to
 // the other slot (or to the older of two complete ones). A write first marks its slot's header
