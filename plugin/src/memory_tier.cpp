@@ -170,7 +170,9 @@ std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) co
       everywhere = everywhere && holds(steps, step, key);
     if (everywhere) best = step;
   }
-  if (!best && rank_ == coordinator_) {
+  bool any_held = false;
+  for (const std::vector<int64_t>& steps : all) any_held = any_held || steps[0] >= 0;
+  if (!best && any_held && rank_ == coordinator_) {
     std::string held;
     for (std::size_t r = 0; r < all.size(); ++r) {
       held += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + ":";

@@ -6,6 +6,11 @@
 
 #include <dcpp/plugin/checkpoint_callback.h>
 #include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/storage/memory_slots.h>
+
+#include <unistd.h>
+
+#include <fstream>
 
 #include <regex>
 
@@ -96,4 +101,110 @@ TEST_CASE("the plugin recipes of docs/plugin.md hold on one rank and on two") {
             static_cast<size_t>(ranks));
     }
   }
+}
+
+namespace {
+
+// The lines "step S loss L" of a run of memory_tier_resume, from step `first` to `last`.
+std::vector<std::string> losses_of(const std::string& output, int first, int last = 1 << 30) {
+  std::vector<std::string> lines;
+  for (const std::string& line : matches(output, "step [0-9]+ loss [-0-9a-fx.p+]+")) {
+    const int step = std::stoi(line.substr(5));
+    if (step >= first && step <= last) lines.push_back(line);
+  }
+  return lines;
+}
+
+// memory_tier_resume on 2 ranks with its memory tier named `job` (SLURM_JOB_ID).
+std::string memory_tier_job(const std::string& job, const std::string& args) {
+  return "SLURM_JOB_ID=" + job + " " + launch(2, DCPP_MEMORY_TIER_EXAMPLE, args);
+}
+
+// A job name of this test process's own, its regions removed when the test ends.
+struct MemoryJob {
+  explicit MemoryJob(const std::string& what)
+      : id(what + "-" + std::to_string(::getpid())), name("slurm-" + id) {
+    release();
+  }
+  ~MemoryJob() { release(); }
+  void release() const {
+    for (int r = 0; r < 2; ++r) dcpp::MemorySlots(name, r, 1).release();
+  }
+  bool holds_regions() const {
+    for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+      if (entry.path().filename().string().rfind("dcpp." + name + ".", 0) == 0) return true;
+    }
+    return false;
+  }
+  std::string id, name;
+};
+
+}  // namespace
+
+TEST_CASE("a rank SIGKILLed mid-step: the job resumes from the memory tier, bit for bit") {
+  TempDir dir;
+  MemoryJob job("killed"), whole_job("whole");
+  const std::string root = (dir / "killed").string();
+  auto whole = run_command(memory_tier_job(whole_job.id, (dir / "whole").string() + " 10"));
+  INFO(whole.output);
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(losses_of(whole.output, 1).size() == 10);
+
+  // Rank 1 dies in the middle of step 7: every rank holds steps 5 and 6 in memory, the disk 4.
+  auto killed = run_command(memory_tier_job(job.id, root + " 10 6 1"));
+  INFO(killed.output);
+  REQUIRE(killed.exit_code != 0);
+  REQUIRE(killed.output.find("rank 1: SIGKILL in the middle of step 7") != std::string::npos);
+  CHECK(losses_of(killed.output, 1) == losses_of(whole.output, 1, 6));
+  REQUIRE(job.holds_regions());
+  auto resumed = run_command(memory_tier_job(job.id, root + " 10"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(matches(resumed.output,
+                "rank [01] resumed from '/dev/shm/dcpp\\." + job.name + "\\.[01]\\.[01]' at step 6")
+            .size() == 2);
+  CHECK(losses_of(resumed.output, 7) == losses_of(whole.output, 7));
+  // The job ended well: its last step is on disk and its memory regions are gone.
+  CHECK(dcpp::latest_checkpoint(root)->step == 10);
+  CHECK_FALSE(job.holds_regions());
+}
+
+TEST_CASE("a corrupted memory slot is passed over for the other; without memory, the disk") {
+  TempDir dir;
+  MemoryJob job("corrupted"), whole_job("whole-2");
+  const std::string root = (dir / "ckpt").string();
+  auto whole = run_command(memory_tier_job(whole_job.id, (dir / "whole").string() + " 10"));
+  REQUIRE(whole.exit_code == 0);
+
+  auto killed = run_command(memory_tier_job(job.id, root + " 10 6 0"));
+  INFO(killed.output);
+  REQUIRE(killed.exit_code != 0);
+  // Rank 1's copy of step 6 damaged: the ranks agree on step 5, which each holds intact.
+  bool flipped = false;
+  for (const dcpp::MemoryStep& held : dcpp::MemorySlots(job.name, 1, 1).complete_steps()) {
+    if (held.step != 6) continue;
+    std::fstream file("/dev/shm" + held.region, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(-5, std::ios::end);
+    const char byte = static_cast<char>(file.get());
+    file.seekp(-5, std::ios::end);
+    file.put(static_cast<char>(byte ^ 0x40));
+    flipped = static_cast<bool>(file);
+  }
+  REQUIRE(flipped);
+  auto resumed = run_command(memory_tier_job(job.id, root + " 10 8 0"));  // killed in step 9
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code != 0);
+  CHECK(resumed.output.find("corrupted (step 6") != std::string::npos);
+  CHECK(matches(resumed.output, "rank [01] resumed from '/dev/shm/[^']+' at step 5").size() == 2);
+  CHECK(losses_of(resumed.output, 6) == losses_of(whole.output, 6, 8));
+
+  // The host lost its memory (a reboot; here the regions removed): the disk's step 8 serves.
+  job.release();
+  auto from_disk = run_command(memory_tier_job(job.id, root + " 10"));
+  INFO(from_disk.output);
+  REQUIRE(from_disk.exit_code == 0);
+  CHECK(
+      matches(from_disk.output, "rank [01] resumed from '[^']+/step-00000008' at step 8").size() ==
+      2);
+  CHECK(losses_of(from_disk.output, 9) == losses_of(whole.output, 9));
 }

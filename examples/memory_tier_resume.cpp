@@ -1,0 +1,108 @@
+// memory_tier_resume: data-parallel training that keeps every step in the memory tier (shared
+// memory that outlives the ranks' processes) and every 4th on disk. Kill a rank mid-step, start
+// the job again, and it resumes from the step before, out of memory, exactly where it was.
+// SLURM_JOB_ID, when set, names the memory tier's regions.
+//
+//   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK]]
+//
+// With KILL_STEP, rank KILL_RANK (default 1) SIGKILLs itself in the middle of step KILL_STEP + 1
+// (after its backward pass, before the gradients are exchanged); the launcher then stops the
+// others. Rank 0 prints the memory tier's job name, where each rank resumed from, and each step's
+// loss (the mean over the ranks) as a hexadecimal float, so that runs compare bit for bit.
+
+#include <dcpp/dcpp.h>
+#include <dcpp/dist.h>
+
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+constexpr int64_t kBatch = 24;  // the global batch, split evenly over the ranks
+
+std::pair<at::Tensor, at::Tensor> my_part(int64_t step, int rank, int world) {
+  at::Tensor x = at::arange(kBatch * 8, at::kFloat).mul(0.37).add(step).sin().view({kBatch, 8});
+  at::Tensor y = x.sum(1, /*keepdim=*/true).cos();
+  const int64_t part = kBatch / world;
+  return {x.narrow(0, rank * part, part), y.narrow(0, rank * part, part)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK]]\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const int64_t steps = std::stoll(argv[2]);
+  const int64_t kill_step = argc > 3 ? std::stoll(argv[3]) : -1;
+  const int kill_rank = argc > 4 ? std::stoi(argv[4]) : 1;
+  torch::set_num_threads(1);
+  auto env = dcpp::LaunchEnvironment::from_env();
+  auto store = dcpp::make_tcp_store(env);
+  auto group = dcpp::make_gloo_process_group(store, env.rank, env.world_size);  // training
+
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Linear(8, 64), torch::nn::ReLU(),
+                              torch::nn::Linear(64, 1));
+  auto ddp = std::make_shared<dcpp::DataParallel>(model.ptr(), group);
+  auto optimizer =
+      std::make_shared<torch::optim::Adam>(ddp->parameters(), torch::optim::AdamOptions(1e-2));
+  dcpp::TrainingContext context;
+  context.add("model", dcpp::make_model_stateful(ddp))
+      .add("optim", dcpp::make_optimizer_stateful(ddp, optimizer));
+
+  // Every step to memory, every 4th to disk. The memory tier's regions are named after the
+  // scheduler's job (a requeued Slurm job keeps its id), else after the root: either way the
+  // restarted job finds them. Disk saves block here (the model is tiny); with_async(true) for a
+  // large one.
+  dcpp::MemoryTierOptions memory = dcpp::MemoryTierOptions().with_every_steps(1);
+  if (const char* job = std::getenv("SLURM_JOB_ID")) memory.with_job(std::string("slurm-") + job);
+  auto manager = std::make_shared<dcpp::CheckpointManager>(
+      dcpp::CheckpointManagerOptions()
+          .with_root(dir)
+          .with_memory(memory)
+          .with_save_every_steps(4)
+          .with_async(false)
+          .with_store(store, env.rank, env.world_size)
+          .with_retention(dcpp::RetentionPolicy().with_keep_latest(2)));
+  dcpp::CheckpointCallback checkpoints(manager);
+  checkpoints.on_train_begin(context);  // the newest step every rank holds, memory first
+  if (checkpoints.resumed_from()) {
+    std::printf("rank %d resumed from '%s' at step %lld\n", env.rank,
+                checkpoints.resumed_from()->path.c_str(), static_cast<long long>(context.step));
+  }
+  while (context.step < steps && !context.should_stop()) {
+    auto [x, y] = my_part(context.step, env.rank, env.world_size);
+    optimizer->zero_grad();
+    at::Tensor loss = at::mse_loss(model->forward(x), y);
+    loss.backward();
+    if (context.step == kill_step && env.rank == kill_rank) {
+      std::printf("rank %d: SIGKILL in the middle of step %lld\n", env.rank,
+                  static_cast<long long>(context.step + 1));
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
+    ddp->synchronize_gradients();
+    optimizer->step();
+    std::vector<at::Tensor> mean{loss.detach().reshape({1}).clone()};
+    group->allreduce(mean)->wait();
+    context.step += 1;
+    context.metrics["loss"] = mean[0].item<double>() / env.world_size;
+    if (env.rank == 0) {
+      std::printf("step %lld loss %a\n", static_cast<long long>(context.step),
+                  context.metrics["loss"]);
+    }
+    checkpoints.on_step_end(context);  // to memory every step; to disk every 4th
+  }
+  checkpoints.on_train_end(context);  // the last step to disk; the memory regions released
+  if (env.rank == 0) std::printf("finished at step %lld\n", static_cast<long long>(context.step));
+  return checkpoints.preempted() ? dcpp::CheckpointCallback::kPreemptedExitCode : 0;
+}
