@@ -227,7 +227,7 @@ test-tsan: build-tsan s3-server
 
 # What the demo runs, and nothing else: the tests, benchmarks and other examples build with
 # `make build` (or `make test`).
-DEMO_TARGETS := quickstart demo_char_lm dcpp_cli dcpp_launch
+DEMO_TARGETS := quickstart demo_char_lm memory_tier_resume dcpp_cli dcpp_launch
 demo-build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target $(DEMO_TARGETS)
 
@@ -246,6 +246,14 @@ demo: demo-build s3-server
 	@echo "== resumed on 3 ranks, data parallel"
 	$(BUILD_DIR)/tools/dcpp-launch -n 3 -- $(BUILD_DIR)/examples/demo_char_lm resume \
 	  $(PLUGIN_DEMO_DIR)/checkpoints $(DEMO_STEPS)
+	@# The memory tier (docs/plugin.md): every step kept in shared memory; rank 1 SIGKILLed in the
+	@# middle of step 7, the job started again resumes from step 6 out of memory.
+	@echo "== memory tier: every step to memory, every 4th to disk; rank 1 killed mid-step 7"
+	-$(BUILD_DIR)/tools/dcpp-launch -n 2 -- $(BUILD_DIR)/examples/memory_tier_resume \
+	  $(PLUGIN_DEMO_DIR)/memory 10 6 1
+	@echo "== started again: resumed from memory"
+	$(BUILD_DIR)/tools/dcpp-launch -n 2 -- $(BUILD_DIR)/examples/memory_tier_resume \
+	  $(PLUGIN_DEMO_DIR)/memory 10
 	@# The remote tier (docs/storage.md): checkpoints drain to a local S3 server; the local ones are
 	@# lost and the job resumes from the remote.
 	examples/demo_remote_tier.sh $(BUILD_DIR) $(PLUGIN_DEMO_DIR)/remote $(DEMO_REMOTE_STEPS) \

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 
 namespace bench {
@@ -26,6 +27,19 @@ struct ResidentMemory {
   double peak_mib = 0;
 };
 ResidentMemory resident_memory();
+
+/// A new directory under the system's temporary directory, removed with what it holds.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// Parses the command line into `app`'s options; on --help or an error prints CLI11's message and
 /// exits (0 for --help, 2 for an error).

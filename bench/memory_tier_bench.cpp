@@ -1,17 +1,27 @@
-// The memory tier's blocking time (issue 40, docs/performance.md): writing a rank's step into its
-// shared-memory slot against a plain memcpy of the same bytes, in one run.
+// The memory tier's costs (issue 40, docs/performance.md), each against a baseline of the same run:
+//   1. the blocking time of a rank's step written into its shared-memory slot, and of the same
+//      state saved through CheckpointManager::save_to_memory (planning, metadata and all), against
+//      a plain memcpy of the same bytes;
+//   2. the training step of the demo's model (examples/demo_char_lm.cpp: a character MLP, Adam)
+//      with a memory checkpoint every step through CheckpointCallback, against the same loop
+//      without checkpoints.
 //
-//   memory_tier_bench [--gib N] [--pieces N] [--repeat N]
+//   memory_tier_bench [--gib N] [--pieces N] [--repeat N] [--steps N]
 //
 // The state: --gib GiB (default 1) in --pieces pieces (default 64), as a staged state dict's
 // tensors are. Baseline: one memcpy per piece into a warm buffer of the same size. Measured: a
 // write of that step into its slot, the slots warm (each written once before: the steady state of
 // a loop that saves every step), with 1 thread and with 2 (the copy and the CRC-32 the slot's
 // header carries). Each timing is the best of --repeat runs; target: at most 1.2x the memcpy.
+// The training loops run --steps steps each, alternating, --repeat times; the best of each counts.
+// Target: the memory checkpoint adds at most 5% to the step.
 
 #include "bench_common.h"
 
+#include <dcpp/dcpp.h>
 #include <dcpp/storage/memory_slots.h>
+
+#include <torch/torch.h>
 
 #include <unistd.h>
 
@@ -20,14 +30,99 @@
 #include <string>
 #include <vector>
 
+namespace {
+
+// The demo's model and optimizer (examples/demo_char_lm.cpp), one rank, and a loop over them.
+struct DemoTraining {
+  static constexpr int64_t kVocab = 128, kContext = 16, kEmbedding = 32, kHidden = 128;
+  static constexpr int64_t kBatch = 48;
+
+  DemoTraining()
+      : model(torch::nn::Embedding(kVocab, kEmbedding), torch::nn::Flatten(),
+              torch::nn::Linear(kContext * kEmbedding, kHidden), torch::nn::ReLU(),
+              torch::nn::Linear(kHidden, kVocab)),
+        optimizer(std::make_shared<torch::optim::Adam>(model->parameters(),
+                                                       torch::optim::AdamOptions(3e-3))) {
+    context.add("model", dcpp::make_model_stateful(dcpp::plain_layout(*model)))
+        .add("optim", dcpp::make_optimizer_stateful(dcpp::plain_layout(*model), optimizer));
+  }
+
+  // `steps` training steps, each ending with the callback's step end when one is given.
+  void train(int64_t steps, dcpp::CheckpointCallback* callback) {
+    for (int64_t i = 0; i < steps; ++i) {
+      const at::Tensor x = at::randint(kVocab, {kBatch, kContext}, at::kLong);
+      const at::Tensor y = at::randint(kVocab, {kBatch}, at::kLong);
+      optimizer->zero_grad();
+      at::Tensor loss = at::cross_entropy_loss(model->forward(x), y);
+      loss.backward();
+      optimizer->step();
+      context.step += 1;
+      if (callback != nullptr) callback->on_step_end(context);
+    }
+  }
+
+  torch::nn::Sequential model;
+  std::shared_ptr<torch::optim::Adam> optimizer;
+  dcpp::TrainingContext context;
+};
+
+void bench_training_step(int64_t steps, int repeat) {
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+  DemoTraining plain, checkpointed;
+  bench::TempDir root;
+  auto manager = std::make_shared<dcpp::CheckpointManager>(
+      dcpp::CheckpointManagerOptions()
+          .with_root(root.path())
+          .with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(
+              "memory-tier-bench-loop-" + std::to_string(::getpid())))
+          .with_async(false));
+  dcpp::CheckpointCallback callback(manager, dcpp::CheckpointCallbackOptions()
+                                                 .with_resume_enabled(false)
+                                                 .with_save_at_end(false));
+  plain.train(steps, nullptr);  // warm: Adam's state exists, the slots are written
+  checkpointed.train(steps, &callback);
+  double without = 1e30, with = 1e30;
+  for (int r = 0; r < repeat; ++r) {
+    auto start = bench::Clock::now();
+    plain.train(steps, nullptr);
+    without = std::min(without, bench::seconds_since(start) / static_cast<double>(steps));
+    start = bench::Clock::now();
+    checkpointed.train(steps, &callback);
+    with = std::min(with, bench::seconds_since(start) / static_cast<double>(steps));
+  }
+  // The memory checkpoint alone, without the training between.
+  double alone = 1e30;
+  for (int r = 0; r < repeat; ++r) {
+    const auto start = bench::Clock::now();
+    for (int64_t i = 0; i < steps; ++i) {
+      manager->save_to_memory(checkpointed.context.state,
+                              dcpp::SaveRequest().with_step(checkpointed.context.step + 1 + i));
+    }
+    alone = std::min(alone, bench::seconds_since(start) / static_cast<double>(steps));
+  }
+  int64_t bytes = 0;
+  for (const auto& record : manager->history()) bytes = record.written_bytes;
+  std::printf("demo model: a memory checkpoint alone takes %.3f ms\n", alone * 1e3);
+  std::printf(
+      "demo model (%lld bytes of state): step %.3f ms without checkpoints, %.3f ms with a memory "
+      "checkpoint every step: %+.1f%% (target <= +5%%)\n",
+      static_cast<long long>(bytes), without * 1e3, with * 1e3, (with / without - 1) * 100);
+  manager->release_memory();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   double gib = 1.0;
   int pieces = 64;
   int repeat = 5;
+  int64_t steps = 200;
   CLI::App app("The memory tier's blocking time against memcpy", "memory_tier_bench");
   app.add_option("--gib", gib, "size of the step, GiB");
   app.add_option("--pieces", pieces, "pieces (tensors) the step is made of");
   app.add_option("--repeat", repeat, "runs of each timing; the best counts");
+  app.add_option("--steps", steps, "training steps per timing of the demo model's loop");
   bench::parse_or_exit(app, argc, argv);
 
   const std::size_t piece_bytes = static_cast<std::size_t>(gib * (1ULL << 30)) / pieces;
@@ -59,5 +154,38 @@ int main(int argc, char** argv) {
         threads, seconds * 1e3, gib / seconds, seconds / memcpy_seconds);
     slots.release();
   }
+
+  // The same bytes as tensors of a state dict, through the manager (2 copy threads).
+  dcpp::StateDict tensors;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    tensors.insert("layer" + std::to_string(i),
+                   at::from_blob(state[i].data(), {static_cast<int64_t>(piece_bytes)}, at::kByte));
+  }
+  {
+    bench::TempDir root;
+    dcpp::CheckpointManager manager(
+        dcpp::CheckpointManagerOptions()
+            .with_root(root.path())
+            .with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(
+                "memory-tier-bench-manager-" + std::to_string(::getpid())))
+            .with_async(false));
+    int64_t next = 0;
+    const auto save = [&] {
+      if (!manager.save_to_memory(tensors, dcpp::SaveRequest().with_step(next++))) {
+        std::fprintf(stderr, "save_to_memory failed: %s\n", manager.history().back().error.c_str());
+        std::exit(1);
+      }
+    };
+    save();
+    save();
+    const double seconds = bench::best_seconds(repeat, [] {}, save);
+    std::printf(
+        "CheckpointManager::save_to_memory: %.1f ms (%.2f GiB/s), %.2fx the memcpy (target <= "
+        "1.2x)\n",
+        seconds * 1e3, gib / seconds, seconds / memcpy_seconds);
+    manager.release_memory();
+  }
+
+  bench_training_step(steps, repeat);
   return 0;
 }

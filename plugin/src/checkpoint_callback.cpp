@@ -13,6 +13,8 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/preemption.h>
 
+#include <algorithm>
+
 namespace dcpp {
 
 namespace {
@@ -124,7 +126,8 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
     // so do too many failed saves (a commit fails on the coordinator only).
     const bool time_due = manager_->rank() == manager_->options().ranks.coordinator_rank &&
                           manager_->is_save_due(context.step);
-    const FailedSaves failed = failed_saves_in_a_row(manager_->history());
+    const FailedSaves failed = failed_saves_in_a_row(manager_->history(
+        static_cast<std::size_t>(std::max(options_.max_consecutive_failed_saves, 1))));
     const bool too_many = options_.max_consecutive_failed_saves > 0 &&
                           failed.count >= options_.max_consecutive_failed_saves;
     const std::vector<int64_t> flags = detail::max_over_ranks(

@@ -59,5 +59,8 @@ void CheckpointManager::wait() { impl_->wait(); }
 void CheckpointManager::wait_for_remote() { impl_->wait_for_remote(); }
 
 std::vector<SaveRecord> CheckpointManager::history() const { return impl_->records(); }
+std::vector<SaveRecord> CheckpointManager::history(std::size_t count) const {
+  return impl_->newest_records(count);
+}
 
 }  // namespace dcpp

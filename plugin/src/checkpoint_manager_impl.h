@@ -103,6 +103,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   /// What each save did, oldest first.
   std::vector<SaveRecord> records() const { return history.records(); }
+  std::vector<SaveRecord> newest_records(std::size_t count) const {
+    return history.newest_records(count);
+  }
 
  private:
   bool is_coordinator() const { return rank == options.ranks.coordinator_rank; }

@@ -2,6 +2,8 @@
 
 #include "save_history.h"
 
+#include <algorithm>
+
 #include <dcpp/core/checkpoint_error.h>
 
 namespace dcpp::detail {
@@ -19,6 +21,11 @@ void SaveHistory::mark_saved(int64_t step) {
 void SaveHistory::add(const SaveRecord& record, std::exception_ptr unreported) {
   std::lock_guard<std::mutex> lock(mutex_);
   records_.push_back(record);
+  if (record.in_memory && ++memory_records_ > kKeptMemoryRecords) {
+    records_.erase(std::find_if(records_.begin(), records_.end(),
+                                [](const SaveRecord& kept) { return kept.in_memory; }));
+    --memory_records_;
+  }
   if (!unreported || first_error_) return;
   try {
     std::rethrow_exception(unreported);
@@ -32,6 +39,13 @@ void SaveHistory::add(const SaveRecord& record, std::exception_ptr unreported) {
 std::vector<SaveRecord> SaveHistory::records() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return records_;
+}
+
+std::vector<SaveRecord> SaveHistory::newest_records(std::size_t count) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::size_t first = records_.size() > count ? records_.size() - count : 0;
+  return std::vector<SaveRecord>(records_.begin() + static_cast<std::ptrdiff_t>(first),
+                                 records_.end());
 }
 
 std::exception_ptr SaveHistory::take_first_error() {

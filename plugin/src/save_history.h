@@ -27,8 +27,14 @@ class SaveHistory {
   /// record's message.
   void add(const SaveRecord& record, std::exception_ptr unreported = nullptr);
 
-  /// Every record added, in order.
+  /// Every record kept, in order: every save of a step checkpoint or export, and the newest
+  /// kKeptMemoryRecords of the memory tier's (a loop copies a step to memory every step: older
+  /// ones are dropped, so the history does not grow with the steps).
   std::vector<SaveRecord> records() const;
+  /// The newest `count` of records(), in order.
+  std::vector<SaveRecord> newest_records(std::size_t count) const;
+
+  static constexpr std::size_t kKeptMemoryRecords = 64;
 
   /// The first unreported error (a CheckpointError), or null; cleared, so that it is reported
   /// once.
@@ -39,6 +45,7 @@ class SaveHistory {
   std::set<int64_t> saved_steps_;
   std::vector<SaveRecord> records_;
   std::exception_ptr first_error_;
+  std::size_t memory_records_ = 0;  // of records_
 };
 
 }  // namespace dcpp::detail

@@ -199,20 +199,29 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
     throw CheckpointError(ErrorKind::kUsage,
                           what + ": the save identity '" + save_id + "' is longer than 64 bytes");
   }
-  // The slot that does not hold the newest complete step.
-  const std::optional<SlotHeader> first = read_header(region_name(0));
-  const std::optional<SlotHeader> second = read_header(region_name(1));
-  const auto complete_step = [](const std::optional<SlotHeader>& header) {
-    return header && header->state == kComplete ? header->step
-                                                : std::numeric_limits<int64_t>::min();
-  };
-  const int slot = complete_step(first) > complete_step(second) ? 1 : 0;
+  // The slot that does not hold the newest complete step: read from the regions once, then
+  // known (this process is their only writer).
+  if (!slots_known_) {
+    for (int slot = 0; slot < 2; ++slot) {
+      const std::optional<SlotHeader> header = read_header(region_name(slot));
+      complete_step_[slot] = header && header->state == kComplete
+                                 ? header->step
+                                 : std::numeric_limits<int64_t>::min();
+    }
+    slots_known_ = true;
+  }
+  const int slot = complete_step_[0] > complete_step_[1] ? 1 : 0;
   const std::string name = region_name(slot);
+  complete_step_[slot] = std::numeric_limits<int64_t>::min();  // until this write completes
 
-  // The slot's mapping from the last write into it, when the step has the same size.
+  // The slot's mapping from the last write into it, when the step fits and takes more than half
+  // of it. A new region has room for a step a 16th larger, in whole 64 KiB: the steps of a loop
+  // differ by a few bytes of their manifest, and are written into the same pages.
   const std::size_t total = kHeaderBytes + bytes;
   std::unique_ptr<Mapping>& mapping = mapped_[slot];
-  if (!mapping || mapping->region.size() != static_cast<int64_t>(total)) {
+  const int64_t mapped_size = mapping ? mapping->region.size() : 0;
+  if (!mapping || mapped_size < static_cast<int64_t>(total) ||
+      static_cast<int64_t>(total) * 2 <= mapped_size) {
     mapping.reset();
     mapping = std::make_unique<Mapping>(name);
     Region& region = mapping->region;
@@ -225,21 +234,23 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
       char* at = region.map(kHeaderBytes, /*writable=*/true);
       if (at != nullptr) __atomic_store_n(&header_of(at)->state, kBeingWritten, __ATOMIC_RELEASE);
     }
-    if (::ftruncate(region.fd(), static_cast<off_t>(total)) != 0) {
+    constexpr std::size_t kGrain = 64 << 10;
+    const std::size_t capacity = (total + total / 16 + kGrain - 1) / kGrain * kGrain;
+    if (::ftruncate(region.fd(), static_cast<off_t>(capacity)) != 0) {
       throw CheckpointError(ErrorKind::kIo, what + ": cannot size shared memory " + name + " to " +
-                                                std::to_string(total) +
+                                                std::to_string(capacity) +
                                                 " bytes: " + errno_text(errno));
     }
     // Reserve every page now: a tmpfs out of room would kill the writer with SIGBUS mid-copy.
-    if (const int error = ::posix_fallocate(region.fd(), 0, static_cast<off_t>(total))) {
+    if (const int error = ::posix_fallocate(region.fd(), 0, static_cast<off_t>(capacity))) {
       mapping.reset();
       throw CheckpointError(ErrorKind::kIo, what + ": /dev/shm has no room for " + name + " (" +
-                                                std::to_string(total) + " bytes asked, " +
+                                                std::to_string(capacity) + " bytes asked, " +
                                                 free_bytes_of_shm() +
                                                 " free): " + errno_text(error) +
                                                 "; give /dev/shm more room or keep less in memory");
     }
-    if (region.map(total, /*writable=*/true) == nullptr) {
+    if (region.map(capacity, /*writable=*/true) == nullptr) {
       const int error = region.error();
       mapping.reset();
       throw CheckpointError(ErrorKind::kIo,
@@ -258,6 +269,7 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   std::memset(header->save_id, 0, kSaveIdBytes);
   std::memcpy(header->save_id, save_id.data(), save_id.size());
   __atomic_store_n(&header->state, kComplete, __ATOMIC_RELEASE);
+  complete_step_[slot] = step;
   return slot;
 }
 
@@ -322,6 +334,7 @@ std::optional<MemoryStep> MemorySlots::newest(std::vector<std::string>* problems
 MemorySlots::~MemorySlots() = default;
 
 void MemorySlots::release() {
+  slots_known_ = false;
   for (int slot = 0; slot < 2; ++slot) {
     mapped_[slot].reset();
     ::shm_unlink(region_name(slot).c_str());

@@ -424,8 +424,12 @@ class DCPP_API CheckpointManager {
   /// root on several ranks it is collective (call it on every rank): every host copies its
   /// files, the coordinator commits, and a drain error on any rank is thrown on every rank.
   void wait_for_remote();
-  /// The saves this rank made, in order (completed ones carry their timings).
+  /// The saves this rank made, in order (completed ones carry their timings): every step
+  /// checkpoint and export, and of the memory tier's copies the newest 64 (a loop makes one every
+  /// step; older ones are dropped).
   std::vector<SaveRecord> history() const;
+  /// The newest `count` records of history(), in order: what a loop looks at every step.
+  std::vector<SaveRecord> history(std::size_t count) const;
 
  private:
   class Impl;

@@ -43,8 +43,10 @@ struct DCPP_API MemoryStep {
 /// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux). `job`:
 /// letters, digits, '-' and '_' (anything else is refused). Writes and reads from one process at a
 /// time (the rank's); a restarted rank opens the regions its predecessor left. A slot written
-/// stays mapped, and a step of the same size as the one before in it is written into the same
-/// pages (no resizing, no page faults): the steady state of a training loop.
+/// stays mapped, and a step that fits in it (regions are sized a 16th above their first step)
+/// and takes more than half of it is written into the same pages (no resizing, no page faults):
+/// the steady state of a training loop. The first write reads which slot holds what; later
+/// writes know it (the rank's process is their only writer).
 class DCPP_API MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
@@ -84,6 +86,9 @@ class DCPP_API MemorySlots {
   int64_t max_bytes_;
   int threads_;
   std::unique_ptr<Mapping> mapped_[2];  // the slots this object wrote, kept mapped
+  // Each slot's complete step (int64 min: none), once read from the regions by the first write.
+  bool slots_known_ = false;
+  int64_t complete_step_[2] = {};
 };
 
 }  // namespace dcpp
