@@ -4,6 +4,7 @@
 
 #include "convert/convert_command.h"
 #include "diff/diff_command.h"
+#include "flush/flush_command.h"
 #include "inspect/inspect_command.h"
 #include "verify/verify_command.h"
 
@@ -37,6 +38,7 @@ int run_cli(int argc, char** argv) {
   add_verify_command(app);
   add_convert_command(app);
   add_diff_command(app);
+  add_flush_memory_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

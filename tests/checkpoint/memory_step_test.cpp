@@ -166,3 +166,38 @@ TEST_CASE("a memory step is saved without collectives") {
   CHECK(error.kind() == dcpp::ErrorKind::kUsage);
   CHECK_FALSE(rank.slots.newest().has_value());
 }
+
+TEST_CASE("memory steps written as a DCP checkpoint load resharded, bit for bit") {
+  const at::Tensor w = global_w();
+  const int64_t bounds[] = {0, 5, 9, 13};
+  std::vector<std::unique_ptr<RankSlots>> ranks;
+  std::vector<MemoryStep> steps;
+  for (int r = 0; r < 3; ++r) {
+    ranks.push_back(std::make_unique<RankSlots>(r, "todisk"));
+    StateDict state = rows_of(bounds[r], bounds[r + 1], w);
+    state.insert("step", 17);
+    state.insert("own_" + std::to_string(r), at::full({3}, r, at::kInt));
+    save_step(ranks.back()->slots, state, r, 3, 17);
+    steps.push_back(*ranks.back()->slots.newest());
+  }
+  dcpp::test::TempDir dir;
+  const dcpp::Metadata metadata =
+      dcpp::write_memory_steps_as_checkpoint(steps, dir / "ckpt", /*sync_files=*/false);
+  CHECK(metadata.state_dict_metadata.size() == 5);
+  CHECK(std::filesystem::exists(dir / "ckpt" / ".metadata"));
+  for (int r = 0; r < 3; ++r) {
+    CHECK(std::filesystem::exists(dir / "ckpt" / ("__" + std::to_string(r) + "_0.distcp")));
+  }
+  // One process reads it all, as a checkpoint of any save.
+  StateDict whole;
+  whole.insert("w", at::zeros({13, 5}, at::kDouble));
+  whole.insert("step", 0);
+  for (int r = 0; r < 3; ++r) whole.insert("own_" + std::to_string(r), at::zeros({3}, at::kInt));
+  dcpp::load(whole, dir / "ckpt");
+  CHECK(dcpp::test::bitwise_equal(whole.at("w").tensor(), w));
+  CHECK(whole.at("step").value().toInt() == 17);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(dcpp::test::bitwise_equal(whole.at("own_" + std::to_string(r)).tensor(),
+                                    at::full({3}, r, at::kInt)));
+  }
+}

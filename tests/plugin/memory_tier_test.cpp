@@ -7,9 +7,12 @@
 #include "dcpp_test.h"
 #include "manager_test_support.h"
 
+#include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/plugin/memory_flush.h>
 #include <dcpp/storage/memory_slots.h>
+#include <dcpp/storage/memory_step.h>
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
@@ -223,4 +226,66 @@ TEST_CASE("ranks that hold different newest steps resume from the newest they al
     CHECK(infos[r]->step == 5);
     CHECK(same_state(restored[r], saved[r][5]));
   }
+}
+
+TEST_CASE("flush_memory_tier commits the newest memory step under the root, then removes it") {
+  TempDir dir;
+  Job job("flush");
+  const fs::path root = dir / "ckpt";
+  std::map<int64_t, dcpp::StateDict> saved;
+  {
+    dcpp::CheckpointManager manager(job.options(root));
+    saved[2] = state_of_step(2);
+    manager.save(saved[2], request(2));
+    for (int64_t step : {3, 4}) {
+      saved[step] = state_of_step(step);
+      REQUIRE(manager.save_to_memory(saved[step], request(step, 0.5)));
+    }
+  }  // the job is gone; its regions stay
+  // Ranks that hold no common step: nothing written, nothing removed.
+  const dcpp::MemoryFlushResult none = dcpp::flush_memory_tier(
+      dcpp::MemoryFlushOptions().with_root(root).with_job(job.name).with_ranks(2));
+  CHECK_FALSE(none.written);
+  CHECK_THAT(none.message, Catch::Contains("no step that all 2 ranks hold complete"));
+  REQUIRE(dcpp::MemorySlots(job.name, 0, 1).complete_steps().size() == 2);
+
+  const dcpp::MemoryFlushResult flushed = dcpp::flush_memory_tier(
+      dcpp::MemoryFlushOptions().with_root(root).with_job(job.name).with_sync_files(false));
+  INFO(flushed.message);
+  REQUIRE(flushed.written);
+  CHECK(flushed.written->step == 4);
+  CHECK(flushed.written->path == root / "step-00000004");
+  CHECK(flushed.written->metrics.at("loss") == 0.5);
+  CHECK(dcpp::latest_checkpoint(root)->step == 4);
+  CHECK(dcpp::MemorySlots(job.name, 0, 1).complete_steps().empty());  // removed
+  // A job started again resumes from it, from disk.
+  dcpp::CheckpointManager manager(job.options(root));
+  dcpp::StateDict restored = target_like(saved[4]);
+  const auto info = manager.restore(restored);
+  REQUIRE(info);
+  CHECK(info->path == root / "step-00000004");
+  CHECK(same_state(restored, saved[4]));
+  // Nothing newer in memory than on disk: nothing written, the regions removed all the same.
+  REQUIRE(manager.save_to_memory(saved[3], request(3)));
+  const dcpp::MemoryFlushResult again = dcpp::flush_memory_tier(
+      dcpp::MemoryFlushOptions().with_root(root).with_job(job.name).with_sync_files(false));
+  CHECK_FALSE(again.written);
+  CHECK_THAT(again.message, Catch::Contains("no newer than step 4"));
+  CHECK(dcpp::MemorySlots(job.name, 0, 1).complete_steps().empty());
+}
+
+TEST_CASE("flush_memory_tier refuses the steps of a job of another world size, naming it") {
+  TempDir dir;
+  Job job("flush-world");
+  dcpp::MemorySlots slots(job.name, 0, 1 << 20);
+  dcpp::MemoryStepWriter writer(slots, 9, "save-9", /*world_size=*/2, "{}");
+  dcpp::save(state_of_step(9), writer,
+             dcpp::SaveOptions().with_use_collectives(false).with_rank(0));
+  const dcpp::CheckpointError error = dcpp::test::error_of([&] {
+    dcpp::flush_memory_tier(dcpp::MemoryFlushOptions().with_root(dir / "ckpt").with_job(job.name));
+  });
+  CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(error.what(), Catch::Contains("saved by a job of 2 ranks, and 1 were named"));
+  CHECK(dcpp::list_checkpoints(dir / "ckpt").empty());
+  CHECK(slots.complete_steps().size() == 1);  // kept
 }

@@ -183,10 +183,12 @@ TEST_CASE("a corrupted memory slot is passed over for the other; without memory,
   bool flipped = false;
   for (const dcpp::MemoryStep& held : dcpp::MemorySlots(job.name, 1, 1).complete_steps()) {
     if (held.step != 6) continue;
+    // Inside the step's bytes (the region holds some room after them), past its 4 KiB header.
+    const std::streamoff at = 4096 + static_cast<std::streamoff>(held.bytes.size()) - 5;
     std::fstream file("/dev/shm" + held.region, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(-5, std::ios::end);
+    file.seekg(at);
     const char byte = static_cast<char>(file.get());
-    file.seekp(-5, std::ios::end);
+    file.seekp(at);
     file.put(static_cast<char>(byte ^ 0x40));
     flipped = static_cast<bool>(file);
   }
@@ -207,4 +209,34 @@ TEST_CASE("a corrupted memory slot is passed over for the other; without memory,
       matches(from_disk.output, "rank [01] resumed from '[^']+/step-00000008' at step 8").size() ==
       2);
   CHECK(losses_of(from_disk.output, 9) == losses_of(whole.output, 9));
+}
+
+TEST_CASE("dcpp-launch --memory-root writes a dead job's newest memory step to disk") {
+  TempDir dir;
+  MemoryJob job("flushed"), whole_job("whole-3");
+  const std::string root = (dir / "ckpt").string();
+  auto whole = run_command(memory_tier_job(whole_job.id, (dir / "whole").string() + " 10"));
+  REQUIRE(whole.exit_code == 0);
+
+  // Rank 1 dies in the middle of step 7; the launcher, once every rank has exited, commits step 6
+  // from memory (the disk held step 4) and removes the regions.
+  const std::string flushing = std::string(DCPP_LAUNCH) + " --fork -n 2 --memory-root " + root +
+                               " --memory-job " + job.name + " -- " + DCPP_MEMORY_TIER_EXAMPLE +
+                               " " + root + " 10 6 1 2>&1";
+  auto killed = run_command("SLURM_JOB_ID=" + job.id + " " + flushing);
+  INFO(killed.output);
+  REQUIRE(killed.exit_code != 0);  // the job's failure, whatever the flush did
+  CHECK(killed.output.find("step 6 of 2 ranks written to '" + root + "/step-00000006'") !=
+        std::string::npos);
+  REQUIRE(dcpp::latest_checkpoint(root));
+  CHECK(dcpp::latest_checkpoint(root)->step == 6);
+  CHECK_FALSE(job.holds_regions());
+
+  // Started again from scratch (no memory left), it resumes from that step, from disk.
+  auto resumed = run_command(memory_tier_job(job.id, root + " 10"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(matches(resumed.output, "rank [01] resumed from '[^']+/step-00000006' at step 6").size() ==
+        2);
+  CHECK(losses_of(resumed.output, 7) == losses_of(whole.output, 7));
 }

@@ -1,8 +1,10 @@
 // `dcpp-launch -n N [--nnodes H --node-rank K] [--master-addr A] [--master-port P] [--timeout S]
-// [--fork] [--] CMD ARGS...`: N local ranks of CMD with the torchrun variables set (see
-// launcher.h).
+// [--fork] [--memory-root ROOT [--memory-job JOB]] [--] CMD ARGS...`: N local ranks of CMD with
+// the torchrun variables set (see launcher.h); with a memory root, the job's newest memory step
+// written to disk when it ends badly (memory_flush_step.h).
 
 #include "launch/launcher.h"
+#include "launch/memory_flush_step.h"
 
 #include <dcpp/version.h>
 
@@ -77,6 +79,13 @@ int main(int argc, char** argv) {
                "start the command once and let it fork the ranks after its libraries are "
                "loaded (it must call dcpp::become_launched_rank() first in main()): one "
                "process's start-up instead of N");
+  dcpp::tools::MemoryFlushStep memory;
+  app.add_option("--memory-root", memory.root,
+                 "a CheckpointManager root whose memory tier this job keeps: when a rank fails or "
+                 "the launcher is stopped, once every rank has exited, the newest step all ranks "
+                 "hold in memory is committed there (dcpp flush-memory) and the regions removed");
+  app.add_option("--memory-job", memory.job,
+                 "the memory tier's job name (MemoryTierOptions::job), when the job names it");
   // Everything from the command on (or after "--") is the command, its options included.
   app.prefix_command();
   app.footer(
@@ -98,10 +107,14 @@ int main(int argc, char** argv) {
   options.stop_grace = std::chrono::milliseconds(std::llround(timeout_s * 1000.0));
   install_signal_handlers();
   options.interrupt_fd = interrupt_pipe[0];
+  int status = 1;
   try {
-    return dcpp::tools::launch(options);
+    status = dcpp::tools::launch(options);
   } catch (const std::exception& error) {
     std::cerr << error.what() << "\n";
-    return 1;
   }
+  if (status != 0 && !memory.root.empty()) {
+    dcpp::tools::flush_memory_tier_of_job(memory, options.nproc, options.nnodes);
+  }
+  return status;
 }

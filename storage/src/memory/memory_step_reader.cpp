@@ -5,7 +5,6 @@
 
 #include "format/byte_io.h"
 #include "format/item_codec.h"
-#include "format/metadata_pickle.h"
 #include "storage/memory_payload.h"
 #include "storage/per_rank_metadata.h"
 
@@ -20,57 +19,8 @@
 namespace dcpp {
 using detail::decode_memory_payload;
 using detail::memory_data_file;
+using detail::memory_step_corrupt;
 using detail::MemoryPayload;
-
-namespace {
-
-constexpr std::size_t kPayloadPreambleBytes = 48;
-
-uint64_t payload_u64(const char* at) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(at[i]);
-  return value;
-}
-uint32_t payload_u32(const char* at) {
-  return static_cast<uint32_t>(payload_u64(at) & 0xffffffffu);
-}
-
-[[noreturn]] void payload_corrupt(const std::string& where, const std::string& what) {
-  throw CheckpointError(ErrorKind::kCorrupt, "memory step " + where + ": " + what +
-                                                 "; the memory tier's other slot or the next "
-                                                 "tier holds an older step");
-}
-
-}  // namespace
-
-MemoryPayload detail::decode_memory_payload(std::string_view bytes, const std::string& where) {
-  if (bytes.size() < kPayloadPreambleBytes || bytes.substr(0, 8) != "DCPPSTEP") {
-    payload_corrupt(where, "no payload preamble");
-  }
-  const char* at = bytes.data();
-  if (payload_u32(at + 8) != 1)
-    payload_corrupt(where, "payload version " + std::to_string(payload_u32(at + 8)));
-  MemoryPayload payload;
-  payload.rank = static_cast<int>(payload_u32(at + 12));
-  payload.world_size = static_cast<int>(payload_u32(at + 16));
-  const uint64_t manifest = payload_u64(at + 24), metadata = payload_u64(at + 32),
-                 data = payload_u64(at + 40);
-  const uint64_t available = bytes.size() - kPayloadPreambleBytes;
-  if (manifest > available || metadata > available - manifest) {
-    payload_corrupt(where, "its sizes exceed its " + std::to_string(bytes.size()) + " bytes");
-  }
-  const uint64_t head = kPayloadPreambleBytes + manifest + metadata;
-  const uint64_t data_start = head + (64 - head % 64) % 64;
-  if (data_start > bytes.size() || data != bytes.size() - data_start) {
-    payload_corrupt(where,
-                    "its data section is not the " + std::to_string(data) + " bytes it names");
-  }
-  payload.manifest = bytes.substr(kPayloadPreambleBytes, manifest);
-  payload.metadata =
-      detail::decode_metadata(bytes.substr(kPayloadPreambleBytes + manifest, metadata), where);
-  payload.data = bytes.substr(data_start);
-  return payload;
-}
 
 class MemoryStepReader::Impl {
  public:
@@ -177,48 +127,27 @@ const MemoryStepReader::Impl::Held& MemoryStepReader::Impl::held_of_file(
 
 void MemoryStepReader::Impl::read_tensor(const ReadItem& item, LoadPlanner& planner) const {
   const std::string& key = item.storage_index.fqn;
-  const TensorStorageMetadata* tensor = nullptr;
-  for (const auto& [name, entry] : metadata_->state_dict_metadata) {
-    if (name == key) tensor = std::get_if<TensorStorageMetadata>(&entry);
-  }
-  const ChunkStorageMetadata* chunk = nullptr;
-  if (tensor != nullptr) {
-    for (const ChunkStorageMetadata& candidate : tensor->chunks) {
-      if (item.storage_index.offset && candidate.offsets == *item.storage_index.offset) {
-        chunk = &candidate;
-      }
-    }
-  }
   const StorageInfo& info = storage_of(item.storage_index);
   const Held& held = held_of_file(info.relative_path, key);
   const std::string& where = held.step.region;
-  if (chunk == nullptr)
-    payload_corrupt(where, "no chunk of '" + key + "' at the offsets asked for");
-  const int64_t elements = c10::multiply_integers(chunk->sizes);
-  const int64_t expected =
-      elements * static_cast<int64_t>(at::elementSize(tensor->properties.dtype));
-  if (info.offset < 0 || info.length != expected ||
-      static_cast<uint64_t>(info.offset) > held.payload.data.size() ||
-      static_cast<uint64_t>(expected) > held.payload.data.size() - info.offset) {
-    payload_corrupt(where, "the chunk of '" + key + "' is not the " + std::to_string(expected) +
-                               " bytes in its data that its shape and dtype take");
+  const detail::MemoryChunk chunk =
+      detail::memory_chunk(*metadata_, item.storage_index, info, held.payload, where);
+  const std::vector<int64_t>& sizes = chunk.chunk->sizes;
+  if (item.storage_offsets.size() != sizes.size() || item.lengths.size() != sizes.size()) {
+    memory_step_corrupt(where, "a read of '" + key +
+                                   "' has another number of dimensions than "
+                                   "its chunk");
   }
-  if (item.storage_offsets.size() != chunk->sizes.size() ||
-      item.lengths.size() != chunk->sizes.size()) {
-    payload_corrupt(where,
-                    "a read of '" + key + "' has another number of dimensions than its chunk");
-  }
-  for (std::size_t d = 0; d < chunk->sizes.size(); ++d) {
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
     if (item.storage_offsets[d] < 0 || item.lengths[d] < 0 ||
-        item.storage_offsets[d] + item.lengths[d] > chunk->sizes[d]) {
-      payload_corrupt(where, "a read of '" + key + "' goes outside its chunk");
+        item.storage_offsets[d] + item.lengths[d] > sizes[d]) {
+      memory_step_corrupt(where, "a read of '" + key + "' goes outside its chunk");
     }
   }
   // The payload is read-only; the view is only ever copied from.
-  at::Tensor source =
-      at::from_blob(const_cast<char*>(held.payload.data.data() + info.offset), chunk->sizes,
-                    at::TensorOptions().dtype(tensor->properties.dtype));
-  for (std::size_t d = 0; d < chunk->sizes.size(); ++d) {
+  at::Tensor source = at::from_blob(const_cast<char*>(chunk.bytes.data()), sizes,
+                                    at::TensorOptions().dtype(chunk.tensor->properties.dtype));
+  for (std::size_t d = 0; d < sizes.size(); ++d) {
     source = source.narrow(static_cast<int64_t>(d), item.storage_offsets[d], item.lengths[d]);
   }
   at::Tensor dest = planner.resolve_tensor(item);
@@ -234,13 +163,9 @@ void MemoryStepReader::Impl::read_value(const ReadItem& item, LoadPlanner& plann
   const StorageInfo& info = storage_of(item.storage_index);
   const std::string& key = item.storage_index.fqn;
   const Held& held = held_of_file(info.relative_path, key);
-  if (info.offset < 0 || info.length < 0 ||
-      static_cast<uint64_t>(info.offset) > held.payload.data.size() ||
-      static_cast<uint64_t>(info.length) > held.payload.data.size() - info.offset) {
-    payload_corrupt(held.step.region, "the value '" + key + "' lies outside its data");
-  }
-  const detail::MemorySource source(held.payload.data.substr(info.offset, info.length),
-                                    held.step.region + ", key '" + key + "'");
+  const detail::MemorySource source(
+      detail::memory_value_bytes(info, held.payload, key, held.step.region),
+      held.step.region + ", key '" + key + "'");
   planner.load_bytes(item, detail::read_bytes_item(source, /*verify_crc=*/true));
 }
 

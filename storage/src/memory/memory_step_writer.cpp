@@ -39,8 +39,6 @@ uint64_t payload_padding(uint64_t size) {
 
 }  // namespace
 
-std::string detail::memory_data_file(int rank) { return "__" + std::to_string(rank) + "_memory"; }
-
 class MemoryStepWriter::Impl {
  public:
   Impl(MemorySlots& slots, int64_t step, std::string save_id, int world_size, std::string manifest)

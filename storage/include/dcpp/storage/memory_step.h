@@ -23,6 +23,7 @@
 #include <dcpp/storage/storage_writer.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -84,5 +85,16 @@ class DCPP_API MemoryStepReader final : public StorageReader {
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Writes `steps` (at most one per rank, each of a different rank) as a DCP checkpoint in
+/// `directory` (created when missing): each rank's data file `__<rank>_0.distcp`, its tensors as
+/// `torch.save` archives and its values as they are, then the merged `.metadata` through
+/// `.metadata.tmp`, fsync and rename (the fsyncs only with `sync_files`). What PyTorch and dcpp
+/// load as any checkpoint, resharded. Returns its Metadata. Throws CheckpointError naming the
+/// region of a step that does not decode, or the file that cannot be written; `.metadata` is then
+/// not written.
+DCPP_API Metadata write_memory_steps_as_checkpoint(std::vector<MemoryStep> steps,
+                                                   const std::filesystem::path& directory,
+                                                   bool sync_files = true);
 
 }  // namespace dcpp

@@ -1,0 +1,89 @@
+// flush_memory_tier: the memory tier's newest step committed to disk from outside the job
+// (memory_flush.h), for dcpp-launch and `dcpp flush-memory`.
+
+#include "checkpoint_commit.h"
+#include "checkpoint_info_json.h"
+#include "memory_tier.h"
+
+#include <dcpp/core/checkpoint_error.h>
+#include <dcpp/plugin/memory_flush.h>
+#include <dcpp/storage/memory_slots.h>
+#include <dcpp/storage/memory_step.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace dcpp {
+namespace fs = std::filesystem;
+
+MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options) {
+  if (options.root.empty() || options.ranks < 1) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "flush_memory_tier needs a root and at least one rank");
+  }
+  const std::string job =
+      detail::memory_job_name(MemoryTierOptions().with_job(options.job), options.root);
+  std::vector<std::unique_ptr<MemorySlots>> slots;
+  std::vector<std::vector<MemoryStep>> held;
+  for (int r = 0; r < options.ranks; ++r) {
+    slots.push_back(std::make_unique<MemorySlots>(job, r, 1));
+    held.push_back(slots.back()->complete_steps());
+  }
+  const auto release = [&] {
+    if (options.keep_regions) return;
+    for (const auto& rank : slots) rank->release();
+  };
+  // The newest step of rank 0's that every rank holds, of the same save.
+  std::vector<MemoryStep> chosen;
+  for (const MemoryStep& candidate : held.front()) {
+    chosen.clear();
+    for (const std::vector<MemoryStep>& rank : held) {
+      const auto same = std::find_if(rank.begin(), rank.end(), [&](const MemoryStep& step) {
+        return step.step == candidate.step && step.save_id == candidate.save_id;
+      });
+      if (same == rank.end()) break;
+      chosen.push_back(*same);
+    }
+    if (chosen.size() == held.size()) break;
+  }
+  MemoryFlushResult result;
+  if (chosen.size() != held.size()) {
+    result.message = "memory tier '" + job + "': no step that all " +
+                     std::to_string(options.ranks) + " ranks hold complete; nothing written";
+    return result;
+  }
+  const int64_t step = chosen.front().step;
+  MemoryStepReader reader(chosen);
+  for (const auto& [rank, world] : reader.world_sizes()) {
+    if (world != options.ranks) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "memory tier '" + job + "': step " + std::to_string(step) +
+                                " was saved by a job of " + std::to_string(world) + " ranks, and " +
+                                std::to_string(options.ranks) +
+                                " were named; a job over several hosts is not flushed from one");
+    }
+  }
+  const std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);
+  if (newest && newest->step >= step) {
+    result.message = "memory tier '" + job + "': its newest step " + std::to_string(step) +
+                     " is no newer than step " + std::to_string(newest->step) + " under '" +
+                     options.root.string() + "'; nothing written";
+    release();
+    return result;
+  }
+  CheckpointInfo manifest =
+      detail::checkpoint_info_from_json(reader.manifests().begin()->second, chosen.front().region);
+  const fs::path final_path = options.root / step_directory_name(step);
+  const fs::path incomplete = detail::incomplete_directory(final_path);
+  fs::remove_all(incomplete);
+  write_memory_steps_as_checkpoint(chosen, incomplete, options.sync_files);
+  detail::commit_checkpoint(incomplete, final_path, manifest, options.sync_files);
+  result.written = read_checkpoint_info(final_path);
+  result.message = "memory tier '" + job + "': step " + std::to_string(step) + " of " +
+                   std::to_string(options.ranks) + " ranks written to '" + final_path.string() +
+                   "'";
+  release();
+  return result;
+}
+
+}  // namespace dcpp
