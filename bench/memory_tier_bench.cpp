@@ -2,7 +2,10 @@
 //   1. the blocking time of a rank's step written into its shared-memory slot, and of the same
 //      state saved through CheckpointManager::save_to_memory (planning, metadata and all), against
 //      a plain memcpy of the same bytes;
-//   2. the training step of the demo's model (examples/demo_char_lm.cpp: a character MLP, Adam)
+//   2. restoring that state (a restarted job's first step waits for it): from the memory tier, and
+//      from the disk tier with the page cache dropped (when this process may drop it; else warm,
+//      and said so), in the same run;
+//   3. the training step of the demo's model (examples/demo_char_lm.cpp: a character MLP, Adam)
 //      with a memory checkpoint every step through CheckpointCallback, against the same loop
 //      without checkpoints.
 //
@@ -66,6 +69,57 @@ struct DemoTraining {
   dcpp::TrainingContext context;
 };
 
+// Drops the page cache (root only): "dropped", or why not.
+std::string drop_page_cache() {
+  ::sync();
+  std::FILE* file = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (file == nullptr) return "warm (the page cache cannot be dropped by this user)";
+  const bool ok = std::fputs("3", file) >= 0;
+  return std::fclose(file) == 0 && ok ? "dropped" : "warm (dropping the page cache failed)";
+}
+
+// A restarted job's restore of `state`'s bytes: from memory, then from disk.
+void bench_restore(const dcpp::StateDict& state, double gib, int repeat) {
+  bench::TempDir root;
+  const std::string job = "memory-tier-bench-restore-" + std::to_string(::getpid());
+  const auto options = [&] {
+    return dcpp::CheckpointManagerOptions()
+        .with_root(root.path())
+        .with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(job))
+        .with_async(false);
+  };
+  dcpp::StateDict target;
+  for (const auto& item : state) target.insert(item.key, at::empty_like(item.value.tensor()));
+  {
+    dcpp::CheckpointManager manager(options());
+    manager.save(state, dcpp::SaveRequest().with_step(1));  // to disk and to memory
+  }
+  double from_memory = 1e30, from_disk = 1e30;
+  std::string cache;
+  for (int r = 0; r < repeat; ++r) {
+    {
+      dcpp::CheckpointManager manager(options());  // as a restarted process makes it
+      const auto start = bench::Clock::now();
+      manager.restore(target);
+      from_memory = std::min(from_memory, bench::seconds_since(start));
+    }
+    {
+      dcpp::CheckpointManager manager(
+          dcpp::CheckpointManagerOptions().with_root(root.path()).with_async(false));
+      cache = drop_page_cache();
+      const auto start = bench::Clock::now();
+      manager.restore(target);
+      from_disk = std::min(from_disk, bench::seconds_since(start));
+    }
+  }
+  dcpp::MemorySlots(job, 0, 1).release();
+  std::printf(
+      "restore of the %.2f GiB: from memory %.1f ms (%.2f GiB/s), from disk (page cache %s) "
+      "%.1f ms (%.2f GiB/s): memory %.1fx faster\n",
+      gib, from_memory * 1e3, gib / from_memory, cache.c_str(), from_disk * 1e3, gib / from_disk,
+      from_disk / from_memory);
+}
+
 void bench_training_step(int64_t steps, int repeat) {
   torch::set_num_threads(1);
   torch::manual_seed(0);
@@ -77,9 +131,9 @@ void bench_training_step(int64_t steps, int repeat) {
           .with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(
               "memory-tier-bench-loop-" + std::to_string(::getpid())))
           .with_async(false));
-  dcpp::CheckpointCallback callback(manager, dcpp::CheckpointCallbackOptions()
-                                                 .with_resume_enabled(false)
-                                                 .with_save_at_end(false));
+  dcpp::CheckpointCallback callback(
+      manager,
+      dcpp::CheckpointCallbackOptions().with_resume_enabled(false).with_save_at_end(false));
   plain.train(steps, nullptr);  // warm: Adam's state exists, the slots are written
   checkpointed.train(steps, &callback);
   double without = 1e30, with = 1e30;
@@ -178,7 +232,8 @@ int main(int argc, char** argv) {
     };
     save();
     save();
-    const double seconds = bench::best_seconds(repeat, [] {}, save);
+    const double seconds = bench::best_seconds(
+        repeat, [] {}, save);
     std::printf(
         "CheckpointManager::save_to_memory: %.1f ms (%.2f GiB/s), %.2fx the memcpy (target <= "
         "1.2x)\n",
@@ -186,6 +241,7 @@ int main(int argc, char** argv) {
     manager.release_memory();
   }
 
+  bench_restore(tensors, gib, repeat);
   bench_training_step(steps, repeat);
   return 0;
 }

@@ -137,7 +137,8 @@ std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) co
   std::vector<std::string> problems;
   std::vector<int64_t> mine(4, -1);
   std::size_t filled = 0;
-  for (const MemoryStep& step : slots_.complete_steps(&problems)) {
+  verified_ = slots_.complete_steps(&problems);
+  for (const MemoryStep& step : verified_) {
     try {
       const int saved_world = MemoryStepReader({step}).world_sizes().begin()->second;
       if (saved_world != world_) {
@@ -188,7 +189,10 @@ std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) co
 
 CheckpointInfo MemoryTier::load(StateDict& target, int64_t step, bool allow_partial_load,
                                 bool all_or_nothing) const {
-  for (MemoryStep& held : slots_.complete_steps()) {
+  std::vector<MemoryStep> steps = std::move(verified_);
+  verified_.clear();
+  if (steps.empty()) steps = slots_.complete_steps();
+  for (MemoryStep& held : steps) {
     if (held.step != step) continue;
     const std::string region = held.region;
     MemoryStepReader reader({std::move(held)});

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace dcpp::detail {
 
@@ -58,8 +59,9 @@ class MemoryTier {
   std::optional<int64_t> agreed_step(std::optional<int64_t> wanted) const;
 
   /// Loads this rank's memory step `step` into `target` (a load without collectives over its
-  /// own step); returns its manifest, `path` naming the region. Throws CheckpointError when the
-  /// step is gone or does not load.
+  /// own step), as agreed_step found it when it was called last (else read again); returns its
+  /// manifest, `path` naming the region. Throws CheckpointError when the step is gone or does not
+  /// load.
   CheckpointInfo load(StateDict& target, int64_t step, bool allow_partial_load,
                       bool all_or_nothing) const;
 
@@ -75,6 +77,8 @@ class MemoryTier {
   int coordinator_;
   std::string run_token_;
   MemorySlots slots_;
+  // The steps agreed_step found complete (their CRCs checked), for the load that follows.
+  mutable std::vector<MemoryStep> verified_;
 };
 
 }  // namespace dcpp::detail
