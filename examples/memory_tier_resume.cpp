@@ -79,28 +79,37 @@ int main(int argc, char** argv) {
     std::printf("rank %d resumed from '%s' at step %lld\n", env.rank,
                 checkpoints.resumed_from()->path.c_str(), static_cast<long long>(context.step));
   }
-  while (context.step < steps && !context.should_stop()) {
-    auto [x, y] = my_part(context.step, env.rank, env.world_size);
-    optimizer->zero_grad();
-    at::Tensor loss = at::mse_loss(model->forward(x), y);
-    loss.backward();
-    if (context.step == kill_step && env.rank == kill_rank) {
-      std::printf("rank %d: SIGKILL in the middle of step %lld\n", env.rank,
-                  static_cast<long long>(context.step + 1));
-      std::fflush(stdout);
-      std::raise(SIGKILL);
+  // A rank that dies makes the others' next collective fail: they stop too, and the job is
+  // started again (by hand here; by the launcher or the scheduler in production).
+  try {
+    while (context.step < steps && !context.should_stop()) {
+      auto [x, y] = my_part(context.step, env.rank, env.world_size);
+      optimizer->zero_grad();
+      at::Tensor loss = at::mse_loss(model->forward(x), y);
+      loss.backward();
+      if (context.step == kill_step && env.rank == kill_rank) {
+        std::printf("rank %d: SIGKILL in the middle of step %lld\n", env.rank,
+                    static_cast<long long>(context.step + 1));
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
+      ddp->synchronize_gradients();
+      optimizer->step();
+      std::vector<at::Tensor> mean{loss.detach().reshape({1}).clone()};
+      group->allreduce(mean)->wait();
+      context.step += 1;
+      context.metrics["loss"] = mean[0].item<double>() / env.world_size;
+      if (env.rank == 0) {
+        std::printf("step %lld loss %a\n", static_cast<long long>(context.step),
+                    context.metrics["loss"]);
+      }
+      checkpoints.on_step_end(context);  // to memory every step; to disk every 4th
     }
-    ddp->synchronize_gradients();
-    optimizer->step();
-    std::vector<at::Tensor> mean{loss.detach().reshape({1}).clone()};
-    group->allreduce(mean)->wait();
-    context.step += 1;
-    context.metrics["loss"] = mean[0].item<double>() / env.world_size;
-    if (env.rank == 0) {
-      std::printf("step %lld loss %a\n", static_cast<long long>(context.step),
-                  context.metrics["loss"]);
-    }
-    checkpoints.on_step_end(context);  // to memory every step; to disk every 4th
+  } catch (const std::exception& e) {
+    checkpoints.on_exception(context, std::current_exception());
+    std::fprintf(stderr, "rank %d stopped at step %lld: %s\n", env.rank,
+                 static_cast<long long>(context.step), e.what());
+    return 1;
   }
   checkpoints.on_train_end(context);  // the last step to disk; the memory regions released
   if (env.rank == 0) std::printf("finished at step %lld\n", static_cast<long long>(context.step));
