@@ -206,9 +206,8 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   if (!slots_known_) {
     for (int slot = 0; slot < 2; ++slot) {
       const std::optional<SlotHeader> header = read_header(region_name(slot));
-      complete_step_[slot] = header && header->state == kComplete
-                                 ? header->step
-                                 : std::numeric_limits<int64_t>::min();
+      complete_step_[slot] =
+          header && header->state == kComplete ? header->step : std::numeric_limits<int64_t>::min();
     }
     slots_known_ = true;
   }
