@@ -46,9 +46,9 @@ int64_t local_ranks() {
   return parsed > 0 ? parsed : 1;
 }
 
-// This rank's reason why /dev/shm cannot hold two slots of `max_bytes` for each of the host's
-// ranks, counting the bytes `job`'s regions hold already (they are rewritten in place); "" when it
-// can.
+// This rank's reason why /dev/shm cannot hold two regions of steps of `max_bytes` for each of
+// the host's ranks, counting the bytes `job`'s regions hold already (they are rewritten in place);
+// "" when it can.
 std::string shm_room_problem(const std::string& job, int64_t max_bytes) {
   struct statvfs status {};
   if (::statvfs("/dev/shm", &status) != 0) {
@@ -62,8 +62,8 @@ std::string shm_room_problem(const std::string& job, int64_t max_bytes) {
       held += entry.file_size(error);
     }
   }
-  const uint64_t needed =
-      2 * (static_cast<uint64_t>(max_bytes) + 4096) * static_cast<uint64_t>(local_ranks());
+  const uint64_t needed = 2 * static_cast<uint64_t>(MemorySlots::region_bytes(max_bytes)) *
+                          static_cast<uint64_t>(local_ranks());
   if (free_bytes + held >= needed) return "";
   const auto mib = [](uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; };
   return "/dev/shm has " + mib(free_bytes) + " free and this job's regions hold " + mib(held) +

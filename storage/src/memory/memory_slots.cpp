@@ -179,6 +179,12 @@ MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes, int threa
   }
 }
 
+int64_t MemorySlots::region_bytes(int64_t step_bytes) {
+  constexpr int64_t kGrain = 64 << 10;
+  const int64_t total = static_cast<int64_t>(kHeaderBytes) + step_bytes;
+  return (total + total / 16 + kGrain - 1) / kGrain * kGrain;
+}
+
 std::string MemorySlots::region_name(int slot) const {
   return "/dcpp." + job_ + "." + std::to_string(rank_) + "." + std::to_string(slot);
 }
@@ -235,8 +241,7 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
       char* at = region.map(kHeaderBytes, /*writable=*/true);
       if (at != nullptr) __atomic_store_n(&header_of(at)->state, kBeingWritten, __ATOMIC_RELEASE);
     }
-    constexpr std::size_t kGrain = 64 << 10;
-    const std::size_t capacity = (total + total / 16 + kGrain - 1) / kGrain * kGrain;
+    const auto capacity = static_cast<std::size_t>(region_bytes(static_cast<int64_t>(bytes)));
     if (::ftruncate(region.fd(), static_cast<off_t>(capacity)) != 0) {
       throw CheckpointError(ErrorKind::kIo, what + ": cannot size shared memory " + name + " to " +
                                                 std::to_string(capacity) +

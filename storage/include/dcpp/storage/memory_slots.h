@@ -57,6 +57,10 @@ class DCPP_API MemorySlots {
   MemorySlots(const MemorySlots&) = delete;
   MemorySlots& operator=(const MemorySlots&) = delete;
 
+  /// The bytes a region made for a step of `step_bytes` takes in /dev/shm: its header, the step
+  /// and a 16th more (so the next steps, a few bytes apart, fit), in whole 64 KiB.
+  static int64_t region_bytes(int64_t step_bytes);
+
   /// The name of `slot` (0 or 1) as shm_open takes it.
   std::string region_name(int slot) const;
 
