@@ -76,6 +76,18 @@ void GroupCalls::send(const at::Tensor& tensor, int peer, int tag, const std::st
   wait(group_->send(buffers, peer, tag), "sending " + what + " to rank " + std::to_string(peer));
 }
 
+c10::intrusive_ptr<c10d::Work> GroupCalls::start_send(const at::Tensor& tensor, int peer, int tag,
+                                                      const std::string& what) {
+  if (!group_) fail(ErrorKind::kUsage, "sending " + what + " needs a process group");
+  std::vector<at::Tensor> buffers{tensor};
+  try {
+    return group_->send(buffers, peer, tag);
+  } catch (const std::exception& error) {
+    fail(ErrorKind::kRankFailed,
+         "sending " + what + " to rank " + std::to_string(peer) + " failed: " + error.what());
+  }
+}
+
 void GroupCalls::recv(at::Tensor& tensor, int peer, int tag, const std::string& what) {
   if (!group_) fail(ErrorKind::kUsage, "receiving " + what + " needs a process group");
   std::vector<at::Tensor> buffers{tensor};

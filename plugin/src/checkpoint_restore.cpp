@@ -240,10 +240,10 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
   const std::string where = "memory tier '" + memory->job() + "'";
   log->begin("load", "read", *step, where);
   const auto start = SteadyClock::now();
-  CheckpointInfo info;
+  detail::MemoryTier::Loaded loaded;
   std::string error;
   try {
-    info = memory->load(target, *step, request.allow_partial_load, request.all_or_nothing);
+    loaded = memory->load(target, *step, request.allow_partial_load, request.all_or_nothing);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -257,8 +257,9 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
   detail::copy_loaded_values(state, target);
   log->record("load", "read", *step, detail::tensor_bytes(resolve_statefuls(target)),
               seconds_since(start), where);
-  detail::logger().info("rank {} restored step {} from the {} ({})", rank, *step, where,
-                        info.path.string());
+  const CheckpointInfo& info = loaded.info;
+  detail::logger().info("rank {} restored step {} from the {}: {}", rank, *step, where,
+                        loaded.source);
   // The lineage of the saves that follow, as after any restore: the coordinator compares the
   // step with what the other tiers hold.
   std::string next_lineage;

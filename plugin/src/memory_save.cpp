@@ -21,6 +21,7 @@ bool CheckpointManager::Impl::save_to_memory(const StateDict& state, const SaveR
   try {
     return save_resolved_to_memory(resolve_statefuls(state), request);
   } catch (const std::exception& e) {  // a Stateful's state_dict() threw
+    memory->note_failed_save();
     SaveRecord record;
     record.step = request.step;
     record.in_memory = true;

@@ -6,8 +6,12 @@
 // world size.
 //
 // A memory save involves no other rank: it is a save without collectives into the rank's own
-// slot. The ranks agree only when restoring.
+// slot; with replicas, a background thread then sends it to the rank's clique
+// (memory_replication.h). The ranks agree only when restoring: on the newest step whose every
+// saving rank's copy is on some host of the job (a rank's own slot, or a peer's replica), read
+// locally where it is on the reader's host and sent over the group where it is not.
 
+#include "memory_replication.h"
 #include "rank_agreement.h"
 
 #include <dcpp/storage/memory_slots.h>
@@ -28,6 +32,9 @@ namespace dcpp::detail {
 /// of a hash of its absolute path).
 std::string memory_job_name(const MemoryTierOptions& options, const std::filesystem::path& root);
 
+/// What a save identity is compared as across ranks: a non-negative 62-bit hash of it.
+int64_t save_id_key(const std::string& save_id);
+
 /// Whether `path`, a restored checkpoint's (CheckpointInfo::path), is a memory step's region.
 bool is_memory_tier_path(const std::filesystem::path& path);
 
@@ -38,6 +45,7 @@ class MemoryTier {
   /// CheckpointError on every rank naming the ranks whose check failed.
   MemoryTier(const MemoryTierOptions& options, const std::filesystem::path& root,
              const ProcessGroupPtr& group, int rank, int world, int coordinator);
+  ~MemoryTier();
 
   bool is_due(int64_t step) const {
     return options_.every_steps > 0 && step % options_.every_steps == 0;
@@ -48,27 +56,52 @@ class MemoryTier {
   std::string save_id_of(int64_t step) const;
 
   /// Copies `resolved` (no Stateful left) into this rank's free slot as the step `manifest`
-  /// names, with `manifest` (its save_id set to save_id_of(step)). Returns the bytes of the step.
-  /// Throws CheckpointError when it does not fit, or the copy fails; the slot holding the newest
-  /// complete step is never touched.
+  /// names, with `manifest` (its save_id set to save_id_of(step)), and queues it for the
+  /// replicas. Returns the bytes of the step. Throws CheckpointError when it does not fit, or the
+  /// copy fails; the slot holding the newest complete step is never touched.
   int64_t save(const StateDict& resolved, const CheckpointInfo& manifest);
+  /// A memory save that failed before save() was called: the replicas' round still runs.
+  void note_failed_save();
 
-  /// Collective: the step that every rank holds complete in memory (a CRC-checked slot), of the
-  /// same save and of a job of this world size, the newest such; `wanted`: that step only.
-  /// nullopt when there is none (logged on the coordinator, with what each rank's slots hold).
-  std::optional<int64_t> agreed_step(std::optional<int64_t> wanted) const;
+  /// Collective: the newest step (`wanted`: that step only) that is complete for every rank of
+  /// the job that saved it, of one save, in the slots and replicas on the hosts of this job (their
+  /// CRCs checked), whatever that job's world size. nullopt when there is none (logged on the
+  /// coordinator, with what each rank found).
+  std::optional<int64_t> agreed_step(std::optional<int64_t> wanted);
 
-  /// Loads this rank's memory step `step` into `target` (a load without collectives over its
-  /// own step), as agreed_step found it when it was called last (else read again); returns its
-  /// manifest, `path` naming the region. Throws CheckpointError when the step is gone or does not
-  /// load.
-  CheckpointInfo load(StateDict& target, int64_t step, bool allow_partial_load,
-                      bool all_or_nothing) const;
+  /// What load() read, and from where (for the log).
+  struct Loaded {
+    CheckpointInfo info;
+    std::string source;
+  };
+  /// Collective: loads the step agreed_step chose into `target`: this rank's own step when the
+  /// job that saved it had this world size, else every rank's, resharded through the load
+  /// planner. Steps on this rank's host are read in place; the others are sent by the rank that
+  /// found them, over the manager's group. Throws CheckpointError when a step does not arrive
+  /// intact or does not load.
+  Loaded load(StateDict& target, int64_t step, bool allow_partial_load, bool all_or_nothing);
 
-  /// Removes this rank's regions.
-  void release() { slots_.release(); }
+  /// Removes this rank's regions and the replicas it keeps (once their rounds have run).
+  void release();
 
  private:
+  // One complete step a rank found on its host, as the ranks tell each other.
+  struct HeldStep {
+    int64_t owner = -1;   // the rank that saved it
+    int64_t holder = -1;  // the rank keeping it as a replica, -1: its owner's own slot
+    int64_t step = -1;
+    int64_t key = -1;  // of its save identity
+    int64_t saved_world = 0;
+    int64_t bytes = 0;
+    int64_t crc32 = 0;
+    int64_t node = -1;  // the host of the rank that found it
+  };
+  // This rank's host (GROUP_RANK, else rank / ranks per host).
+  int64_t node_of_this_rank() const;
+  // The steps on this host that this rank reads for the agreement (each region set is read by one
+  // rank of the host), into held_ (kept, mapped) and their descriptions.
+  std::vector<HeldStep> find_steps_on_host(const std::vector<int64_t>& nodes);
+
   MemoryTierOptions options_;
   std::string job_;
   ProcessGroupPtr group_;
@@ -77,8 +110,13 @@ class MemoryTier {
   int coordinator_;
   std::string run_token_;
   MemorySlots slots_;
-  // The steps agreed_step found complete (their CRCs checked), for the load that follows.
-  mutable std::vector<MemoryStep> verified_;
+  std::unique_ptr<MemoryReplication> replication_;  // after slots_: stops before they go
+  // What agreed_step found: every rank's steps (by rank), the steps this rank found (mapped, their
+  // CRCs checked, parallel to all_held_[rank_]), and its choice.
+  std::vector<int64_t> nodes_;  // each rank's host
+  std::vector<std::vector<HeldStep>> all_held_;
+  std::vector<MemoryStep> held_;
+  std::optional<HeldStep> chosen_;
 };
 
 }  // namespace dcpp::detail

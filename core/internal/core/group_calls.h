@@ -45,6 +45,13 @@ class GroupCalls {
   /// Without a group there is no peer: CheckpointError (kUsage).
   void send(const at::Tensor& tensor, int peer, int tag, const std::string& what);
   void recv(at::Tensor& tensor, int peer, int tag, const std::string& what);
+  /// The send of `tensor` (contiguous) to `peer`, started and not waited for: wait for it with
+  /// wait(), keeping `tensor` alive and unchanged until then. Peers that send to each other start
+  /// their sends, then receive: blocking sends would wait on each other.
+  c10::intrusive_ptr<c10d::Work> start_send(const at::Tensor& tensor, int peer, int tag,
+                                            const std::string& what);
+  /// Waits for `work`; throws as the blocking calls do when it failed.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const;
 
   /// The reduction of `value` over the ranks.
   int64_t all_reduce(int64_t value, c10d::ReduceOp op, const std::string& what);
@@ -60,8 +67,6 @@ class GroupCalls {
   [[noreturn]] void fail(ErrorKind kind, const std::string& message) const;
 
  private:
-  void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what) const;
-
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::string caller_;
   std::function<std::string()> explain_failure_;

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 
@@ -113,11 +115,23 @@ std::optional<SlotHeader> read_header(const std::string& name) {
   return header;
 }
 
+constexpr uint64_t kCrcChunk = 8 << 20;  // the bytes each thread's CRC covers at a time
+
+// The CRC-32 of `bytes` bytes from the CRC-32s of their kCrcChunk-byte chunks, in order.
+uint32_t combined_crc(const std::vector<uint32_t>& crcs, uint64_t bytes) {
+  uint32_t crc = 0;
+  for (std::size_t chunk = 0; chunk < crcs.size(); ++chunk) {
+    const uint64_t length = std::min(bytes, (chunk + 1) * kCrcChunk) - chunk * kCrcChunk;
+    crc = chunk == 0 ? crcs[0] : crc32_combine(crc, crcs[chunk], length);
+  }
+  return crc;
+}
+
 // Copies `pieces`, laid end to end, to `to` (`bytes` in all) in chunks spread over `threads`
 // threads, and returns the CRC-32 of the bytes copied (each chunk's, combined in order).
 uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t bytes,
                        int threads) {
-  constexpr uint64_t kChunk = 8 << 20;
+  constexpr uint64_t kChunk = kCrcChunk;
   constexpr uint64_t kCachedBlock = 128 << 10;
   const std::size_t chunks = static_cast<std::size_t>((bytes + kChunk - 1) / kChunk);
   std::vector<uint32_t> crcs(chunks, 0);
@@ -141,12 +155,20 @@ uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t 
     }
     crcs[chunk] = crc;
   });
-  uint32_t crc = 0;
-  for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
-    const uint64_t length = std::min(bytes, (chunk + 1) * kChunk) - chunk * kChunk;
-    crc = chunk == 0 ? crcs[0] : crc32_combine(crc, crcs[chunk], length);
-  }
-  return crc;
+  return combined_crc(crcs, bytes);
+}
+
+// The CRC-32 of `bytes` bytes at `at`, in chunks spread over `threads` threads.
+uint32_t crc_of(const char* at, uint64_t bytes, int threads) {
+  constexpr uint64_t kChunk = kCrcChunk;
+  const std::size_t chunks = static_cast<std::size_t>((bytes + kChunk - 1) / kChunk);
+  std::vector<uint32_t> crcs(chunks, 0);
+  parallel_for(chunks, std::max(threads, 1), [&](std::size_t chunk) {
+    const uint64_t begin = chunk * kChunk;
+    const uint64_t end = std::min(bytes, begin + kChunk);
+    crcs[chunk] = crc32(0, at + begin, static_cast<std::size_t>(end - begin));
+  });
+  return combined_crc(crcs, bytes);
 }
 
 std::string free_bytes_of_shm() {
@@ -162,8 +184,8 @@ struct MemorySlots::Mapping {
   Region region;
 };
 
-MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes, int threads)
-    : job_(std::move(job)), rank_(rank), max_bytes_(max_bytes), threads_(threads) {
+MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes, int threads, int holder)
+    : job_(std::move(job)), rank_(rank), holder_(holder), max_bytes_(max_bytes), threads_(threads) {
   const bool name_ok =
       !job_.empty() && job_.size() <= 128 && std::all_of(job_.begin(), job_.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -177,6 +199,12 @@ MemorySlots::MemorySlots(std::string job, int rank, int64_t max_bytes, int threa
     throw CheckpointError(ErrorKind::kUsage,
                           "memory tier: rank " + std::to_string(rank_) + " is negative");
   }
+  if (holder_ < -1 || holder_ == rank_) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "memory tier: a replica of rank " + std::to_string(rank_) +
+                              "'s steps is kept by another rank, not by " +
+                              std::to_string(holder_) + " (-1: the rank's own slots)");
+  }
 }
 
 int64_t MemorySlots::region_bytes(int64_t step_bytes) {
@@ -186,15 +214,43 @@ int64_t MemorySlots::region_bytes(int64_t step_bytes) {
 }
 
 std::string MemorySlots::region_name(int slot) const {
-  return "/dcpp." + job_ + "." + std::to_string(rank_) + "." + std::to_string(slot);
+  return "/dcpp." + job_ + "." + std::to_string(rank_) + "." +
+         (holder_ < 0 ? "" : "at" + std::to_string(holder_) + ".") + std::to_string(slot);
 }
 
 int MemorySlots::write(int64_t step, const std::string& save_id,
                        const std::vector<BytePiece>& pieces) {
   uint64_t bytes = 0;
   for (const BytePiece& piece : pieces) bytes += piece.size;
-  const std::string what =
-      "memory tier, rank " + std::to_string(rank_) + ", step " + std::to_string(step);
+  int slot = -1;
+  char* to = begin_write(step, save_id, bytes, &slot);
+  const uint32_t crc = copy_with_crc(pieces, to, bytes, threads_);
+  end_write(slot, step, save_id, bytes, crc);
+  return slot;
+}
+
+int MemorySlots::write_filled(int64_t step, const std::string& save_id, uint64_t bytes,
+                              const std::function<void(char*)>& fill, uint32_t expected_crc32) {
+  int slot = -1;
+  char* to = begin_write(step, save_id, bytes, &slot);
+  fill(to);
+  const uint32_t crc = crc_of(to, bytes, threads_);
+  if (crc != expected_crc32) {
+    throw CheckpointError(ErrorKind::kCorrupt,
+                          region_name(slot) + ": step " + std::to_string(step) +
+                              " arrived with a CRC-32 that does not match its sender's; the slot "
+                              "is left incomplete");
+  }
+  end_write(slot, step, save_id, bytes, crc);
+  return slot;
+}
+
+char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_t bytes,
+                               int* slot_written) {
+  const std::string what = (holder_ < 0 ? "memory tier, rank " + std::to_string(rank_)
+                                        : "memory tier, rank " + std::to_string(holder_) +
+                                              "'s replica of rank " + std::to_string(rank_)) +
+                           ", step " + std::to_string(step);
   if (static_cast<int64_t>(bytes) > max_bytes_) {
     throw CheckpointError(ErrorKind::kUsage,
                           what + ": " + std::to_string(bytes) +
@@ -220,6 +276,7 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   const int slot = complete_step_[0] > complete_step_[1] ? 1 : 0;
   const std::string name = region_name(slot);
   complete_step_[slot] = std::numeric_limits<int64_t>::min();  // until this write completes
+  written_[slot] = false;
 
   // The slot's mapping from the last write into it, when the step fits and takes more than half
   // of it. A new region has room for a step a 16th larger, in whole 64 KiB: the steps of a loop
@@ -267,7 +324,13 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   SlotHeader* header = header_of(at);
   __atomic_store_n(&header->state, kBeingWritten, __ATOMIC_RELEASE);
   std::memcpy(header->magic, kMagic, sizeof kMagic);
-  const uint32_t crc = copy_with_crc(pieces, at + kHeaderBytes, bytes, threads_);
+  *slot_written = slot;
+  return at + kHeaderBytes;
+}
+
+void MemorySlots::end_write(int slot, int64_t step, const std::string& save_id, uint64_t bytes,
+                            uint32_t crc) {
+  SlotHeader* header = header_of(mapped_[slot]->region.mapped());
   header->crc32 = crc;
   header->step = step;
   header->bytes = bytes;
@@ -276,7 +339,48 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   std::memcpy(header->save_id, save_id.data(), save_id.size());
   __atomic_store_n(&header->state, kComplete, __ATOMIC_RELEASE);
   complete_step_[slot] = step;
-  return slot;
+  written_[slot] = true;
+}
+
+std::optional<MemoryStep> MemorySlots::written(int slot) const {
+  if (slot < 0 || slot > 1 || !written_[slot] || !mapped_[slot]) return std::nullopt;
+  const char* at = mapped_[slot]->region.mapped();
+  const SlotHeader& header = *reinterpret_cast<const SlotHeader*>(at);
+  return MemoryStep{
+      header.step,  std::string(header.save_id, header.save_id_size),
+      slot,         region_name(slot),
+      header.crc32, std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
+      nullptr};
+}
+
+std::vector<HeldSlots> MemorySlots::on_this_host(const std::string& job) {
+  // "dcpp.<job>.<rank>.<slot>" or "dcpp.<job>.<rank>.at<holder>.<slot>"
+  const std::string prefix = "dcpp." + job + ".";
+  std::vector<HeldSlots> held;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    int rank = -1, holder = -1, slot = -1, used = 0;
+    if (std::sscanf(rest.c_str(), "%d.at%d.%d%n", &rank, &holder, &slot, &used) == 3 &&
+        used == static_cast<int>(rest.size())) {
+    } else if (holder = -1, used = 0;
+               std::sscanf(rest.c_str(), "%d.%d%n", &rank, &slot, &used) == 2 &&
+               used == static_cast<int>(rest.size())) {
+    } else {
+      continue;
+    }
+    if (rank < 0 || (slot != 0 && slot != 1)) continue;
+    const bool known = std::any_of(held.begin(), held.end(), [&](const HeldSlots& h) {
+      return h.rank == rank && h.holder == holder;
+    });
+    if (!known) held.push_back(HeldSlots{rank, holder});
+  }
+  std::sort(held.begin(), held.end(), [](const HeldSlots& a, const HeldSlots& b) {
+    return std::make_pair(a.rank, a.holder) < std::make_pair(b.rank, b.holder);
+  });
+  return held;
 }
 
 std::vector<MemoryStep> MemorySlots::complete_steps(std::vector<std::string>* problems) const {
@@ -322,10 +426,10 @@ std::vector<MemoryStep> MemorySlots::complete_steps(std::vector<std::string>* pr
               ": its bytes' CRC-32 does not match its header's)");
       continue;
     }
-    steps.push_back(
-        MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot, name,
-                   std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
-                   std::move(region)});
+    steps.push_back(MemoryStep{
+        header.step, std::string(header.save_id, header.save_id_size), slot, name, header.crc32,
+        std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
+        std::move(region)});
   }
   std::sort(steps.begin(), steps.end(),
             [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });
@@ -344,6 +448,7 @@ void MemorySlots::release() {
   slots_known_ = false;
   for (int slot = 0; slot < 2; ++slot) {
     mapped_[slot].reset();
+    written_[slot] = false;
     ::shm_unlink(region_name(slot).c_str());
   }
 }

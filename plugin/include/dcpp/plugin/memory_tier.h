@@ -3,9 +3,15 @@
 // kept in two POSIX shared-memory regions of its own, `/dcpp.<job>.<rank>.<0|1>` (files in
 // /dev/shm), which outlive the rank's process. A rank killed (SIGKILL, a crash, the OOM killer)
 // and restarted on its host resumes from there: restore() prefers the newest step every rank holds
-// in memory over the disk and remote tiers. Host memory: two slots of a rank's state per rank.
+// in memory over the disk and remote tiers. With `replicas`, each memory step is also kept by
+// that many ranks on other hosts (NVIDIA's "cliques": rank n, n+J, n+2J..., J ranks a host), sent
+// in the background over a group of the checkpoint traffic: a job whose host was lost resumes from
+// its peers' copies, on as many ranks or resharded onto fewer. Host memory: a rank's state x 2
+// slots x (1 + replicas), per rank.
 
 #include <dcpp/core/export.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <cstdint>
 #include <string>
@@ -28,6 +34,22 @@ struct DCPP_API MemoryTierOptions {
   int64_t max_bytes_per_rank = 0;
   /// Threads that copy a step into its slot (the training thread included).
   int copy_threads = 2;
+  /// How many ranks on other hosts keep a copy of each rank's memory steps (0: none). Ranks form
+  /// cliques of 1 + replicas ranks, ranks_per_host apart (rank n with n + J, n + 2J...; hosts in
+  /// blocks of 1 + replicas), whose members send each other every memory step after it is
+  /// written, on a background thread; a memory save waits only when the previous step is still
+  /// being sent. Needs `replication_group`. A job on fewer hosts than 1 + replicas keeps no
+  /// replicas (logged).
+  int replicas = 0;
+  /// The process group the replicas travel over: every rank of the job, used by the memory tier's
+  /// background thread alone (make it beside the training group from the job's store, e.g.
+  /// make_gloo_process_group(store, rank, world, ProcessGroupOptions().with_group_name(
+  /// "memory-replicas"))). Its timeout bounds how long a rank waits for a peer that stopped.
+  c10::intrusive_ptr<c10d::ProcessGroup> replication_group;
+  /// The ranks of a host (J above); 0: LOCAL_WORLD_SIZE (dcpp-launch and torchrun set it), else
+  /// 1. Ranks are taken as placed on hosts in order (ranks 0..J-1 on the first); the launcher's
+  /// node rank (GROUP_RANK), where set, must agree: a clique with two ranks on one host is refused.
+  int ranks_per_host = 0;
 
   MemoryTierOptions& with_every_steps(int64_t value) {
     every_steps = value;
@@ -43,6 +65,15 @@ struct DCPP_API MemoryTierOptions {
   }
   MemoryTierOptions& with_copy_threads(int value) {
     copy_threads = value;
+    return *this;
+  }
+  MemoryTierOptions& with_replicas(int count, c10::intrusive_ptr<c10d::ProcessGroup> group) {
+    replicas = count;
+    replication_group = std::move(group);
+    return *this;
+  }
+  MemoryTierOptions& with_ranks_per_host(int value) {
+    ranks_per_host = value;
     return *this;
   }
 };

@@ -14,6 +14,7 @@
 #include <dcpp/core/export.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,13 +37,23 @@ struct DCPP_API MemoryStep {
   std::string save_id;
   int slot = -1;
   std::string region;  // its name, for messages
+  uint32_t crc32 = 0;  // of `bytes`, as its header records it
   std::string_view bytes;
   std::shared_ptr<const void> mapping;
 };
 
-/// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux). `job`:
-/// letters, digits, '-' and '_' (anything else is refused). Writes and reads from one process at a
-/// time (the rank's); a restarted rank opens the regions its predecessor left. A slot written
+/// Regions of a job found on this host: a rank's own slots (holder -1) or a replica of its steps
+/// that rank `holder` keeps.
+struct DCPP_API HeldSlots {
+  int rank = -1;
+  int holder = -1;
+};
+
+/// A rank's two slots, named "/dcpp.<job>.<rank>.<slot>" (files in /dev/shm on Linux), or, for a
+/// replica of rank's steps kept by rank `holder` (memory_replication in the plugin),
+/// "/dcpp.<job>.<rank>.at<holder>.<slot>". `job`: letters, digits, '-' and '_' (anything else is
+/// refused). Writes and reads from one process at a time (the rank's); a restarted rank opens the
+/// regions its predecessor left. A slot written
 /// stays mapped, and a step that fits in it (regions are sized a 16th above their first step)
 /// and takes more than half of it is written into the same pages (no resizing, no page faults):
 /// the steady state of a training loop. The first write reads which slot holds what; later
@@ -51,8 +62,9 @@ class DCPP_API MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
   /// refused before anything is touched. `threads`: how many threads copy a step (the caller's
-  /// included). Throws CheckpointError (kUsage) for a bad job name or rank.
-  MemorySlots(std::string job, int rank, int64_t max_bytes, int threads = 2);
+  /// included). `holder`: -1 for the rank's own slots, else the rank that keeps these replicas of
+  /// its steps. Throws CheckpointError (kUsage) for a bad job name, rank or holder.
+  MemorySlots(std::string job, int rank, int64_t max_bytes, int threads = 2, int holder = -1);
   ~MemorySlots();
   MemorySlots(const MemorySlots&) = delete;
   MemorySlots& operator=(const MemorySlots&) = delete;
@@ -72,6 +84,21 @@ class DCPP_API MemorySlots {
   /// than 64 bytes.
   int write(int64_t step, const std::string& save_id, const std::vector<BytePiece>& pieces);
 
+  /// write(), for bytes that arrive rather than lie in memory: `fill` writes the `bytes` bytes at
+  /// the pointer it is given (the slot's), then their CRC-32 is computed and compared with
+  /// `expected_crc32`; a mismatch throws CheckpointError (kCorrupt) and leaves the slot
+  /// incomplete. An exception from `fill` leaves it incomplete too, and passes through.
+  int write_filled(int64_t step, const std::string& save_id, uint64_t bytes,
+                   const std::function<void(char*)>& fill, uint32_t expected_crc32);
+
+  /// The step this object wrote last into `slot`, read through the writer's own mapping without
+  /// checking its CRC again (it was computed as the bytes were written); none when this object
+  /// has not written that slot. Valid until this object writes that slot again or is destroyed.
+  std::optional<MemoryStep> written(int slot) const;
+
+  /// The regions of `job` in this host's /dev/shm, each (rank, holder) once, in name order.
+  static std::vector<HeldSlots> on_this_host(const std::string& job);
+
   /// The complete steps whose bytes match their CRC, newest first (none, one or two). Each slot
   /// left out for a reason other than being empty (torn, being written, corrupted) is described
   /// in `problems`, naming the region, when given.
@@ -85,14 +112,21 @@ class DCPP_API MemorySlots {
  private:
   struct Mapping;
 
+  // The slot to write and its mapping, sized and marked "being written"; throws as write().
+  char* begin_write(int64_t step, const std::string& save_id, uint64_t bytes, int* slot);
+  // Marks `slot`, whose bytes are in place, complete.
+  void end_write(int slot, int64_t step, const std::string& save_id, uint64_t bytes, uint32_t crc);
+
   std::string job_;
   int rank_;
+  int holder_;
   int64_t max_bytes_;
   int threads_;
   std::unique_ptr<Mapping> mapped_[2];  // the slots this object wrote, kept mapped
   // Each slot's complete step (int64 min: none), once read from the regions by the first write.
   bool slots_known_ = false;
   int64_t complete_step_[2] = {};
+  bool written_[2] = {};  // a slot this object wrote completely, mapped in mapped_
 };
 
 }  // namespace dcpp

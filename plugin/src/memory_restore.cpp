@@ -1,0 +1,285 @@
+// The memory tier's restore (memory_tier.h): the ranks' agreement on the newest step whose every
+// saving rank's copy is on a host of this job, and its load, each copy read in place on its host
+// or sent over the manager's group to a rank on another.
+
+#include "memory_tier.h"
+
+#include "checkpoint_info_json.h"
+#include "core/group_calls.h"
+#include "core/logging.h"
+
+#include <dcpp/storage/memory_step.h>
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/core/checkpoint_error.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace dcpp::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kHeldFields = 8;
+
+// The region set's name as a path: "/dev/shm/dcpp.<job>.<owner>[.at<holder>]".
+fs::path regions_path(const std::string& job, int64_t owner, int64_t holder) {
+  return fs::path("/dev/shm") / ("dcpp." + job + "." + std::to_string(owner) +
+                                 (holder >= 0 ? ".at" + std::to_string(holder) : ""));
+}
+
+at::Tensor bytes_of(const std::string_view bytes) {
+  // Sent only: Gloo reads it.
+  return at::from_blob(const_cast<char*>(bytes.data()), {static_cast<int64_t>(bytes.size())},
+                       at::TensorOptions().dtype(at::kByte));
+}
+
+}  // namespace
+
+int64_t MemoryTier::node_of_this_rank() const {
+  const char* value = std::getenv("GROUP_RANK");
+  if (value != nullptr && *value != '\0') return std::atoll(value);
+  return rank_ / ranks_per_host(options_);
+}
+
+std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
+    const std::vector<int64_t>& nodes) {
+  const int64_t here = nodes[rank_];
+  int first_here = rank_;
+  for (int r = 0; r < world_; ++r) {
+    if (nodes[r] == here) {
+      first_here = r;
+      break;
+    }
+  }
+  std::vector<std::string> problems;
+  std::vector<HeldStep> found;
+  held_.clear();
+  for (const HeldSlots& regions : MemorySlots::on_this_host(job_)) {
+    // Read by the rank that wrote them when it is a rank of this job on this host (the same
+    // numbering as before: the common case), else by this host's first rank.
+    const int writer = regions.holder >= 0 ? regions.holder : regions.rank;
+    const bool writer_here = writer < world_ && nodes[writer] == here;
+    if ((writer_here ? writer : first_here) != rank_) continue;
+    const MemorySlots slots(job_, regions.rank, std::numeric_limits<int64_t>::max(), 1,
+                            regions.holder);
+    for (MemoryStep& step : slots.complete_steps(&problems)) {
+      HeldStep held;
+      try {
+        const std::map<int, int> worlds = MemoryStepReader({step}).world_sizes();
+        if (worlds.begin()->first != regions.rank) {
+          throw CheckpointError(ErrorKind::kCorrupt, step.region + ": holds rank " +
+                                                         std::to_string(worlds.begin()->first) +
+                                                         "'s step, not rank " +
+                                                         std::to_string(regions.rank) + "'s");
+        }
+        held.saved_world = worlds.begin()->second;
+      } catch (const CheckpointError& e) {
+        problems.push_back(e.what());
+        continue;
+      }
+      held.owner = regions.rank;
+      held.holder = regions.holder;
+      held.step = step.step;
+      held.key = save_id_key(step.save_id);
+      held.bytes = static_cast<int64_t>(step.bytes.size());
+      held.crc32 = step.crc32;
+      held.node = here;
+      found.push_back(held);
+      held_.push_back(std::move(step));
+    }
+  }
+  for (const std::string& problem : problems) {
+    logger().warn("memory tier, rank {}: {} (left out)", rank_, problem);
+  }
+  return found;
+}
+
+std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) {
+  nodes_ = values_of_ranks(group_, node_of_this_rank());
+  const std::vector<HeldStep> mine = find_steps_on_host(nodes_);
+  // Every rank's findings: their counts, then as many (padded) on every rank.
+  const std::vector<int64_t> counts = values_of_ranks(group_, static_cast<int64_t>(mine.size()));
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
+  std::vector<int64_t> flat(static_cast<std::size_t>(most) * kHeldFields, -1);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const HeldStep& h = mine[i];
+    const int64_t fields[kHeldFields] = {h.owner,       h.holder, h.step,  h.key,
+                                         h.saved_world, h.bytes,  h.crc32, h.node};
+    std::copy(fields, fields + kHeldFields,
+              flat.begin() + static_cast<std::ptrdiff_t>(i * kHeldFields));
+  }
+  const std::vector<std::vector<int64_t>> all = vectors_of_ranks(group_, flat);
+  all_held_.assign(all.size(), {});
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    for (int64_t i = 0; i < counts[r]; ++i) {
+      const int64_t* f = all[r].data() + i * static_cast<int64_t>(kHeldFields);
+      all_held_[r].push_back(HeldStep{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]});
+    }
+  }
+  // The newest (step, save) for which every rank of the job that saved it has a copy somewhere.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::set<int64_t>> owners;
+  for (const std::vector<HeldStep>& held : all_held_) {
+    for (const HeldStep& h : held) {
+      if (wanted && h.step != *wanted) continue;
+      if (h.owner >= 0 && h.owner < h.saved_world) {
+        owners[{h.step, h.key, h.saved_world}].insert(h.owner);
+      }
+    }
+  }
+  chosen_.reset();
+  for (const auto& [step, found] : owners) {
+    if (static_cast<int64_t>(found.size()) != std::get<2>(step)) continue;
+    HeldStep choice;
+    choice.step = std::get<0>(step);
+    choice.key = std::get<1>(step);
+    choice.saved_world = std::get<2>(step);
+    chosen_ = choice;  // ascending: the last one is the newest
+  }
+  if (!chosen_ && rank_ == coordinator_ &&
+      std::any_of(all_held_.begin(), all_held_.end(), [](const auto& h) { return !h.empty(); })) {
+    std::string held;
+    for (std::size_t r = 0; r < all_held_.size(); ++r) {
+      held += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + ":";
+      for (const HeldStep& h : all_held_[r]) {
+        held += " step " + std::to_string(h.step) + " of rank " + std::to_string(h.owner) + "/" +
+                std::to_string(h.saved_world);
+      }
+    }
+    logger().info("memory tier '{}': no step that the hosts hold for every rank{} ({})", job_,
+                  wanted ? " as step " + std::to_string(*wanted) : std::string(), held);
+  }
+  return chosen_ ? std::optional<int64_t>(chosen_->step) : std::nullopt;
+}
+
+MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_partial_load,
+                                    bool all_or_nothing) {
+  if (!chosen_ || chosen_->step != step) {
+    throw CheckpointError(ErrorKind::kNotFound, "memory tier '" + job_ + "': step " +
+                                                    std::to_string(step) +
+                                                    " was not agreed on (agreed_step first)");
+  }
+  const HeldStep choice = *chosen_;
+  const auto matches = [&](const HeldStep& h) {
+    return h.step == choice.step && h.key == choice.key && h.saved_world == choice.saved_world;
+  };
+  // Where rank r reads saving rank o's copy from: its own finding; else one on its host, read in
+  // place; else the first rank that found it, which sends it.
+  const auto found_by = [&](int r, int64_t o) -> const HeldStep* {
+    for (const HeldStep& h : all_held_[r]) {
+      if (h.owner == o && matches(h)) return &h;
+    }
+    return nullptr;
+  };
+  const auto source_of = [&](int r, int64_t o) {
+    if (found_by(r, o) != nullptr) return r;
+    int first = -1;
+    for (int f = 0; f < static_cast<int>(all_held_.size()); ++f) {
+      if (found_by(f, o) == nullptr) continue;
+      if (nodes_[f] == nodes_[r]) return f;
+      if (first < 0) first = f;
+    }
+    return first;
+  };
+  // A job of this world size: each rank its own step (the same layout); else every step,
+  // resharded through the load planner.
+  const auto needed_by = [&](int r) {
+    std::vector<int64_t> owners;
+    if (choice.saved_world == world_) {
+      owners.push_back(r);
+    } else {
+      for (int64_t o = 0; o < choice.saved_world; ++o) owners.push_back(o);
+    }
+    return owners;
+  };
+  const auto held_step = [&](int64_t o) -> const MemoryStep& {
+    const HeldStep* mine = found_by(rank_, o);
+    return held_[static_cast<std::size_t>(mine - all_held_[rank_].data())];
+  };
+  GroupCalls calls(group_, "memory tier");
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+  for (int r = 0; r < world_; ++r) {
+    for (int64_t o : needed_by(r)) {
+      if (r != rank_ && source_of(r, o) == rank_ && nodes_[r] != nodes_[rank_]) {
+        sends.push_back(calls.start_send(bytes_of(held_step(o).bytes), r, static_cast<int>(o),
+                                         "rank " + std::to_string(o) + "'s memory step"));
+      }
+    }
+  }
+  std::vector<MemoryStep> steps;
+  std::vector<std::string> sources;
+  fs::path first_path;
+  for (int64_t o : needed_by(rank_)) {
+    const int source = source_of(rank_, o);
+    const HeldStep& where = *found_by(source, o);
+    const std::string kept = where.holder >= 0 ? "rank " + std::to_string(where.holder) +
+                                                     "'s replica of rank " + std::to_string(o)
+                                               : "rank " + std::to_string(o) + "'s own slot";
+    if (source == rank_) {
+      steps.push_back(held_step(o));
+    } else if (nodes_[source] == nodes_[rank_]) {  // on this host: read in place
+      const MemorySlots slots(job_, static_cast<int>(o), std::numeric_limits<int64_t>::max(), 1,
+                              static_cast<int>(where.holder));
+      const std::size_t before = steps.size();
+      for (MemoryStep& held : slots.complete_steps()) {
+        if (held.step == choice.step && save_id_key(held.save_id) == choice.key) {
+          steps.push_back(std::move(held));
+          break;
+        }
+      }
+      if (steps.size() == before) {
+        throw CheckpointError(ErrorKind::kNotFound, regions_path(job_, o, where.holder).string() +
+                                                        " no longer holds step " +
+                                                        std::to_string(step));
+      }
+    } else {  // on another host: sent by the rank that found it
+      auto bytes = std::make_shared<at::Tensor>(
+          at::empty({where.bytes}, at::TensorOptions().dtype(at::kByte)));
+      calls.recv(*bytes, source, static_cast<int>(o),
+                 "rank " + std::to_string(o) + "'s memory step");
+      MemoryStep received;
+      received.step = choice.step;
+      received.region =
+          "rank " + std::to_string(source) + "'s " + regions_path(job_, o, where.holder).string();
+      received.crc32 = static_cast<uint32_t>(where.crc32);
+      received.bytes = std::string_view(static_cast<const char*>(bytes->data_ptr()),
+                                        static_cast<std::size_t>(where.bytes));
+      received.mapping = bytes;
+      steps.push_back(std::move(received));
+      sources.push_back(kept + ", sent by rank " + std::to_string(source) + " from its host");
+      if (first_path.empty()) first_path = regions_path(job_, o, where.holder);
+      continue;
+    }
+    const fs::path path = fs::path("/dev/shm") / steps.back().region.substr(1);
+    sources.push_back(kept + " (" + path.string() + ")");
+    if (first_path.empty()) first_path = path;
+  }
+  for (const auto& send : sends) calls.wait(send, "sending a memory step");
+
+  MemoryStepReader reader(std::move(steps));
+  LoadOptions options;
+  options.allow_partial_load = allow_partial_load;
+  options.all_or_nothing = all_or_nothing;
+  dcpp::load(target, reader, options);
+  const std::map<int, std::string> manifests = reader.manifests();
+  const auto own = manifests.find(rank_);
+  Loaded loaded;
+  loaded.info = checkpoint_info_from_json(
+      (own != manifests.end() ? own : manifests.begin())->second, "the memory tier's manifest");
+  loaded.info.path = first_path;
+  for (const std::string& source : sources) {
+    loaded.source += (loaded.source.empty() ? "" : "; ") + source;
+  }
+  if (choice.saved_world != world_) {
+    loaded.source += "; resharded from " + std::to_string(choice.saved_world) + " ranks";
+  }
+  return loaded;
+}
+
+}  // namespace dcpp::detail
