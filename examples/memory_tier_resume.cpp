@@ -3,12 +3,14 @@
 // the job again, and it resumes from the step before, out of memory, exactly where it was.
 // SLURM_JOB_ID, when set, names the memory tier's regions.
 //
-//   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK]]
+//   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS]]]
 //
-// With KILL_STEP, rank KILL_RANK (default 1) SIGKILLs itself in the middle of step KILL_STEP + 1
-// (after its backward pass, before the gradients are exchanged); the launcher then stops the
-// others. Rank 0 prints the memory tier's job name, where each rank resumed from, and each step's
-// loss (the mean over the ranks) as a hexadecimal float, so that runs compare bit for bit.
+// With KILL_STEP (-1: none), rank KILL_RANK (default 1) SIGKILLs itself in the middle of step
+// KILL_STEP + 1 (after its backward pass, before the gradients are exchanged); the launcher then
+// stops the others. With REPLICAS (on several hosts: dcpp-launch --nnodes), each step is also
+// kept in the memory of that many ranks on other hosts, so that the job survives losing a host.
+// Rank 0 prints the memory tier's job name, where each rank resumed from, and each step's loss (the
+// mean over the ranks) as a hexadecimal float, so that runs compare bit for bit.
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
@@ -36,7 +38,8 @@ std::pair<at::Tensor, at::Tensor> my_part(int64_t step, int rank, int world) {
 int main(int argc, char** argv) {
   dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
   if (argc < 3) {
-    std::fprintf(stderr, "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK]]\n",
+    std::fprintf(stderr,
+                 "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS]]]\n",
                  argv[0]);
     return 2;
   }
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   const int64_t steps = std::stoll(argv[2]);
   const int64_t kill_step = argc > 3 ? std::stoll(argv[3]) : -1;
   const int kill_rank = argc > 4 ? std::stoi(argv[4]) : 1;
+  const int replicas = argc > 5 ? std::stoi(argv[5]) : 0;
   torch::set_num_threads(1);
   auto env = dcpp::LaunchEnvironment::from_env();
   auto store = dcpp::make_tcp_store(env);
@@ -65,6 +69,13 @@ int main(int argc, char** argv) {
   // large one.
   dcpp::MemoryTierOptions memory = dcpp::MemoryTierOptions().with_every_steps(1);
   if (const char* job = std::getenv("SLURM_JOB_ID")) memory.with_job(std::string("slurm-") + job);
+  if (replicas > 0) {
+    // The replicas travel over a group of their own, beside the training group: a background
+    // thread sends them while training goes on.
+    memory.with_replicas(replicas, dcpp::make_gloo_process_group(
+                                       store, env.rank, env.world_size,
+                                       dcpp::ProcessGroupOptions().with_group_name("replicas")));
+  }
   auto manager = std::make_shared<dcpp::CheckpointManager>(
       dcpp::CheckpointManagerOptions()
           .with_root(dir)

@@ -51,6 +51,8 @@ std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value
 std::vector<std::vector<int64_t>> vectors_of_ranks(const ProcessGroupPtr& group,
                                                    const std::vector<int64_t>& values) {
   if (!group) return {values};
+  // Every rank gives as many values: none on one is none on all (Gloo divides by the count).
+  if (values.empty()) return std::vector<std::vector<int64_t>>(group->getSize());
   const at::Tensor mine =
       at::tensor(c10::ArrayRef<int64_t>(values), at::TensorOptions().dtype(at::kLong)).clone();
   std::vector<std::vector<int64_t>> all;

@@ -39,8 +39,8 @@ std::string broadcast_text_from(const ProcessGroupPtr& group, const std::string&
 /// Every rank's `value`, by rank (one all-gather; `{value}` without a group).
 std::vector<int64_t> values_of_ranks(const ProcessGroupPtr& group, int64_t value);
 
-/// Every rank's `values`, by rank (one all-gather; `{values}` without a group). Every rank gives
-/// as many values.
+/// Every rank's `values`, by rank (one all-gather; `{values}` without a group; nothing sent when
+/// they are empty). Every rank gives as many values.
 std::vector<std::vector<int64_t>> vectors_of_ranks(const ProcessGroupPtr& group,
                                                    const std::vector<int64_t>& values);
 
