@@ -23,17 +23,23 @@ MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options) {
   }
   const std::string job =
       detail::memory_job_name(MemoryTierOptions().with_job(options.job), options.root);
+  // Each rank's steps on this host: in its own slots, or in the replicas other ranks keep.
   std::vector<std::unique_ptr<MemorySlots>> slots;
-  std::vector<std::vector<MemoryStep>> held;
-  for (int r = 0; r < options.ranks; ++r) {
-    slots.push_back(std::make_unique<MemorySlots>(job, r, 1));
-    held.push_back(slots.back()->complete_steps());
+  std::vector<std::vector<MemoryStep>> held(static_cast<std::size_t>(options.ranks));
+  for (const HeldSlots& regions : MemorySlots::on_this_host(job)) {
+    slots.push_back(std::make_unique<MemorySlots>(job, regions.rank, 1, 1, regions.holder));
+    if (regions.rank >= options.ranks) continue;
+    for (MemoryStep& step : slots.back()->complete_steps()) {
+      held[static_cast<std::size_t>(regions.rank)].push_back(std::move(step));
+    }
   }
   const auto release = [&] {
     if (options.keep_regions) return;
-    for (const auto& rank : slots) rank->release();
+    for (const auto& regions : slots) regions->release();
   };
-  // The newest step of rank 0's that every rank holds, of the same save.
+  // The newest step of rank 0's that every rank has a copy of, of the same save.
+  std::sort(held.front().begin(), held.front().end(),
+            [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });
   std::vector<MemoryStep> chosen;
   for (const MemoryStep& candidate : held.front()) {
     chosen.clear();
@@ -48,8 +54,9 @@ MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options) {
   }
   MemoryFlushResult result;
   if (chosen.size() != held.size()) {
-    result.message = "memory tier '" + job + "': no step that all " +
-                     std::to_string(options.ranks) + " ranks hold complete; nothing written";
+    result.message = "memory tier '" + job + "': no step of which this host holds all " +
+                     std::to_string(options.ranks) +
+                     " ranks' copies (their own slots or replicas); nothing written";
     return result;
   }
   const int64_t step = chosen.front().step;
@@ -59,8 +66,7 @@ MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options) {
       throw CheckpointError(ErrorKind::kUsage,
                             "memory tier '" + job + "': step " + std::to_string(step) +
                                 " was saved by a job of " + std::to_string(world) + " ranks, and " +
-                                std::to_string(options.ranks) +
-                                " were named; a job over several hosts is not flushed from one");
+                                std::to_string(options.ranks) + " were named");
     }
   }
   const std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);

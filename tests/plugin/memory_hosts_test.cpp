@@ -38,11 +38,12 @@ int memory_hosts_free_port() {
   return ntohs(address.sin_port);
 }
 
-// Runs memory_tier_resume `args`, 2 ranks a host, on hosts whose memories are the directories
-// `memories` (one host each, named dcpp-mem-host-1, -2...), at once; the memory tier is named
-// after `job`. Returns each host's output.
+// Runs memory_tier_resume `args`, 2 ranks a host (dcpp-launch with `launcher_args`), on hosts whose
+// memories are the directories `memories` (one host each, named dcpp-mem-host-1, -2...), at once;
+// the memory tier is named after `job`. Returns each host's output.
 std::vector<CommandResult> run_on_hosts(const std::vector<fs::path>& memories,
-                                        const std::string& job, const std::string& args) {
+                                        const std::string& job, const std::string& args,
+                                        const std::string& launcher_args = "") {
   const std::string namespaces =
       geteuid() == 0 ? "--mount --uts" : "--user --map-root-user --mount --uts";
   const int port = memory_hosts_free_port();
@@ -55,7 +56,7 @@ std::vector<CommandResult> run_on_hosts(const std::vector<fs::path>& memories,
         " > /proc/sys/kernel/hostname; } && exec env SLURM_JOB_ID=" + job + " " + DCPP_LAUNCH +
         " --fork --nnodes " + std::to_string(memories.size()) + " --node-rank " +
         std::to_string(node) + " --master-addr 127.0.0.1 --master-port " + std::to_string(port) +
-        " -n 2 -- " + DCPP_MEMORY_TIER_EXAMPLE + " " + args + "' 2>&1";
+        " -n 2 " + launcher_args + " -- " + DCPP_MEMORY_TIER_EXAMPLE + " " + args + "' 2>&1";
     running.push_back(std::async(std::launch::async, [command] { return run_command(command); }));
   }
   std::vector<CommandResult> results;
@@ -169,4 +170,50 @@ TEST_CASE("a host lost: the job resumes from the replicas on 4 ranks, bit for bi
     INFO("step " << at);
     CHECK(std::abs(loss - whole_losses.at(at)) <= 1e-5 * std::abs(whole_losses.at(at)));
   }
+}
+
+TEST_CASE("a job over two hosts that dies: node 0's launcher writes its newest memory step") {
+  TempDir dir;
+  const std::string job = "hosts-flush-" + std::to_string(::getpid());
+  const auto memory = [&](const std::string& name) {
+    fs::create_directories(dir / name);
+    return dir / name;
+  };
+  const auto whole = run_on_hosts({memory("whole-1"), memory("whole-2")}, job + "-whole",
+                                  (dir / "whole").string() + " 10 -1 1 1");
+  INFO(all_output(whole));
+  REQUIRE(whole[0].exit_code == 0);
+  const std::map<int, double> whole_losses = losses_from(whole[0].output, 1);
+
+  // Rank 2 dies in the middle of step 7; node 0's host holds its ranks' slots and the replicas of
+  // ranks 2 and 3: it writes the newest step they make up (the disk has step 4).
+  const std::string root = (dir / "ckpt").string();
+  const auto killed = run_on_hosts({memory("host-1"), memory("host-2")}, job, root + " 10 6 2 1",
+                                   "--memory-root " + root + " --memory-job slurm-" + job);
+  const std::string killed_output = all_output(killed);
+  INFO(killed_output);
+  REQUIRE(killed[1].exit_code != 0);
+  const std::optional<dcpp::CheckpointInfo> written = dcpp::latest_checkpoint(root);
+  REQUIRE(written);
+  CHECK((written->step == 6 || written->step == 5));
+  CHECK(written->world_size == 4);
+  CHECK(killed[0].output.find("step " + std::to_string(written->step) + " of 4 ranks written to") !=
+        std::string::npos);
+  CHECK(killed[1].output.find("node 1 leaves writing the job's newest memory step to node 0") !=
+        std::string::npos);
+  CHECK(fs::is_empty(dir / "host-1"));  // node 0's regions removed
+
+  // Two new hosts, no memory: the job resumes from that step on disk, bit for bit.
+  const auto again = run_on_hosts({memory("new-1"), memory("new-2")}, job, root + " 10 -1 1 1");
+  const std::string again_output = all_output(again);
+  INFO(again_output);
+  REQUIRE(again[0].exit_code == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK(resumed(again_output, rank) ==
+          std::pair<int, std::string>(static_cast<int>(written->step), written->path.string()));
+  }
+  const std::map<int, double> again_losses =
+      losses_from(again[0].output, static_cast<int>(written->step) + 1);
+  REQUIRE(static_cast<int>(again_losses.size()) == 10 - written->step);
+  for (const auto& [at, loss] : again_losses) CHECK(loss == whole_losses.at(at));
 }

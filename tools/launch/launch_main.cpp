@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     std::cerr << error.what() << "\n";
   }
   if (status != 0 && !memory.root.empty()) {
-    dcpp::tools::flush_memory_tier_of_job(memory, options.nproc, options.nnodes);
+    dcpp::tools::flush_memory_tier_of_job(memory, options.nproc, options.nnodes, options.node_rank);
   }
   return status;
 }

@@ -27,14 +27,14 @@ std::string dcpp_program() {
 
 }  // namespace
 
-int flush_memory_tier_of_job(const MemoryFlushStep& step, int nproc, int nnodes) {
-  if (nnodes > 1) {
-    std::cerr << "dcpp-launch: the memory tier of a job over " << nnodes
-              << " hosts is not written to disk from one host; its regions stay\n";
+int flush_memory_tier_of_job(const MemoryFlushStep& step, int nproc, int nnodes, int node_rank) {
+  if (node_rank != 0) {
+    std::cerr << "dcpp-launch: node " << node_rank
+              << " leaves writing the job's newest memory step to node 0; its regions stay\n";
     return 0;
   }
   std::vector<std::string> args = {dcpp_program(), "flush-memory", step.root, "--ranks",
-                                   std::to_string(nproc)};
+                                   std::to_string(nproc * nnodes)};
   if (!step.job.empty()) {
     args.push_back("--job");
     args.push_back(step.job);

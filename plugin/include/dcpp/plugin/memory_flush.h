@@ -19,7 +19,9 @@ struct DCPP_API MemoryFlushOptions {
   /// The memory tier's job name (MemoryTierOptions::job, or what the manager derived from the
   /// root: empty here derives it the same way).
   std::string job;
-  /// The job's ranks, 0 .. ranks - 1, all on this host (a job over several hosts: not yet).
+  /// The job's ranks, 0 .. ranks - 1 (its world size). A rank's step is taken from its own slots
+  /// or from a replica another rank keeps (MemoryTierOptions::replicas) on this host: a job over
+  /// several hosts is flushed from one that holds a copy of every rank's step.
   int ranks = 1;
   /// Leave the regions in place afterwards (default: removed once the step is on disk, or when
   /// the disk holds a step as new).
@@ -57,14 +59,16 @@ struct DCPP_API MemoryFlushResult {
   std::string message;
 };
 
-/// Takes the newest step that every rank of `options.job` holds complete in memory (its CRC
-/// checked, one save, saved by a job of `options.ranks` ranks) and, when it is newer than the
+/// Takes the newest step of which this host holds every rank of `options.job`'s copy complete in
+/// memory (its own slots or a replica; its CRC checked, one save, saved by a job of
+/// `options.ranks` ranks) and, when it is newer than the
 /// root's newest complete step, commits it there as the manager commits a step (DCP's files, the
 /// merged `.metadata`, the step's own manifest, the rename), so that a restore finds it; then
-/// removes the regions (unless keep_regions). Nothing to write (no common step, the disk as new)
-/// is no error: the result says why. Throws CheckpointError for bad options, a job of another
-/// world size (naming it), or a write that failed (the root's steps untouched: the write goes to
-/// an `.incomplete` directory first). Not for a job that is running: its ranks write the slots.
+/// removes the job's regions on this host (unless keep_regions). Nothing to write (no common step,
+/// the disk as new) is no error: the result says why. Throws CheckpointError for bad options, a job
+/// of another world size (naming it), or a write that failed (the root's steps untouched: the write
+/// goes to an `.incomplete` directory first). Not for a job that is running: its ranks write the
+/// slots.
 DCPP_API MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options);
 
 }  // namespace dcpp
