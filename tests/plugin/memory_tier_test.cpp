@@ -246,7 +246,7 @@ TEST_CASE("flush_memory_tier commits the newest memory step under the root, then
   const dcpp::MemoryFlushResult none = dcpp::flush_memory_tier(
       dcpp::MemoryFlushOptions().with_root(root).with_job(job.name).with_ranks(2));
   CHECK_FALSE(none.written);
-  CHECK_THAT(none.message, Catch::Contains("no step that all 2 ranks hold complete"));
+  CHECK_THAT(none.message, Catch::Contains("no step of which this host holds all 2 ranks' copies"));
   REQUIRE(dcpp::MemorySlots(job.name, 0, 1).complete_steps().size() == 2);
 
   const dcpp::MemoryFlushResult flushed = dcpp::flush_memory_tier(
