@@ -30,6 +30,8 @@ bool CheckpointManager::save_to_memory(const StateDict& state, const SaveRequest
   return impl_->save_to_memory(state, request);
 }
 
+void CheckpointManager::wait_for_memory_replicas() { impl_->wait_for_memory_replicas(); }
+
 void CheckpointManager::release_memory() { impl_->release_memory(); }
 
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {

@@ -72,6 +72,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   /// memory_save.cpp: CheckpointManager::save_to_memory and release_memory.
   bool save_to_memory(const StateDict& state, const SaveRequest& request);
+  void wait_for_memory_replicas() {
+    if (memory) memory->wait_for_replicas();
+  }
   void release_memory() {
     if (memory) memory->release();
   }

@@ -81,6 +81,11 @@ class MemoryTier {
   /// intact or does not load.
   Loaded load(StateDict& target, int64_t step, bool allow_partial_load, bool all_or_nothing);
 
+  /// Blocks until the replicas' rounds queued have run (at once without replicas).
+  void wait_for_replicas() {
+    if (replication_) replication_->drain();
+  }
+
   /// Removes this rank's regions and the replicas it keeps (once their rounds have run).
   void release();
 

@@ -158,19 +158,6 @@ uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t 
   return combined_crc(crcs, bytes);
 }
 
-// The CRC-32 of `bytes` bytes at `at`, in chunks spread over `threads` threads.
-uint32_t crc_of(const char* at, uint64_t bytes, int threads) {
-  constexpr uint64_t kChunk = kCrcChunk;
-  const std::size_t chunks = static_cast<std::size_t>((bytes + kChunk - 1) / kChunk);
-  std::vector<uint32_t> crcs(chunks, 0);
-  parallel_for(chunks, std::max(threads, 1), [&](std::size_t chunk) {
-    const uint64_t begin = chunk * kChunk;
-    const uint64_t end = std::min(bytes, begin + kChunk);
-    crcs[chunk] = crc32(0, at + begin, static_cast<std::size_t>(end - begin));
-  });
-  return combined_crc(crcs, bytes);
-}
-
 std::string free_bytes_of_shm() {
   struct statvfs status {};
   if (::statvfs("/dev/shm", &status) != 0) return "unknown";
@@ -230,18 +217,11 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
 }
 
 int MemorySlots::write_filled(int64_t step, const std::string& save_id, uint64_t bytes,
-                              const std::function<void(char*)>& fill, uint32_t expected_crc32) {
+                              const std::function<void(char*)>& fill, uint32_t crc32_of_bytes) {
   int slot = -1;
   char* to = begin_write(step, save_id, bytes, &slot);
   fill(to);
-  const uint32_t crc = crc_of(to, bytes, threads_);
-  if (crc != expected_crc32) {
-    throw CheckpointError(ErrorKind::kCorrupt,
-                          region_name(slot) + ": step " + std::to_string(step) +
-                              " arrived with a CRC-32 that does not match its sender's; the slot "
-                              "is left incomplete");
-  }
-  end_write(slot, step, save_id, bytes, crc);
+  end_write(slot, step, save_id, bytes, crc32_of_bytes);
   return slot;
 }
 

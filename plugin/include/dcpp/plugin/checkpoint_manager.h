@@ -362,13 +362,21 @@ class DCPP_API CheckpointManager {
   /// Not collective (the ranks agree when restoring): copies `state` (Stateful values resolved
   /// here) into this rank's memory slot as step `request.step`, on the calling thread, and
   /// returns once it is complete there; the slot holding the newest complete step is never
-  /// touched. Returns false, having logged the error and recorded it in history() (where
+  /// touched. With replicas (MemoryTierOptions::replicas) the step is then sent to them in the
+  /// background; this waits only while the step before the last is still being sent. Returns
+  /// false, having logged the error and recorded it in history() (where
   /// CheckpointCallback counts failed saves), when the copy failed, and false at once without a
   /// memory tier. Never throws.
   bool save_to_memory(const StateDict& state, const SaveRequest& request);
 
-  /// Removes this rank's memory regions (CheckpointCallback does once a training ended and its
-  /// last step is on disk). A later save_to_memory makes them again.
+  /// Blocks until every memory step saved so far has been sent to this rank's replicas and theirs
+  /// received (MemoryTierOptions::replicas; at once without them), or replication stopped on a
+  /// failure (logged). Not collective, but it waits for the peers' rounds: call it on every rank.
+  void wait_for_memory_replicas();
+
+  /// Removes this rank's memory regions and the replicas it keeps (CheckpointCallback does once a
+  /// training ended and its last step is on disk), after wait_for_memory_replicas(). A later
+  /// save_to_memory makes them again.
   void release_memory();
 
   /// Collective: saves `state` (Stateful values resolved here, on the calling thread) as step

@@ -84,12 +84,13 @@ class DCPP_API MemorySlots {
   /// than 64 bytes.
   int write(int64_t step, const std::string& save_id, const std::vector<BytePiece>& pieces);
 
-  /// write(), for bytes that arrive rather than lie in memory: `fill` writes the `bytes` bytes at
-  /// the pointer it is given (the slot's), then their CRC-32 is computed and compared with
-  /// `expected_crc32`; a mismatch throws CheckpointError (kCorrupt) and leaves the slot
-  /// incomplete. An exception from `fill` leaves it incomplete too, and passes through.
+  /// write(), for bytes that arrive rather than lie in memory (a replica from its rank): `fill`
+  /// writes the `bytes` bytes at the pointer it is given (the slot's); the header then records
+  /// `crc32_of_bytes`, the CRC-32 they were sent with, unchecked here: a reader checks it as for
+  /// any slot (complete_steps), so bytes damaged on the way are left out there. An exception from
+  /// `fill` leaves the slot incomplete, and passes through.
   int write_filled(int64_t step, const std::string& save_id, uint64_t bytes,
-                   const std::function<void(char*)>& fill, uint32_t expected_crc32);
+                   const std::function<void(char*)>& fill, uint32_t crc32_of_bytes);
 
   /// The step this object wrote last into `slot`, read through the writer's own mapping without
   /// checking its CRC again (it was computed as the bytes were written); none when this object
