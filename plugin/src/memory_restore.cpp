@@ -69,7 +69,8 @@ std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
     if ((writer_here ? writer : first_here) != rank_) continue;
     const MemorySlots slots(job_, regions.rank, std::numeric_limits<int64_t>::max(), 1,
                             regions.holder);
-    for (MemoryStep& step : slots.complete_steps(&problems)) {
+    for (MemoryStep& step : slots.complete_steps_unchecked(&problems)) {
+      if (passed_over_.count({regions.rank, regions.holder, step.step}) != 0) continue;
       HeldStep held;
       try {
         const std::map<int, int> worlds = MemoryStepReader({step}).world_sizes();
@@ -103,6 +104,31 @@ std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
 
 std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) {
   nodes_ = values_of_ranks(group_, node_of_this_rank());
+  passed_over_.clear();
+  // The choice is made from the slots' headers; then each rank checks the CRC of the copies it
+  // found of the chosen step (one slot of each, not both); a copy that fails is passed over and
+  // the ranks choose again.
+  for (;;) {
+    choose_step(wanted);
+    if (!chosen_) return std::nullopt;
+    bool intact = true;
+    for (std::size_t i = 0; i < held_.size(); ++i) {
+      const HeldStep& found = all_held_[rank_][i];
+      if (found.step != chosen_->step || found.key != chosen_->key) continue;
+      if (!MemorySlots::crc_matches(held_[i])) {
+        logger().warn(
+            "memory tier, rank {}: {}: corrupted (step {}: its bytes' CRC-32 does not match its "
+            "header's) (left out)",
+            rank_, held_[i].region, found.step);
+        passed_over_.insert({found.owner, found.holder, found.step});
+        intact = false;
+      }
+    }
+    if (every_rank_ok(group_, intact)) return chosen_->step;
+  }
+}
+
+void MemoryTier::choose_step(std::optional<int64_t> wanted) {
   const std::vector<HeldStep> mine = find_steps_on_host(nodes_);
   // Every rank's findings: their counts, then as many (padded) on every rank.
   const std::vector<int64_t> counts = values_of_ranks(group_, static_cast<int64_t>(mine.size()));
@@ -155,7 +181,6 @@ std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) {
     logger().info("memory tier '{}': no step that the hosts hold for every rank{} ({})", job_,
                   wanted ? " as step " + std::to_string(*wanted) : std::string(), held);
   }
-  return chosen_ ? std::optional<int64_t>(chosen_->step) : std::nullopt;
 }
 
 MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_partial_load,
@@ -227,7 +252,7 @@ MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_
       const MemorySlots slots(job_, static_cast<int>(o), std::numeric_limits<int64_t>::max(), 1,
                               static_cast<int>(where.holder));
       const std::size_t before = steps.size();
-      for (MemoryStep& held : slots.complete_steps()) {
+      for (MemoryStep& held : slots.complete_steps_unchecked()) {  // its finder checked it
         if (held.step == choice.step && save_id_key(held.save_id) == choice.key) {
           steps.push_back(std::move(held));
           break;

@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace dcpp::detail {
@@ -103,6 +105,9 @@ class MemoryTier {
   };
   // This rank's host (GROUP_RANK, else rank / ranks per host).
   int64_t node_of_this_rank() const;
+  // One round of the agreement: every rank's findings exchanged (all_held_), the newest step
+  // complete over them chosen (chosen_, none when there is none).
+  void choose_step(std::optional<int64_t> wanted);
   // The steps on this host that this rank reads for the agreement (each region set is read by one
   // rank of the host), into held_ (kept, mapped) and their descriptions.
   std::vector<HeldStep> find_steps_on_host(const std::vector<int64_t>& nodes);
@@ -122,6 +127,8 @@ class MemoryTier {
   std::vector<std::vector<HeldStep>> all_held_;
   std::vector<MemoryStep> held_;
   std::optional<HeldStep> chosen_;
+  // Copies whose CRC failed in this agreement: (owner, holder, step), left out of its rounds.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> passed_over_;
 };
 
 }  // namespace dcpp::detail

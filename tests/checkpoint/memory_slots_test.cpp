@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -144,6 +146,52 @@ TEST_CASE("a flipped byte in a slot is caught by its CRC, and the other slot use
   REQUIRE(problems.size() == 1);
   CHECK_THAT(problems[0], Catch::Contains(test.slots.region_name(slot) +
                                           ": corrupted (step 2: its bytes' CRC-32 does not match"));
+
+  // Unchecked, both steps are listed; the CRC check of each tells them apart.
+  const std::vector<dcpp::MemoryStep> listed = test.slots.complete_steps_unchecked();
+  REQUIRE(listed.size() == 2);
+  CHECK(listed[0].step == 2);
+  CHECK_FALSE(MemorySlots::crc_matches(listed[0]));
+  CHECK(listed[1].step == 1);
+  CHECK(MemorySlots::crc_matches(listed[1]));
+}
+
+TEST_CASE("a replica's slots: named after their holder, filled by a callback, listed by host") {
+  const std::string job = "memslots-replica-" + std::to_string(::getpid());
+  MemorySlots own(job, 2, 1 << 20), replica(job, 2, 1 << 20, 2, /*holder=*/0);
+  own.release();
+  replica.release();
+  CHECK(replica.region_name(1) == "/" + std::string("dcpp.") + job + ".2.at0.1");
+  // The bytes arrive through the callback; the CRC recorded is the sender's.
+  own.write(5, "save-5", {BytePiece{"abcdef", 6}});
+  const dcpp::MemoryStep sent = *own.newest();
+  replica.write_filled(
+      5, sent.save_id, sent.bytes.size(),
+      [&](char* to) { std::memcpy(to, sent.bytes.data(), sent.bytes.size()); }, sent.crc32);
+  const auto kept = replica.newest();
+  REQUIRE(kept);
+  CHECK(kept->bytes == "abcdef");
+  CHECK(kept->save_id == "save-5");
+  CHECK(replica.written(kept->slot)->bytes == "abcdef");
+  // A failed fill leaves its slot incomplete; bytes that do not match the CRC they came with are
+  // left out when read. Either way the step before stays in use.
+  CHECK_THROWS_AS(replica.write_filled(
+                      6, "save-6", 3, [](char*) { throw std::runtime_error("peer gone"); }, 0),
+                  std::runtime_error);
+  REQUIRE(replica.newest());
+  CHECK(replica.newest()->step == 5);
+  replica.write_filled(
+      7, "save-7", 3, [](char* to) { std::memcpy(to, "xyz", 3); }, sent.crc32);
+  REQUIRE(replica.newest());
+  CHECK(replica.newest()->step == 5);
+  const std::vector<dcpp::HeldSlots> held = MemorySlots::on_this_host(job);
+  REQUIRE(held.size() == 2);
+  CHECK((held[0].rank == 2 && held[0].holder == -1));
+  CHECK((held[1].rank == 2 && held[1].holder == 0));
+  CHECK_THROWS_WITH(MemorySlots(job, 2, 1, 2, 2), Catch::Contains("not by 2"));
+  own.release();
+  replica.release();
+  CHECK(MemorySlots::on_this_host(job).empty());
 }
 
 TEST_CASE("memory slots refuse a step over their limit, and bad names, before touching a slot") {

@@ -13,6 +13,7 @@
 #include <dcpp/state_dict/sharded_tensor.h>
 #include <dcpp/storage/memory_slots.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <limits>
@@ -141,6 +142,47 @@ TEST_CASE("a job that lost a host resumes from its peers' replicas, on 4 ranks a
     CHECK(resharded_infos[r]->step == 3);
     CHECK(resharded_infos[r]->world_size == 4);
     CHECK(holds_step(resharded[r], 3, r, 2));
+  }
+}
+
+TEST_CASE(
+    "a corrupted replica is passed over by its CRC: every rank resumes from the step before") {
+  TempDir dir;
+  ReplicatedJob job("corrupt-replica");
+  const fs::path root = dir / "ckpt";
+  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
+    for (int64_t step = 1; step <= 3; ++step) {
+      manager.save_to_memory(rank_state(step, r, 4), request(step));
+    }
+  });
+  job.release_host(2, 2);
+  // A flipped byte in the step-3 replica rank 0 keeps of rank 2.
+  bool flipped = false;
+  for (const dcpp::MemoryStep& held :
+       dcpp::MemorySlots(job.name, 2, 1, 1, /*holder=*/0).complete_steps()) {
+    if (held.step != 3) continue;
+    const int fd = ::open(("/dev/shm" + held.region).c_str(), O_RDWR);
+    char byte = 0;
+    const off_t at = 4096 + static_cast<off_t>(held.bytes.size()) - 9;
+    flipped = fd >= 0 && ::pread(fd, &byte, 1, at) == 1;
+    byte ^= 0x04;
+    flipped = flipped && ::pwrite(fd, &byte, 1, at) == 1;
+    if (fd >= 0) ::close(fd);
+  }
+  REQUIRE(flipped);
+  StateDict restored[4];
+  std::optional<dcpp::CheckpointInfo> infos[4];
+  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
+    restored[r] = rank_state(0, r, 4, /*target=*/true);
+    infos[r] = manager.restore(restored[r]);
+  });
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    REQUIRE(infos[r]);
+    CHECK(infos[r]->step == 2);
+    CHECK(holds_step(restored[r], 2, r, 4));
   }
 }
 

@@ -104,6 +104,14 @@ class DCPP_API MemorySlots {
   /// left out for a reason other than being empty (torn, being written, corrupted) is described
   /// in `problems`, naming the region, when given.
   std::vector<MemoryStep> complete_steps(std::vector<std::string>* problems = nullptr) const;
+  /// complete_steps() without reading the bytes: the steps whose headers say complete and whose
+  /// regions hold them whole, newest first, their CRC not checked (crc_matches() does, for the
+  /// step that is to be used: a restore reads one of the two slots).
+  std::vector<MemoryStep> complete_steps_unchecked(
+      std::vector<std::string>* problems = nullptr) const;
+  /// Whether `step`'s bytes match the CRC-32 its header records.
+  static bool crc_matches(const MemoryStep& step);
+
   /// The first of complete_steps(problems), or none.
   std::optional<MemoryStep> newest(std::vector<std::string>* problems = nullptr) const;
 
@@ -113,6 +121,7 @@ class DCPP_API MemorySlots {
  private:
   struct Mapping;
 
+  std::vector<MemoryStep> steps(std::vector<std::string>* problems, bool check_crc) const;
   // The slot to write and its mapping, sized and marked "being written"; throws as write().
   char* begin_write(int64_t step, const std::string& save_id, uint64_t bytes, int* slot);
   // Marks `slot`, whose bytes are in place, complete.
