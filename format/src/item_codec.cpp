@@ -103,6 +103,11 @@ WrittenItem write_tensor_item(ByteSink& sink, const at::Tensor& tensor) {
 WrittenItem write_bytes_item(ByteSink& sink, const c10::IValue& value) {
   std::vector<at::Tensor> tensors;
   const std::string pickle = encode_value_pickle(value, tensors);
+  return write_pickled_bytes_item(sink, pickle, tensors);
+}
+
+WrittenItem write_pickled_bytes_item(ByteSink& sink, const std::string& pickle,
+                                     const std::vector<at::Tensor>& tensors) {
   const uint64_t start = sink.position();
   ZipBlobWriter zip(sink);
   add_header_records(zip, pickle);

@@ -136,7 +136,8 @@ int64_t MemoryTier::save(const StateDict& resolved, const CheckpointInfo& manife
   CheckpointInfo info = manifest;
   info.save_id = save_id_of(info.step);
   if (replication_) replication_->wait_for_room();
-  MemoryStepWriter writer(slots_, info.step, info.save_id, world_, checkpoint_info_to_json(info));
+  MemoryStepWriter writer(slots_, info.step, info.save_id, world_, checkpoint_info_to_json(info),
+                          &step_cache_);
   try {
     dcpp::save(resolved, writer, SaveOptions().with_use_collectives(false).with_rank(rank_));
   } catch (...) {

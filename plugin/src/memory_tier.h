@@ -15,6 +15,7 @@
 #include "rank_agreement.h"
 
 #include <dcpp/storage/memory_slots.h>
+#include <dcpp/storage/memory_step.h>
 
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/memory_tier.h>
@@ -120,6 +121,7 @@ class MemoryTier {
   int coordinator_;
   std::string run_token_;
   MemorySlots slots_;
+  MemoryStepCache step_cache_;  // the Metadata and value archives reused from step to step
   std::unique_ptr<MemoryReplication> replication_;  // after slots_: stops before they go
   // What agreed_step found: every rank's steps (by rank), the steps this rank found (mapped, their
   // CRCs checked, parallel to all_held_[rank_]), and its choice.

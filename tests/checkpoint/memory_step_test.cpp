@@ -201,3 +201,41 @@ TEST_CASE("memory steps written as a DCP checkpoint load resharded, bit for bit"
                                     at::full({3}, r, at::kInt)));
   }
 }
+
+TEST_CASE("a series of memory steps through one cache reuses what did not change, and only that") {
+  RankSlots rank(0, "cache");
+  dcpp::MemoryStepCache cache;
+  const auto save_cached = [&](const StateDict& state, int64_t step) {
+    MemoryStepWriter writer(rank.slots, step, "save-" + std::to_string(step), 1, "{}", &cache);
+    dcpp::save(state, writer, alone(0));
+  };
+  const auto read_back = [&](StateDict target) {
+    MemoryStepReader reader({*rank.slots.newest()});
+    dcpp::load(target, reader);
+    return target;
+  };
+  StateDict saved = mixed_state();
+  save_cached(saved, 1);
+  CHECK(cache.pickled_metadata() == 1);
+  CHECK(cache.reused_metadata() == 0);
+
+  // New tensor contents and a new value of the same pickled size: the Metadata is reused; the
+  // value reads back as saved now, not as cached.
+  StateDict next = mixed_state();
+  next.insert_or_assign("step", int64_t{4321});
+  save_cached(next, 2);
+  CHECK(cache.reused_metadata() == 1);
+  StateDict loaded = read_back(mixed_state(/*target=*/true));
+  require_mixed_equal(loaded, next);
+  CHECK(loaded.at("step").value().toInt() == 4321);
+
+  // A tensor resized: pickled again, and read back.
+  StateDict resized = mixed_state();
+  resized.insert_or_assign("ids", at::arange(0, 50, at::kLong));
+  save_cached(resized, 3);
+  CHECK(cache.pickled_metadata() == 2);
+  StateDict target = mixed_state(/*target=*/true);
+  target.insert_or_assign("ids", at::zeros({50}, at::kLong));
+  CHECK(dcpp::test::bitwise_equal(read_back(target).at("ids").tensor(),
+                                  at::arange(0, 50, at::kLong)));
+}

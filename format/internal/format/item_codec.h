@@ -31,6 +31,10 @@ WrittenItem write_tensor_item(ByteSink& sink, const at::Tensor& tensor);
 
 /// Writes `torch.save(value)` (tensors inside the value are stored as in `write_tensor_item`).
 WrittenItem write_bytes_item(ByteSink& sink, const c10::IValue& value);
+/// write_bytes_item for a value already pickled: `pickle` and `tensors` as encode_value_pickle
+/// gives them.
+WrittenItem write_pickled_bytes_item(ByteSink& sink, const std::string& pickle,
+                                     const std::vector<at::Tensor>& tensors);
 
 /// Where to put a box of a saved tensor chunk: `dest` (shape `lengths`) receives the chunk's box
 /// starting at `storage_offsets`, in the chunk's own coordinates.

@@ -152,11 +152,13 @@ uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t 
     uint32_t crc = 0;
     while (begin < end) {
       const uint64_t in_piece = begin - piece_start;
-      // In blocks small enough that the CRC reads them back from the cache the copy filled.
+      // In blocks small enough that the copy reads them from the cache the CRC filled (reading
+      // the source twice costs less than reading the slot back: its pages are cold).
       const uint64_t n =
           std::min<uint64_t>({end - begin, pieces[piece].size - in_piece, kCachedBlock});
-      std::memcpy(to + begin, static_cast<const char*>(pieces[piece].data) + in_piece, n);
-      crc = crc32(crc, to + begin, static_cast<std::size_t>(n));
+      const char* from = static_cast<const char*>(pieces[piece].data) + in_piece;
+      crc = crc32(crc, from, static_cast<std::size_t>(n));
+      std::memcpy(to + begin, from, static_cast<std::size_t>(n));
       begin += n;
       if (in_piece + n == pieces[piece].size) piece_start += pieces[piece++].size;
     }

@@ -5,6 +5,7 @@
 #include "format/item_codec.h"
 #include "format/metadata_pickle.h"
 #include "storage/memory_payload.h"
+#include "storage/memory_step_cache_state.h"
 
 #include <dcpp/storage/memory_step.h>
 
@@ -18,8 +19,9 @@
 namespace dcpp {
 using detail::add_write_results;
 using detail::encode_metadata;
+using detail::encode_value_pickle;
 using detail::MemorySink;
-using detail::write_bytes_item;
+using detail::write_pickled_bytes_item;
 
 namespace {
 
@@ -41,12 +43,14 @@ uint64_t payload_padding(uint64_t size) {
 
 class MemoryStepWriter::Impl {
  public:
-  Impl(MemorySlots& slots, int64_t step, std::string save_id, int world_size, std::string manifest)
+  Impl(MemorySlots& slots, int64_t step, std::string save_id, int world_size, std::string manifest,
+       MemoryStepCache* cache)
       : slots_(slots),
         step_(step),
         save_id_(std::move(save_id)),
         world_size_(world_size),
-        manifest_(std::move(manifest)) {}
+        manifest_(std::move(manifest)),
+        cache_(cache) {}
 
   void set_up(int rank);
   void set_up_without_collectives(int rank);
@@ -63,6 +67,7 @@ class MemoryStepWriter::Impl {
   std::string save_id_;
   int world_size_;
   std::string manifest_;
+  MemoryStepCache* cache_;
   int rank_ = -1;
   uint64_t data_bytes_ = 0;
   std::vector<BytePiece> data_pieces_;  // in order, padding included
@@ -72,9 +77,9 @@ class MemoryStepWriter::Impl {
 };
 
 MemoryStepWriter::MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id,
-                                   int world_size, std::string manifest)
-    : impl_(std::make_unique<Impl>(slots, step, std::move(save_id), world_size,
-                                   std::move(manifest))) {}
+                                   int world_size, std::string manifest, MemoryStepCache* cache)
+    : impl_(std::make_unique<Impl>(slots, step, std::move(save_id), world_size, std::move(manifest),
+                                   cache)) {}
 MemoryStepWriter::~MemoryStepWriter() = default;
 void MemoryStepWriter::set_up(int rank, bool /*is_coordinator*/) { impl_->set_up(rank); }
 void MemoryStepWriter::set_up_without_collectives(int rank) {
@@ -138,8 +143,15 @@ std::vector<WriteResult> MemoryStepWriter::Impl::write_data(const SavePlan& plan
       tensors_.push_back(kept);
       add(item.index, kept.data_ptr(), kept.nbytes());
     } else {
+      std::vector<at::Tensor> inside;
+      const std::string pickle = encode_value_pickle(std::get<c10::IValue>(data), inside);
+      if (cache_ != nullptr && inside.empty()) {
+        const std::string& archive = cache_->state().value_archive(item.index.fqn, pickle);
+        add(item.index, archive.data(), archive.size());
+        continue;
+      }
       MemorySink sink;
-      write_bytes_item(sink, std::get<c10::IValue>(data));
+      write_pickled_bytes_item(sink, pickle, inside);
       archives_.push_back(std::move(sink.buffer()));
       add(item.index, archives_.back().data(), archives_.back().size());
     }
@@ -150,7 +162,9 @@ std::vector<WriteResult> MemoryStepWriter::Impl::write_data(const SavePlan& plan
 void MemoryStepWriter::Impl::finish(Metadata metadata,
                                     const std::vector<std::vector<WriteResult>>& results) {
   add_write_results(metadata, results);
-  const std::string pickled = encode_metadata(metadata);
+  std::string pickled_here;
+  const std::string& pickled = cache_ != nullptr ? cache_->state().pickled_metadata(metadata)
+                                                 : (pickled_here = encode_metadata(metadata));
   std::string preamble = "DCPPSTEP";
   append_payload_u32(preamble, 1);
   append_payload_u32(preamble, static_cast<uint32_t>(rank_));

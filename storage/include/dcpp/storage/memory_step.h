@@ -31,6 +31,29 @@
 
 namespace dcpp {
 
+/// What one rank's series of memory steps reuses from the step before (give every
+/// MemoryStepWriter of the series the same cache): the pickled Metadata while it equals the last
+/// one (the same keys, shapes, dtypes and offsets: a training loop's state from step to step), and
+/// each value item's `torch.save` archive while its pickle is the same. Not thread-safe: one save
+/// at a time.
+class DCPP_API MemoryStepCache {
+ public:
+  MemoryStepCache();
+  ~MemoryStepCache();
+  MemoryStepCache(const MemoryStepCache&) = delete;
+  MemoryStepCache& operator=(const MemoryStepCache&) = delete;
+
+  /// Steps whose Metadata pickle was reused, and steps that pickled it.
+  int64_t reused_metadata() const;
+  int64_t pickled_metadata() const;
+
+  struct State;  // storage/internal/storage/memory_step_cache_state.h
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
 /// The StorageWriter of a memory step: for a save without collectives (set_up throws kUsage),
 /// whose finish writes the payload into `slots` as `step` with `save_id`. write_data copies
 /// nothing: it keeps the items' tensors (CPU copies of device tensors, compact copies of strided
@@ -39,9 +62,9 @@ namespace dcpp {
 class DCPP_API MemoryStepWriter final : public StorageWriter {
  public:
   /// `world_size`: the job's, recorded in the payload; `manifest`: any bytes, read back by
-  /// MemoryStepReader::manifests().
+  /// MemoryStepReader::manifests(); `cache` (optional): the series' MemoryStepCache.
   MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id, int world_size,
-                   std::string manifest);
+                   std::string manifest, MemoryStepCache* cache = nullptr);
   ~MemoryStepWriter() override;
   MemoryStepWriter(const MemoryStepWriter&) = delete;
   MemoryStepWriter& operator=(const MemoryStepWriter&) = delete;
