@@ -431,10 +431,10 @@ std::vector<MemoryStep> MemorySlots::steps(std::vector<std::string>* problems,
               ": its bytes' CRC-32 does not match its header's)");
       continue;
     }
-    steps.push_back(MemoryStep{
-        header.step, std::string(header.save_id, header.save_id_size), slot, name, header.crc32,
-        std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
-        std::move(region)});
+    steps.push_back(
+        MemoryStep{header.step, std::string(header.save_id, header.save_id_size), slot, name,
+                   std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
+                   std::move(region), header.crc32});
   }
   std::sort(steps.begin(), steps.end(),
             [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });

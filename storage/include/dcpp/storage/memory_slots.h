@@ -37,9 +37,9 @@ struct DCPP_API MemoryStep {
   std::string save_id;
   int slot = -1;
   std::string region;  // its name, for messages
-  uint32_t crc32 = 0;  // of `bytes`, as its header records it
   std::string_view bytes;
   std::shared_ptr<const void> mapping;
+  uint32_t crc32 = 0;  // of `bytes`, as its header records it
 };
 
 /// Regions of a job found on this host: a rank's own slots (holder -1) or a replica of its steps
