@@ -335,11 +335,13 @@ std::optional<MemoryStep> MemorySlots::written(int slot) const {
   if (slot < 0 || slot > 1 || !written_[slot] || !mapped_[slot]) return std::nullopt;
   const char* at = mapped_[slot]->region.mapped();
   const SlotHeader& header = *reinterpret_cast<const SlotHeader*>(at);
-  return MemoryStep{
-      header.step,  std::string(header.save_id, header.save_id_size),
-      slot,         region_name(slot),
-      header.crc32, std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
-      nullptr};
+  return MemoryStep{header.step,
+                    std::string(header.save_id, header.save_id_size),
+                    slot,
+                    region_name(slot),
+                    std::string_view(at + kHeaderBytes, static_cast<std::size_t>(header.bytes)),
+                    nullptr,
+                    header.crc32};
 }
 
 std::vector<HeldSlots> MemorySlots::on_this_host(const std::string& job) {
