@@ -237,57 +237,65 @@ MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_
       }
     }
   }
-  std::vector<MemoryStep> steps;
-  std::vector<std::string> sources;
-  fs::path first_path;
+  // The copies from other hosts first, then those on this one: whatever fails here fails after
+  // every transfer, so that no rank waits for one that threw.
+  std::map<int64_t, MemoryStep> steps;
+  std::map<int64_t, std::string> sources;
+  std::map<int64_t, fs::path> paths;  // where each copy was: its region set, or its region here
+  const auto kept = [](const HeldStep& where, int64_t o) {
+    return where.holder >= 0
+               ? "rank " + std::to_string(where.holder) + "'s replica of rank " + std::to_string(o)
+               : "rank " + std::to_string(o) + "'s own slot";
+  };
   for (int64_t o : needed_by(rank_)) {
     const int source = source_of(rank_, o);
+    if (nodes_[source] == nodes_[rank_]) continue;
     const HeldStep& where = *found_by(source, o);
-    const std::string kept = where.holder >= 0 ? "rank " + std::to_string(where.holder) +
-                                                     "'s replica of rank " + std::to_string(o)
-                                               : "rank " + std::to_string(o) + "'s own slot";
+    auto bytes = std::make_shared<at::Tensor>(
+        at::empty({where.bytes}, at::TensorOptions().dtype(at::kByte)));
+    calls.recv(*bytes, source, static_cast<int>(o), "rank " + std::to_string(o) + "'s memory step");
+    MemoryStep received;
+    received.step = choice.step;
+    received.region =
+        "rank " + std::to_string(source) + "'s " + regions_path(job_, o, where.holder).string();
+    received.crc32 = static_cast<uint32_t>(where.crc32);
+    received.bytes = std::string_view(static_cast<const char*>(bytes->data_ptr()),
+                                      static_cast<std::size_t>(where.bytes));
+    received.mapping = bytes;
+    steps[o] = std::move(received);
+    paths[o] = regions_path(job_, o, where.holder);
+    sources[o] = kept(where, o) + ", sent by rank " + std::to_string(source) + " from its host (" +
+                 paths[o].string() + ")";
+  }
+  for (const auto& send : sends) calls.wait(send, "sending a memory step");
+  for (int64_t o : needed_by(rank_)) {
+    const int source = source_of(rank_, o);
+    if (nodes_[source] != nodes_[rank_]) continue;
+    const HeldStep& where = *found_by(source, o);
     if (source == rank_) {
-      steps.push_back(held_step(o));
-    } else if (nodes_[source] == nodes_[rank_]) {  // on this host: read in place
+      steps[o] = held_step(o);
+    } else {  // found by another rank of this host: read in place (its finder checked its CRC)
       const MemorySlots slots(job_, static_cast<int>(o), std::numeric_limits<int64_t>::max(), 1,
                               static_cast<int>(where.holder));
-      const std::size_t before = steps.size();
-      for (MemoryStep& held : slots.complete_steps_unchecked()) {  // its finder checked it
+      for (MemoryStep& held : slots.complete_steps_unchecked()) {
         if (held.step == choice.step && save_id_key(held.save_id) == choice.key) {
-          steps.push_back(std::move(held));
+          steps[o] = std::move(held);
           break;
         }
       }
-      if (steps.size() == before) {
+      if (steps.count(o) == 0) {
         throw CheckpointError(ErrorKind::kNotFound, regions_path(job_, o, where.holder).string() +
                                                         " no longer holds step " +
                                                         std::to_string(step));
       }
-    } else {  // on another host: sent by the rank that found it
-      auto bytes = std::make_shared<at::Tensor>(
-          at::empty({where.bytes}, at::TensorOptions().dtype(at::kByte)));
-      calls.recv(*bytes, source, static_cast<int>(o),
-                 "rank " + std::to_string(o) + "'s memory step");
-      MemoryStep received;
-      received.step = choice.step;
-      received.region =
-          "rank " + std::to_string(source) + "'s " + regions_path(job_, o, where.holder).string();
-      received.crc32 = static_cast<uint32_t>(where.crc32);
-      received.bytes = std::string_view(static_cast<const char*>(bytes->data_ptr()),
-                                        static_cast<std::size_t>(where.bytes));
-      received.mapping = bytes;
-      steps.push_back(std::move(received));
-      sources.push_back(kept + ", sent by rank " + std::to_string(source) + " from its host");
-      if (first_path.empty()) first_path = regions_path(job_, o, where.holder);
-      continue;
     }
-    const fs::path path = fs::path("/dev/shm") / steps.back().region.substr(1);
-    sources.push_back(kept + " (" + path.string() + ")");
-    if (first_path.empty()) first_path = path;
+    paths[o] = "/dev/shm" + steps[o].region;
+    sources[o] = kept(where, o) + " (" + paths[o].string() + ")";
   }
-  for (const auto& send : sends) calls.wait(send, "sending a memory step");
 
-  MemoryStepReader reader(std::move(steps));
+  std::vector<MemoryStep> all_steps;
+  for (auto& [owner, held] : steps) all_steps.push_back(std::move(held));
+  MemoryStepReader reader(std::move(all_steps));
   LoadOptions options;
   options.allow_partial_load = allow_partial_load;
   options.all_or_nothing = all_or_nothing;
@@ -297,8 +305,8 @@ MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_
   Loaded loaded;
   loaded.info = checkpoint_info_from_json(
       (own != manifests.end() ? own : manifests.begin())->second, "the memory tier's manifest");
-  loaded.info.path = first_path;
-  for (const std::string& source : sources) {
+  loaded.info.path = paths.at(needed_by(rank_).front());  // this rank's own step's, or rank 0's
+  for (const auto& [owner, source] : sources) {
     loaded.source += (loaded.source.empty() ? "" : "; ") + source;
   }
   if (choice.saved_world != world_) {
