@@ -146,7 +146,14 @@ ManagedSave CheckpointManager::Impl::save(const StateDict& state, const SaveRequ
   record.async = options.async;
   log->begin("save", "plan", request.step, result.path.string());
   const auto start = SteadyClock::now();
-  StateDict resolved = resolve_statefuls(state);
+  StateDict resolved;
+  try {
+    resolved = resolve_statefuls(state);
+  } catch (...) {
+    // The memory copy this save makes did not happen: the replicas' round still runs.
+    if (is_memory_save_due(request.step)) memory->note_failed_save();
+    throw;
+  }
   record.bytes = detail::tensor_bytes(resolved);
   record.plan_seconds = seconds_since(start);
   log->record("save", "plan", request.step, record.bytes, record.plan_seconds,

@@ -11,6 +11,7 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/checkpoint_manager.h>
 #include <dcpp/state_dict/sharded_tensor.h>
+#include <dcpp/state_dict/stateful.h>
 #include <dcpp/storage/memory_slots.h>
 
 #include <fcntl.h>
@@ -50,6 +51,13 @@ bool holds_step(const StateDict& state, int64_t step, int rank, int world) {
   return dcpp::test::bitwise_equal(shard, global_w(step).narrow(0, rank * rows, rows)) &&
          state.at("step").value().toInt() == step;
 }
+
+// A Stateful whose state cannot be taken (a data loader in a bad state, say).
+class ThrowingStateful final : public dcpp::Stateful {
+ public:
+  StateDict state_dict() override { throw std::runtime_error("the loader's state is gone"); }
+  void load_state_dict(const StateDict&) override {}
+};
 
 // A job's regions, own and replicas, removed when the test ends.
 struct ReplicatedJob {
@@ -197,15 +205,17 @@ TEST_CASE("a memory save that fails on one rank keeps its clique's rounds paired
     dcpp::CheckpointManager manager(options);
     for (int64_t step = 1; step <= 3; ++step) {
       StateDict state = rank_state(step, r, 4);
-      // Rank 3's step 2 does not fit: it is refused, recorded, and sent to nobody.
+      // Rank 3's step 2 does not fit: it is refused, recorded, and sent to nobody. Rank 1's
+      // fails before its copy: a Stateful that throws.
       if (r == 3 && step == 2) state.insert("big", at::zeros({1 << 15}, at::kDouble));
+      if (r == 1 && step == 2) state.insert("loader", std::make_shared<ThrowingStateful>());
       saved[r][step - 1] = manager.save_to_memory(state, request(step));
     }
   });
   for (int r = 0; r < 4; ++r) {
     for (int64_t step = 1; step <= 3; ++step) {
       INFO("rank " << r << ", step " << step);
-      CHECK(saved[r][step - 1] == !(r == 3 && step == 2));
+      CHECK(saved[r][step - 1] == !((r == 3 || r == 1) && step == 2));
     }
   }
   CHECK(job.replica_step(3, 1) == 3);
