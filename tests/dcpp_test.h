@@ -77,6 +77,9 @@ struct CommandResult {
 /// Runs `command` through the shell and waits for it.
 CommandResult run_command(const std::string& command);
 
+/// A TCP port of 127.0.0.1 that nothing listens on now (for a job's store).
+int free_loopback_port();
+
 /// True when `a` and `b` have the same dtype, shape and bytes (NaNs with equal bits compare equal).
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b);
 

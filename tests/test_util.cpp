@@ -13,7 +13,10 @@
 #include <random>
 #include <stdexcept>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace dcpp::test {
 
@@ -73,6 +76,19 @@ CommandResult run_command(const std::string& command) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return {code, output, seconds};
+}
+
+int free_loopback_port() {
+  const int socket_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  ::bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(socket_fd);
+  return ntohs(address.sin_port);
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {

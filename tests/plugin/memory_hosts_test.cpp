@@ -12,8 +12,6 @@
 
 #include <unistd.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <cmath>
 #include <future>
 #include <regex>
@@ -25,19 +23,6 @@ using dcpp::test::TempDir;
 
 namespace {
 
-int memory_hosts_free_port() {
-  const int socket_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  ::bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(socket_fd);
-  return ntohs(address.sin_port);
-}
-
 // Runs memory_tier_resume `args`, 2 ranks a host (dcpp-launch with `launcher_args`), on hosts whose
 // memories are the directories `memories` (one host each, named dcpp-mem-host-1, -2...), at once;
 // the memory tier is named after `job`. Returns each host's output.
@@ -46,7 +31,7 @@ std::vector<CommandResult> run_on_hosts(const std::vector<fs::path>& memories,
                                         const std::string& launcher_args = "") {
   const std::string namespaces =
       geteuid() == 0 ? "--mount --uts" : "--user --map-root-user --mount --uts";
-  const int port = memory_hosts_free_port();
+  const int port = dcpp::test::free_loopback_port();
   std::vector<std::future<CommandResult>> running;
   for (std::size_t node = 0; node < memories.size(); ++node) {
     const std::string name = "dcpp-mem-host-" + std::to_string(node + 1);
@@ -94,27 +79,37 @@ std::pair<int, std::string> resumed(const std::string& output, int rank) {
   return {std::stoi(found[2]), found[1]};
 }
 
+// A directory under `dir` for a host's memory (bound over its /dev/shm).
+fs::path host_memory(const fs::path& dir, const std::string& name) {
+  fs::create_directories(dir / name);
+  return dir / name;
+}
+
+// The losses of an uninterrupted run of 10 steps on 2 x 2 ranks with one replica (its memory
+// tier named after `job`), by step; its hosts' output in `output`.
+std::map<int, double> uninterrupted_losses(const fs::path& dir, const std::string& job,
+                                           std::string* output) {
+  const auto whole = run_on_hosts({host_memory(dir, "whole-1"), host_memory(dir, "whole-2")},
+                                  job + "-whole", (dir / "whole").string() + " 10 -1 1 1");
+  *output = all_output(whole);
+  if (whole[0].exit_code != 0 || whole[1].exit_code != 0) return {};
+  return losses_from(whole[0].output, 1);
+}
+
 }  // namespace
 
 TEST_CASE("a host lost: the job resumes from the replicas on 4 ranks, bit for bit, and on 2") {
   TempDir dir;
   const std::string job = "hosts-" + std::to_string(::getpid());
-  const auto memory = [&](const std::string& name) {
-    fs::create_directories(dir / name);
-    return dir / name;
-  };
-  // An uninterrupted run, for the losses.
-  const auto whole = run_on_hosts({memory("whole-1"), memory("whole-2")}, job + "-whole",
-                                  (dir / "whole").string() + " 10 -1 1 1");
-  INFO(all_output(whole));
-  REQUIRE(whole[0].exit_code == 0);
-  REQUIRE(whole[1].exit_code == 0);
-  const std::map<int, double> whole_losses = losses_from(whole[0].output, 1);
+  std::string whole_output;
+  const std::map<int, double> whole_losses = uninterrupted_losses(dir.path(), job, &whole_output);
+  INFO(whole_output);
   REQUIRE(whole_losses.size() == 10);
 
   // Rank 2, on the second host, dies in the middle of step 7; its host's other rank is stopped
   // by its launcher, the first host's ranks fail on the next collective.
-  const fs::path first_host = memory("host-1"), second_host = memory("host-2");
+  const fs::path first_host = host_memory(dir.path(), "host-1"),
+                 second_host = host_memory(dir.path(), "host-2");
   const std::string root = (dir / "ckpt").string();
   const auto killed = run_on_hosts({first_host, second_host}, job, root + " 10 6 2 1");
   INFO(all_output(killed));
@@ -175,21 +170,17 @@ TEST_CASE("a host lost: the job resumes from the replicas on 4 ranks, bit for bi
 TEST_CASE("a job over two hosts that dies: node 0's launcher writes its newest memory step") {
   TempDir dir;
   const std::string job = "hosts-flush-" + std::to_string(::getpid());
-  const auto memory = [&](const std::string& name) {
-    fs::create_directories(dir / name);
-    return dir / name;
-  };
-  const auto whole = run_on_hosts({memory("whole-1"), memory("whole-2")}, job + "-whole",
-                                  (dir / "whole").string() + " 10 -1 1 1");
-  INFO(all_output(whole));
-  REQUIRE(whole[0].exit_code == 0);
-  const std::map<int, double> whole_losses = losses_from(whole[0].output, 1);
+  std::string whole_output;
+  const std::map<int, double> whole_losses = uninterrupted_losses(dir.path(), job, &whole_output);
+  INFO(whole_output);
+  REQUIRE(whole_losses.size() == 10);
 
   // Rank 2 dies in the middle of step 7; node 0's host holds its ranks' slots and the replicas of
   // ranks 2 and 3: it writes the newest step they make up (the disk has step 4).
   const std::string root = (dir / "ckpt").string();
-  const auto killed = run_on_hosts({memory("host-1"), memory("host-2")}, job, root + " 10 6 2 1",
-                                   "--memory-root " + root + " --memory-job slurm-" + job);
+  const auto killed =
+      run_on_hosts({host_memory(dir.path(), "host-1"), host_memory(dir.path(), "host-2")}, job,
+                   root + " 10 6 2 1", "--memory-root " + root + " --memory-job slurm-" + job);
   const std::string killed_output = all_output(killed);
   INFO(killed_output);
   REQUIRE(killed[1].exit_code != 0);
@@ -204,7 +195,9 @@ TEST_CASE("a job over two hosts that dies: node 0's launcher writes its newest m
   CHECK(fs::is_empty(dir / "host-1"));  // node 0's regions removed
 
   // Two new hosts, no memory: the job resumes from that step on disk, bit for bit.
-  const auto again = run_on_hosts({memory("new-1"), memory("new-2")}, job, root + " 10 -1 1 1");
+  const auto again =
+      run_on_hosts({host_memory(dir.path(), "new-1"), host_memory(dir.path(), "new-2")}, job,
+                   root + " 10 -1 1 1");
   const std::string again_output = all_output(again);
   INFO(again_output);
   REQUIRE(again[0].exit_code == 0);

@@ -93,6 +93,34 @@ struct ReplicatedJob {
                          .with_replicas(
                              1, dcpp::test::loopback_group(store, rank, world, "memory-replicas")));
   }
+  // Steps 1 to 3 saved to memory on 4 ranks on 2 hosts; the managers' ends wait for the last
+  // rounds. Returns whether every save succeeded.
+  bool save_three_steps(const fs::path& root) const {
+    bool saved[4] = {};
+    dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
+      dcpp::CheckpointManager manager(options(root, r, 4, 2, store));
+      saved[r] = true;
+      for (int64_t step = 1; step <= 3; ++step) {
+        saved[r] = manager.save_to_memory(rank_state(step, r, 4), request(step)) && saved[r];
+      }
+    });
+    return saved[0] && saved[1] && saved[2] && saved[3];
+  }
+  // What `world` ranks on hosts of `per_host` restore: each rank's state and manifest.
+  struct Restored {
+    std::vector<StateDict> states;
+    std::vector<std::optional<dcpp::CheckpointInfo>> infos;
+  };
+  Restored restore(const fs::path& root, int world, int per_host) const {
+    Restored restored{std::vector<StateDict>(world),
+                      std::vector<std::optional<dcpp::CheckpointInfo>>(world)};
+    dcpp::test::on_rank_threads(world, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
+      dcpp::CheckpointManager manager(options(root, r, world, per_host, store));
+      restored.states[r] = rank_state(0, r, world, /*target=*/true);
+      restored.infos[r] = manager.restore(restored.states[r]);
+    });
+    return restored;
+  }
   std::string name;
 };
 
@@ -102,14 +130,7 @@ TEST_CASE("a job that lost a host resumes from its peers' replicas, on 4 ranks a
   TempDir dir;
   ReplicatedJob job("lost-host");
   const fs::path root = dir / "ckpt";
-  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
-    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
-    for (int64_t step = 1; step <= 3; ++step) {
-      if (!manager.save_to_memory(rank_state(step, r, 4), request(step))) {
-        throw std::runtime_error("memory step " + std::to_string(step) + " failed");
-      }
-    }
-  });  // the managers' ends wait for the last rounds
+  REQUIRE(job.save_three_steps(root));
   // Each rank's newest step is kept by its peer on the other host.
   for (const auto& [owner, holder] : {std::pair{0, 2}, {2, 0}, {1, 3}, {3, 1}}) {
     INFO("rank " << owner << "'s replica on rank " << holder);
@@ -118,38 +139,26 @@ TEST_CASE("a job that lost a host resumes from its peers' replicas, on 4 ranks a
   CHECK_FALSE(job.replica_step(0, 1));  // not in a clique
 
   job.release_host(2, 2);  // the second host is gone, and its memory with it
-  StateDict restored[4];
-  std::optional<dcpp::CheckpointInfo> infos[4];
-  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
-    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
-    restored[r] = rank_state(0, r, 4, /*target=*/true);
-    infos[r] = manager.restore(restored[r]);
-  });
+  const auto restored = job.restore(root, 4, 2);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
-    REQUIRE(infos[r]);
-    CHECK(infos[r]->step == 3);
-    CHECK(holds_step(restored[r], 3, r, 4));
+    REQUIRE(restored.infos[r]);
+    CHECK(restored.infos[r]->step == 3);
+    CHECK(holds_step(restored.states[r], 3, r, 4));
   }
   // Ranks 2 and 3 read the replicas that ranks 0 and 1 keep (in place: these "hosts" share
   // /dev/shm; multi_rank_test's two hosts have their own, and send them).
-  CHECK(infos[2]->path.filename().string().rfind("dcpp." + job.name + ".2.at0.", 0) == 0);
-  CHECK(infos[3]->path.filename().string().rfind("dcpp." + job.name + ".3.at1.", 0) == 0);
+  CHECK(restored.infos[2]->path.filename().string().rfind("dcpp." + job.name + ".2.at0.", 0) == 0);
+  CHECK(restored.infos[3]->path.filename().string().rfind("dcpp." + job.name + ".3.at1.", 0) == 0);
 
   // Two ranks: each reads the rows it now holds from the four ranks' steps.
-  StateDict resharded[2];
-  std::optional<dcpp::CheckpointInfo> resharded_infos[2];
-  dcpp::test::on_rank_threads(2, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
-    dcpp::CheckpointManager manager(job.options(root, r, 2, 1, store));
-    resharded[r] = rank_state(0, r, 2, /*target=*/true);
-    resharded_infos[r] = manager.restore(resharded[r]);
-  });
+  const auto resharded = job.restore(root, 2, 1);
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << " of 2");
-    REQUIRE(resharded_infos[r]);
-    CHECK(resharded_infos[r]->step == 3);
-    CHECK(resharded_infos[r]->world_size == 4);
-    CHECK(holds_step(resharded[r], 3, r, 2));
+    REQUIRE(resharded.infos[r]);
+    CHECK(resharded.infos[r]->step == 3);
+    CHECK(resharded.infos[r]->world_size == 4);
+    CHECK(holds_step(resharded.states[r], 3, r, 2));
   }
 }
 
@@ -158,12 +167,7 @@ TEST_CASE(
   TempDir dir;
   ReplicatedJob job("corrupt-replica");
   const fs::path root = dir / "ckpt";
-  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
-    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
-    for (int64_t step = 1; step <= 3; ++step) {
-      manager.save_to_memory(rank_state(step, r, 4), request(step));
-    }
-  });
+  REQUIRE(job.save_three_steps(root));
   job.release_host(2, 2);
   // A flipped byte in the step-3 replica rank 0 keeps of rank 2.
   bool flipped = false;
@@ -179,18 +183,12 @@ TEST_CASE(
     if (fd >= 0) ::close(fd);
   }
   REQUIRE(flipped);
-  StateDict restored[4];
-  std::optional<dcpp::CheckpointInfo> infos[4];
-  dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
-    dcpp::CheckpointManager manager(job.options(root, r, 4, 2, store));
-    restored[r] = rank_state(0, r, 4, /*target=*/true);
-    infos[r] = manager.restore(restored[r]);
-  });
+  const auto restored = job.restore(root, 4, 2);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
-    REQUIRE(infos[r]);
-    CHECK(infos[r]->step == 2);
-    CHECK(holds_step(restored[r], 2, r, 4));
+    REQUIRE(restored.infos[r]);
+    CHECK(restored.infos[r]->step == 2);
+    CHECK(holds_step(restored.states[r], 2, r, 4));
   }
 }
 

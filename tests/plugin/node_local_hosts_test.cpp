@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -24,20 +22,6 @@ using dcpp::test::TempDir;
 
 namespace {
 
-// A TCP port nothing listens on now (the store's, on the first host).
-int hosts_free_port() {
-  const int socket_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  ::bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  ::getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(socket_fd);
-  return ntohs(address.sin_port);
-}
-
 // Runs `ranks_per_host` ranks of node_local_worker `mode` on each of `hosts` hosts at once, each
 // in namespaces of its own with a new, empty disk at `root`; returns each host's output.
 std::vector<CommandResult> run_on_hosts(int hosts, int ranks_per_host, const std::string& mode,
@@ -45,7 +29,7 @@ std::vector<CommandResult> run_on_hosts(int hosts, int ranks_per_host, const std
                                         const std::string& host_prefix) {
   const std::string namespaces =
       geteuid() == 0 ? "--mount --uts" : "--user --map-root-user --mount --uts";
-  const int port = hosts_free_port();
+  const int port = dcpp::test::free_loopback_port();
   const std::string aws = "AWS_ENDPOINT_URL=" + S3TestServer::get().endpoint() +
                           " AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=S3RVER "
                           "AWS_SECRET_ACCESS_KEY=S3RVER";
