@@ -55,6 +55,7 @@ using IndexEqual = detail::MetadataIndexEqual;
 // Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
 // so far, visiting items in the order they were first planned.
 void dedup_save_plans(std::vector<SavePlan>& plans) {
+  if (plans.size() < 2) return;  // one rank's keys and chunks are its own
   struct Holders {
     const WriteItem* first;
     std::vector<std::size_t> ranks;
