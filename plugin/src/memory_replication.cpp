@@ -176,6 +176,7 @@ void MemoryReplication::run() {
 }
 
 void MemoryReplication::round(const std::optional<MemoryStep>& step, int64_t number) {
+  GroupCalls& calls = *calls_;
   // Two tags a round, so that a round's messages never match another's.
   const int tag = static_cast<int>(number % (1 << 28)) * 2;
   RoundHeader mine;
@@ -189,19 +190,19 @@ void MemoryReplication::round(const std::optional<MemoryStep>& step, int64_t num
   }
   const at::Tensor header = bytes_at(&mine, sizeof mine);
   std::vector<c10::intrusive_ptr<c10d::Work>> sends;
-  for (int peer : peers_) sends.push_back(calls_->start_send(header, peer, tag, "a step's header"));
+  for (int peer : peers_) sends.push_back(calls.start_send(header, peer, tag, "a step's header"));
   std::vector<RoundHeader> theirs(peers_.size());
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     at::Tensor into = bytes_at(&theirs[i], sizeof(RoundHeader));
-    calls_->recv(into, peers_[i], tag, "a step's header");
+    calls.recv(into, peers_[i], tag, "a step's header");
   }
-  for (const auto& send : sends) calls_->wait(send, "sending a step's header");
+  for (const auto& send : sends) calls.wait(send, "sending a step's header");
   sends.clear();
 
   const at::Tensor payload = step ? bytes_at(step->bytes.data(), mine.bytes) : at::Tensor();
   if (step) {
     for (int peer : peers_) {
-      sends.push_back(calls_->start_send(payload, peer, tag + 1, "a memory step"));
+      sends.push_back(calls.start_send(payload, peer, tag + 1, "a memory step"));
     }
   }
   for (std::size_t i = 0; i < peers_.size(); ++i) {
@@ -216,7 +217,7 @@ void MemoryReplication::round(const std::optional<MemoryStep>& step, int64_t num
     bool received = false;
     const auto receive_into = [&](char* to) {
       at::Tensor into = bytes_at(to, their.bytes);
-      calls_->recv(into, peers_[i], tag + 1, what);
+      calls.recv(into, peers_[i], tag + 1, what);
       received = true;
     };
     try {
@@ -235,7 +236,7 @@ void MemoryReplication::round(const std::optional<MemoryStep>& step, int64_t num
       }
     }
   }
-  for (const auto& send : sends) calls_->wait(send, "sending a memory step");
+  for (const auto& send : sends) calls.wait(send, "sending a memory step");
 }
 
 }  // namespace dcpp::detail
