@@ -136,16 +136,20 @@ int64_t MemoryTier::save(const StateDict& resolved, const CheckpointInfo& manife
   CheckpointInfo info = manifest;
   info.save_id = save_id_of(info.step);
   if (replication_) replication_->wait_for_room();
-  MemoryStepWriter writer(slots_, info.step, info.save_id, world_, checkpoint_info_to_json(info),
-                          &step_cache_);
+  int slot = -1;
+  int64_t bytes = 0;
   try {
+    MemoryStepWriter writer(slots_, info.step, info.save_id, world_, checkpoint_info_to_json(info),
+                            &step_cache_);
     dcpp::save(resolved, writer, SaveOptions().with_use_collectives(false).with_rank(rank_));
+    slot = writer.slot();
+    bytes = writer.data_bytes();
   } catch (...) {
     note_failed_save();
     throw;
   }
-  if (replication_) replication_->submit(slots_.written(writer.slot()));
-  return writer.data_bytes();
+  if (replication_) replication_->submit(slots_.written(slot));
+  return bytes;
 }
 
 void MemoryTier::note_failed_save() {
