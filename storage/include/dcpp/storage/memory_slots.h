@@ -53,11 +53,10 @@ struct DCPP_API HeldSlots {
 /// replica of rank's steps kept by rank `holder` (memory_replication in the plugin),
 /// "/dcpp.<job>.<rank>.at<holder>.<slot>". `job`: letters, digits, '-' and '_' (anything else is
 /// refused). Writes and reads from one process at a time (the rank's); a restarted rank opens the
-/// regions its predecessor left. A slot written
-/// stays mapped, and a step that fits in it (regions are sized a 16th above their first step)
-/// and takes more than half of it is written into the same pages (no resizing, no page faults):
-/// the steady state of a training loop. The first write reads which slot holds what; later
-/// writes know it (the rank's process is their only writer).
+/// regions its predecessor left. A slot written stays mapped, and a step that fits in it (regions
+/// are sized a 16th above their first step) and takes more than half of it is written into the same
+/// pages (no resizing, no page faults): the steady state of a training loop. The first write reads
+/// which slot holds what; later writes know it (the rank's process is their only writer).
 class DCPP_API MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
@@ -93,8 +92,8 @@ class DCPP_API MemorySlots {
                    const std::function<void(char*)>& fill, uint32_t crc32_of_bytes);
 
   /// The step this object wrote last into `slot`, read through the writer's own mapping without
-  /// checking its CRC again (it was computed as the bytes were written); none when this object
-  /// has not written that slot. Valid until this object writes that slot again or is destroyed.
+  /// checking its CRC (its header's, as written); none when this object has not written that
+  /// slot. Valid until this object writes that slot again or is destroyed.
   std::optional<MemoryStep> written(int slot) const;
 
   /// The regions of `job` in this host's /dev/shm, each (rank, holder) once, in name order.
