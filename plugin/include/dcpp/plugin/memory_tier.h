@@ -37,8 +37,8 @@ struct DCPP_API MemoryTierOptions {
   /// How many ranks on other hosts keep a copy of each rank's memory steps (0: none). Ranks form
   /// cliques of 1 + replicas ranks, ranks_per_host apart (rank n with n + J, n + 2J...; hosts in
   /// blocks of 1 + replicas), whose members send each other every memory step after it is
-  /// written, on a background thread; a memory save waits only when the previous step is still
-  /// being sent. Needs `replication_group`. A job on fewer hosts than 1 + replicas keeps no
+  /// written, on a background thread; a memory save waits only while the step before the last is
+  /// still being sent. Needs `replication_group`. A job on fewer hosts than 1 + replicas keeps no
   /// replicas (logged).
   int replicas = 0;
   /// The process group the replicas travel over: every rank of the job, used by the memory tier's
