@@ -3,12 +3,15 @@
 // the job again, and it resumes from the step before, out of memory, exactly where it was.
 // SLURM_JOB_ID, when set, names the memory tier's regions.
 //
-//   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS]]]
+//   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS
+//                                                          [COPY_WHILE_TRAINING]]]]
 //
 // With KILL_STEP (-1: none), rank KILL_RANK (default 1) SIGKILLs itself in the middle of step
 // KILL_STEP + 1 (after its backward pass, before the gradients are exchanged); the launcher then
 // stops the others. With REPLICAS (on several hosts: dcpp-launch --nnodes), each step is also
 // kept in the memory of that many ranks on other hosts, so that the job survives losing a host.
+// With COPY_WHILE_TRAINING 1, each step is copied to memory while the next one's forward and
+// backward run (MemoryTierOptions::copy_while_training).
 // Rank 0 prints the memory tier's job name, where each rank resumed from, and each step's loss (the
 // mean over the ranks) as a hexadecimal float, so that runs compare bit for bit.
 
@@ -39,7 +42,8 @@ int main(int argc, char** argv) {
   dcpp::become_launched_rank();  // first: dcpp-launch --fork forks the ranks here
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS]]]\n",
+                 "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS "
+                 "[COPY_WHILE_TRAINING]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
   const int64_t kill_step = argc > 3 ? std::stoll(argv[3]) : -1;
   const int kill_rank = argc > 4 ? std::stoi(argv[4]) : 1;
   const int replicas = argc > 5 ? std::stoi(argv[5]) : 0;
+  const bool copy_while_training = argc > 6 && std::stoi(argv[6]) != 0;
   torch::set_num_threads(1);
   auto env = dcpp::LaunchEnvironment::from_env();
   auto store = dcpp::make_tcp_store(env);
@@ -67,7 +72,8 @@ int main(int argc, char** argv) {
   // scheduler's job (a requeued Slurm job keeps its id), else after the root: either way the
   // restarted job finds them. Disk saves block here (the model is tiny); with_async(true) for a
   // large one.
-  dcpp::MemoryTierOptions memory = dcpp::MemoryTierOptions().with_every_steps(1);
+  dcpp::MemoryTierOptions memory =
+      dcpp::MemoryTierOptions().with_every_steps(1).with_copy_while_training(copy_while_training);
   if (const char* job = std::getenv("SLURM_JOB_ID")) memory.with_job(std::string("slurm-") + job);
   if (replicas > 0) {
     // The replicas travel over a group of their own, beside the training group: a background
@@ -98,6 +104,9 @@ int main(int argc, char** argv) {
       optimizer->zero_grad();
       at::Tensor loss = at::mse_loss(model->forward(x), y);
       loss.backward();
+      // The state changes from here on: a memory step copied while training went on is complete
+      // once this returns (at once without copy_while_training).
+      checkpoints.on_before_optimizer_step(context);
       if (context.step == kill_step && env.rank == kill_rank) {
         std::printf("rank %d: SIGKILL in the middle of step %lld\n", env.rank,
                     static_cast<long long>(context.step + 1));

@@ -119,7 +119,28 @@ void CheckpointCallback::save(TrainingContext& context) {
   saving.staged.wait();  // the next optimizer step may change the tensors after this
 }
 
+void CheckpointCallback::on_before_optimizer_step(TrainingContext& /*context*/) {
+  manager_->wait_for_memory_copy();
+  optimizer_hook_seen_ = true;
+  copy_in_flight_ = -1;
+}
+
 void CheckpointCallback::on_step_end(TrainingContext& context) {
+  if (copy_in_flight_ >= 0) {
+    // The optimizer step ran while the copy may have: that memory step cannot be trusted.
+    const int64_t copied = copy_in_flight_;
+    copy_in_flight_ = -1;
+    manager_->release_memory();
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "step " + std::to_string(context.step) +
+            " ended without CheckpointCallback::on_before_optimizer_step, while memory step " +
+            std::to_string(copied) +
+            " was being copied (MemoryTierOptions::copy_while_training): the optimizer step may "
+            "have changed the state during the copy, so the memory tier's regions were removed "
+            "(the disk and remote tiers are untouched). Call on_before_optimizer_step(context) "
+            "before every optimizer step, or unset copy_while_training");
+  }
   bool preempt = false, due = detail::is_step_due(manager_->options(), context.step);
   if (context.step % options_.agree_every_steps == 0) {
     // Time-based saves follow the coordinator's clock; a signal on any rank counts for all, and
@@ -137,10 +158,18 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
     preempt = flags[0] != 0;
     due = due || flags[1] != 0;
   }
+  const bool to_memory = manager_->is_memory_save_due(context.step);
   if (due || preempt) {
     save(context);
-  } else if (manager_->is_memory_save_due(context.step)) {
+  } else if (to_memory) {
     manager_->save_to_memory(context.state, request_of(context));
+  }
+  if (to_memory && manager_->options().memory.copy_while_training) {
+    if (optimizer_hook_seen_) {
+      copy_in_flight_ = context.step;  // until on_before_optimizer_step
+    } else {
+      manager_->wait_for_memory_copy();  // a loop that never calls it stays safe
+    }
   }
   if (preempt) {
     preempted_ = true;
@@ -150,6 +179,7 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
 }
 
 void CheckpointCallback::on_train_end(TrainingContext& context) {
+  copy_in_flight_ = -1;  // no optimizer step follows; the manager's calls below wait for it
   if (options_.save_at_end && last_saved_step_ != context.step) save(context);
   if (options_.export_at_end) {
     const StateValue* value = context.state.find(options_.export_key);

@@ -32,6 +32,8 @@ bool CheckpointManager::save_to_memory(const StateDict& state, const SaveRequest
 
 void CheckpointManager::wait_for_memory_replicas() { impl_->wait_for_memory_replicas(); }
 
+void CheckpointManager::wait_for_memory_copy() { impl_->wait_for_memory_copy(); }
+
 void CheckpointManager::release_memory() { impl_->release_memory(); }
 
 ManagedSave CheckpointManager::save(const StateDict& state, const SaveRequest& request) {

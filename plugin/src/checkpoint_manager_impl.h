@@ -28,6 +28,7 @@
 #include "save_gate.h"
 #include "save_history.h"
 #include "save_schedule.h"
+#include "stopwatch.h"
 
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/plugin/checkpoint_manager.h>
@@ -74,6 +75,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   bool save_to_memory(const StateDict& state, const SaveRequest& request);
   void wait_for_memory_replicas() {
     if (memory) memory->wait_for_replicas();
+  }
+  void wait_for_memory_copy() {
+    if (memory) memory->wait_for_copy();
   }
   void release_memory() {
     if (memory) memory->release();
@@ -140,8 +144,10 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void drain_remote(bool retry_failed_now);
 
   /// Blocks until the async save in flight is uploaded and committed and every task posted to the
-  /// worker (commits, pruning) has run. Throws what AsyncCheckpointer::wait() throws.
+  /// worker (commits, pruning) has run, and the memory copies queued have ended. Throws what
+  /// AsyncCheckpointer::wait() throws.
   void wait_until_idle() {
+    wait_for_memory_copy();
     if (checkpointer) checkpointer->wait();
     worker.wait_until_idle();
   }
@@ -161,8 +167,12 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void prepare_root();
   void clean_root();
 
-  // memory_save.cpp: copies `resolved` into the memory tier; records the outcome, never throws.
+  // memory_save.cpp: copies `resolved` into the memory tier (or queues the copy, with
+  // copy_while_training); records the outcome, never throws.
   bool save_resolved_to_memory(const StateDict& resolved, const SaveRequest& request);
+  // The end of a memory save: `record` completed with its bytes or `error`, logged, kept.
+  bool finish_memory_save(SaveRecord record, detail::SteadyClock::time_point start, int64_t bytes,
+                          std::exception_ptr error);
 
   // checkpoint_restore.cpp
   // The memory tier's step, loaded into `state` when every rank holds one at least as new as

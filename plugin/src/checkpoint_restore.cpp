@@ -168,6 +168,7 @@ CheckpointInfo CheckpointManager::Impl::manifest_of(const std::string& path) con
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
                                                                const RestoreRequest& request) {
+  wait_for_memory_copy();  // the state is about to change, and the slots to be read
   if (options.node_local_root && remote) {
     // A resume reads from the store: the steps every host committed go up first (collective on
     // several ranks: settle_hosts).

@@ -1,5 +1,7 @@
 // CheckpointManager::save_to_memory: a copy of the state into this rank's memory slot (the
-// memory tier, memory_tier.h), on the training thread, with no other rank involved. Its failure
+// memory tier, memory_tier.h), with no other rank involved: on the training thread, or with
+// copy_while_training on the memory tier's background thread once the Stateful values are
+// resolved and the manifest made (they read what the training thread changes). Its failure
 // is logged and recorded, never thrown: the ranks would part ways (the others go on training);
 // CheckpointCallback stops them together after too many failed saves in a row.
 
@@ -38,22 +40,45 @@ bool CheckpointManager::Impl::save_resolved_to_memory(const StateDict& resolved,
   SaveRecord record;
   record.step = request.step;
   record.in_memory = true;
-  const std::string where = "memory tier '" + memory->job() + "'";
   const auto start = SteadyClock::now();
-  log->begin("memory", "write", request.step, where);
+  log->begin("memory", "write", request.step, "memory tier '" + memory->job() + "'");
+  CheckpointInfo manifest;
   try {
     record.bytes = detail::tensor_bytes(resolved);
-    const CheckpointInfo manifest =
-        detail::make_manifest(request, CheckpointKind::kFull, world, record.bytes, record, lineage,
-                              memory->save_id_of(request.step));
-    record.written_bytes = memory->save(resolved, manifest);
+    manifest = detail::make_manifest(request, CheckpointKind::kFull, world, record.bytes, record,
+                                     lineage, memory->save_id_of(request.step));
+  } catch (...) {
+    memory->note_failed_save();
+    return finish_memory_save(record, start, 0, std::current_exception());
+  }
+  if (memory->copies_while_training()) {
+    memory->save_in_background(resolved, manifest,
+                               [this, record, start](int64_t bytes, std::exception_ptr error) {
+                                 finish_memory_save(record, start, bytes, error);
+                               });
+    return true;
+  }
+  int64_t bytes = 0;
+  std::exception_ptr error;
+  try {
+    bytes = memory->save(resolved, manifest);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  return finish_memory_save(record, start, bytes, error);
+}
+
+bool CheckpointManager::Impl::finish_memory_save(SaveRecord record, SteadyClock::time_point start,
+                                                 int64_t bytes, std::exception_ptr error) {
+  if (error) {
+    record.error = detail::exception_message(error);
+    detail::logger().error("memory step {} failed on rank {}: {}", record.step, rank, record.error);
+  } else {
+    record.written_bytes = bytes;
     record.write_seconds = seconds_since(start);
     record.ok = true;
-    log->record("memory", "write", request.step, record.written_bytes, record.write_seconds, where);
-  } catch (...) {
-    record.error = detail::exception_message(std::current_exception());
-    detail::logger().error("memory step {} failed on rank {}: {}", request.step, rank,
-                           record.error);
+    log->record("memory", "write", record.step, bytes, record.write_seconds,
+                "memory tier '" + memory->job() + "'");
   }
   history.add(record);
   return record.ok;

@@ -124,6 +124,7 @@ MemoryTier::MemoryTier(const MemoryTierOptions& options, const fs::path& root,
                                                            ? options.max_bytes_per_rank
                                                            : std::numeric_limits<int64_t>::max());
   }
+  if (options.copy_while_training) copier_ = std::make_unique<SerialWorker>();
 }
 
 MemoryTier::~MemoryTier() = default;
@@ -145,21 +146,46 @@ int64_t MemoryTier::save(const StateDict& resolved, const CheckpointInfo& manife
     slot = writer.slot();
     bytes = writer.data_bytes();
   } catch (...) {
-    note_failed_save();
+    run_empty_round();
     throw;
   }
   if (replication_) replication_->submit(slots_.written(slot));
   return bytes;
 }
 
-void MemoryTier::note_failed_save() {
+void MemoryTier::run_empty_round() {
   if (replication_) {
     replication_->wait_for_room();
     replication_->submit(std::nullopt);
   }
 }
 
+void MemoryTier::note_failed_save() {
+  if (copier_) {
+    copier_->post([this] { run_empty_round(); });
+  } else {
+    run_empty_round();
+  }
+}
+
+void MemoryTier::save_in_background(
+    StateDict resolved, CheckpointInfo manifest,
+    std::function<void(int64_t bytes, std::exception_ptr error)> done) {
+  copier_->post([this, resolved = std::move(resolved), manifest = std::move(manifest),
+                 done = std::move(done)] {
+    int64_t bytes = 0;
+    std::exception_ptr error;
+    try {
+      bytes = save(resolved, manifest);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done(bytes, error);
+  });
+}
+
 void MemoryTier::release() {
+  wait_for_copy();
   if (replication_) replication_->drain();
   slots_.release();
   if (replication_) replication_->release();

@@ -11,6 +11,7 @@
 // saving rank's copy is on some host of the job (a rank's own slot, or a peer's replica), read
 // locally where it is on the reader's host and sent over the group where it is not.
 
+#include "core/serial_worker.h"
 #include "memory_replication.h"
 #include "rank_agreement.h"
 
@@ -22,7 +23,10 @@
 #include <dcpp/state_dict/state_dict.h>
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,8 +67,22 @@ class MemoryTier {
   /// replicas. Returns the bytes of the step. Throws CheckpointError when it does not fit, or the
   /// copy fails; the slot holding the newest complete step is never touched.
   int64_t save(const StateDict& resolved, const CheckpointInfo& manifest);
-  /// A memory save that failed before save() was called: the replicas' round still runs.
+  /// A memory save that failed before save() was called: the replicas' round still runs (after
+  /// the saves queued before it).
   void note_failed_save();
+
+  /// MemoryTierOptions::copy_while_training.
+  bool copies_while_training() const { return copier_ != nullptr; }
+  /// With copy_while_training: save() on the memory tier's background thread, after the saves
+  /// queued before it; `done` is called there with its bytes, or with its error. The tensors of
+  /// `resolved` must not change until wait_for_copy() returns.
+  void save_in_background(StateDict resolved, CheckpointInfo manifest,
+                          std::function<void(int64_t bytes, std::exception_ptr error)> done);
+  /// Blocks until every save queued by save_in_background has ended (at once without). Never
+  /// throws.
+  void wait_for_copy() {
+    if (copier_) copier_->wait_until_idle();
+  }
 
   /// Collective: the newest step (`wanted`: that step only) that is complete for every rank of
   /// the job that saved it, of one save, in the slots and replicas on the hosts of this job (their
@@ -84,12 +102,15 @@ class MemoryTier {
   /// intact or does not load.
   Loaded load(StateDict& target, int64_t step, bool allow_partial_load, bool all_or_nothing);
 
-  /// Blocks until the replicas' rounds queued have run (at once without replicas).
+  /// Blocks until the copies and then the replicas' rounds queued have run (at once without
+  /// replicas).
   void wait_for_replicas() {
+    wait_for_copy();
     if (replication_) replication_->drain();
   }
 
-  /// Removes this rank's regions and the replicas it keeps (once their rounds have run).
+  /// Removes this rank's regions and the replicas it keeps (once the copies and their rounds
+  /// have run).
   void release();
 
  private:
@@ -104,6 +125,8 @@ class MemoryTier {
     int64_t crc32 = 0;
     int64_t node = -1;  // the host of the rank that found it
   };
+  // A round of the replicas without a step (a failed save's), on the thread that saves.
+  void run_empty_round();
   // This rank's host (GROUP_RANK, else rank / ranks per host).
   int64_t node_of_this_rank() const;
   // One round of the agreement: every rank's findings exchanged (all_held_), the newest step
@@ -131,6 +154,9 @@ class MemoryTier {
   std::optional<HeldStep> chosen_;
   // Copies whose CRC failed in this agreement: (owner, holder, step), left out of its rounds.
   std::set<std::tuple<int64_t, int64_t, int64_t>> passed_over_;
+  // With copy_while_training: runs the saves (and failed saves' rounds) in order. Last: destroyed
+  // first, once every save queued has run, while everything it uses is alive.
+  std::unique_ptr<SerialWorker> copier_;
 };
 
 }  // namespace dcpp::detail

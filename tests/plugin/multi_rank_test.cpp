@@ -142,6 +142,10 @@ struct MemoryJob {
 }  // namespace
 
 TEST_CASE("a rank SIGKILLed mid-step: the job resumes from the memory tier, bit for bit") {
+  // Copied on the training thread, or while the next step's forward and backward run.
+  const bool copy_while_training = GENERATE(false, true);
+  const std::string copying = copy_while_training ? " 0 1" : " 0 0";  // REPLICAS, COPY_...
+  INFO("copy_while_training " << copy_while_training);
   TempDir dir;
   MemoryJob job("killed"), whole_job("whole");
   const std::string root = (dir / "killed").string();
@@ -150,14 +154,15 @@ TEST_CASE("a rank SIGKILLed mid-step: the job resumes from the memory tier, bit 
   REQUIRE(whole.exit_code == 0);
   REQUIRE(losses_of(whole.output, 1).size() == 10);
 
-  // Rank 1 dies in the middle of step 7: every rank holds steps 5 and 6 in memory, the disk 4.
-  auto killed = run_command(memory_tier_job(job.id, root + " 10 6 1"));
+  // Rank 1 dies in the middle of step 7, after its copy of step 6 ended (on_before_optimizer_step
+  // waits for it): every rank holds steps 5 and 6 in memory, the disk 4.
+  auto killed = run_command(memory_tier_job(job.id, root + " 10 6 1" + copying));
   INFO(killed.output);
   REQUIRE(killed.exit_code != 0);
   REQUIRE(killed.output.find("rank 1: SIGKILL in the middle of step 7") != std::string::npos);
   CHECK(losses_of(killed.output, 1) == losses_of(whole.output, 1, 6));
   REQUIRE(job.holds_regions());
-  auto resumed = run_command(memory_tier_job(job.id, root + " 10"));
+  auto resumed = run_command(memory_tier_job(job.id, root + " 10 -1 1" + copying));
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK(matches(resumed.output,

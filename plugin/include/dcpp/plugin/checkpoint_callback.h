@@ -106,10 +106,19 @@ class DCPP_API CheckpointCallback : public TrainingCallback {
   /// the coordinator logs which (or that there was none). Throws CheckpointError when the load
   /// fails, or when there is nothing to resume from and options.require_resume is set.
   void on_train_begin(TrainingContext& context) override;
+  /// Waits for the memory step being copied while training went on
+  /// (MemoryTierOptions::copy_while_training), so the optimizer step may change the tensors.
+  /// A loop that uses copy_while_training calls it before every optimizer step; until it first
+  /// does, the callback waits for each copy in on_step_end instead (so a loop that never calls it
+  /// is safe), and once it did, a step that ends without it throws (below).
+  void on_before_optimizer_step(TrainingContext& context) override;
   /// Saves when due (every N steps / T seconds) or preempted (then requests the loop to stop);
   /// waits for staging before returning, so the next optimizer step may change the tensors.
   /// Throws CheckpointError, on every rank, when a sync save failed or when
-  /// options.max_consecutive_failed_saves saves failed in a row (async ones in the background).
+  /// options.max_consecutive_failed_saves saves failed in a row (async ones in the background);
+  /// and (kUsage) when a loop that called on_before_optimizer_step stopped calling it while a
+  /// memory step was copied in the background: that step may hold a changed state, so the memory
+  /// tier's regions are removed first (the disk and remote tiers are untouched).
   void on_step_end(TrainingContext& context) override;
   /// The final save and export; waits for every upload and pruning to finish.
   void on_train_end(TrainingContext& context) override;
@@ -135,6 +144,10 @@ class DCPP_API CheckpointCallback : public TrainingCallback {
   std::optional<CheckpointInfo> resumed_from_;
   bool preempted_ = false;
   int64_t last_saved_step_ = -1;
+  // copy_while_training: whether the loop called on_before_optimizer_step yet, and the step
+  // whose memory copy runs in the background until it is called again (-1: none).
+  bool optimizer_hook_seen_ = false;
+  int64_t copy_in_flight_ = -1;
 };
 
 }  // namespace dcpp

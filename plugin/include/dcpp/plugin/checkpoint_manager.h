@@ -367,7 +367,18 @@ class DCPP_API CheckpointManager {
   /// false, having logged the error and recorded it in history() (where
   /// CheckpointCallback counts failed saves), when the copy failed, and false at once without a
   /// memory tier. Never throws.
+  ///
+  /// With MemoryTierOptions::copy_while_training the Stateful values are resolved here and the
+  /// rest (planning, the copy) runs on the memory tier's background thread: this returns true
+  /// once it is queued, its outcome goes to history() when it ends, and the caller must not
+  /// change the state's tensors until wait_for_memory_copy() returns.
   bool save_to_memory(const StateDict& state, const SaveRequest& request);
+
+  /// Blocks until the memory steps queued by save_to_memory() (and save()) with
+  /// MemoryTierOptions::copy_while_training are in their slots, or failed (recorded in
+  /// history()); the state's tensors may change after it. At once otherwise. Never throws.
+  /// Every other call of this manager that saves, restores or releases waits for them first.
+  void wait_for_memory_copy();
 
   /// Blocks until every memory step saved so far has been sent to this rank's replicas and theirs
   /// received (MemoryTierOptions::replicas; at once without them), or replication stopped on a

@@ -32,8 +32,17 @@ struct DCPP_API MemoryTierOptions {
   /// not; a step larger than the cap is refused. Without one, a step that does not fit in
   /// /dev/shm fails when written (the pages are reserved first), never with SIGBUS.
   int64_t max_bytes_per_rank = 0;
-  /// Threads that copy a step into its slot (the training thread included).
+  /// Threads that copy a step into its slot (the thread that copies included).
   int copy_threads = 2;
+  /// Copy each memory step while training goes on: save_to_memory() resolves the Stateful
+  /// objects and returns; the planning and the copy into the slot run on the memory tier's
+  /// background thread, while the next step's forward and backward run. The loop must not change
+  /// the state's tensors until CheckpointManager::wait_for_memory_copy() returns: it calls
+  /// CheckpointCallback::on_before_optimizer_step() before each optimizer step (and before the
+  /// forward when that changes the state, as BatchNorm's running statistics do). A rank killed
+  /// before the copy ended resumes from the step before (its other slot). Default: off, the copy
+  /// blocks the training thread.
+  bool copy_while_training = false;
   /// How many ranks on other hosts keep a copy of each rank's memory steps (0: none). Ranks form
   /// cliques of 1 + replicas ranks, ranks_per_host apart (rank n with n + J, n + 2J...; hosts in
   /// blocks of 1 + replicas), whose members send each other every memory step after it is
@@ -65,6 +74,10 @@ struct DCPP_API MemoryTierOptions {
   }
   MemoryTierOptions& with_copy_threads(int value) {
     copy_threads = value;
+    return *this;
+  }
+  MemoryTierOptions& with_copy_while_training(bool value) {
+    copy_while_training = value;
     return *this;
   }
   MemoryTierOptions& with_replicas(int count, c10::intrusive_ptr<c10d::ProcessGroup> group) {

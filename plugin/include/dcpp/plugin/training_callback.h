@@ -18,6 +18,9 @@ class DCPP_API TrainingCallback {
   virtual ~TrainingCallback() = default;
   /// Before the first step (a checkpoint callback resumes here: context.step may change).
   virtual void on_train_begin(TrainingContext& context) {}
+  /// Before each optimizer step (after the forward and backward), the last moment before the
+  /// state's tensors change: a checkpoint copying them in the background finishes here.
+  virtual void on_before_optimizer_step(TrainingContext& context) {}
   /// After each optimizer step, once context.step counts it and context.metrics hold its values.
   virtual void on_step_end(TrainingContext& context) {}
   virtual void on_epoch_end(TrainingContext& context) {}
@@ -39,6 +42,9 @@ class DCPP_API CallbackList : public TrainingCallback {
 
   void on_train_begin(TrainingContext& context) override {
     for (auto& c : callbacks_) c->on_train_begin(context);
+  }
+  void on_before_optimizer_step(TrainingContext& context) override {
+    for (auto& c : callbacks_) c->on_before_optimizer_step(context);
   }
   void on_step_end(TrainingContext& context) override {
     for (auto& c : callbacks_) c->on_step_end(context);
