@@ -193,13 +193,19 @@ TEST_CASE(
 }
 
 TEST_CASE("a memory save that fails on one rank keeps its clique's rounds paired") {
+  // Copied on the calling thread, or on the memory tier's background thread (whose failed copies
+  // are recorded when they end).
+  const bool copy_while_training = GENERATE(false, true);
+  INFO("copy_while_training " << copy_while_training);
   TempDir dir;
-  ReplicatedJob job("failed-save");
+  ReplicatedJob job(copy_while_training ? "failed-save-overlap" : "failed-save");
   const fs::path root = dir / "ckpt";
   bool saved[4][3] = {};
+  bool returned[4][3] = {};
   dcpp::test::on_rank_threads(4, [&](int r, const c10::intrusive_ptr<c10d::Store>& store) {
     dcpp::CheckpointManagerOptions options = job.options(root, r, 4, 2, store);
     options.memory.max_bytes_per_rank = 64 << 10;
+    options.memory.copy_while_training = copy_while_training;
     dcpp::CheckpointManager manager(options);
     for (int64_t step = 1; step <= 3; ++step) {
       StateDict state = rank_state(step, r, 4);
@@ -207,9 +213,19 @@ TEST_CASE("a memory save that fails on one rank keeps its clique's rounds paired
       // fails before its copy: a Stateful that throws.
       if (r == 3 && step == 2) state.insert("big", at::zeros({1 << 15}, at::kDouble));
       if (r == 1 && step == 2) state.insert("loader", std::make_shared<ThrowingStateful>());
-      saved[r][step - 1] = manager.save_to_memory(state, request(step));
+      returned[r][step - 1] = manager.save_to_memory(state, request(step));
     }
+    manager.wait_for_memory_copy();
+    for (const dcpp::SaveRecord& record : manager.history()) saved[r][record.step - 1] = record.ok;
   });
+  // Queued copies return true; a Stateful that throws fails before anything is queued.
+  for (int r = 0; r < 4; ++r) {
+    for (int64_t step = 1; step <= 3; ++step) {
+      INFO("rank " << r << ", step " << step);
+      CHECK(returned[r][step - 1] ==
+            (copy_while_training ? !(r == 1 && step == 2) : saved[r][step - 1]));
+    }
+  }
   for (int r = 0; r < 4; ++r) {
     for (int64_t step = 1; step <= 3; ++step) {
       INFO("rank " << r << ", step " << step);
