@@ -6,9 +6,9 @@
 // Hand-offs ThreadSanitizer cannot see (Debian's TBB is not instrumented) are annotated: the
 // driver releases the job before parallel_for, each body acquires it before copying and
 // releases it after, and the driver acquires it once parallel_for returns. TBB's templates are
-// instantiated only in tbb_parallel.cpp, compiled without instrumentation like libtbb itself. The
-// promise is then completed from the driver, a SerialWorker's std::thread, through a mutex TSan
-// sees.
+// instantiated only in core/src/tbb_parallel.cpp, compiled without instrumentation like libtbb
+// itself. The promise is then completed from the driver, a SerialWorker's std::thread, through a
+// mutex TSan sees.
 //
 // Priority: the driver lowers its own nice value when it starts; a task_scheduler_observer on
 // the arena lowers each TBB worker's when it enters the arena.
@@ -16,13 +16,12 @@
 #include <dcpp/async/tbb_stager.h>
 
 #include "core/serial_worker.h"
+#include "core/tbb_parallel.h"
 #include "core/thread_priority.h"
+#include "core/tsan_annotations.h"
 #include "staging_job.h"
-#include "tsan_annotations.h"
 
 #include <dcpp/core/checkpoint_error.h>
-
-#include "tbb_parallel.h"
 
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_scheduler_observer.h>

@@ -1,9 +1,12 @@
 #include <dcpp/storage/memory_slots.h>
 
+#include "core/tbb_parallel.h"
+#include "core/tsan_annotations.h"
 #include "format/crc32.h"
-#include "parallel_for.h"
 
 #include <dcpp/core/checkpoint_error.h>
+
+#include <oneapi/tbb/task_arena.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -22,7 +25,6 @@
 namespace dcpp {
 using detail::crc32;
 using detail::crc32_combine;
-using detail::parallel_for;
 
 namespace {
 
@@ -134,37 +136,62 @@ uint32_t combined_crc(const std::vector<uint32_t>& crcs, uint64_t bytes) {
   return crc;
 }
 
-// Copies `pieces`, laid end to end, to `to` (`bytes` in all) in chunks spread over `threads`
-// threads, and returns the CRC-32 of the bytes copied (each chunk's, combined in order).
-uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t bytes,
-                       int threads) {
-  constexpr uint64_t kChunk = kCrcChunk;
+// A step's copy into its slot: `pieces`, laid end to end, to `to` (`bytes` in all), in chunks of
+// kCrcChunk bytes, each chunk's CRC-32 into `crcs`.
+struct CopyJob {
+  const std::vector<BytePiece>& pieces;
+  char* to;
+  uint64_t bytes;
+  std::vector<uint32_t> crcs;
+};
+
+void copy_chunk(CopyJob& job, std::size_t chunk) {
   constexpr uint64_t kCachedBlock = 128 << 10;
-  const std::size_t chunks = static_cast<std::size_t>((bytes + kChunk - 1) / kChunk);
-  std::vector<uint32_t> crcs(chunks, 0);
-  parallel_for(chunks, std::max(threads, 1), [&](std::size_t chunk) {
-    uint64_t begin = chunk * kChunk;
-    const uint64_t end = std::min(bytes, begin + kChunk);
-    // The piece holding `begin`, and where in it.
-    std::size_t piece = 0;
-    uint64_t piece_start = 0;
-    while (piece_start + pieces[piece].size <= begin) piece_start += pieces[piece++].size;
-    uint32_t crc = 0;
-    while (begin < end) {
-      const uint64_t in_piece = begin - piece_start;
-      // In blocks small enough that the copy reads them from the cache the CRC filled (reading
-      // the source twice costs less than reading the slot back: its pages are cold).
-      const uint64_t n =
-          std::min<uint64_t>({end - begin, pieces[piece].size - in_piece, kCachedBlock});
-      const char* from = static_cast<const char*>(pieces[piece].data) + in_piece;
-      crc = crc32(crc, from, static_cast<std::size_t>(n));
-      std::memcpy(to + begin, from, static_cast<std::size_t>(n));
-      begin += n;
-      if (in_piece + n == pieces[piece].size) piece_start += pieces[piece++].size;
-    }
-    crcs[chunk] = crc;
-  });
-  return combined_crc(crcs, bytes);
+  uint64_t begin = chunk * kCrcChunk;
+  const uint64_t end = std::min(job.bytes, begin + kCrcChunk);
+  // The piece holding `begin`, and where in it.
+  std::size_t piece = 0;
+  uint64_t piece_start = 0;
+  while (piece_start + job.pieces[piece].size <= begin) piece_start += job.pieces[piece++].size;
+  uint32_t crc = 0;
+  while (begin < end) {
+    const uint64_t in_piece = begin - piece_start;
+    // In blocks small enough that the copy reads them from the cache the CRC filled (reading
+    // the source twice costs less than reading the slot back: its pages are cold).
+    const uint64_t n =
+        std::min<uint64_t>({end - begin, job.pieces[piece].size - in_piece, kCachedBlock});
+    const char* from = static_cast<const char*>(job.pieces[piece].data) + in_piece;
+    crc = crc32(crc, from, static_cast<std::size_t>(n));
+    std::memcpy(job.to + begin, from, static_cast<std::size_t>(n));
+    begin += n;
+    if (in_piece + n == job.pieces[piece].size) piece_start += job.pieces[piece++].size;
+  }
+  job.crcs[chunk] = crc;
+}
+
+// Copies the chunks [begin, end) of a CopyJob; runs on TBB threads (through the uninstrumented
+// core/src/tbb_parallel.cpp), so it annotates what TBB's hand-offs guarantee. Never throws.
+void copy_chunks(void* context, std::size_t begin, std::size_t end) {
+  auto& job = *static_cast<CopyJob*>(context);
+  DCPP_HAPPENS_AFTER(&job);
+  for (std::size_t chunk = begin; chunk != end; ++chunk) copy_chunk(job, chunk);
+  DCPP_HAPPENS_BEFORE(&job);
+}
+
+// Copies `pieces` to `to` (`bytes` in all), its chunks spread over `arena`'s threads (null: on
+// this thread alone), and returns the CRC-32 of the bytes copied (each chunk's, combined in order).
+uint32_t copy_with_crc(const std::vector<BytePiece>& pieces, char* to, uint64_t bytes,
+                       tbb::task_arena* arena) {
+  const std::size_t chunks = static_cast<std::size_t>((bytes + kCrcChunk - 1) / kCrcChunk);
+  CopyJob job{pieces, to, bytes, std::vector<uint32_t>(chunks, 0)};
+  if (arena == nullptr || chunks < 2) {
+    for (std::size_t chunk = 0; chunk < chunks; ++chunk) copy_chunk(job, chunk);
+  } else {
+    DCPP_HAPPENS_BEFORE(&job);
+    detail::parallel_for_in_arena(*arena, chunks, &copy_chunks, &job);
+    DCPP_HAPPENS_AFTER(&job);
+  }
+  return combined_crc(job.crcs, bytes);
 }
 
 std::string free_bytes_of_shm() {
@@ -174,6 +201,12 @@ std::string free_bytes_of_shm() {
 }
 
 }  // namespace
+
+// The TBB task arena a step's copy runs in: `threads` slots, one kept for the thread that writes.
+struct MemorySlots::CopyArena {
+  explicit CopyArena(int threads) : arena(threads, /*reserved_for_masters=*/1) {}
+  tbb::task_arena arena;
+};
 
 struct MemorySlots::Mapping {
   explicit Mapping(const std::string& name) : region(name, /*writable=*/true) {}
@@ -220,7 +253,9 @@ int MemorySlots::write(int64_t step, const std::string& save_id,
   for (const BytePiece& piece : pieces) bytes += piece.size;
   int slot = -1;
   char* to = begin_write(step, save_id, bytes, &slot);
-  const uint32_t crc = copy_with_crc(pieces, to, bytes, threads_);
+  if (threads_ > 1 && !copy_arena_) copy_arena_ = std::make_unique<CopyArena>(threads_);
+  const uint32_t crc =
+      copy_with_crc(pieces, to, bytes, copy_arena_ ? &copy_arena_->arena : nullptr);
   end_write(slot, step, save_id, bytes, crc);
   return slot;
 }

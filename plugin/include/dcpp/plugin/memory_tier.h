@@ -32,7 +32,8 @@ struct DCPP_API MemoryTierOptions {
   /// not; a step larger than the cap is refused. Without one, a step that does not fit in
   /// /dev/shm fails when written (the pages are reserved first), never with SIGBUS.
   int64_t max_bytes_per_rank = 0;
-  /// Threads that copy a step into its slot (the thread that copies included).
+  /// Threads that copy a step into its slot: a TBB task arena's, the thread that copies
+  /// included (the training thread, or the background one with copy_while_training).
   int copy_threads = 2;
   /// Copy each memory step while training goes on: save_to_memory() resolves the Stateful
   /// objects and returns; the planning and the copy into the slot run on the memory tier's

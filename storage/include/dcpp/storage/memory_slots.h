@@ -60,9 +60,10 @@ struct DCPP_API HeldSlots {
 class DCPP_API MemorySlots {
  public:
   /// `max_bytes`: the largest step this rank may keep (each slot holds one); a write of more is
-  /// refused before anything is touched. `threads`: how many threads copy a step (the caller's
-  /// included). `holder`: -1 for the rank's own slots, else the rank that keeps these replicas of
-  /// its steps. Throws CheckpointError (kUsage) for a bad job name, rank or holder.
+  /// refused before anything is touched. `threads`: how many threads copy a step (a TBB task
+  /// arena's, the caller's included; made by the first write of several threads). `holder`: -1
+  /// for the rank's own slots, else the rank that keeps these replicas of its steps. Throws
+  /// CheckpointError (kUsage) for a bad job name, rank or holder.
   MemorySlots(std::string job, int rank, int64_t max_bytes, int threads = 2, int holder = -1);
   ~MemorySlots();
   MemorySlots(const MemorySlots&) = delete;
@@ -119,6 +120,7 @@ class DCPP_API MemorySlots {
 
  private:
   struct Mapping;
+  struct CopyArena;
 
   std::vector<MemoryStep> steps(std::vector<std::string>* problems, bool check_crc) const;
   // The slot to write and its mapping, sized and marked "being written"; throws as write().
@@ -131,7 +133,8 @@ class DCPP_API MemorySlots {
   int holder_;
   int64_t max_bytes_;
   int threads_;
-  std::unique_ptr<Mapping> mapped_[2];  // the slots this object wrote, kept mapped
+  std::unique_ptr<CopyArena> copy_arena_;  // made by the first write of several threads
+  std::unique_ptr<Mapping> mapped_[2];     // the slots this object wrote, kept mapped
   // Each slot's complete step (int64 min: none), once read from the regions by the first write.
   bool slots_known_ = false;
   int64_t complete_step_[2] = {};

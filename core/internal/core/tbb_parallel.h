@@ -5,9 +5,10 @@
 // Why: Debian's libtbb is not instrumented, so TSan cannot see the synchronisation of TBB's task
 // spawning and stealing; but parallel_for's templates (partitioner, task objects) would be
 // instrumented wherever they are instantiated, and TSan would report TBB's own hand-offs as races.
-// tbb_parallel.cpp is compiled with -fno-sanitize=thread under DCPP_SANITIZE=thread, so all of TBB
-// is uninstrumented alike; dcpp's code on either side of this call stays instrumented and
-// annotates the hand-offs it relies on (tsan_annotations.h).
+// core/src/tbb_parallel.cpp is compiled with -fno-sanitize=thread under DCPP_SANITIZE=thread, so
+// all of TBB is uninstrumented alike; dcpp's code on either side of this call stays instrumented
+// and annotates the hand-offs it relies on (tsan_annotations.h). Users: the TBB stager (async) and
+// the memory tier's slots (storage), through the dcpp_core_tbb library.
 
 #include <oneapi/tbb/task_arena.h>
 

@@ -1,4 +1,6 @@
-#include "tbb_parallel.h"
+// tbb::parallel_for's templates, instantiated here alone (core/tbb_parallel.h).
+
+#include "core/tbb_parallel.h"
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
