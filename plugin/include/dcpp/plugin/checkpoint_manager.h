@@ -377,7 +377,8 @@ class DCPP_API CheckpointManager {
   /// Blocks until the memory steps queued by save_to_memory() (and save()) with
   /// MemoryTierOptions::copy_while_training are in their slots, or failed (recorded in
   /// history()); the state's tensors may change after it. At once otherwise. Never throws.
-  /// Every other call of this manager that saves, restores or releases waits for them first.
+  /// restore(), release_memory(), wait_for_memory_replicas(), wait() and the destructor wait
+  /// for them first; later memory saves are queued behind them.
   void wait_for_memory_copy();
 
   /// Blocks until every memory step saved so far has been sent to this rank's replicas and theirs
