@@ -18,6 +18,9 @@
 // exists (a HEAD with the request's own credentials; s3rver checks only the key id), answers
 // 412 PreconditionFailed when it does, and forwards the PUT otherwise; such PUTs of one key are
 // handled one at a time.
+// A fault may also stall a request (accept it, read its body, never answer), and faults apply to
+// the credential endpoints below as to the store. A PUT with `If-Match: ETAG` is honoured as S3
+// does: 412 PreconditionFailed unless the object exists with that entity tag.
 // It checks S3's flexible checksums as S3 does and s3rver does not: a PUT (an object or a part)
 // with x-amz-checksum-crc32c is refused 400 BadDigest when the body's CRC-32C differs (counted in
 // bad_digests), and otherwise forwarded and answered with the checksum (counted as
@@ -94,6 +97,7 @@ function normalizeFault(f) {
     drop_response_after_bytes: Number(f.drop_response_after_bytes || 0),
     retry_after_seconds: Number(f.retry_after_seconds === undefined ? -1 : f.retry_after_seconds),
     corrupt_request_body: Boolean(f.corrupt_request_body),
+    stall: Boolean(f.stall),
   };
 }
 
@@ -148,6 +152,8 @@ function handleControl(req, res) {
     });
   } else if (what === 'faults' && req.method === 'DELETE') {
     faults = [];
+    for (const socket of stalled) socket.destroy();
+    stalled.clear();
     checksCrc32c = true;
     req.resume();
     reply(res, 200, '{}', 'application/json');
@@ -188,6 +194,17 @@ function answerWithError(req, res, fault) {
     res.writeHead(fault.status, headers);
     res.end(body);
   });
+}
+
+// The connections of stalled requests: held, never answered, until the client gives up or the
+// faults are cleared.
+const stalled = new Set();
+
+// Accepts the request, reads its body and never answers: a store that hangs.
+function stall(req) {
+  req.resume();
+  stalled.add(req.socket);
+  req.socket.on('close', () => stalled.delete(req.socket));
 }
 
 // Reads `limit` bytes of the request's body (all of it, when shorter), then resets the connection.
@@ -397,8 +414,10 @@ function handleCredentials(req, res) {
 // The conditional PUTs in progress, by path: each waits for the one before it.
 const conditionalPuts = new Map();
 
-// A PUT with If-None-Match: * (see the header comment); `proceed` forwards it.
-function conditionalPut(req, res, proceed) {
+// A conditional PUT (If-None-Match: *, or If-Match: ETAG; see the header comment): `holds`
+// tells from s3rver's answer to a HEAD of the object whether its condition holds; `proceed`
+// forwards it.
+function conditionalPut(req, res, holds, proceed) {
   const path = req.url.split('?')[0];
   const before = conditionalPuts.get(path) || Promise.resolve();
   const turn = before.then(() => new Promise((done) => {
@@ -415,7 +434,7 @@ function conditionalPut(req, res, proceed) {
     });
     head.on('response', (headRes) => {
       headRes.resume();
-      if (headRes.statusCode === 200) {
+      if (!holds(headRes)) {
         req.resume();
         reply(res, 412, '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>' +
               'PreconditionFailed</Code><Message>At least one of the pre-conditions you ' +
@@ -482,7 +501,15 @@ let inFlight = 0;
 
 const server = http.createServer((req, res) => {
   if (req.url.startsWith(CONTROL_PREFIX)) return handleControl(req, res);
-  if (req.url.startsWith(CREDENTIALS_PREFIX)) return handleCredentials(req, res);
+  if (req.url.startsWith(CREDENTIALS_PREFIX)) {
+    // The credential endpoints fail as the store does, by the same faults (path_contains
+    // "__dcpp_credentials/sts", ".../imds", ".../container").
+    const fault = takeFault(req);
+    if (fault === null) return handleCredentials(req, res);
+    traffic.faults++;
+    if (fault.stall) return stall(req);
+    return answerWithError(req, res, fault);
+  }
   traffic.requests++;
   traffic.last_security_token = req.headers['x-amz-security-token'] || '';
   if (req.method === 'GET') {
@@ -503,7 +530,13 @@ const server = http.createServer((req, res) => {
   if (req.method === 'DELETE' && req.url.includes('uploadId=')) traffic.aborted_uploads++;
   if (req.method === 'PUT' && req.headers['if-none-match'] === '*') {
     delete req.headers['if-none-match'];  // s3rver ignores it; decided here
-    return conditionalPut(req, res, () => handle(req, res));
+    return conditionalPut(req, res, (head) => head.statusCode !== 200, () => handle(req, res));
+  }
+  if (req.method === 'PUT' && req.headers['if-match'] !== undefined) {
+    const etag = req.headers['if-match'];
+    delete req.headers['if-match'];
+    return conditionalPut(req, res, (head) => head.statusCode === 200 && head.headers.etag === etag,
+                          () => handle(req, res));
   }
   handle(req, res);
 });
@@ -515,6 +548,7 @@ function handle(req, res) {
   if (fault === null) return forward(req, res, 0, false);
   traffic.faults++;
   console.log('fault: ' + JSON.stringify(fault) + ' on ' + req.method + ' ' + req.url);
+  if (fault.stall) return stall(req);
   if (fault.status !== 0) return answerWithError(req, res, fault);
   if (fault.drop_request_after_bytes > 0) return dropRequest(req, fault.drop_request_after_bytes);
   return forward(req, res, fault.drop_response_after_bytes, fault.corrupt_request_body);

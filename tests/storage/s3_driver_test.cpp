@@ -184,6 +184,23 @@ TEST_CASE("s3: a throttled request waits at least what Retry-After says") {
   CHECK(at.server.traffic().faults == 1);
 }
 
+TEST_CASE("s3: a Retry-After beyond the throttle budget fails the request at once, saying so") {
+  S3Location at;
+  S3Fault throttled;
+  throttled.method = "PUT";
+  throttled.path_contains = ".metadata";
+  throttled.status = 503;
+  throttled.code = "SlowDown";
+  throttled.retry_after_seconds = 3600;  // obeyed, it would hold the save for an hour
+  at.server.inject(throttled);
+  const dcpp::CheckpointError error =
+      error_of([&] { dcpp::save(training_state(), at.url, at.save_options()); });
+  CHECK(error.kind() == dcpp::ErrorKind::kIo);
+  CHECK_THAT(std::string(error.what()),
+             Catch::Contains("3600 s (Retry-After)") && Catch::Contains("throttle_budget"));
+  CHECK(at.server.traffic().faults == 1);  // not asked again
+}
+
 TEST_CASE("s3: the process's requests in flight stay within process_requests_in_flight") {
   S3Location at;
   StateDict saved;
@@ -455,6 +472,27 @@ TEST_CASE("s3: a multipart upload's ETag is S3's: the MD5 of its parts' MD5s, an
                         "\"67c762276bced09ee4df0ed537d164ea\""}) ==
         std::string("\"981565735b68476affbb9a8dfd9a551a-3\""));
   CHECK_FALSE(multipart_etag({"\"not-a-digest\""}));
+}
+
+TEST_CASE("s3: replace_if_unchanged writes only over the entity tag it was given") {
+  S3Location at;
+  dcpp::S3Prefix prefix(at.url, at.server.options());
+  CHECK_FALSE(prefix.read_tagged("lease"));
+  CHECK_FALSE(prefix.replace_if_unchanged("lease", "first", "\"no-such-tag\""));  // none there
+  REQUIRE(prefix.create("lease", "first"));
+  const std::optional<dcpp::S3TaggedObject> first = prefix.read_tagged("lease");
+  REQUIRE(first);
+  CHECK(first->bytes == "first");
+  CHECK_FALSE(first->etag.empty());
+  // Two writers read the same tag: the first to write wins, the second is refused.
+  CHECK(prefix.replace_if_unchanged("lease", "second", first->etag));
+  CHECK_FALSE(prefix.replace_if_unchanged("lease", "third", first->etag));
+  const std::optional<dcpp::S3TaggedObject> second = prefix.read_tagged("lease");
+  REQUIRE(second);
+  CHECK(second->bytes == "second");
+  CHECK(second->etag != first->etag);
+  CHECK(prefix.replace_if_unchanged("lease", "fourth", second->etag));
+  CHECK(prefix.read("lease") == std::optional<std::string>("fourth"));
 }
 
 // s3rver gives a multipart object the MD5 of its whole bytes, not S3's ETag, so the case where

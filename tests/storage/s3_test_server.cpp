@@ -399,6 +399,7 @@ void S3TestServer::inject(const S3Fault& fault) {
       {"drop_response_after_bytes", fault.drop_response_after_bytes},
       {"retry_after_seconds", fault.retry_after_seconds},
       {"corrupt_request_body", fault.corrupt_request_body},
+      {"stall", fault.stall},
   };
   expect_ok(http("POST", state_->proxy_url("/__dcpp_test/faults"), json.dump()),
             "injecting a fault");

@@ -13,7 +13,8 @@
 namespace dcpp::test {
 
 /// What the proxy does to the next `times` requests that match `method` (empty: any) and whose
-/// path, query included ("?partNumber=2"), contains `path_contains` (empty: any). One of:
+/// path, query included ("?partNumber=2"), contains `path_contains` (empty: any; the credential
+/// endpoints' paths start "/__dcpp_credentials/sts", ".../imds", ".../container"). One of:
 ///   - status != 0: answers it with that HTTP status and an S3 XML error body whose Code is
 ///     `code` (e.g. 503 "SlowDown", 500 "InternalError"), without forwarding it, and with
 ///     `retry_after_seconds` >= 0 a Retry-After header of that many seconds;
@@ -33,6 +34,9 @@ struct S3Fault {
   int retry_after_seconds = -1;
   /// Forwards it with one bit of its body's first byte flipped (bytes changed on the way).
   bool corrupt_request_body = false;
+  /// Accepts it, reads its body and never answers (a store, STS or IMDS that hangs), until the
+  /// client gives up or clear_faults() closes the connection.
+  bool stall = false;
 };
 
 /// What the proxy forwarded or failed since the last reset_traffic().

@@ -26,6 +26,12 @@ struct DCPP_API S3ObjectEntry {
   std::string etag;
 };
 
+/// An object's bytes and the entity tag the store gave with them.
+struct DCPP_API S3TaggedObject {
+  std::string bytes;
+  std::string etag;  // quotes included
+};
+
 /// Names are relative to the prefix and may contain "/". Thread-safe: any number of threads may
 /// call it at once (requests share a pool of connections). Every method throws CheckpointError
 /// naming the object's URL, as the S3 driver does: kNotFound for a missing bucket, kUsage for
@@ -55,6 +61,13 @@ class DCPP_API S3Prefix {
   /// Writes the object only if there is none of that name (a conditional PUT, If-None-Match: *):
   /// true when this call created it, false when one was there or another writer's won.
   bool create(const std::string& name, std::string_view body);
+  /// The whole object and its entity tag, or nullopt when there is none of that name.
+  std::optional<S3TaggedObject> read_tagged(const std::string& name);
+  /// Replaces the object only while its entity tag is still `etag` (a conditional PUT,
+  /// If-Match): true when this call replaced it, false when another writer changed or removed it
+  /// first. With create() and read_tagged(), a compare-and-swap: what a lease needs.
+  bool replace_if_unchanged(const std::string& name, std::string_view body,
+                            const std::string& etag);
   /// Streams the local file `source` into the object `name` (one PUT, or a multipart upload of
   /// the store's part size, parts in parallel; a failed one is aborted) and returns the CRC-32
   /// of the bytes sent. Throws kIo naming `source` when it cannot be read.

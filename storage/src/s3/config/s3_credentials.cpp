@@ -3,17 +3,21 @@
 #include "s3/protocol/s3_http.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/s3_deadline.h>
 
 #include <curl/curl.h>
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -43,6 +47,16 @@ size_t append_body(char* data, size_t size, size_t count, void* user) {
 PlainResponse plain_http(const char* method, const std::string& url,
                          const std::vector<std::string>& header_lines, const std::string& body,
                          long timeout_ms) {
+  if (const std::optional<S3Deadline::Clock::time_point> deadline = S3Deadline::current()) {
+    const long left = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            *deadline - S3Deadline::Clock::now())
+                                            .count());
+    if (left <= 0) {
+      throw std::runtime_error(std::string(method) + " " + url + ": no time left before the " +
+                               "deadline (" + S3Deadline::current_what() + ")");
+    }
+    timeout_ms = std::min(timeout_ms, left);
+  }
   init_curl_once();
   std::unique_ptr<CURL, void (*)(CURL*)> handle(curl_easy_init(), curl_easy_cleanup);
   if (!handle) throw std::runtime_error("curl_easy_init failed (out of memory?)");

@@ -88,6 +88,17 @@ bool S3Prefix::create(const std::string& name, std::string_view body) {
   return impl_->client.put_object_if_absent(impl_->key_of(name), body);
 }
 
+std::optional<S3TaggedObject> S3Prefix::read_tagged(const std::string& name) {
+  auto object = impl_->client.get_object_and_etag(impl_->key_of(name));
+  if (!object) return std::nullopt;
+  return S3TaggedObject{std::move(object->first), std::move(object->second)};
+}
+
+bool S3Prefix::replace_if_unchanged(const std::string& name, std::string_view body,
+                                    const std::string& etag) {
+  return impl_->client.put_object_if_match(impl_->key_of(name), body, etag);
+}
+
 uint32_t S3Prefix::upload_file(const std::filesystem::path& source, const std::string& name) {
   std::ifstream in(source, std::ios::binary);
   if (!in) {

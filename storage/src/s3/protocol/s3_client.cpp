@@ -9,6 +9,7 @@
 #include "s3/protocol/sigv4_uri_encoding.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/s3_deadline.h>
 
 #include <algorithm>
 #include <atomic>
@@ -115,6 +116,8 @@ class S3Client::Impl {
     HttpResponse response;
     int attempts = 0;
     std::optional<S3ErrorBody> error;  // the <Error> of the body, if any
+    bool retry_after_beyond_budget = false;  // its Retry-After asked for more than was left
+    bool past_deadline = false;              // the thread's S3Deadline ended its tries
 
     bool ok(bool error_in_ok_body) const {
       return response.transport == CURLE_OK && response.status / 100 == 2 &&
@@ -231,13 +234,32 @@ class S3Client::Impl {
     std::chrono::milliseconds backoff = config_.initial_backoff;
     Outcome outcome;
     bool renewed = false;
+    const std::optional<Clock::time_point> deadline = S3Deadline::current();
     for (int attempt = 1;; ++attempt) {
       const std::shared_ptr<const S3Credentials> credentials = current_credentials();
       {
         const ProcessRequestSlot slot(config_.process_requests_in_flight);
-        outcome.response = transport_.perform(call.request, *credentials);
+        if (deadline) {
+          const auto left =
+              std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+          if (left.count() <= 0) {
+            outcome.past_deadline = true;
+            outcome.attempts = attempt - 1;
+            return outcome;
+          }
+          HttpRequest bounded = call.request;
+          bounded.timeout_ms = left.count();
+          outcome.response = transport_.perform(bounded, *credentials);
+        } else {
+          outcome.response = transport_.perform(call.request, *credentials);
+        }
       }
       outcome.attempts = attempt;
+      if (deadline && outcome.response.transport == CURLE_OPERATION_TIMEDOUT &&
+          Clock::now() >= *deadline) {
+        outcome.past_deadline = true;
+        return outcome;
+      }
       // A 2xx body is the payload (megabytes, maybe): parsed only where it may be an <Error>.
       const bool may_be_error = outcome.response.status / 100 != 2 || call.error_in_ok_body;
       outcome.error = may_be_error ? parse_s3_error(outcome.response.body) : std::nullopt;
@@ -248,12 +270,22 @@ class S3Client::Impl {
       if (outcome.ok(call.error_in_ok_body) || !retryable(call, outcome)) return outcome;
       std::chrono::milliseconds delay = jittered(backoff);
       if (outcome.response.retry_after_seconds) {
-        delay = std::max<std::chrono::milliseconds>(
-            delay, std::chrono::seconds(*outcome.response.retry_after_seconds));
+        // Obeyed within the throttle budget only: a store asking for more (an hour, say) would
+        // stall a collective save that long; the request fails now, saying so.
+        const std::chrono::seconds asked(*outcome.response.retry_after_seconds);
+        if (Clock::now() + asked - first_try > config_.throttle_budget) {
+          outcome.retry_after_beyond_budget = true;
+          return outcome;
+        }
+        delay = std::max<std::chrono::milliseconds>(delay, asked);
       }
       const bool within_budget =
           throttled(outcome) && Clock::now() + delay - first_try <= config_.throttle_budget;
       if (attempt >= config_.max_attempts && !within_budget) return outcome;
+      if (deadline && Clock::now() + delay >= *deadline) {
+        outcome.past_deadline = true;  // no answer worth waiting for before it
+        return outcome;
+      }
       logger().debug("S3 {} failed ({}), try {} of {}; trying again in {} ms", call.what,
                      describe(outcome), attempt, config_.max_attempts, delay.count());
       std::this_thread::sleep_for(delay);
@@ -291,6 +323,24 @@ class S3Client::Impl {
     const std::string code = error_code(outcome);
     const std::string endpoint = " (endpoint " + config_.endpoint_url + ")";
     const std::string head = "S3 " + call.what + " failed";
+    if (outcome.past_deadline) {
+      throw CheckpointError(ErrorKind::kIo,
+                            head + ": no answer within the deadline (" + S3Deadline::current_what() +
+                                ") after " + plural(outcome.attempts, "attempt") +
+                                (outcome.attempts > 0 ? " (the last: " + describe(outcome) + ")"
+                                                      : std::string()) +
+                                endpoint + "; the store is down or hangs: retry when it answers");
+    }
+    if (outcome.retry_after_beyond_budget) {
+      throw CheckpointError(
+          ErrorKind::kIo, head + " after " + plural(outcome.attempts, "attempt") + ": " +
+                              describe(outcome) + endpoint + ": the store asked to wait " +
+                              std::to_string(*response.retry_after_seconds) +
+                              " s (Retry-After), beyond what is left of "
+                              "S3Options::throttle_budget (" +
+                              std::to_string(config_.throttle_budget.count()) +
+                              " s); retry later, or raise the budget");
+    }
     if (retryable(call, outcome)) {
       throw CheckpointError(ErrorKind::kIo,
                             head + " after " + plural(outcome.attempts, "attempt") + ": " +
@@ -341,6 +391,10 @@ class S3Client::Impl {
     throw CheckpointError(ErrorKind::kIo, head + ": " + describe(outcome) + endpoint);
   }
 
+  /// A conditional PUT of `body` with the header `condition`: true when it was written, false
+  /// when the condition did not hold.
+  bool put_if(const std::string& key, std::string_view body, const std::string& condition);
+
   /// Sends `call` and throws unless it succeeds.
   HttpResponse run(const Call& call) {
     Outcome outcome = execute(call);
@@ -350,10 +404,14 @@ class S3Client::Impl {
 
   /// GET of a whole object; nullopt for a missing object (a 404 that is not NoSuchBucket) when
   /// `missing_ok`, else kNotFound.
-  std::optional<std::string> get(const std::string& key, bool missing_ok) {
+  std::optional<std::string> get(const std::string& key, bool missing_ok,
+                                 std::string* etag = nullptr) {
     const Call call = object_call("GET", key);
     Outcome outcome = execute(call);
-    if (outcome.ok(false)) return std::move(outcome.response.body);
+    if (outcome.ok(false)) {
+      if (etag) *etag = outcome.response.etag;
+      return std::move(outcome.response.body);
+    }
     const std::string code = error_code(outcome);
     if (missing_ok && outcome.response.transport == CURLE_OK && outcome.response.status == 404 &&
         code != "NoSuchBucket") {
@@ -459,21 +517,33 @@ void S3Client::put_object(const std::string& key, std::string_view body) {
 }
 
 bool S3Client::put_object_if_absent(const std::string& key, std::string_view body) {
-  Impl::Call call = impl_->object_call("PUT", key, "", " (If-None-Match: *)");
+  return impl_->put_if(key, body, "If-None-Match: *");
+}
+
+bool S3Client::put_object_if_match(const std::string& key, std::string_view body,
+                                   const std::string& etag) {
+  return impl_->put_if(key, body, "If-Match: " + etag);
+}
+
+bool S3Client::Impl::put_if(const std::string& key, std::string_view body,
+                            const std::string& condition) {
+  Impl::Call call = object_call("PUT", key, "", " (" + condition + ")");
   call.request.body = body;
-  call.request.headers.push_back("If-None-Match: *");
-  const std::string crc = impl_->add_checksums(call, body);
-  const Impl::Outcome outcome = impl_->execute(call);
+  call.request.headers.push_back(condition);
+  const std::string crc = add_checksums(call, body);
+  const Impl::Outcome outcome = execute(call);
   if (outcome.ok(false)) {
-    impl_->learn_checksums(crc, outcome.response.checksum_crc32c);
+    learn_checksums(crc, outcome.response.checksum_crc32c);
     return true;
   }
-  // 412: the object exists; 409 ConditionalRequestConflict: another such PUT is in flight.
+  // 412: the condition does not hold; 409 ConditionalRequestConflict: another such PUT is in
+  // flight; 404: If-Match of an object that is gone.
+  const long status = outcome.response.status;
   if (outcome.response.transport == CURLE_OK &&
-      (outcome.response.status == 412 || outcome.response.status == 409)) {
+      (status == 412 || status == 409 || (status == 404 && error_code(outcome) == "NoSuchKey"))) {
     return false;
   }
-  impl_->fail(call, outcome);
+  fail(call, outcome);
 }
 
 std::string S3Client::get_object(const std::string& key) {
@@ -482,6 +552,14 @@ std::string S3Client::get_object(const std::string& key) {
 
 std::optional<std::string> S3Client::get_object_if_exists(const std::string& key) {
   return impl_->get(key, true);
+}
+
+std::optional<std::pair<std::string, std::string>> S3Client::get_object_and_etag(
+    const std::string& key) {
+  std::string etag;
+  std::optional<std::string> body = impl_->get(key, true, &etag);
+  if (!body) return std::nullopt;
+  return std::make_pair(std::move(*body), std::move(etag));
 }
 
 void S3Client::get_range(const std::string& key, uint64_t offset, void* dst, std::size_t n) {

@@ -70,6 +70,8 @@ class S3Client {
   std::string get_object(const std::string& key);
   /// The whole object, or nullopt when it does not exist.
   std::optional<std::string> get_object_if_exists(const std::string& key);
+  /// The whole object and the ETag it was read with, or nullopt when it does not exist.
+  std::optional<std::pair<std::string, std::string>> get_object_and_etag(const std::string& key);
   /// Exactly `n` bytes at `offset` of the object (a ranged GET, `Range: bytes=offset-(offset+n-1)`)
   /// into `dst`. Fewer bytes (the object is shorter) is kCorrupt, naming the object; a missing
   /// object is kNotFound. n == 0 reads nothing.
@@ -79,6 +81,9 @@ class S3Client {
   /// A PUT with If-None-Match: * : true when it created the object, false when one was there
   /// (412) or another such PUT won (409).
   bool put_object_if_absent(const std::string& key, std::string_view body);
+  /// A PUT with If-Match: `etag`: true when it replaced the object, false when the object has
+  /// another ETag now or is gone (412, 404) or another such PUT won (409).
+  bool put_object_if_match(const std::string& key, std::string_view body, const std::string& etag);
   /// The object's size and ETag (HEAD), or nullopt when there is none.
   std::optional<S3ObjectInfo> stat_object(const std::string& key);
   /// Every object whose key starts with `prefix`, in key order (ListObjectsV2, all pages).

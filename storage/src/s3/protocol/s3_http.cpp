@@ -236,6 +236,7 @@ HttpResponse S3Transport::perform(const HttpRequest& request, const S3Credential
   char error[CURL_ERROR_SIZE] = {};
   curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error);
   curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
+  if (request.timeout_ms > 0) curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, request.timeout_ms);
   curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers.list);
   curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, write_body);
   curl_easy_setopt(handle, CURLOPT_WRITEDATA, &exchange);

@@ -30,6 +30,8 @@ struct HttpRequest {
   /// with HttpResponse::dst_overflow), and any other answer's body to HttpResponse::body.
   char* dst = nullptr;
   std::size_t dst_size = 0;
+  /// The whole exchange's limit in milliseconds (an S3Deadline's); 0: none.
+  long timeout_ms = 0;
 };
 
 struct HttpResponse {
