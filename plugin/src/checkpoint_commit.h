@@ -10,8 +10,12 @@
 //      `metadata.json` inside the directory before step 2, the coordinator then writes the step
 //      into `latest_checkpointed_iteration.txt` (tmp, fsync, rename), as Megatron-LM does once a
 //      save is complete.
+// A save that replaces a step (a rollback's, of a step its run abandons) moves the old `<name>/`
+// aside to `<name>.replaced/` (a rename) before the new one is renamed into place, and removes it
+// only then: no moment leaves a `<name>/` without all its files.
 // A job killed at any moment leaves a complete `<name>/` or an `.incomplete` directory, which
-// list_checkpoints() ignores and the next manager on the root removes.
+// list_checkpoints() ignores and the next manager on the root removes; and at most one
+// `.replaced` directory, which the next manager resolves (recover_replaced_steps).
 
 #include "checkpoint_lineage.h"
 
@@ -28,6 +32,9 @@ namespace dcpp::detail {
 /// The suffix of the directory a save writes into before its commit.
 inline constexpr const char* kIncompleteSuffix = ".incomplete";
 
+/// The suffix of a step moved aside while a save replaces it.
+inline constexpr const char* kReplacedSuffix = ".replaced";
+
 /// `<final_path>.incomplete`: where every rank saves the checkpoint that commits as `final_path`.
 std::filesystem::path incomplete_directory(const std::filesystem::path& final_path);
 
@@ -42,12 +49,18 @@ CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, in
 /// Step 2 of the protocol, on the coordinator only (with a node-local root, on each host's
 /// leader, into its host's directory, with the same manifest), after dcpp::save completed on it:
 /// writes
-/// `manifest` into `incomplete`, renames `incomplete` to `final_path` (replacing a directory
-/// there) and logs the saved step; the fsyncs only with `sync_files`. Blocking; throws
+/// `manifest` into `incomplete`, renames `incomplete` to `final_path` (a directory there first
+/// renamed to `<final_path>.replaced`, removed after) and logs the saved step; the fsyncs only with `sync_files`. Blocking; throws
 /// CheckpointError (or std::filesystem::filesystem_error) when a step fails, and then nothing
 /// was renamed to `final_path`.
 void commit_checkpoint(const std::filesystem::path& incomplete,
                        const std::filesystem::path& final_path, const CheckpointInfo& manifest,
                        bool sync_files);
+
+/// Before any save on `root`, for each `<name>.replaced/` a killed commit left: removed when
+/// `<name>/` exists; else the save that replaced it is finished when its `<name>.incomplete/`
+/// holds the manifest (written last, so it is complete: renamed into place); else it is renamed
+/// back to `<name>/`. Throws std::filesystem::filesystem_error or CheckpointError.
+void recover_replaced_steps(const std::filesystem::path& root, bool sync_files);
 
 }  // namespace dcpp::detail

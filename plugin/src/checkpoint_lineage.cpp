@@ -56,6 +56,10 @@ Lineage lineage_after_restore(const CheckpointInfo& restored,
   if (!newer_exists && !is_abandoned(restored, all)) {
     return Lineage{restored.generation, restored.branched_from};
   }
+  return fork_after_restore(restored, all);
+}
+
+Lineage fork_after_restore(const CheckpointInfo& restored, const std::vector<CheckpointInfo>& all) {
   int64_t generation = restored.generation;
   for (const CheckpointInfo& other : all) generation = std::max(generation, other.generation);
   return Lineage{generation + 1, restored.step};

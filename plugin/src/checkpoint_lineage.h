@@ -46,6 +46,11 @@ std::vector<CheckpointInfo> passed_abandoned(const std::vector<CheckpointInfo>& 
 Lineage lineage_after_restore(const CheckpointInfo& restored,
                               const std::vector<CheckpointInfo>& all);
 
+/// A fork from `restored`'s step, of a generation above all of `all`'s: the lineage of the saves
+/// after a resume that could not see every tier (a remote tier that cannot be reached), so that
+/// the steps newer than `restored` it may hold unseen are abandoned, never mixed with this run's.
+Lineage fork_after_restore(const CheckpointInfo& restored, const std::vector<CheckpointInfo>& all);
+
 /// The lineage of a manager's saves before any resume: that of the newest resumable checkpoint
 /// of `all` (the first run's when there is none).
 Lineage lineage_to_continue(const std::vector<CheckpointInfo>& all);

@@ -131,8 +131,10 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
 
   /// checkpoint_restore.cpp: the complete checkpoints of the root, then the remote tier's (lists
   /// the store). With `unreachable`, a store that cannot be reached (kIo, after the client's
-  /// retries) is no error: a warning is logged, `*unreachable` set and the root's returned alone.
-  std::vector<CheckpointInfo> all_checkpoints(bool* unreachable = nullptr) const;
+  /// retries, or a step of it that cannot be read) is no error: a warning is logged,
+  /// `*unreachable` set (and `*reason` to why) and the root's returned alone.
+  std::vector<CheckpointInfo> all_checkpoints(bool* unreachable = nullptr,
+                                              std::string* reason = nullptr) const;
 
   /// Coordinator, after each commit: without a remote tier, prune_checkpoints under the root
   /// with the options' policy, here; with one, a drain pass posted to the drainer (which prunes
@@ -185,7 +187,12 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
     CheckpointInfo info;     // its manifest, `path` where it is
     detail::Lineage saving;  // the lineage of the saves after a successful restore of it
   };
-  std::optional<Chosen> choose_checkpoint(const RestoreRequest& request) const;
+  // The checkpoint `request` names, else the latest resumable one below step `below` (any
+  // without it); nullopt when there is none.
+  std::optional<Chosen> choose_checkpoint(const RestoreRequest& request,
+                                          std::optional<int64_t> below = std::nullopt) const;
+  // Loads `chosen` into `state` (collective); throws what dcpp::load throws, on every rank.
+  void load_chosen(StateDict& state, const RestoreRequest& request, const Chosen& chosen);
   std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
   CheckpointInfo manifest_of(const std::string& path) const;
 

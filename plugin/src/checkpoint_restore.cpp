@@ -14,6 +14,7 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/state_dict/stateful_swap.h>
+#include <dcpp/storage/s3_deadline.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
@@ -45,15 +46,21 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
 
 }  // namespace
 
-std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints(bool* unreachable) const {
+std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints(bool* unreachable,
+                                                                    std::string* reason) const {
   std::vector<CheckpointInfo> all = list_checkpoints(options.root);
   if (!remote) return all;
   try {
+    std::optional<S3Deadline> bound;  // a restart's reads of the store
+    if (unreachable != nullptr && options.remote.restart_timeout.count() > 0) {
+      bound.emplace(options.remote.restart_timeout, "RemoteTierOptions::restart_timeout");
+    }
     std::vector<CheckpointInfo> remote_steps = remote->list();
     all.insert(all.end(), remote_steps.begin(), remote_steps.end());
   } catch (const CheckpointError& e) {
     if (unreachable == nullptr || e.kind() != ErrorKind::kIo) throw;
     *unreachable = true;
+    if (reason) *reason = e.what();
     detail::logger().warn(
         "the remote tier {} cannot be reached ({}); working with the local root '{}' alone: "
         "steps saved meanwhile drain when the store is back",
@@ -92,19 +99,25 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
 // host's disk), and only it lists the remote tier and reads a remote manifest. What fails there
 // fails on every rank.
 std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_checkpoint(
-    const RestoreRequest& request) const {
+    const RestoreRequest& request, std::optional<int64_t> below) const {
   std::string chosen, manifest, error, next_lineage;
   ErrorKind kind = ErrorKind::kIo;
   if (is_coordinator()) {
     try {
+      std::optional<S3Deadline> bound;  // the listing and a remote manifest's read
+      if (remote && options.remote.restart_timeout.count() > 0) {
+        bound.emplace(options.remote.restart_timeout, "RemoteTierOptions::restart_timeout");
+      }
       bool unreachable = false;
-      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable);
+      std::string unreachable_reason;
+      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable, &unreachable_reason);
       if (unreachable && all.empty() && request.path.empty()) {
         throw CheckpointError(ErrorKind::kIo,
                               "the remote tier " + options.remote.url +
-                                  " cannot be reached and the root '" + options.root.string() +
+                                  " cannot be read and the root '" + options.root.string() +
                                   "' holds no checkpoint: whether to resume from the store or to "
-                                  "start fresh cannot be told; retry when the store is back");
+                                  "start fresh cannot be told, so this job does neither (" +
+                                  unreachable_reason + "); retry when the store is back");
       }
       const std::vector<CheckpointInfo> timeline = restorable(all);
       if (!request.path.empty()) {
@@ -124,13 +137,28 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         } else {
           chosen = (options.root / step_directory_name(*request.step, options.step_names)).string();
         }
-      } else if (!timeline.empty()) {
-        chosen = timeline.back().path.string();
+      } else {
+        for (auto it = timeline.rbegin(); it != timeline.rend(); ++it) {
+          if (!below || it->step < *below) {
+            chosen = it->path.string();
+            break;
+          }
+        }
       }
       if (!chosen.empty()) {
         const CheckpointInfo info = manifest_of(chosen);
         manifest = detail::checkpoint_info_to_json(info);
-        next_lineage = detail::encode_lineage(detail::lineage_after_restore(info, all));
+        // Resuming while the store cannot be read: it may hold newer steps of this run, which
+        // this resume must abandon rather than continue alongside (a fork).
+        next_lineage = detail::encode_lineage(unreachable
+                                                  ? detail::fork_after_restore(info, all)
+                                                  : detail::lineage_after_restore(info, all));
+        if (unreachable) {
+          detail::logger().warn(
+              "resuming from step {} of the local root '{}' while the remote tier {} cannot be "
+              "read ({}): the steps it may hold after step {} are left behind (this run forks)",
+              info.step, options.root.string(), options.remote.url, unreachable_reason, info.step);
+        }
       }
     } catch (const CheckpointError& e) {
       error = e.what();
@@ -204,7 +232,39 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
     }
     return std::nullopt;
   }
-  const CheckpointInfo& info = chosen->info;
+  std::optional<Chosen> loading = chosen;
+  std::string failures;  // of the newer ones that failed to load
+  for (;;) {
+    try {
+      load_chosen(state, request, *loading);
+      break;
+    } catch (const CheckpointError& e) {
+      const bool may_fall_back = request.fall_back && request.path.empty() && !request.step &&
+                                 (e.kind() == ErrorKind::kCorrupt ||
+                                  e.kind() == ErrorKind::kNotFound || e.kind() == ErrorKind::kIo);
+      if (!may_fall_back) throw;
+      const int64_t failed = loading->info.step;
+      failures += (failures.empty() ? "" : "; ") + std::string("step ") + std::to_string(failed) +
+                  ": " + e.what();
+      loading = choose_checkpoint(request, failed);
+      if (!loading) {
+        throw CheckpointError(e.kind(), "no checkpoint could be restored (" + failures +
+                                            "); the state may be partly loaded: do not train on "
+                                            "from it (RestoreRequest::fall_back tried each older "
+                                            "step)");
+      }
+      detail::logger().warn(
+          "rank {}: step {} failed to load ({}); falling back to step {} ({}), which the saves "
+          "after it fork from (RestoreRequest::fall_back)",
+          rank, failed, e.what(), loading->info.step, loading->info.path.string());
+    }
+  }
+  return loading->info;
+}
+
+void CheckpointManager::Impl::load_chosen(StateDict& state, const RestoreRequest& request,
+                                          const Chosen& chosen) {
+  const CheckpointInfo& info = chosen.info;
   const std::string path = info.path.string();
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   const std::set<std::string> excluded(request.exclude_from_loading.begin(),
@@ -226,8 +286,7 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
   dcpp::load(target, path, load_options);
   detail::copy_loaded_values(state, target);
   log->record("load", "read", info.step, bytes, seconds_since(start), path);
-  lineage = chosen->saving;  // only now: a restore that failed forks nothing
-  return info;
+  lineage = chosen.saving;  // only now: a restore that failed forks nothing
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
@@ -267,8 +326,10 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
   if (is_coordinator()) {
     try {
       bool unreachable = false;
-      next_lineage = detail::encode_lineage(
-          detail::lineage_after_restore(info, all_checkpoints(&unreachable)));
+      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable);
+      next_lineage = detail::encode_lineage(unreachable
+                                                ? detail::fork_after_restore(info, all)
+                                                : detail::lineage_after_restore(info, all));
     } catch (const std::exception& e) {
       detail::logger().warn(
           "the tiers could not be listed after the restore from memory ({}); "

@@ -19,9 +19,11 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/dist/process_group.h>
+#include <dcpp/storage/s3_deadline.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -158,6 +160,11 @@ void CheckpointManager::Impl::prepare_root() {
                                    : is_coordinator() ? detail::DrainRole::kHostCoordinator
                                                       : detail::DrainRole::kHostFiles;
     try {
+      // Its credentials resolved (an STS or IMDS that hangs costs at most the restart timeout).
+      std::optional<S3Deadline> bound;
+      if (options.remote.restart_timeout.count() > 0) {
+        bound.emplace(options.remote.restart_timeout, "RemoteTierOptions::restart_timeout");
+      }
       remote = std::make_unique<detail::RemoteTier>(options.remote, *log, role, rank,
                                                     options.step_names);
     } catch (const std::exception& e) {
@@ -203,8 +210,9 @@ void CheckpointManager::Impl::prepare_root() {
 }
 
 // Before any save, on the coordinator (on each host's ranks with a node-local root): creates the
-// root; what a killed job left behind is removed (by the coordinator, or each host's first rank
-// that gets there: the others find nothing left).
+// root; a step a killed commit was replacing is resolved (recover_replaced_steps); what else a
+// killed job left behind is removed (by the coordinator, or each host's first rank that gets
+// there: the others find nothing left).
 // Throws std::runtime_error (or std::filesystem::filesystem_error) saying what is wrong.
 void CheckpointManager::Impl::clean_root() {
   std::error_code error;
@@ -213,6 +221,7 @@ void CheckpointManager::Impl::clean_root() {
   }
   fs::create_directories(options.root, error);
   if (error) throw std::runtime_error("cannot create it: " + error.message());
+  detail::recover_replaced_steps(options.root, options.file_system.sync_files);
   for (const auto& entry : fs::directory_iterator(options.root)) {
     const std::string name = entry.path().filename().string();
     if (ends_with(name, detail::kIncompleteSuffix) || ends_with(name, detail::kDeletingSuffix)) {

@@ -69,6 +69,11 @@ void check_manager_options(const CheckpointManagerOptions& options) {
            std::to_string(options.remote.drain_lease.count()) + " s",
            "give the lease's length in seconds, or 0 for no lease");
   }
+  if (options.remote.restart_timeout.count() < 0) {
+    refuse(kOptions, "remote.restart_timeout",
+           std::to_string(options.remote.restart_timeout.count()) + " s",
+           "give how long a restart may wait for the store in seconds, or 0 for no bound");
+  }
 }
 
 void check_callback_options(const CheckpointCallbackOptions& options) {

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <iterator>
 #include <map>
@@ -45,6 +46,15 @@ std::vector<std::string> files_before_metadata(const fs::path& directory, bool m
   return names;
 }
 
+std::string job_identity(const RemoteTierOptions& options) {
+  if (!options.job_id.empty()) return options.job_id;
+  for (const char* name : {"DCPP_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return value;
+  }
+  return {};
+}
+
 RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role, int rank,
                        StepNames names)
     : options_(std::move(options)),
@@ -52,7 +62,7 @@ RemoteTier::RemoteTier(RemoteTierOptions options, PhaseLog& log, DrainRole role,
       rank_(rank),
       names_(names),
       prefix_(options_.url, options_.s3),
-      lease_(prefix_, options_.drain_lease),
+      lease_(prefix_, options_.drain_lease, job_identity(options_)),
       log_(log) {}
 
 RemoteTier::~RemoteTier() { lease_.release(); }

@@ -207,6 +207,10 @@ class RemoteTier {
   std::string backlog_;               // backlog(), set by each pass
 };
 
+/// The job's identity for the drain lease: `options.job_id`, else the environment's (see
+/// RemoteTierOptions::job_id), else "".
+std::string job_identity(const RemoteTierOptions& options);
+
 /// The manifest of the remote checkpoint at `url` ("s3://.../step-00001200"), `path` set to it.
 /// Throws CheckpointError (kNotFound) naming the manifest's URL when it is missing.
 CheckpointInfo read_remote_checkpoint_info(const std::string& url, const S3Options& s3);

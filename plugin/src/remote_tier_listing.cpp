@@ -131,6 +131,14 @@ std::vector<CheckpointInfo> RemoteTier::list(std::map<int64_t, StepObjects>* inc
       }
       if (step->info.kind == CheckpointKind::kFull) found.push_back(step->info);
     } catch (const CheckpointError& e) {
+      // A step whose manifest or `.metadata` is malformed is no checkpoint, nor one deleted since
+      // the listing; one the store did not give (an error, a stall, refused credentials) may be
+      // the newest: the listing fails, naming it, rather than leave it out.
+      if (e.kind() != ErrorKind::kCorrupt && e.kind() != ErrorKind::kNotFound) {
+        throw CheckpointError(e.kind(), "remote step " + std::to_string(step_number) + " (" +
+                                            prefix_.url_of(directory) +
+                                            ") cannot be read: " + e.what());
+      }
       logger().warn("skipping remote checkpoint {}: {}", prefix_.url_of(directory), e.what());
     }
   }

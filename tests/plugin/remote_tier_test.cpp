@@ -437,7 +437,7 @@ TEST_CASE("a store that is down stops neither a manager nor a restore from its r
       FAIL("a restore guessed while the store was down");
     } catch (const dcpp::CheckpointError& error) {
       CHECK(error.kind() == dcpp::ErrorKind::kIo);
-      CHECK_THAT(std::string(error.what()), Catch::Contains("cannot be reached"));
+      CHECK_THAT(std::string(error.what()), Catch::Contains("cannot be read"));
     }
   }
   tiers.server.clear_faults();

@@ -304,6 +304,11 @@ struct DCPP_API RestoreRequest {
   /// A restore that fails leaves the state as it was (LoadOptions::all_or_nothing), for one more
   /// copy of it in memory while it runs.
   bool all_or_nothing = false;
+  /// When the latest checkpoint (no `path` or `step` given) fails to load (corrupt, missing or
+  /// unreadable: kCorrupt, kNotFound, kIo), every rank logs why and loads the next older one,
+  /// and so on; the saves after it fork from it, as after any rollback. Off: the first failure
+  /// is thrown.
+  bool fall_back = true;
 
   RestoreRequest& with_path(std::filesystem::path value) {
     path = std::move(value);
@@ -323,6 +328,10 @@ struct DCPP_API RestoreRequest {
   }
   RestoreRequest& with_all_or_nothing(bool value) {
     all_or_nothing = value;
+    return *this;
+  }
+  RestoreRequest& with_fall_back(bool value) {
+    fall_back = value;
     return *this;
   }
 };

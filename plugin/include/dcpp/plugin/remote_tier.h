@@ -35,11 +35,24 @@ struct DCPP_API RemoteTierOptions {
   /// The files of a step uploaded at once (each a multipart upload of up to `s3.concurrency`
   /// parts in flight; S3Options::process_requests_in_flight bounds them all).
   int files_at_once = 4;
-  /// How long this job's hold on the prefix lasts without a drain pass (a lease object,
-  /// `.dcpp-drain-lease`, renewed by every pass, deleted when the manager ends): another job's
-  /// drain of the same prefix fails meanwhile, naming this one, and takes over once it expires.
-  /// 0: no lease (for a store without conditional PUTs; one job per prefix is then yours to keep).
+  /// How long this job's hold on the prefix lasts once it stops renewing it (a lease object,
+  /// `.dcpp-drain-lease`, taken by the first drain pass, renewed every third of this by a
+  /// heartbeat while the manager lives, released when it ends; every write of it is a
+  /// conditional PUT): another job's drain of the same prefix fails meanwhile, naming this one,
+  /// and takes over once it expires. 0: no lease (for a store without conditional PUTs; one job
+  /// per prefix is then yours to keep).
   std::chrono::seconds drain_lease{600};
+  /// This job's identity, the same across its restarts: a job whose predecessor (of the same
+  /// identity) died holding the lease takes it over at once instead of waiting for it to expire.
+  /// Empty: the environment's DCPP_JOB_ID, else SLURM_JOB_ID, else TORCHELASTIC_RUN_ID, else
+  /// none (a predecessor's lease is then waited out like another job's).
+  std::string job_id;
+  /// How long a restart may wait for the store: the reads of the remote steps when the manager
+  /// starts, restore() chooses a checkpoint, or latest() answers, each ending by then (an
+  /// S3Deadline). A store that does not answer in time counts as unreachable: restore() resumes
+  /// from the local root's newest step (forking, as the store may hold newer ones) or, with none,
+  /// fails on every rank naming the store. 0: no bound beyond S3Options' retries and stall timeout.
+  std::chrono::seconds restart_timeout{60};
   /// How the drain lists the remote steps: while the last listing found at most this many
   /// objects, one listing of all of them (a request per 1,000); beyond, the step directories (a
   /// listing with the delimiter "/"), then of each step its commit objects (`.metadata`, the
@@ -71,6 +84,14 @@ struct DCPP_API RemoteTierOptions {
   }
   RemoteTierOptions& with_drain_lease(std::chrono::seconds value) {
     drain_lease = value;
+    return *this;
+  }
+  RemoteTierOptions& with_restart_timeout(std::chrono::seconds value) {
+    restart_timeout = value;
+    return *this;
+  }
+  RemoteTierOptions& with_job_id(std::string value) {
+    job_id = std::move(value);
     return *this;
   }
   RemoteTierOptions& with_files_at_once(int value) {

@@ -1,0 +1,230 @@
+// Crash-state exploration of the CheckpointManager's commit (docs/reliability.md, "Crash states"):
+// for every prefix of the file-system calls an operation makes under the root (a save and the
+// pruning after it, a rollback's save replacing an abandoned step), the operation runs in a forked
+// child that dies before that call, killed or with power lost (file_system_calls.h); then a
+// restart in the parent must find only checkpoints that load bit for bit, and resume from the new
+// step or the one before, never from a step that fails to load or from nothing.
+
+#include "dcpp_test.h"
+#include "file_system_calls.h"
+
+#include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/plugin/checkpoint_info.h>
+#include <dcpp/plugin/checkpoint_manager.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace fs = std::filesystem;
+using dcpp::test::TempDir;
+using dcpp::test::crash_states::CrashMode;
+
+namespace {
+
+constexpr int64_t kValues = 1000;
+
+// The state run `run` has at `step`: values no other (run, step) has, in two dtypes.
+dcpp::StateDict state_of(int run, int64_t step) {
+  const double base = static_cast<double>(1000 * (100 * run + step));
+  dcpp::StateDict state;
+  state.insert("model.weight", at::arange(kValues, at::kDouble) + base);
+  state.insert("model.bias", (at::arange(kValues / 4, at::kFloat) + static_cast<float>(base)));
+  state.insert("step", step);
+  state.insert("run", static_cast<int64_t>(run));
+  return state;
+}
+
+dcpp::StateDict empty_state() {
+  dcpp::StateDict state;
+  state.insert("model.weight", at::zeros({kValues}, at::kDouble));
+  state.insert("model.bias", at::zeros({kValues / 4}, at::kFloat));
+  state.insert("step", int64_t{-1});
+  state.insert("run", int64_t{-1});
+  return state;
+}
+
+// The (run, step) whose values `state` holds, after checking that every value is that pair's,
+// bit for bit.
+std::pair<int, int64_t> identify(const dcpp::StateDict& state) {
+  const int run = static_cast<int>(state.at("run").value().toInt());
+  const int64_t step = state.at("step").value().toInt();
+  const dcpp::StateDict expected = state_of(run, step);
+  for (const char* key : {"model.weight", "model.bias"}) {
+    INFO(key << " of run " << run << ", step " << step);
+    CHECK(at::equal(state.at(key).tensor(), expected.at(key).tensor()));
+  }
+  return {run, step};
+}
+
+dcpp::CheckpointManagerOptions options_for(const fs::path& root, int keep_latest) {
+  return dcpp::CheckpointManagerOptions()
+      .with_root(root)
+      .with_async(false)
+      .with_retention(dcpp::RetentionPolicy().with_keep_latest(keep_latest));
+}
+
+dcpp::SaveRequest request(int64_t step) {
+  dcpp::SaveRequest r;
+  r.step = step;
+  return r;
+}
+
+// An operation on the root: prepares the state it starts from (never crashed), then acts (in the
+// child, which calls `arm` once it reaches the part explored).
+struct Scenario {
+  int keep_latest = 2;
+  std::function<void(const fs::path& root)> prepare;
+  std::function<void(const fs::path& root, const std::function<void()>& arm)> act;
+  std::set<std::pair<int, int64_t>> resumable_after_crash;  // (run, step)
+  std::pair<int, int64_t> resumed_after_success;
+};
+
+// What a restart finds under `root`: every complete checkpoint listed loads, bit for bit its own
+// (run, step); returns what restore() resumes from, or (0, -1) for nothing.
+std::pair<int, int64_t> restart(const fs::path& root, int keep_latest) {
+  dcpp::CheckpointManager manager(options_for(root, keep_latest));
+  for (const dcpp::CheckpointInfo& info : dcpp::list_checkpoints(root)) {
+    INFO("the listed checkpoint " << info.path.string());
+    dcpp::StateDict state = empty_state();
+    REQUIRE_NOTHROW(dcpp::load(state, info.path.string()));
+    CHECK(identify(state).second == info.step);
+  }
+  dcpp::StateDict state = empty_state();
+  const std::optional<dcpp::CheckpointInfo> info = manager.restore(state);
+  if (!info) return {0, -1};
+  return identify(state);
+}
+
+// How a child ended: true when it finished the operation, false when it died at the armed call.
+bool run_child(const fs::path& root, long call, CrashMode mode, const Scenario& scenario) {
+  std::fflush(nullptr);  // the child must not print the parent's buffered output again
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      scenario.act(root, [&] { dcpp::test::crash_states::crash_at(root, call, mode); });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "the operation failed: %s\n", e.what());
+      code = 3;
+    }
+    dcpp::test::crash_states::stop();
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  if (WIFSIGNALED(status)) {
+    REQUIRE(WTERMSIG(status) == SIGKILL);
+    return false;
+  }
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return true;
+}
+
+// The calls the operation makes, from a run with nothing armed to die.
+std::vector<std::string> recorded_calls(const fs::path& root, const Scenario& scenario) {
+  scenario.act(root, [&] { dcpp::test::crash_states::watch(root); });
+  std::vector<std::string> calls = dcpp::test::crash_states::calls();
+  dcpp::test::crash_states::stop();
+  return calls;
+}
+
+std::string describe(const std::pair<int, int64_t>& resumed) {
+  return "run " + std::to_string(resumed.first) + ", step " + std::to_string(resumed.second);
+}
+
+// Explores every crash state of `scenario` in `mode`; returns how many there were.
+long explore(const Scenario& scenario, CrashMode mode) {
+  TempDir dir;
+  const fs::path start = dir / "start";
+  scenario.prepare(start);
+  const auto fresh_root = [&](long call) {
+    const fs::path root = dir / ("root-" + std::to_string(call));
+    fs::copy(start, root, fs::copy_options::recursive);
+    return root;
+  };
+  const std::vector<std::string> calls = recorded_calls(fresh_root(0), scenario);
+  REQUIRE(calls.size() > 5);
+  long call = 1;
+  for (;; ++call) {
+    const fs::path root = fresh_root(call);
+    const bool finished = run_child(root, call, mode, scenario);
+    INFO("crashed before call " << call << " of " << calls.size() << ": "
+                                << (call <= static_cast<long>(calls.size()) ? calls[call - 1]
+                                                                            : "(none)"));
+    const std::pair<int, int64_t> resumed = restart(root, scenario.keep_latest);
+    INFO("resumed from " << describe(resumed));
+    if (finished) {
+      CHECK(resumed == scenario.resumed_after_success);
+      fs::remove_all(root);
+      break;
+    }
+    CHECK(scenario.resumable_after_crash.count(resumed) == 1);
+    fs::remove_all(root);
+  }
+  CHECK(call == static_cast<long>(calls.size()) + 1);  // the same calls as the recorded run
+  return call - 1;
+}
+
+Scenario save_and_prune() {
+  Scenario s;
+  s.prepare = [](const fs::path& root) {
+    dcpp::CheckpointManager manager(options_for(root, 2));
+    manager.save(state_of(1, 1), request(1));
+    manager.save(state_of(1, 2), request(2));
+  };
+  s.act = [](const fs::path& root, const std::function<void()>& arm) {
+    arm();
+    dcpp::CheckpointManager manager(options_for(root, 2));
+    manager.save(state_of(1, 3), request(3));  // then step 1 is pruned on the worker
+  };
+  s.resumable_after_crash = {{1, 2}, {1, 3}};
+  s.resumed_after_success = {1, 3};
+  return s;
+}
+
+Scenario rollback_save() {
+  Scenario s;
+  s.keep_latest = 5;
+  s.prepare = [](const fs::path& root) {
+    dcpp::CheckpointManager manager(options_for(root, 5));
+    for (int64_t step = 1; step <= 3; ++step) manager.save(state_of(1, step), request(step));
+  };
+  s.act = [](const fs::path& root, const std::function<void()>& arm) {
+    dcpp::CheckpointManager manager(options_for(root, 5));
+    dcpp::StateDict state = empty_state();
+    manager.restore(state, dcpp::RestoreRequest().with_step(2));  // a rollback: step 3 is newer
+    arm();
+    // Run 2's step 3 replaces run 1's, which this run abandons.
+    manager.save(state_of(2, 3), request(3));
+  };
+  // Until run 2's step 3 is committed run 1's is not abandoned: a restart resumes from it.
+  s.resumable_after_crash = {{1, 3}, {2, 3}};
+  s.resumed_after_success = {2, 3};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("every crash state of a save and the pruning after it restarts from a complete step") {
+  const CrashMode mode =
+      GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const long states = explore(save_and_prune(), mode);
+  std::printf("save and prune, %s: %ld crash states explored\n",
+              mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
+}
+
+TEST_CASE("every crash state of a rollback's save restarts from a complete step of one run") {
+  const CrashMode mode =
+      GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const long states = explore(rollback_save(), mode);
+  std::printf("rollback save, %s: %ld crash states explored\n",
+              mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
+}
