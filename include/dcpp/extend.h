@@ -23,6 +23,7 @@
 #include <dcpp/storage/huggingface_storage.h>
 #include <dcpp/storage/location_driver.h>
 #include <dcpp/storage/memory_step.h>
+#include <dcpp/storage/s3_deadline.h>
 #include <dcpp/storage/s3_options.h>
 #include <dcpp/storage/s3_prefix.h>
 #include <dcpp/storage/s3_storage.h>

@@ -202,7 +202,8 @@ TEST_CASE("restart matrix: every store fault x local root x ranks ends alike on 
       CHECK(outcome.step == 3);  // the store's newest
     } else if (store == StoreFault::kStsStalled) {
       // No credentials, no store: the manager fails, naming it, local steps or not.
-      CHECK_THAT(outcome.error, Catch::Contains(matrix.url()));
+      CHECK_THAT(outcome.error, Catch::Contains(matrix.url()) && Catch::Contains("STS at") &&
+                                    Catch::Contains("did not answer"));
     } else if (local == LocalRoot::kOlderSteps) {
       CHECK(outcome.error.empty());
       CHECK(outcome.step == 2);  // the local newest, forked from
