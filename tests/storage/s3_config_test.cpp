@@ -219,13 +219,50 @@ TEST_CASE("S3 shared files are found under HOME") {
 
 TEST_CASE("S3 credentials found nowhere are a usage error saying where it looked") {
   ScopedAwsEnvironment env;
-  env.set("AWS_PROFILE", "missing");
   const auto [kind, message] = resolve_error(S3Options{}, "my-bucket");
   CHECK(kind == ErrorKind::kUsage);
   CHECK_THAT(message, Catch::Contains("no S3 credentials for bucket 'my-bucket'"));
   CHECK_THAT(message, Catch::Contains("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"));
-  CHECK_THAT(message, Catch::Contains("profile 'missing'"));
+  CHECK_THAT(message, Catch::Contains("profile 'default'"));
   CHECK_THAT(message, Catch::Contains((env.home() / ".aws" / "credentials").string()));
+}
+
+TEST_CASE("S3 profiles dcpp cannot use stop it, never another identity") {
+  ScopedAwsEnvironment env;
+  const std::string config_file = (env.home() / "config").string();
+  dcpp::test::write_file(config_file,
+                         "[profile assumed]\nrole_arn = arn:aws:iam::123456789012:role/r\n"
+                         "source_profile = default\n"
+                         "[profile on-ec2]\nrole_arn = arn:aws:iam::123456789012:role/r\n"
+                         "credential_source = Ec2InstanceMetadata\n"
+                         "[profile sso]\nsso_session = corp\nsso_account_id = 123456789012\n");
+  env.set("AWS_CONFIG_FILE", config_file);
+  // The machine's own role would answer: a container's endpoint that gives keys.
+  env.set("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/never-asked");
+  SECTION("a mistyped AWS_PROFILE") {
+    env.set("AWS_PROFILE", "asumed");
+    const auto [kind, message] = resolve_error(S3Options{});
+    CHECK(kind == ErrorKind::kUsage);
+    CHECK_THAT(message, Catch::Contains("the S3 profile 'asumed' (AWS_PROFILE) is in neither"));
+  }
+  SECTION("a mistyped S3Options::profile") {
+    S3Options options;
+    options.profile = "nope";
+    CHECK_THAT(resolve_error(options).second,
+               Catch::Contains("the S3 profile 'nope' (S3Options::profile) is in neither"));
+  }
+  for (const char* profile : {"assumed", "on-ec2"}) {
+    SECTION(std::string("AssumeRole: ") + profile) {
+      env.set("AWS_PROFILE", profile);
+      const auto [kind, message] = resolve_error(S3Options{});
+      CHECK(kind == ErrorKind::kUsage);
+      CHECK_THAT(message, Catch::Contains("AssumeRole") && Catch::Contains("credential_process"));
+    }
+  }
+  SECTION("IAM Identity Center") {
+    env.set("AWS_PROFILE", "sso");
+    CHECK_THAT(resolve_error(S3Options{}).second, Catch::Contains("IAM Identity Center"));
+  }
 }
 
 TEST_CASE("S3 credentials given by half are a usage error naming the missing half") {

@@ -11,6 +11,7 @@
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/s3_prefix.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <chrono>
@@ -163,6 +164,30 @@ TEST_CASE("S3 credentials from web identity (STS), asked for again before they e
   CHECK(refused.kind() == dcpp::ErrorKind::kUsage);
   CHECK_THAT(std::string(refused.what()),
              Catch::Contains("dcpp-test") && Catch::Contains("InvalidIdentityToken"));
+}
+
+TEST_CASE("S3 credentials whose renewal fails are asked for again once in a while, not per request") {
+  S3TestServer& server = S3TestServer::get();
+  ScopedAwsEnvironment env;
+  write_text(env.home() / "token", "dcpp-web-identity-token\n");
+  env.set("AWS_WEB_IDENTITY_TOKEN_FILE", (env.home() / "token").string());
+  env.set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
+  env.set("AWS_ENDPOINT_URL_STS", server.credentials_endpoint() + "/sts");
+  server.set_credentials_ttl(120);  // within the five-minute margin: due before every request
+  dcpp::S3Prefix prefix("s3://" + server.create_bucket("renewal") + "/objects", without_keys());
+  prefix.write("first", "1");  // credentials from STS
+  S3Fault sts_down;
+  sts_down.path_contains = "__dcpp_credentials/sts";
+  sts_down.status = 500;
+  sts_down.times = 1000;
+  server.inject(sts_down);
+  server.reset_traffic();
+  for (int i = 0; i < 10; ++i) prefix.write("object-" + std::to_string(i), "x");
+  const dcpp::test::S3Traffic traffic = server.traffic();
+  server.clear_faults();
+  server.set_credentials_ttl(3600);
+  CHECK(traffic.faults == 1);  // one renewal tried; the other nine writes signed with the old keys
+  CHECK(prefix.read("object-9") == std::optional<std::string>("x"));
 }
 
 TEST_CASE("S3 credentials from a container's endpoint and from EC2's instance metadata") {

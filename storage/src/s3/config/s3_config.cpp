@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -138,6 +139,48 @@ std::string session_name(const std::string& configured) {
   return configured.empty() ? "dcpp-" + std::to_string(std::time(nullptr)) : configured;
 }
 
+/// Throws kUsage where the AWS SDKs would not sign with the instance's or the container's role:
+/// a profile named (S3Options::profile, AWS_PROFILE) that neither file holds ("profile not
+/// found"), and a profile whose credentials come from what dcpp does not implement: AssumeRole
+/// (`role_arn` with `source_profile` or `credential_source`) and IAM Identity Center (`sso_*`).
+/// Falling through to the machine's role would sign with another identity.
+void refuse_unsupported_profile(const S3Options& options, const std::string& profile,
+                                const SharedFile& credentials_file, const SharedFile& config_file,
+                                const std::function<std::string(const char*)>& config_entry) {
+  const bool named = !options.profile.empty() || !env("AWS_PROFILE").empty();
+  const bool in_credentials =
+      credentials_file.contents && credentials_file.contents->has_section(profile);
+  const bool in_config =
+      config_file.contents &&
+      config_file.contents->has_section(config_section(*config_file.contents, profile));
+  if (named && !in_credentials && !in_config) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the S3 profile '" + profile + "' (" +
+                              (options.profile.empty() ? "AWS_PROFILE" : "S3Options::profile") +
+                              ") is in neither " + credentials_file.describe() + " nor " +
+                              config_file.describe() +
+                              ": fix its name, or add it; dcpp does not fall back to another "
+                              "identity (the AWS SDKs fail the same way)");
+  }
+  const auto unsupported = [&](const std::string& how) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "the S3 profile '" + profile + "' of " + config_file.describe() +
+                              " gets its credentials by " + how +
+                              ", which dcpp does not implement; rather than sign with another "
+                              "identity it stops: give the profile a credential_process (for "
+                              "example `aws configure export-credentials --profile " +
+                              profile + " --format process`), or keys");
+  };
+  if (!config_entry("role_arn").empty() &&
+      (!config_entry("source_profile").empty() || !config_entry("credential_source").empty())) {
+    unsupported("AssumeRole (role_arn with source_profile or credential_source)");
+  }
+  if (!config_entry("sso_session").empty() || !config_entry("sso_start_url").empty() ||
+      !config_entry("sso_account_id").empty()) {
+    unsupported("IAM Identity Center (sso_session, sso_start_url)");
+  }
+}
+
 /// In the AWS SDKs' order: S3Options' keys; the environment's keys, then its web identity
 /// (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN), unless options name a profile (an explicit
 /// profile is asked for by name, as the CLI's --profile is); the profile's keys in the
@@ -167,6 +210,7 @@ Credentials resolve_credentials(const S3Options& options, const std::string& buc
                                           session_name(env("AWS_ROLE_SESSION_NAME")),
                                           sts_endpoint(region));
   } else {
+    refuse_unsupported_profile(options, profile, credentials_file, config_file, config_entry);
     found = profile_credentials(credentials_file, profile, profile);
     const std::string process = config_entry("credential_process");
     if (!found && !process.empty()) {

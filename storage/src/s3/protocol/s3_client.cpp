@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -177,23 +178,47 @@ class S3Client::Impl {
   }
 
   /// The credentials to sign with now: asked for again first when they expire within five
-  /// minutes (when that fails, the old ones are used while they last, with a warning).
+  /// minutes, by one request at a time; the others sign with the old ones meanwhile (they wait
+  /// only once those have expired). When asking fails, the old ones are used while they last,
+  /// with a warning, and no request asks again for kRenewalRetry: an STS or IMDS that hangs costs
+  /// one request its timeout, not every request.
   std::shared_ptr<const S3Credentials> current_credentials() {
-    const std::lock_guard<std::mutex> lock(credentials_mutex_);
-    const auto& expiration = credentials_->expiration;
-    if (expiration && config_.reload_credentials &&
-        std::chrono::system_clock::now() + std::chrono::minutes(5) >= *expiration) {
-      try {
-        credentials_ = std::make_shared<const S3Credentials>(config_.reload_credentials());
-        logger().debug("S3 credentials for bucket '{}' renewed before they expire (from {})",
-                       config_.bucket, credentials_->source);
-      } catch (const std::exception& e) {
-        logger().warn(
-            "renewing the S3 credentials for bucket '{}' failed (the old ones are used "
-            "while they last): {}",
-            config_.bucket, e.what());
-      }
+    using SystemClock = std::chrono::system_clock;
+    std::unique_lock<std::mutex> lock(credentials_mutex_);
+    for (;;) {
+      const auto& expiration = credentials_->expiration;
+      const SystemClock::time_point now = SystemClock::now();
+      const bool due = expiration && config_.reload_credentials &&
+                       now + std::chrono::minutes(5) >= *expiration &&
+                       std::chrono::steady_clock::now() >= next_renewal_;
+      if (!due) return credentials_;
+      if (!renewing_) break;
+      if (now < *expiration) return credentials_;  // another request is renewing them
+      renewal_done_.wait(lock);
     }
+    renewing_ = true;
+    lock.unlock();
+    std::shared_ptr<const S3Credentials> fresh;
+    std::string failure;
+    try {
+      fresh = std::make_shared<const S3Credentials>(config_.reload_credentials());
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    lock.lock();
+    renewing_ = false;
+    if (fresh) {
+      credentials_ = std::move(fresh);
+      logger().debug("S3 credentials for bucket '{}' renewed before they expire (from {})",
+                     config_.bucket, credentials_->source);
+    } else {
+      next_renewal_ = std::chrono::steady_clock::now() + kRenewalRetry;
+      logger().warn(
+          "renewing the S3 credentials for bucket '{}' failed (the old ones are used while they "
+          "last; asked again in {} s): {}",
+          config_.bucket, kRenewalRetry.count(), failure);
+    }
+    renewal_done_.notify_all();
     return credentials_;
   }
 
@@ -487,6 +512,12 @@ class S3Client::Impl {
   S3Config config_;
   S3Transport transport_;
   std::mutex credentials_mutex_;
+  // The renewal before expiry (current_credentials), guarded by credentials_mutex_: whether a
+  // request is asking now, and when one may ask again after a failure.
+  static constexpr std::chrono::seconds kRenewalRetry{15};
+  bool renewing_ = false;
+  std::chrono::steady_clock::time_point next_renewal_{};
+  std::condition_variable renewal_done_;
   std::shared_ptr<const S3Credentials> credentials_;  // replaced whole, never changed
   std::string bucket_url_;  // path-style "endpoint/bucket", virtual-hosted "scheme://bucket.host"
   // What the endpoint's answers said, shared by every client of the endpoint in the process.
