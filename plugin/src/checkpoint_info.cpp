@@ -129,7 +129,11 @@ std::vector<CheckpointInfo> list_local_steps(const fs::path& root, bool node_loc
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (!step_of_directory_name(name)) continue;
-    if (!node_local && !fs::exists(entry.path() / ".metadata", ec)) continue;
+    // An empty `.metadata` is what a power loss leaves of one never fsynced (sync_files off).
+    if (!node_local && (!fs::exists(entry.path() / ".metadata", ec) ||
+                        fs::file_size(entry.path() / ".metadata", ec) == 0 || ec)) {
+      continue;
+    }
     if (!fs::exists(entry.path() / kCheckpointInfoFile, ec)) {
       // A step Megatron-LM saved: committed by its metadata.json, without a manifest of dcpp's.
       if (is_megatron_step_name(name) && fs::exists(entry.path() / kMegatronConfigFile, ec)) {

@@ -204,6 +204,8 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   // latest_checkpointed_iteration.txt, with its step names.
   void record_committed_step(int64_t step, CheckpointKind kind) const;
   void check_disk_space() const;
+  // On the root's leader, after a save into `temporary` failed on every rank: removes it.
+  void remove_failed_save(const std::filesystem::path& temporary) const;
   // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
                         ManagedSave result, const std::string& save_id);

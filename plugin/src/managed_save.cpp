@@ -234,11 +234,27 @@ ManagedSave CheckpointManager::Impl::save_async(const StateDict& resolved,
       record.error = detail::exception_message(std::current_exception());
       detail::logger().error("checkpoint of step {} failed on rank {}: {}", request.step, rank,
                              record.error);
+      remove_failed_save(temporary);
       history.add(record, std::current_exception());
       committed->set_exception(std::current_exception());
     }
   });
   return result;
+}
+
+// After a save into `temporary` failed on every rank (a collective failure: no rank writes there
+// any more), on the rank that commits the directory: its files go at once, not at the next
+// manager's start, so that a disk filled by a failed save does not refuse the saves after it.
+void CheckpointManager::Impl::remove_failed_save(const fs::path& temporary) const {
+  if (!is_root_leader()) return;
+  std::error_code error;
+  const uintmax_t removed = fs::remove_all(temporary, error);
+  if (error) {
+    detail::logger().warn("removing '{}' of a failed save failed (the next manager removes it): {}",
+                          temporary.string(), error.message());
+  } else if (removed > 0) {
+    detail::logger().info("removed '{}' of the failed save", temporary.string());
+  }
 }
 
 SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
@@ -260,7 +276,13 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   auto start = SteadyClock::now();
   // Throws on every rank when any rank failed (the disk check on the coordinator included).
   detail::SaveGate writer = gated_writer(temporary, kind);
-  const Metadata metadata = dcpp::save(resolved, writer, save_options);
+  Metadata metadata;
+  try {
+    metadata = dcpp::save(resolved, writer, save_options);
+  } catch (...) {
+    remove_failed_save(temporary);
+    throw;
+  }
   record.write_seconds = seconds_since(start);
   record.written_bytes = bytes_written_by(metadata, rank);
   log->record(operation, "write", request.step, record.written_bytes, record.write_seconds,
@@ -281,6 +303,7 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   }
   commit_error = detail::failures_of_ranks(group, rank, commit_error);
   if (!commit_error.empty()) {
+    remove_failed_save(temporary);
     throw CheckpointError(ErrorKind::kIo,
                           "committing '" + final_path.string() + "' failed (" + commit_error + ")");
   }

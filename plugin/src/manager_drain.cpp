@@ -63,6 +63,13 @@ void CheckpointManager::Impl::drain_to_remote(bool retry_failed_now, bool collec
   }
   wait_until_idle();
   if (retry_failed_now && remote && is_coordinator()) {
+    // The passes before this retry failed on steps it tries again: its outcome is the answer
+    // (their errors were logged when they happened).
+    drainer.wait_until_idle();
+    {
+      const std::lock_guard<std::mutex> lock(drain_error_mutex);
+      drain_error = nullptr;
+    }
     drainer.post([this] { drain_remote(true); });
   }
   drainer.wait_until_idle();

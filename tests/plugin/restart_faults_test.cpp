@@ -50,7 +50,10 @@ struct FaultyStore {
   TempDir dir;
   std::string url = "s3://" + server.create_bucket("restart-faults") + "/run";
 
-  FaultyStore() { server.clear_faults(); }
+  FaultyStore() {
+    server.clear_faults();
+    server.reset_traffic();
+  }
   ~FaultyStore() { server.clear_faults(); }
 
   dcpp::CheckpointManagerOptions options(const fs::path& root) const {
@@ -180,4 +183,19 @@ TEST_CASE("a restarted job takes over its dead predecessor's lease at once, anot
   CHECK(steps_of(restarted.list_remote()) == std::vector<int64_t>{1});
   dcpp::CheckpointManager elsewhere(store.options(store.dir / "elsewhere"));
   CHECK(resumed_run(elsewhere) == std::make_pair(7, int64_t{1}));
+}
+
+TEST_CASE("wait_for_remote reports what its own retry did, not an earlier pass's failure") {
+  FaultyStore store;
+  S3Fault fault;  // the first pass's commit of step 1 fails, every try of it
+  fault.method = "PUT";
+  fault.path_contains = "step-00000001/.metadata";
+  fault.status = 500;
+  fault.times = store.server.options().max_attempts;
+  store.server.inject(fault);
+  dcpp::CheckpointManager manager(store.options(store.dir / "checkpoints"));
+  manager.save(run_state(1, 1), request(1));
+  manager.wait_for_remote();  // the retry copies the step: no error
+  CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1});
+  CHECK(store.server.traffic().faults == fault.times);
 }

@@ -105,3 +105,19 @@ TEST_CASE("two ranks fall back together when one rank's data of the newest step 
   CHECK(restored == std::vector<int64_t>{1, 1});
   CHECK(bit_for_bit == std::vector<bool>{true, true});
 }
+
+TEST_CASE("an empty .metadata, what a power loss leaves without fsync, is no complete checkpoint") {
+  TempDir dir;
+  const dcpp::CheckpointManagerOptions options =
+      dcpp::CheckpointManagerOptions().with_root(dir / "checkpoints").with_async(false);
+  {
+    dcpp::CheckpointManager manager(options);
+    for (int64_t step = 1; step <= 2; ++step) manager.save(fallback_state(step), request(step));
+  }
+  // The manifest survived, `.metadata` did not (sync_files off: neither was fsynced).
+  dcpp::test::write_file(dir / "checkpoints" / "step-00000002" / ".metadata", "");
+  CHECK(dcpp::test::steps_of(dcpp::list_checkpoints(dir / "checkpoints")) ==
+        std::vector<int64_t>{1});
+  dcpp::CheckpointManager manager(options);
+  CHECK(fallback_restored_step(manager) == 1);
+}

@@ -4,7 +4,9 @@
 //   which
 //                                 fits, then step 2, which does not; prints "failed as expected: "
 //                                 and the error, then "step 1 intact" once step 1 is still the
-//                                 latest checkpoint and loads back bit for bit.
+//                                 latest checkpoint and loads back bit for bit, then "step 3
+//                                 saved after the failure" once the failed save's directory is
+//                                 gone and a save that fits went through.
 //   fault_worker save DIR         one process (no launcher) saves a small state dict into DIR;
 //                                 prints "saved", or "failed (<ErrorKind>): " and the error.
 
@@ -13,8 +15,11 @@
 #include <dcpp/dist/launched_rank.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -96,5 +101,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("step 1 intact\n");
+  // The failed save's files are gone: a save that fits goes through.
+  if (fs::exists(fs::path(argv[2]) / "step-00000002.incomplete")) {
+    std::fprintf(stderr, "rank %d: the failed save's directory is still there\n", rank);
+    return 1;
+  }
+  dcpp::SaveRequest third;
+  third.step = 3;
+  manager.save(state(3, kFits, rank, ranks), third);
+  std::printf("step 3 saved after the failure\n");
   return 0;
 }

@@ -35,6 +35,8 @@ TEST_CASE(
     CHECK(text.find(".distcp") != std::string::npos);
     CHECK(text.find("free some space or save elsewhere") != std::string::npos);
     CHECK(result.output.find(std::string(rank) + " step 1 intact") != std::string::npos);
+    CHECK(result.output.find(std::string(rank) + " step 3 saved after the failure") !=
+          std::string::npos);
   }
 }
 
