@@ -200,6 +200,23 @@ TEST_CASE("memory steps written as a DCP checkpoint load resharded, bit for bit"
     CHECK(dcpp::test::bitwise_equal(whole.at("own_" + std::to_string(r)).tensor(),
                                     at::full({3}, r, at::kInt)));
   }
+  // Its checksum file covers every item, as any save's: one changed byte is named.
+  REQUIRE(std::filesystem::exists(dir / "ckpt" / ".checksums"));
+  const std::filesystem::path data = dir / "ckpt" / "__1_0.distcp";
+  std::string bytes = dcpp::test::read_file(data);
+  const at::Tensor rows = w.slice(0, bounds[1], bounds[2]).contiguous();
+  const size_t payload = bytes.find(std::string(static_cast<const char*>(rows.data_ptr()),
+                                                static_cast<size_t>(rows.nbytes())));
+  REQUIRE(payload != std::string::npos);  // rank 1's rows of w, as stored
+  bytes[payload + 3] = static_cast<char>(bytes[payload + 3] ^ 0x10);
+  dcpp::test::write_file(data, bytes);
+  try {
+    dcpp::load(whole, dir / "ckpt");
+    FAIL("a changed byte of a flushed memory step was loaded");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kCorrupt);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("the checksum file records"));
+  }
 }
 
 TEST_CASE("a series of memory steps through one cache reuses what did not change, and only that") {

@@ -11,6 +11,8 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/plugin/checkpoint_info.h>
 #include <dcpp/plugin/checkpoint_manager.h>
+#include <dcpp/plugin/memory_flush.h>
+#include <dcpp/plugin/memory_tier.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,11 +134,35 @@ bool run_child(const fs::path& root, long call, CrashMode mode, const Scenario& 
   return true;
 }
 
-// The calls the operation makes, from a run with nothing armed to die.
+// The calls the operation makes, from a run with nothing armed to die (in a child too: the
+// operation may leave state in the process that runs it, such as a memory tier's holder).
 std::vector<std::string> recorded_calls(const fs::path& root, const Scenario& scenario) {
-  scenario.act(root, [&] { dcpp::test::crash_states::watch(root); });
-  std::vector<std::string> calls = dcpp::test::crash_states::calls();
-  dcpp::test::crash_states::stop();
+  const fs::path record = root.string() + ".calls";
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      scenario.act(root, [&] { dcpp::test::crash_states::watch(root); });
+      std::string lines;
+      for (const std::string& call : dcpp::test::crash_states::calls()) lines += call + "\n";
+      dcpp::test::crash_states::stop();
+      dcpp::test::write_file(record, lines);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "the recorded operation failed: %s\n", e.what());
+      code = 3;
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::vector<std::string> calls;
+  std::istringstream lines(dcpp::test::read_file(record));
+  for (std::string line; std::getline(lines, line);) calls.push_back(line);
   return calls;
 }
 
@@ -188,6 +214,37 @@ Scenario save_and_prune() {
     arm();
     dcpp::CheckpointManager manager(options_for(root, 2));
     manager.save(state_of(1, 3), request(3));  // then step 1 is pruned on the worker
+  };
+  s.resumable_after_crash = {{1, 2}, {1, 3}};
+  s.resumed_after_success = {1, 3};
+  return s;
+}
+
+// The memory tier's job of the flush scenario: a name of its own, the same for every copy of the
+// root (a job's name is otherwise derived from its root).
+const std::string& flush_job() {
+  static const std::string job = "crash-states-flush-" + std::to_string(::getpid());  // the parent's
+  return job;
+}
+
+// A dead job's newest memory step (3) committed to disk beside its disk steps 1 and 2
+// (flush_memory_tier, as dcpp-launch does when a job dies).
+Scenario memory_flush() {
+  Scenario s;
+  s.prepare = [](const fs::path& root) {
+    dcpp::CheckpointManagerOptions options = options_for(root, 2);
+    options.memory = dcpp::MemoryTierOptions().with_every_steps(1).with_job(flush_job());
+    dcpp::CheckpointManager manager(options);
+    manager.save(state_of(1, 1), request(1));
+    manager.save(state_of(1, 2), request(2));
+    manager.save_to_memory(state_of(1, 3), request(3));  // then the job dies
+    manager.wait_for_memory_copy();
+  };
+  s.act = [](const fs::path& root, const std::function<void()>& arm) {
+    arm();
+    const dcpp::MemoryFlushResult flushed = dcpp::flush_memory_tier(
+        dcpp::MemoryFlushOptions().with_root(root).with_job(flush_job()).with_keep_regions(true));
+    if (!flushed.written) throw std::runtime_error(flushed.message);
   };
   s.resumable_after_crash = {{1, 2}, {1, 3}};
   s.resumed_after_success = {1, 3};
@@ -248,4 +305,14 @@ TEST_CASE("every crash state of a save without fsync restarts from a complete st
   // Power lost: what was written is gone, and an empty `.metadata` must not list as complete.
   const long states = explore(save_without_fsync(), CrashMode::kPowerLost);
   std::printf("save without fsync, power lost: %ld crash states explored\n", states);
+}
+
+TEST_CASE("every crash state of a memory tier's flush to disk restarts from a complete step") {
+  const CrashMode mode = GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const long states = explore(memory_flush(), mode);
+  std::printf("memory flush, %s: %ld crash states explored\n",
+              mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
+  // The regions kept for every crash state go now.
+  TempDir scratch;
+  dcpp::flush_memory_tier(dcpp::MemoryFlushOptions().with_root(scratch.path()).with_job(flush_job()));
 }
