@@ -33,6 +33,7 @@
 #include <dcpp/async/async_checkpointer.h>
 #include <dcpp/plugin/checkpoint_manager.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -142,8 +143,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void after_commit();
 
   /// Coordinator, on the drainer: one RemoteTier::drain pass; its error logged and kept for
-  /// wait_for_remote().
-  void drain_remote(bool retry_failed_now);
+  /// wait_for_remote(). `starting`: the pass a new manager posts (its lease and listing within
+  /// the restart timeout, as those of the passes run after close() began).
+  void drain_remote(bool retry_failed_now, bool starting = false);
 
   /// Blocks until the async save in flight is uploaded and committed and every task posted to the
   /// worker (commits, pruning) has run, and the memory copies queued have ended. Throws what
@@ -206,6 +208,8 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   void check_disk_space() const;
   // On the root's leader, after a save into `temporary` failed on every rank: removes it.
   void remove_failed_save(const std::filesystem::path& temporary) const;
+  // A step this root's leader committed, whose save failed on another host: removed.
+  void withdraw_commit(const std::filesystem::path& final_path) const;
   // `save_id`: the save's identity, agreed by the ranks (node-local roots), or "" for a new one.
   ManagedSave save_sync(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
                         ManagedSave result, const std::string& save_id);
@@ -235,6 +239,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::unique_ptr<detail::MemoryTier> memory;
   /// The remote tier (null without one); drained by the coordinator only.
   std::unique_ptr<detail::RemoteTier> remote;
+  /// When close() began (steady clock ticks), 0 before: the drain passes it waits for read the
+  /// store within the restart timeout of it.
+  std::atomic<int64_t> closing_since{0};
   std::mutex drain_error_mutex;
   std::exception_ptr drain_error;  // the first drain pass that failed, until wait_for_remote()
 

@@ -257,6 +257,20 @@ void CheckpointManager::Impl::remove_failed_save(const fs::path& temporary) cons
   }
 }
 
+// A step this rank committed whose save then failed on another host's leader: renamed aside
+// (`.deleting`, which the next manager removes if this one cannot) and removed.
+void CheckpointManager::Impl::withdraw_commit(const fs::path& final_path) const {
+  const fs::path deleting = final_path.string() + detail::kDeletingSuffix;
+  try {
+    detail::rename_durably(final_path, deleting, options.file_system.sync_files);
+    fs::remove_all(deleting);
+    detail::logger().warn("withdrew '{}': the save failed on another host", final_path.string());
+  } catch (const std::exception& e) {
+    detail::logger().error("withdrawing '{}', whose save failed on another host, failed: {}",
+                           final_path.string(), e.what());
+  }
+}
+
 SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
                                                   const SaveRequest& request, CheckpointKind kind,
                                                   const fs::path& final_path, SaveRecord record,
@@ -290,12 +304,14 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   log->begin(operation, "commit", request.step, final_path.string());
   start = SteadyClock::now();
   std::string commit_error;
+  bool committed_here = false;
   if (is_root_leader()) {
     try {
       detail::commit_checkpoint(temporary, final_path,
                                 detail::make_manifest(request, kind, world, stored_bytes(metadata),
                                                       record, lineage, save_id),
                                 options.file_system.sync_files);
+      committed_here = true;
       record_committed_step(request.step, kind);
     } catch (const std::exception& e) {
       commit_error = e.what();
@@ -303,6 +319,9 @@ SaveRecord CheckpointManager::Impl::save_blocking(const StateDict& resolved,
   }
   commit_error = detail::failures_of_ranks(group, rank, commit_error);
   if (!commit_error.empty()) {
+    // With a node-local root, another host's commit failed: this host's part of the save is no
+    // step, and must not be drained as one.
+    if (committed_here) withdraw_commit(final_path);
     remove_failed_save(temporary);
     throw CheckpointError(ErrorKind::kIo,
                           "committing '" + final_path.string() + "' failed (" + commit_error + ")");

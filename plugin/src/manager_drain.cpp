@@ -13,6 +13,7 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace dcpp {
 
@@ -33,10 +34,22 @@ void CheckpointManager::Impl::after_commit() {
   drainer.post([this] { drain_remote(false); });
 }
 
-void CheckpointManager::Impl::drain_remote(bool retry_failed_now) {
+void CheckpointManager::Impl::drain_remote(bool retry_failed_now, bool starting) {
   try {
+    // The passes a restart or the manager's end waits for read the lease and the listing within
+    // the restart timeout (of the pass's start, or of the end's): a store that hangs must not
+    // hold a job's start or exit for minutes. Uploads are not cut short.
+    std::optional<detail::SteadyClock::duration> listing_bound;
+    const int64_t closing = closing_since.load();
+    if (options.remote.restart_timeout.count() > 0 && (starting || closing != 0)) {
+      listing_bound = options.remote.restart_timeout;
+      if (!starting) {
+        const auto since = detail::SteadyClock::time_point(detail::SteadyClock::duration(closing));
+        *listing_bound -= detail::SteadyClock::now() - since;
+      }
+    }
     remote->drain(options.root, options.retention, options.file_system.sync_files,
-                  retry_failed_now);
+                  retry_failed_now, listing_bound);
   } catch (...) {
     detail::logger().error(
         "draining '{}' to {} failed (the steps stay local; the next commit "
@@ -93,6 +106,7 @@ void CheckpointManager::Impl::wait_for_remote() {
 
 void CheckpointManager::Impl::close() noexcept {
   if (host_recheck) host_recheck->close();
+  closing_since = detail::SteadyClock::now().time_since_epoch().count();
   try {
     drain_to_remote(false, false);  // never collective: ranks may end apart
   } catch (...) {                   // logged when it happened

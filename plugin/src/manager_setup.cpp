@@ -118,7 +118,9 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
     host_recheck = std::make_unique<detail::DelayedPost>(
         [this] { drainer.post([this] { drain_remote(false); }); });
   }
-  if (remote && is_root_leader()) after_commit();  // steps an earlier job did not drain
+  if (remote && is_root_leader()) {  // steps an earlier job did not drain
+    drainer.post([this] { drain_remote(false, /*starting=*/true); });
+  }
   schedule.restart();
 }
 

@@ -17,6 +17,7 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/plugin/retention_policy.h>
 #include <dcpp/storage/megatron_storage.h>
+#include <dcpp/storage/s3_deadline.h>
 #include <dcpp/storage/s3_storage.h>
 
 #include <algorithm>
@@ -70,11 +71,17 @@ RemoteTier::~RemoteTier() { lease_.release(); }
 std::string RemoteTier::step_url(int64_t step) const { return prefix_.url_of(directory_of(step)); }
 
 void RemoteTier::drain(const fs::path& root, const RetentionPolicy& local_policy, bool sync_files,
-                       bool retry_failed_now) {
+                       bool retry_failed_now,
+                       std::optional<std::chrono::steady_clock::duration> listing_bound) {
   const bool deletes = role_ != DrainRole::kHostFiles;  // and holds the lease
-  if (deletes && options_.drain_lease.count() > 0) lease_.hold();
   std::map<int64_t, StepObjects> incomplete;
-  const std::vector<CheckpointInfo> remote = list(&incomplete);
+  std::vector<CheckpointInfo> remote;
+  {
+    std::optional<S3Deadline> bound;
+    if (listing_bound) bound.emplace(*listing_bound, "RemoteTierOptions::restart_timeout");
+    if (deletes && options_.drain_lease.count() > 0) lease_.hold();
+    remote = list(&incomplete);
+  }
   const std::vector<CheckpointInfo> local = list_local_steps(root, role_ != DrainRole::kWholeSteps);
   std::vector<CheckpointInfo> all = local;  // local first: preferred
   all.insert(all.end(), remote.begin(), remote.end());

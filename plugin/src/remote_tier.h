@@ -100,8 +100,11 @@ class RemoteTier {
   /// takes the lease, aborts uploads and deletes remotely, sparing the directories other hosts
   /// may still be copying into (the steps it has yet to commit remotely, and those newer than
   /// its newest local step).
+  /// With `listing_bound`, taking the lease and listing the store end within it (an
+  /// S3Deadline; a store that does not answer fails the pass, kIo); the copies are not bounded.
   void drain(const std::filesystem::path& root, const RetentionPolicy& local_policy,
-             bool sync_files, bool retry_failed_now);
+             bool sync_files, bool retry_failed_now,
+             std::optional<std::chrono::steady_clock::duration> listing_bound = std::nullopt);
 
  private:
   // kHost roles (remote_tier_hosts.cpp): copies this host's files of the local step `info` that
@@ -202,6 +205,9 @@ class RemoteTier {
   // kHost roles: the saves (by step) whose host part this process copied; a part gone from the
   // store before the step was committed was deleted (the coordinator does not drain that save).
   std::map<int64_t, std::string> copied_parts_;
+  // kHostFiles: the saves whose parts the coordinator deleted before committing them: not
+  // copied again (the drain thread's).
+  std::set<std::string> undrained_saves_;
   std::atomic<bool> waiting_for_hosts_{false};
   mutable std::mutex backlog_mutex_;  // guards backlog_
   std::string backlog_;               // backlog(), set by each pass

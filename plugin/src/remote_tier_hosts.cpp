@@ -32,6 +32,7 @@ std::string marker_prefix(const std::string& save_id) { return ".dcpp-part-" + s
 }  // namespace
 
 std::string RemoteTier::copy_host_part(const CheckpointInfo& info, const StepObjects& objects) {
+  if (undrained_saves_.count(info.save_id) != 0) return {};  // the coordinator's word, below
   const std::string directory = directory_of(info.step) + "/";
   const std::string marker = marker_prefix(info.save_id) + "rank-" + std::to_string(rank_);
   // This host's files: the manifest is the coordinator's to upload, with `.metadata`.
@@ -47,13 +48,16 @@ std::string RemoteTier::copy_host_part(const CheckpointInfo& info, const StepObj
   if (!copied) {
     const auto before = copied_parts_.find(info.step);
     if (before != copied_parts_.end() && before->second == info.save_id) {
-      copied_parts_.erase(before);  // copied again by the pass after the backoff
-      throw CheckpointError(ErrorKind::kIo,
-                            "this host's files of step " + std::to_string(info.step) +
-                                ", copied to " + step_url(info.step) +
-                                ", were deleted there before the step was committed: the "
-                                "coordinator does not drain that save of the step (its commit "
-                                "failed, or it rolled back)");
+      // Deleted before the step was committed: the coordinator does not drain that save (its
+      // commit failed, it rolled back, or its policy keeps no such step). Copying it again would
+      // only be deleted again, every pass: this process leaves it, once said.
+      copied_parts_.erase(before);
+      undrained_saves_.insert(info.save_id);
+      logger().warn("this host's files of step {}, copied to {}, were deleted there before the "
+                    "step was committed: the coordinator does not drain that save of the step "
+                    "(its commit failed, it rolled back, or no policy keeps it); it stays local",
+                    info.step, step_url(info.step));
+      return {};
     }
     const auto start = SteadyClock::now();
     log_.begin("drain", "upload", info.step, step_url(info.step));

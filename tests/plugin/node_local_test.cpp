@@ -211,3 +211,62 @@ TEST_CASE(
     CHECK(remote_after[rank] == std::vector<int64_t>{1});
   }
 }
+
+TEST_CASE("a save whose commit fails on one host leaves no step on the others, and drains go on") {
+  // Blocking: the ranks learn of the failure together, and host B withdraws its commit. Async:
+  // each host's leader commits alone; host B's part, deleted by the coordinator, stays local.
+  const bool async = GENERATE(false, true);
+  INFO((async ? "async" : "blocking") << " saves");
+  TempDir dir;
+  const std::string url =
+      "s3://" + S3TestServer::get().create_bucket("node-local-commit") + "/run";
+  const auto host_of = [&](int rank) { return dir / (rank < 2 ? "host-a" : "host-b"); };
+  std::vector<std::string> save_errors(3), first_errors(3), drain_errors(3);
+  std::vector<std::vector<int64_t>> remote_after(3);
+  on_rank_threads(3, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+    dcpp::CheckpointManagerOptions options = node_local_options(host_of(rank), url, store, rank, 3);
+    options.async = async;
+    dcpp::CheckpointManager manager(options);
+    manager.save(node_local_state(1, rank, 3, false), dcpp::test::request(1));
+    manager.wait();
+    if (rank == 0) {
+      // The coordinator's manifest of step 2 cannot be written: a directory is in its way.
+      fs::create_directories(host_of(0) / "step-00000002.incomplete" /
+                             "dcpp_checkpoint.json.tmp" / "in-the-way");
+    }
+    try {
+      manager.save(node_local_state(2, rank, 3, false), dcpp::test::request(2));
+    } catch (const dcpp::CheckpointError& e) {
+      save_errors[rank] = e.what();
+    }
+    manager.save(node_local_state(3, rank, 3, false), dcpp::test::request(3));
+    try {
+      manager.wait_for_remote();  // async: the coordinator's commit error of step 2, once
+    } catch (const dcpp::CheckpointError& e) {
+      first_errors[rank] = e.what();
+    }
+    try {
+      manager.wait_for_remote();
+      manager.wait_for_remote();  // nothing of step 2 goes up or comes down again
+    } catch (const dcpp::CheckpointError& e) {
+      drain_errors[rank] = e.what();
+    }
+    for (const dcpp::CheckpointInfo& info : manager.list_remote()) {
+      remote_after[rank].push_back(info.step);
+    }
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank << ": save: " << save_errors[rank] << "; first wait: "
+                 << first_errors[rank] << "; drain: " << drain_errors[rank]);
+    if (async) {
+      CHECK(save_errors[rank].empty());
+      if (rank == 0) CHECK_THAT(first_errors[rank], Catch::Contains("dcpp_checkpoint.json.tmp"));
+    } else {
+      CHECK_THAT(save_errors[rank], Catch::Contains("committing"));
+      CHECK(first_errors[rank].empty());
+    }
+    CHECK(drain_errors[rank].empty());
+    CHECK(remote_after[rank] == std::vector<int64_t>{1, 3});
+  }
+  if (!async) CHECK_FALSE(fs::exists(host_of(2) / "step-00000002"));  // withdrawn on host B
+}

@@ -199,3 +199,29 @@ TEST_CASE("wait_for_remote reports what its own retry did, not an earlier pass's
   CHECK(steps_of(manager.list_remote()) == std::vector<int64_t>{1});
   CHECK(store.server.traffic().faults == fault.times);
 }
+
+TEST_CASE("a manager's start and end spend a bounded time on a store that hangs, losing nothing") {
+  FaultyStore store;
+  const fs::path root = store.dir / "checkpoints";
+  store.save_run(root, 1);
+  S3Fault hang;
+  hang.stall = true;
+  hang.times = 1000000;
+  store.server.inject(hang);
+  dcpp::CheckpointManagerOptions options = store.options(root);
+  options.remote.with_restart_timeout(std::chrono::seconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    dcpp::CheckpointManager manager(options);  // its listing, then its first drain pass's lease
+    manager.save(run_state(1, 2), request(2));  // committed locally; its drain pass is queued
+  }  // the end waits for the passes: their reads of the store end within the timeout
+  const auto took = std::chrono::steady_clock::now() - start;
+  store.server.clear_faults();
+  // A deadline, not a speed: each bounded read gives up after 2 s, where one unbounded read takes
+  // max_attempts x stall_timeout (4 x 5 s with the test server's options) and a start and an end
+  // make several.
+  CHECK(took < std::chrono::seconds(15));
+  dcpp::CheckpointManager restarted(store.options(root));
+  restarted.wait_for_remote();
+  CHECK(steps_of(restarted.list_remote()) == std::vector<int64_t>{1, 2});
+}

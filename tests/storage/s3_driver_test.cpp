@@ -525,4 +525,17 @@ TEST_CASE("s3: a retried multipart completion takes the object only when it is t
     at.server.clear_faults();
     CHECK(prefix.read("object") == std::string("older"));
   }
+  {  // Gone on the first try: what libcurl's own resend on a reused connection looks like.
+    S3Fault gone;
+    gone.method = "POST";
+    gone.path_contains = "uploadId=";
+    gone.status = 404;
+    gone.code = "NoSuchUpload";
+    at.server.inject(gone);
+    const dcpp::CheckpointError error = error_of([&] { prefix.upload_file(source, "object"); });
+    CHECK(error.kind() == dcpp::ErrorKind::kIo);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("not this upload's"));
+    at.server.clear_faults();
+    CHECK(prefix.read("object") == std::string("older"));
+  }
 }

@@ -760,22 +760,24 @@ void S3Client::complete_multipart_upload(const std::string& key, const std::stri
   if (outcome.ok(true)) return;
   // A try whose answer was lost may have completed the upload: the next finds it gone, and the
   // object there, with the ETag of these parts; an object of another ETag is an older one (or
-  // another writer's), never taken for this upload's.
-  if (outcome.attempts > 1 && impl_->error_code(outcome) == "NoSuchUpload") {
+  // another writer's), never taken for this upload's. Checked on the first try too: libcurl
+  // itself sends a POST again when a reused connection closes before its answer, so a lost
+  // answer's retry may be this call's only try.
+  if (impl_->error_code(outcome) == "NoSuchUpload") {
     std::vector<std::string> part_etags;
     for (const S3UploadedPart& part : sorted) part_etags.push_back(part.etag);
     const std::optional<std::string> expected = multipart_etag(part_etags);
     const std::optional<S3ObjectInfo> there = stat_object(key);
     if (there && expected && there->etag == *expected) {
       logger().warn(
-          "S3 {}: the upload was gone on a retry, and the object is there with these parts' "
-          "ETag: taking it as completed by an earlier try whose answer was lost",
+          "S3 {}: the upload was gone, and the object is there with these parts' ETag: taking "
+          "it as completed by an earlier try whose answer was lost",
           call.what);
       return;
     }
     throw CheckpointError(
         ErrorKind::kIo,
-        "S3 " + call.what + " failed: the upload was gone on a retry, and " +
+        "S3 " + call.what + " failed: the upload was gone, and " +
             (there ? "the object there has ETag " + there->etag + ", not this upload's " +
                          expected.value_or("(unknown)") + " (an older object, or another writer's)"
                    : std::string("no object is there")) +
