@@ -50,9 +50,9 @@ CheckpointInfo make_manifest(const SaveRequest& request, CheckpointKind kind, in
 /// leader, into its host's directory, with the same manifest), after dcpp::save completed on it:
 /// writes
 /// `manifest` into `incomplete`, renames `incomplete` to `final_path` (a directory there first
-/// renamed to `<final_path>.replaced`, removed after) and logs the saved step; the fsyncs only with `sync_files`. Blocking; throws
-/// CheckpointError (or std::filesystem::filesystem_error) when a step fails, and then nothing
-/// was renamed to `final_path`.
+/// renamed to `<final_path>.replaced`, removed after) and logs the saved step; the fsyncs only with
+/// `sync_files`. Blocking; throws CheckpointError (or std::filesystem::filesystem_error) when a
+/// step fails, and then nothing was renamed to `final_path`.
 void commit_checkpoint(const std::filesystem::path& incomplete,
                        const std::filesystem::path& final_path, const CheckpointInfo& manifest,
                        bool sync_files);

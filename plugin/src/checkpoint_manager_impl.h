@@ -194,7 +194,7 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   std::optional<Chosen> choose_checkpoint(const RestoreRequest& request,
                                           std::optional<int64_t> below = std::nullopt) const;
   // Loads `chosen` into `state` (collective); throws what dcpp::load throws, on every rank.
-  void load_chosen(StateDict& state, const RestoreRequest& request, const Chosen& chosen);
+  void load_chosen(StateDict & state, const RestoreRequest& request, const Chosen& chosen);
   std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
   CheckpointInfo manifest_of(const std::string& path) const;
 

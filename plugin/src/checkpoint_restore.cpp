@@ -47,7 +47,7 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
 }  // namespace
 
 std::vector<CheckpointInfo> CheckpointManager::Impl::all_checkpoints(bool* unreachable,
-                                                                    std::string* reason) const {
+                                                                     std::string* reason) const {
   std::vector<CheckpointInfo> all = list_checkpoints(options.root);
   if (!remote) return all;
   try {
@@ -150,9 +150,9 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         manifest = detail::checkpoint_info_to_json(info);
         // Resuming while the store cannot be read: it may hold newer steps of this run, which
         // this resume must abandon rather than continue alongside (a fork).
-        next_lineage = detail::encode_lineage(unreachable
-                                                  ? detail::fork_after_restore(info, all)
-                                                  : detail::lineage_after_restore(info, all));
+        next_lineage =
+            detail::encode_lineage(unreachable ? detail::fork_after_restore(info, all)
+                                               : detail::lineage_after_restore(info, all));
         if (unreachable) {
           detail::logger().warn(
               "resuming from step {} of the local root '{}' while the remote tier {} cannot be "
@@ -239,10 +239,12 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
       load_chosen(state, request, *loading);
       break;
     } catch (const CheckpointError& e) {
+      // dcpp::load failed on every rank; they fall back together or not at all (each rank's
+      // error may be of another kind).
       const bool may_fall_back = request.fall_back && request.path.empty() && !request.step &&
                                  (e.kind() == ErrorKind::kCorrupt ||
                                   e.kind() == ErrorKind::kNotFound || e.kind() == ErrorKind::kIo);
-      if (!may_fall_back) throw;
+      if (!detail::every_rank_ok(group, may_fall_back)) throw;
       const int64_t failed = loading->info.step;
       failures += (failures.empty() ? "" : "; ") + std::string("step ") + std::to_string(failed) +
                   ": " + e.what();
@@ -327,9 +329,8 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
     try {
       bool unreachable = false;
       const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable);
-      next_lineage = detail::encode_lineage(unreachable
-                                                ? detail::fork_after_restore(info, all)
-                                                : detail::lineage_after_restore(info, all));
+      next_lineage = detail::encode_lineage(unreachable ? detail::fork_after_restore(info, all)
+                                                        : detail::lineage_after_restore(info, all));
     } catch (const std::exception& e) {
       detail::logger().warn(
           "the tiers could not be listed after the restore from memory ({}); "

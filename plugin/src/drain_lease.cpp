@@ -5,11 +5,13 @@
 #include "core/logging.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/storage/s3_deadline.h>
 
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace dcpp::detail {
@@ -95,9 +97,9 @@ void DrainLease::hold() {
       if (!own) {
         logger().warn("taking over the drain lease {} ({}): this job drains {} now",
                       prefix_.url_of(kObjectName),
-                      !holder        ? std::string("unreadable")
-                      : predecessor  ? "held by this job's predecessor, " + describe(*holder)
-                                     : "held by " + describe(*holder) + ", expired",
+                      !holder       ? std::string("unreadable")
+                      : predecessor ? "held by this job's predecessor, " + describe(*holder)
+                                    : "held by " + describe(*holder) + ", expired",
                       prefix_.url());
       }
       if (!prefix_.replace_if_unchanged(kObjectName, mine, lease->etag)) continue;
@@ -133,6 +135,9 @@ void DrainLease::heartbeat() {
     if (wake_.wait_for(lock, period, [this] { return stopping_; })) break;
     if (!held_) continue;  // lost: the next drain pass's hold() says to whom
     try {
+      // A renewal that takes longer than this is pointless (and would hold release() up).
+      const S3Deadline bound(std::min<std::chrono::milliseconds>(period, kLongestRenewal),
+                             "a renewal of the drain lease");
       if (!renew()) {
         held_ = false;
         logger().error(
@@ -141,11 +146,11 @@ void DrainLease::heartbeat() {
             prefix_.url_of(kObjectName));
       }
     } catch (const std::exception& e) {
-      logger().warn("renewing the drain lease {} failed (tried again in {} s; it expires in {} s "
-                    "without a renewal): {}",
-                    prefix_.url_of(kObjectName),
-                    std::chrono::duration_cast<std::chrono::seconds>(period).count(),
-                    ttl_.count(), e.what());
+      logger().warn(
+          "renewing the drain lease {} failed (tried again in {} s; it expires in {} s "
+          "without a renewal): {}",
+          prefix_.url_of(kObjectName),
+          std::chrono::duration_cast<std::chrono::seconds>(period).count(), ttl_.count(), e.what());
     }
   }
 }
@@ -162,6 +167,8 @@ void DrainLease::release() noexcept {
   held_ = false;
   try {
     // Expired at once, by a compare-and-swap: a lease another job took over meanwhile stays its.
+    // A store that does not answer soon gets no more time: the lease then expires on its own.
+    const S3Deadline bound(kLongestRenewal, "the release of the drain lease");
     prefix_.replace_if_unchanged(kObjectName, lease_json(0), etag_);
   } catch (const std::exception& e) {
     logger().warn("releasing the drain lease {} failed (it expires in at most {} s): {}",

@@ -45,6 +45,9 @@ class DrainLease {
   void release() noexcept;
 
  private:
+  // The longest a renewal or the release may wait for the store.
+  static constexpr std::chrono::seconds kLongestRenewal{30};
+
   std::string lease_json(double expires_at) const;
   // Renews the lease when this job still holds it (If-Match); false when another took it over.
   bool renew();

@@ -48,8 +48,8 @@ void CheckpointManager::Impl::drain_remote(bool retry_failed_now, bool starting)
         *listing_bound -= detail::SteadyClock::now() - since;
       }
     }
-    remote->drain(options.root, options.retention, options.file_system.sync_files,
-                  retry_failed_now, listing_bound);
+    remote->drain(options.root, options.retention, options.file_system.sync_files, retry_failed_now,
+                  listing_bound);
   } catch (...) {
     detail::logger().error(
         "draining '{}' to {} failed (the steps stay local; the next commit "

@@ -53,10 +53,11 @@ std::string RemoteTier::copy_host_part(const CheckpointInfo& info, const StepObj
       // only be deleted again, every pass: this process leaves it, once said.
       copied_parts_.erase(before);
       undrained_saves_.insert(info.save_id);
-      logger().warn("this host's files of step {}, copied to {}, were deleted there before the "
-                    "step was committed: the coordinator does not drain that save of the step "
-                    "(its commit failed, it rolled back, or no policy keeps it); it stays local",
-                    info.step, step_url(info.step));
+      logger().warn(
+          "this host's files of step {}, copied to {}, were deleted there before the "
+          "step was committed: the coordinator does not drain that save of the step "
+          "(its commit failed, it rolled back, or no policy keeps it); it stays local",
+          info.step, step_url(info.step));
       return {};
     }
     const auto start = SteadyClock::now();

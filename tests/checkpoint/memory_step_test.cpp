@@ -205,8 +205,8 @@ TEST_CASE("memory steps written as a DCP checkpoint load resharded, bit for bit"
   const std::filesystem::path data = dir / "ckpt" / "__1_0.distcp";
   std::string bytes = dcpp::test::read_file(data);
   const at::Tensor rows = w.slice(0, bounds[1], bounds[2]).contiguous();
-  const size_t payload = bytes.find(std::string(static_cast<const char*>(rows.data_ptr()),
-                                                static_cast<size_t>(rows.nbytes())));
+  const size_t payload = bytes.find(
+      std::string(static_cast<const char*>(rows.data_ptr()), static_cast<size_t>(rows.nbytes())));
   REQUIRE(payload != std::string::npos);  // rank 1's rows of w, as stored
   bytes[payload + 3] = static_cast<char>(bytes[payload + 3] ^ 0x10);
   dcpp::test::write_file(data, bytes);

@@ -18,7 +18,7 @@ namespace {
 fs::path checkpoint_with_manifest(const fs::path& directory, const std::string& manifest) {
   fs::create_directories(directory);
   dcpp::test::write_file(directory / "dcpp_checkpoint.json", manifest);
-  dcpp::test::write_file(directory / ".metadata", "");
+  dcpp::test::write_file(directory / ".metadata", "listed, never read");  // an empty one is not
   return directory;
 }
 

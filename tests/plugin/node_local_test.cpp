@@ -218,8 +218,7 @@ TEST_CASE("a save whose commit fails on one host leaves no step on the others, a
   const bool async = GENERATE(false, true);
   INFO((async ? "async" : "blocking") << " saves");
   TempDir dir;
-  const std::string url =
-      "s3://" + S3TestServer::get().create_bucket("node-local-commit") + "/run";
+  const std::string url = "s3://" + S3TestServer::get().create_bucket("node-local-commit") + "/run";
   const auto host_of = [&](int rank) { return dir / (rank < 2 ? "host-a" : "host-b"); };
   std::vector<std::string> save_errors(3), first_errors(3), drain_errors(3);
   std::vector<std::vector<int64_t>> remote_after(3);
@@ -231,8 +230,8 @@ TEST_CASE("a save whose commit fails on one host leaves no step on the others, a
     manager.wait();
     if (rank == 0) {
       // The coordinator's manifest of step 2 cannot be written: a directory is in its way.
-      fs::create_directories(host_of(0) / "step-00000002.incomplete" /
-                             "dcpp_checkpoint.json.tmp" / "in-the-way");
+      fs::create_directories(host_of(0) / "step-00000002.incomplete" / "dcpp_checkpoint.json.tmp" /
+                             "in-the-way");
     }
     try {
       manager.save(node_local_state(2, rank, 3, false), dcpp::test::request(2));
@@ -256,8 +255,8 @@ TEST_CASE("a save whose commit fails on one host leaves no step on the others, a
     }
   });
   for (int rank = 0; rank < 3; ++rank) {
-    INFO("rank " << rank << ": save: " << save_errors[rank] << "; first wait: "
-                 << first_errors[rank] << "; drain: " << drain_errors[rank]);
+    INFO("rank " << rank << ": save: " << save_errors[rank]
+                 << "; first wait: " << first_errors[rank] << "; drain: " << drain_errors[rank]);
     if (async) {
       CHECK(save_errors[rank].empty());
       if (rank == 0) CHECK_THAT(first_errors[rank], Catch::Contains("dcpp_checkpoint.json.tmp"));

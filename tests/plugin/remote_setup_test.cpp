@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> setup_test_group(
 }
 
 // The test server's options; on kWithoutCredentials, a profile no credentials file has and no
-// keys, so resolving them fails ("no S3 credentials ...").
+// keys, so resolving them fails ("the S3 profile ... is in neither ...").
 dcpp::S3Options setup_test_s3(int rank) {
   dcpp::S3Options options = S3TestServer::get().options();
   if (rank == kWithoutCredentials) {
@@ -94,7 +94,7 @@ TEST_CASE("a rank without S3 credentials fails a save to s3:// on every rank, na
         options.s3 = setup_test_s3(rank);
         dcpp::save(setup_test_state(rank), url, options);
       });
-  require_setup_errors_name(errors, kWithoutCredentials, "no S3 credentials");
+  require_setup_errors_name(errors, kWithoutCredentials, "is in neither");
 }
 
 TEST_CASE("a rank without S3 credentials fails a load from s3:// on every rank, naming itself") {
@@ -111,7 +111,7 @@ TEST_CASE("a rank without S3 credentials fails a load from s3:// on every rank, 
         dcpp::StateDict state = setup_test_state(0);
         dcpp::load(state, url, options);
       });
-  require_setup_errors_name(errors, kWithoutCredentials, "no S3 credentials");
+  require_setup_errors_name(errors, kWithoutCredentials, "is in neither");
 }
 
 TEST_CASE("a rank without S3 credentials fails an async save on every rank, naming itself") {
@@ -125,7 +125,7 @@ TEST_CASE("a rank without S3 credentials fails an async save on every rank, nami
         dcpp::AsyncSaveResponse response = checkpointer.async_save(setup_test_state(rank), url);
         response.committed.get();
       });
-  require_setup_errors_name(errors, kWithoutCredentials, "no S3 credentials");
+  require_setup_errors_name(errors, kWithoutCredentials, "is in neither");
 }
 
 TEST_CASE("a rank without S3 credentials fails a manager's remote tier on every rank") {
@@ -140,7 +140,7 @@ TEST_CASE("a rank without S3 credentials fails a manager's remote tier on every 
         options.remote = dcpp::RemoteTierOptions().with_url(url).with_s3(setup_test_s3(rank));
         dcpp::CheckpointManager manager(options);
       });
-  require_setup_errors_name(errors, kWithoutCredentials, "no S3 credentials");
+  require_setup_errors_name(errors, kWithoutCredentials, "is in neither");
 }
 
 TEST_CASE("a remote manifest the coordinator cannot read fails every rank's restore") {

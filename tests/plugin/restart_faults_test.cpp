@@ -57,10 +57,8 @@ struct FaultyStore {
   ~FaultyStore() { server.clear_faults(); }
 
   dcpp::CheckpointManagerOptions options(const fs::path& root) const {
-    return dcpp::CheckpointManagerOptions()
-        .with_root(root)
-        .with_async(false)
-        .with_remote(dcpp::RemoteTierOptions().with_url(url).with_s3(server.options()));
+    return dcpp::CheckpointManagerOptions().with_root(root).with_async(false).with_remote(
+        dcpp::RemoteTierOptions().with_url(url).with_s3(server.options()));
   }
   // A job of identity `job` whose drain lease lasts `lease` without renewal.
   dcpp::CheckpointManagerOptions job(const fs::path& root, const std::string& job,
@@ -169,9 +167,10 @@ TEST_CASE("a restarted job takes over its dead predecessor's lease at once, anot
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
       600;
   dcpp::S3Prefix(store.url, store.server.options())
-      .write(".dcpp-drain-lease", R"({"owner": "killed", "job": "job-7", "host": "gone", "pid": 1, )"
-                                  R"("expires_at": )" +
-                                      std::to_string(in_ten_minutes) + "}");
+      .write(".dcpp-drain-lease",
+             R"({"owner": "killed", "job": "job-7", "host": "gone", "pid": 1, )"
+             R"("expires_at": )" +
+                 std::to_string(in_ten_minutes) + "}");
   {
     dcpp::CheckpointManager other(store.job(store.dir / "other", "job-8"));
     other.save(run_state(8, 1), request(1));
@@ -212,7 +211,7 @@ TEST_CASE("a manager's start and end spend a bounded time on a store that hangs,
   options.remote.with_restart_timeout(std::chrono::seconds(2));
   const auto start = std::chrono::steady_clock::now();
   {
-    dcpp::CheckpointManager manager(options);  // its listing, then its first drain pass's lease
+    dcpp::CheckpointManager manager(options);   // its listing, then its first drain pass's lease
     manager.save(run_state(1, 2), request(2));  // committed locally; its drain pass is queued
   }  // the end waits for the passes: their reads of the store end within the timeout
   const auto took = std::chrono::steady_clock::now() - start;
@@ -224,4 +223,25 @@ TEST_CASE("a manager's start and end spend a bounded time on a store that hangs,
   dcpp::CheckpointManager restarted(store.options(root));
   restarted.wait_for_remote();
   CHECK(steps_of(restarted.list_remote()) == std::vector<int64_t>{1, 2});
+}
+
+TEST_CASE("a remote step whose bytes come back changed is passed over for the one before") {
+  FaultyStore store;
+  store.save_run(store.dir / "first", 2);
+  S3Fault changed;  // every read of step 2's data comes back with one bit flipped
+  changed.method = "GET";
+  changed.path_contains = "step-00000002/__0_0.distcp";
+  changed.corrupt_response_body = true;
+  changed.times = 1000000;
+  store.server.inject(changed);
+  dcpp::CheckpointManager manager(store.options(store.dir / "new-machine"));
+  dcpp::StateDict state = run_state(0, -1);
+  try {
+    manager.restore(state, dcpp::RestoreRequest().with_fall_back(false));
+    FAIL("changed bytes were loaded");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kCorrupt);
+    CHECK_THAT(std::string(error.what()), Catch::Contains("step-00000002"));
+  }
+  CHECK(resumed_run(manager) == std::make_pair(1, int64_t{1}));
 }

@@ -31,11 +31,16 @@ enum class LocalRoot { kEmpty, kOlderSteps };
 
 const char* name_of(StoreFault store) {
   switch (store) {
-    case StoreFault::kHealthy: return "healthy";
-    case StoreFault::kErrsOnReads: return "500 on reads";
-    case StoreFault::kStalled: return "stalled";
-    case StoreFault::kRefused: return "refused";
-    case StoreFault::kStsStalled: return "STS stalled";
+    case StoreFault::kHealthy:
+      return "healthy";
+    case StoreFault::kErrsOnReads:
+      return "500 on reads";
+    case StoreFault::kStalled:
+      return "stalled";
+    case StoreFault::kRefused:
+      return "refused";
+    case StoreFault::kStsStalled:
+      return "STS stalled";
   }
   return "?";
 }
@@ -49,7 +54,8 @@ dcpp::StateDict matrix_state(int64_t step, int rank) {
 }
 
 // Credentials from the proxy's STS for a web identity (AssumeRoleWithWebIdentity), as on EKS.
-void use_web_identity_from(dcpp::test::ScopedAwsEnvironment& environment, const S3TestServer& server) {
+void use_web_identity_from(dcpp::test::ScopedAwsEnvironment& environment,
+                           const S3TestServer& server) {
   dcpp::test::write_file(environment.home().path() / "token", "dcpp-web-identity-token\n");
   environment.set("AWS_WEB_IDENTITY_TOKEN_FILE", (environment.home().path() / "token").string());
   environment.set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
@@ -79,8 +85,8 @@ class Matrix {
 
   dcpp::CheckpointManagerOptions options(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                          const fs::path& root, const dcpp::S3Options& s3) const {
-    dcpp::CheckpointManagerOptions o = dcpp::CheckpointManagerOptions().with_root(root).with_async(
-        false);
+    dcpp::CheckpointManagerOptions o =
+        dcpp::CheckpointManagerOptions().with_root(root).with_async(false);
     o.remote = dcpp::RemoteTierOptions().with_url(url_).with_s3(s3).with_restart_timeout(
         std::chrono::seconds(2));
     if (cell_.ranks > 1) {
@@ -94,7 +100,8 @@ class Matrix {
     const fs::path first = dir_ / "first";
     dcpp::test::on_rank_threads(cell_.ranks, [&](int rank, const auto& store) {
       dcpp::CheckpointManager manager(options(store, rank, first, server_.options()));
-      for (int64_t step = 1; step <= 3; ++step) manager.save(matrix_state(step, rank), request(step));
+      for (int64_t step = 1; step <= 3; ++step)
+        manager.save(matrix_state(step, rank), request(step));
       manager.wait_for_remote();
     });
     if (cell_.local == LocalRoot::kOlderSteps) {
@@ -111,7 +118,8 @@ class Matrix {
     S3Fault fault;
     fault.times = 1000000;
     switch (cell_.store) {
-      case StoreFault::kHealthy: break;
+      case StoreFault::kHealthy:
+        break;
       case StoreFault::kErrsOnReads:
         fault.method = "GET";
         fault.status = 500;
@@ -183,8 +191,9 @@ class Matrix {
 }  // namespace
 
 TEST_CASE("restart matrix: every store fault x local root x ranks ends alike on every rank") {
-  const StoreFault store = GENERATE(StoreFault::kHealthy, StoreFault::kErrsOnReads, StoreFault::kStalled,
-                               StoreFault::kRefused, StoreFault::kStsStalled);
+  const StoreFault store =
+      GENERATE(StoreFault::kHealthy, StoreFault::kErrsOnReads, StoreFault::kStalled,
+               StoreFault::kRefused, StoreFault::kStsStalled);
   const LocalRoot local = GENERATE(LocalRoot::kEmpty, LocalRoot::kOlderSteps);
   const int ranks = GENERATE(1, 2);
   INFO("store " << name_of(store) << ", local root "
@@ -194,8 +203,8 @@ TEST_CASE("restart matrix: every store fault x local root x ranks ends alike on 
   matrix.prepare();
   const std::vector<RestartOutcome> outcomes = matrix.restart();
   for (const RestartOutcome& outcome : outcomes) {
-    INFO("rank " << (&outcome - outcomes.data()) << ": step " << outcome.step << ", error: "
-                 << outcome.error);
+    INFO("rank " << (&outcome - outcomes.data()) << ": step " << outcome.step
+                 << ", error: " << outcome.error);
     CHECK(outcome == outcomes.front());  // every rank alike
     CHECK(outcome.bit_for_bit);
     if (store == StoreFault::kHealthy) {

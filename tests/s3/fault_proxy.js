@@ -18,7 +18,8 @@
 // exists (a HEAD with the request's own credentials; s3rver checks only the key id), answers
 // 412 PreconditionFailed when it does, and forwards the PUT otherwise; such PUTs of one key are
 // handled one at a time.
-// A fault may also stall a request (accept it, read its body, never answer), and faults apply to
+// A fault may also stall a request (accept it, read its body, never answer) or flip a bit of its
+// answer's body (bytes changed on the way back), and faults apply to
 // the credential endpoints below as to the store. A PUT with `If-Match: ETAG` is honoured as S3
 // does: 412 PreconditionFailed unless the object exists with that entity tag.
 // It checks S3's flexible checksums as S3 does and s3rver does not: a PUT (an object or a part)
@@ -98,6 +99,7 @@ function normalizeFault(f) {
     retry_after_seconds: Number(f.retry_after_seconds === undefined ? -1 : f.retry_after_seconds),
     corrupt_request_body: Boolean(f.corrupt_request_body),
     stall: Boolean(f.stall),
+    corrupt_response_body: Boolean(f.corrupt_response_body),
   };
 }
 
@@ -226,7 +228,7 @@ function dropRequest(req, limit) {
 
 // Forwards the request upstream; with `dropResponseAfter` > 0, sends the response's status and
 // headers and only that many bytes of its body, then resets the connection.
-function forward(req, res, dropResponseAfter, corruptBody) {
+function forward(req, res, dropResponseAfter, corruptBody, corruptResponse) {
   // What S3 adds to a successful answer when it checked a flexible checksum.
   let checksumAnswer = null;
   if (checksCrc32c && req.method === 'PUT' && req.headers['x-amz-checksum-crc32c'] !== undefined) {
@@ -276,6 +278,21 @@ function forward(req, res, dropResponseAfter, corruptBody) {
         if (id) uploads.set(id[1], bucketAndKey(req.url));
         res.end(body);
       });
+      return;
+    }
+    if (dropResponseAfter <= 0 && corruptResponse) {
+      // One bit flipped in the middle of the body's first bytes (the length kept).
+      let flippedAnswer = false;
+      upRes.on('data', (chunk) => {
+        if (isGet) traffic.get_body_bytes += chunk.length;
+        if (!flippedAnswer && chunk.length > 0) {
+          chunk = Buffer.from(chunk);
+          chunk[Math.floor(chunk.length / 2)] ^= 0x10;
+          flippedAnswer = true;
+        }
+        res.write(chunk);
+      });
+      upRes.on('end', () => res.end());
       return;
     }
     if (dropResponseAfter <= 0) {
@@ -545,13 +562,14 @@ const server = http.createServer((req, res) => {
 function handle(req, res) {
   const fault = takeFault(req);
   if (fault === null && handleUploads(req, res)) return;
-  if (fault === null) return forward(req, res, 0, false);
+  if (fault === null) return forward(req, res, 0, false, false);
   traffic.faults++;
   console.log('fault: ' + JSON.stringify(fault) + ' on ' + req.method + ' ' + req.url);
   if (fault.stall) return stall(req);
   if (fault.status !== 0) return answerWithError(req, res, fault);
   if (fault.drop_request_after_bytes > 0) return dropRequest(req, fault.drop_request_after_bytes);
-  return forward(req, res, fault.drop_response_after_bytes, fault.corrupt_request_body);
+  return forward(req, res, fault.drop_response_after_bytes, fault.corrupt_request_body,
+                 fault.corrupt_response_body);
 }
 // The tests bound their requests themselves; a slow transfer must not be cut by the proxy.
 server.requestTimeout = 0;

@@ -166,7 +166,8 @@ TEST_CASE("S3 credentials from web identity (STS), asked for again before they e
              Catch::Contains("dcpp-test") && Catch::Contains("InvalidIdentityToken"));
 }
 
-TEST_CASE("S3 credentials whose renewal fails are asked for again once in a while, not per request") {
+TEST_CASE(
+    "S3 credentials whose renewal fails are asked for again once in a while, not per request") {
   S3TestServer& server = S3TestServer::get();
   ScopedAwsEnvironment env;
   write_text(env.home() / "token", "dcpp-web-identity-token\n");

@@ -400,6 +400,7 @@ void S3TestServer::inject(const S3Fault& fault) {
       {"retry_after_seconds", fault.retry_after_seconds},
       {"corrupt_request_body", fault.corrupt_request_body},
       {"stall", fault.stall},
+      {"corrupt_response_body", fault.corrupt_response_body},
   };
   expect_ok(http("POST", state_->proxy_url("/__dcpp_test/faults"), json.dump()),
             "injecting a fault");

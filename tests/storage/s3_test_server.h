@@ -37,6 +37,9 @@ struct S3Fault {
   /// Accepts it, reads its body and never answers (a store, STS or IMDS that hangs), until the
   /// client gives up or clear_faults() closes the connection.
   bool stall = false;
+  /// Forwards it and flips one bit in the middle of its answer's first bytes (a body changed on
+  /// the way back).
+  bool corrupt_response_body = false;
 };
 
 /// What the proxy forwarded or failed since the last reset_traffic().

@@ -66,10 +66,8 @@ std::pair<int, int64_t> identify(const dcpp::StateDict& state) {
 dcpp::CheckpointManagerOptions options_for(const fs::path& root, int keep_latest,
                                            bool sync_files = true) {
   dcpp::CheckpointManagerOptions options =
-      dcpp::CheckpointManagerOptions()
-          .with_root(root)
-          .with_async(false)
-          .with_retention(dcpp::RetentionPolicy().with_keep_latest(keep_latest));
+      dcpp::CheckpointManagerOptions().with_root(root).with_async(false).with_retention(
+          dcpp::RetentionPolicy().with_keep_latest(keep_latest));
   options.file_system.sync_files = sync_files;
   return options;
 }
@@ -223,7 +221,8 @@ Scenario save_and_prune() {
 // The memory tier's job of the flush scenario: a name of its own, the same for every copy of the
 // root (a job's name is otherwise derived from its root).
 const std::string& flush_job() {
-  static const std::string job = "crash-states-flush-" + std::to_string(::getpid());  // the parent's
+  static const std::string job =
+      "crash-states-flush-" + std::to_string(::getpid());  // the parent's
   return job;
 }
 
@@ -286,16 +285,14 @@ Scenario rollback_save() {
 }  // namespace
 
 TEST_CASE("every crash state of a save and the pruning after it restarts from a complete step") {
-  const CrashMode mode =
-      GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const CrashMode mode = GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
   const long states = explore(save_and_prune(), mode);
   std::printf("save and prune, %s: %ld crash states explored\n",
               mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
 }
 
 TEST_CASE("every crash state of a rollback's save restarts from a complete step of one run") {
-  const CrashMode mode =
-      GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const CrashMode mode = GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
   const long states = explore(rollback_save(), mode);
   std::printf("rollback save, %s: %ld crash states explored\n",
               mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
@@ -314,5 +311,6 @@ TEST_CASE("every crash state of a memory tier's flush to disk restarts from a co
               mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
   // The regions kept for every crash state go now.
   TempDir scratch;
-  dcpp::flush_memory_tier(dcpp::MemoryFlushOptions().with_root(scratch.path()).with_job(flush_job()));
+  dcpp::flush_memory_tier(
+      dcpp::MemoryFlushOptions().with_root(scratch.path()).with_job(flush_job()));
 }

@@ -34,7 +34,7 @@ struct Durability {
 struct Watch {
   std::recursive_mutex mutex;  // recursive: the crash itself lists the root (openat)
   bool active = false;
-  std::string root;  // absolute, without a trailing "/"
+  std::string root;   // absolute, without a trailing "/"
   long crash_at = 0;  // 0: never
   CrashMode mode = CrashMode::kProcessKilled;
   long counted = 0;
@@ -148,9 +148,7 @@ void on_path(const char* verb, int directory_fd, const char* path, int to_direct
   count(w, std::move(what));
 }
 
-bool may_write(int flags) {
-  return (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0;
-}
+bool may_write(int flags) { return (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0; }
 
 // An open that may write under the root is counted before it is made; once made, its descriptor
 // is followed and its file's durability recorded.
@@ -222,10 +220,10 @@ std::vector<std::string> calls() {
 
 }  // namespace dcpp::test::crash_states
 
+using dcpp::test::crash_states::after_sync;
 using dcpp::test::crash_states::hooked_open;
 using dcpp::test::crash_states::libc;
 using dcpp::test::crash_states::mode_argument;
-using dcpp::test::crash_states::after_sync;
 using dcpp::test::crash_states::on_descriptor;
 using dcpp::test::crash_states::on_path;
 using dcpp::test::crash_states::watch_state;
@@ -358,8 +356,7 @@ int renameat(int from_fd, const char* from, int to_fd, const char* to) {
 
 int renameat2(int from_fd, const char* from, int to_fd, const char* to, unsigned flags) {
   on_path("rename", from_fd, from, to_fd, to);
-  static const auto real =
-      libc<int (*)(int, const char*, int, const char*, unsigned)>("renameat2");
+  static const auto real = libc<int (*)(int, const char*, int, const char*, unsigned)>("renameat2");
   return real(from_fd, from, to_fd, to, flags);
 }
 

@@ -81,8 +81,9 @@ DCPP_API std::string step_directory_name(int64_t step, StepNames names);
 DCPP_API CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
 
 /// The complete checkpoints of kind CheckpointKind::kFull under `root`, ascending by step (an empty
-/// list when `root` does not exist): each step directory (`step-<N>/` or `iter_<N>/`) with
-/// `.metadata` and dcpp's manifest, and each that Megatron-LM saved (`iter_<N>/` with `.metadata`
+/// list when `root` does not exist): each step directory (`step-<N>/` or `iter_<N>/`) with a
+/// non-empty `.metadata` (an empty one is what a power loss leaves of one never fsynced) and
+/// dcpp's manifest, and each that Megatron-LM saved (`iter_<N>/` with `.metadata`
 /// and Megatron's `metadata.json`, no manifest: its step from its name, `bytes` its files' sizes).
 /// Never returns a temporary or half-deleted directory. Thread-safe.
 DCPP_API std::vector<CheckpointInfo> list_checkpoints(const std::filesystem::path& root);

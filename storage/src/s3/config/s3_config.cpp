@@ -150,9 +150,8 @@ void refuse_unsupported_profile(const S3Options& options, const std::string& pro
   const bool named = !options.profile.empty() || !env("AWS_PROFILE").empty();
   const bool in_credentials =
       credentials_file.contents && credentials_file.contents->has_section(profile);
-  const bool in_config =
-      config_file.contents &&
-      config_file.contents->has_section(config_section(*config_file.contents, profile));
+  const bool in_config = config_file.contents && config_file.contents->has_section(config_section(
+                                                     *config_file.contents, profile));
   if (named && !in_credentials && !in_config) {
     throw CheckpointError(ErrorKind::kUsage,
                           "the S3 profile '" + profile + "' (" +

@@ -48,9 +48,9 @@ PlainResponse plain_http(const char* method, const std::string& url,
                          const std::vector<std::string>& header_lines, const std::string& body,
                          long timeout_ms) {
   if (const std::optional<S3Deadline::Clock::time_point> deadline = S3Deadline::current()) {
-    const long left = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            *deadline - S3Deadline::Clock::now())
-                                            .count());
+    const long left = static_cast<long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - S3Deadline::Clock::now())
+            .count());
     if (left <= 0) {
       throw std::runtime_error(std::string(method) + " " + url + ": no time left before the " +
                                "deadline (" + S3Deadline::current_what() + ")");

@@ -116,7 +116,7 @@ class S3Client::Impl {
   struct Outcome {
     HttpResponse response;
     int attempts = 0;
-    std::optional<S3ErrorBody> error;  // the <Error> of the body, if any
+    std::optional<S3ErrorBody> error;        // the <Error> of the body, if any
     bool retry_after_beyond_budget = false;  // its Retry-After asked for more than was left
     bool past_deadline = false;              // the thread's S3Deadline ended its tries
 
@@ -349,22 +349,22 @@ class S3Client::Impl {
     const std::string endpoint = " (endpoint " + config_.endpoint_url + ")";
     const std::string head = "S3 " + call.what + " failed";
     if (outcome.past_deadline) {
-      throw CheckpointError(ErrorKind::kIo,
-                            head + ": no answer within the deadline (" + S3Deadline::current_what() +
-                                ") after " + plural(outcome.attempts, "attempt") +
-                                (outcome.attempts > 0 ? " (the last: " + describe(outcome) + ")"
-                                                      : std::string()) +
-                                endpoint + "; the store is down or hangs: retry when it answers");
+      throw CheckpointError(
+          ErrorKind::kIo,
+          head + ": no answer within the deadline (" + S3Deadline::current_what() + ") after " +
+              plural(outcome.attempts, "attempt") +
+              (outcome.attempts > 0 ? " (the last: " + describe(outcome) + ")" : std::string()) +
+              endpoint + "; the store is down or hangs: retry when it answers");
     }
     if (outcome.retry_after_beyond_budget) {
-      throw CheckpointError(
-          ErrorKind::kIo, head + " after " + plural(outcome.attempts, "attempt") + ": " +
-                              describe(outcome) + endpoint + ": the store asked to wait " +
-                              std::to_string(*response.retry_after_seconds) +
-                              " s (Retry-After), beyond what is left of "
-                              "S3Options::throttle_budget (" +
-                              std::to_string(config_.throttle_budget.count()) +
-                              " s); retry later, or raise the budget");
+      throw CheckpointError(ErrorKind::kIo, head + " after " + plural(outcome.attempts, "attempt") +
+                                                ": " + describe(outcome) + endpoint +
+                                                ": the store asked to wait " +
+                                                std::to_string(*response.retry_after_seconds) +
+                                                " s (Retry-After), beyond what is left of "
+                                                "S3Options::throttle_budget (" +
+                                                std::to_string(config_.throttle_budget.count()) +
+                                                " s); retry later, or raise the budget");
     }
     if (retryable(call, outcome)) {
       throw CheckpointError(ErrorKind::kIo,

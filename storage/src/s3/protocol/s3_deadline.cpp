@@ -2,7 +2,6 @@
 
 #include <dcpp/storage/s3_deadline.h>
 
-
 namespace dcpp {
 namespace {
 
@@ -25,9 +24,9 @@ S3Deadline::S3Deadline(Clock::duration budget, std::string what) {
   const Clock::time_point at = Clock::now() + budget;
   if (!current.at || at < *current.at) {
     current.at = at;
-    current.what = std::move(what) + ", " +
-                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(budget).count()) +
-                   " s";
+    current.what =
+        std::move(what) + ", " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(budget).count()) + " s";
   }
 }
 
