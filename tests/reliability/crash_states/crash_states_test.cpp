@@ -1,12 +1,16 @@
 // Crash-state exploration of the CheckpointManager's commit (docs/reliability.md, "Crash states"):
 // for every prefix of the file-system calls an operation makes under the root (a save and the
-// pruning after it, a rollback's save replacing an abandoned step), the operation runs in a forked
+// pruning after it, a rollback's save replacing an abandoned step, a save without fsync, a memory
+// tier's flush, a drain and its local pruning), the operation runs in a forked
 // child that dies before that call, killed or with power lost (file_system_calls.h); then a
 // restart in the parent must find only checkpoints that load bit for bit, and resume from the new
 // step or the one before, never from a step that fails to load or from nothing.
 
 #include "dcpp_test.h"
 #include "file_system_calls.h"
+#ifdef DCPP_S3_SERVER_DIR
+#include "storage/s3_test_server.h"
+#endif
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/plugin/checkpoint_info.h>
@@ -82,6 +86,8 @@ dcpp::SaveRequest request(int64_t step) {
 // child, which calls `arm` once it reaches the part explored).
 struct Scenario {
   int keep_latest = 2;
+  // The restarted manager's options (options_for(root, keep_latest) when empty).
+  std::function<dcpp::CheckpointManagerOptions(const fs::path& root)> restart_options;
   std::function<void(const fs::path& root)> prepare;
   std::function<void(const fs::path& root, const std::function<void()>& arm)> act;
   std::set<std::pair<int, int64_t>> resumable_after_crash;  // (run, step)
@@ -90,8 +96,10 @@ struct Scenario {
 
 // What a restart finds under `root`: every complete checkpoint listed loads, bit for bit its own
 // (run, step); returns what restore() resumes from, or (0, -1) for nothing.
-std::pair<int, int64_t> restart(const fs::path& root, int keep_latest) {
-  dcpp::CheckpointManager manager(options_for(root, keep_latest));
+std::pair<int, int64_t> restart(const fs::path& root, const Scenario& scenario) {
+  dcpp::CheckpointManager manager(scenario.restart_options
+                                      ? scenario.restart_options(root)
+                                      : options_for(root, scenario.keep_latest));
   for (const dcpp::CheckpointInfo& info : dcpp::list_checkpoints(root)) {
     INFO("the listed checkpoint " << info.path.string());
     dcpp::StateDict state = empty_state();
@@ -187,7 +195,7 @@ long explore(const Scenario& scenario, CrashMode mode) {
     INFO("crashed before call " << call << " of " << calls.size() << ": "
                                 << (call <= static_cast<long>(calls.size()) ? calls[call - 1]
                                                                             : "(none)"));
-    const std::pair<int, int64_t> resumed = restart(root, scenario.keep_latest);
+    const std::pair<int, int64_t> resumed = restart(root, scenario);
     INFO("resumed from " << describe(resumed));
     if (finished) {
       CHECK(resumed == scenario.resumed_after_success);
@@ -249,6 +257,41 @@ Scenario memory_flush() {
   s.resumed_after_success = {1, 3};
   return s;
 }
+
+#ifdef DCPP_S3_SERVER_DIR
+// The drain to a remote tier of steps 1 to 3 that a job without one committed, then the local
+// pruning of steps 1 and 2 once the store holds them (keep 1 locally): each root's copy drains to
+// a prefix of its own, named after it.
+dcpp::CheckpointManagerOptions drained_options(const fs::path& root) {
+  static const std::string bucket = dcpp::test::S3TestServer::get().create_bucket("crash-drain");
+  dcpp::CheckpointManagerOptions options = options_for(root, 1);
+  // A restart is the same job as the one killed: it takes over the lease the killed one held.
+  options.remote = dcpp::RemoteTierOptions()
+                       .with_url("s3://" + bucket + "/" + root.parent_path().filename().string() +
+                                 "/" + root.filename().string())
+                       .with_s3(dcpp::test::S3TestServer::get().options())
+                       .with_job_id("crash-states-drain");
+  return options;
+}
+
+Scenario drain() {
+  Scenario s;
+  s.prepare = [](const fs::path& root) {
+    dcpp::CheckpointManager manager(options_for(root, 5));
+    for (int64_t step = 1; step <= 3; ++step) manager.save(state_of(1, step), request(step));
+  };
+  s.act = [](const fs::path& root, const std::function<void()>& arm) {
+    const dcpp::CheckpointManagerOptions options = drained_options(root);
+    arm();
+    dcpp::CheckpointManager manager(options);  // its first drain pass copies, then prunes
+    manager.wait_for_remote();
+  };
+  s.restart_options = drained_options;
+  s.resumable_after_crash = {{1, 3}};  // step 3 is local until the store holds it
+  s.resumed_after_success = {1, 3};
+  return s;
+}
+#endif
 
 // sync_files off: nothing is fsynced, so a power loss empties every file the save wrote.
 Scenario save_without_fsync() {
@@ -314,3 +357,13 @@ TEST_CASE("every crash state of a memory tier's flush to disk restarts from a co
   dcpp::flush_memory_tier(
       dcpp::MemoryFlushOptions().with_root(scratch.path()).with_job(flush_job()));
 }
+
+#ifdef DCPP_S3_SERVER_DIR
+TEST_CASE("every crash state of a drain to the remote tier and its local pruning restarts") {
+  drained_options("prefix-made-before-any-fork");  // the bucket, made in this process
+  const CrashMode mode = GENERATE(CrashMode::kProcessKilled, CrashMode::kPowerLost);
+  const long states = explore(drain(), mode);
+  std::printf("drain and local pruning, %s: %ld crash states explored\n",
+              mode == CrashMode::kPowerLost ? "power lost" : "process killed", states);
+}
+#endif
