@@ -88,7 +88,7 @@ class Matrix {
     dcpp::CheckpointManagerOptions o =
         dcpp::CheckpointManagerOptions().with_root(root).with_async(false);
     o.remote = dcpp::RemoteTierOptions().with_url(url_).with_s3(s3).with_restart_timeout(
-        std::chrono::seconds(2));
+        std::chrono::seconds(3));
     if (cell_.ranks > 1) {
       o.with_process_group(dcpp::test::loopback_group(store, rank, cell_.ranks, "matrix"));
     }
