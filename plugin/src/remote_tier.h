@@ -83,7 +83,8 @@ class RemoteTier {
   bool waiting_for_hosts() const { return waiting_for_hosts_; }
 
   /// One pass of the drain, comparing saves by identity (checkpoint_lineage.h), after taking or
-  /// renewing the prefix's drain lease (drain_lease.h; another job's is kUsage) and aborting the
+  /// renewing the prefix's drain lease (drain_lease.h: a heartbeat also renews it between passes;
+  /// another job's is kUsage) and aborting the
   /// multipart uploads a killed drain left: deletes the
   /// abandoned remote steps the timeline has passed; copies each local checkpoint of the
   /// timeline that the remote lacks (or holds another save of) and its policy keeps (ascending);

@@ -53,15 +53,6 @@ dcpp::StateDict matrix_state(int64_t step, int rank) {
   return state;
 }
 
-// Credentials from the proxy's STS for a web identity (AssumeRoleWithWebIdentity), as on EKS.
-void use_web_identity_from(dcpp::test::ScopedAwsEnvironment& environment,
-                           const S3TestServer& server) {
-  dcpp::test::write_file(environment.home().path() / "token", "dcpp-web-identity-token\n");
-  environment.set("AWS_WEB_IDENTITY_TOKEN_FILE", (environment.home().path() / "token").string());
-  environment.set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
-  environment.set("AWS_ENDPOINT_URL_STS", server.credentials_endpoint() + "/sts");
-}
-
 // How one rank's restart ended: the step it resumed bit for bit (-1: nothing), or its error.
 struct RestartOutcome {
   int64_t step = -1;
@@ -134,7 +125,7 @@ class Matrix {
         break;
       case StoreFault::kStsStalled:
         environment.emplace();
-        use_web_identity_from(*environment, server_);
+        environment->use_web_identity(server_.credentials_endpoint() + "/sts");
         s3.access_key_id.clear();
         s3.secret_access_key.clear();
         s3.session_token.clear();

@@ -205,9 +205,15 @@ ensure() {  # SUITE PROFILE
     return
   fi
   if [[ ! -f $root/.dcpp-bootstrapped ]]; then
-    command -v debootstrap >/dev/null || {
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-    }
+    # `make test` makes two roots side by side: one of them installs debootstrap, the other
+    # waits for it (two apt-get at once fail on apt's lock).
+    (
+      flock 9
+      command -v debootstrap >/dev/null || {
+        apt-get update -qq &&
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+      }
+    ) 9>"${TMPDIR:-/tmp}/dcpp-reference-roots-apt.lock"
     local mirror
     mirror=$(debian_mirror)
     echo "reference_root.sh: debootstrap $suite into $root from $mirror (once; cached)" >&2

@@ -35,6 +35,14 @@ class ScopedAwsEnvironment {
   ScopedAwsEnvironment& operator=(const ScopedAwsEnvironment&) = delete;
 
   void set(const char* name, const std::string& value) { setenv(name, value.c_str(), 1); }
+  /// Credentials by web identity, as on EKS: the token the tests' STS stand-in accepts
+  /// ("dcpp-web-identity-token", in a file under HOME), a role, and that STS at `sts_endpoint`.
+  void use_web_identity(const std::string& sts_endpoint) {
+    dcpp::test::write_file(home_.path() / "token", "dcpp-web-identity-token\n");
+    set("AWS_WEB_IDENTITY_TOKEN_FILE", (home_.path() / "token").string());
+    set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
+    set("AWS_ENDPOINT_URL_STS", sts_endpoint);
+  }
   /// The empty directory HOME points at.
   const dcpp::test::TempDir& home() const { return home_; }
 

@@ -144,10 +144,7 @@ TEST_CASE("S3 credentials read again from the shared files when the store refuse
 TEST_CASE("S3 credentials from web identity (STS), asked for again before they expire") {
   S3TestServer& server = S3TestServer::get();
   ScopedAwsEnvironment env;
-  write_text(env.home() / "token", "dcpp-web-identity-token\n");
-  env.set("AWS_WEB_IDENTITY_TOKEN_FILE", (env.home() / "token").string());
-  env.set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
-  env.set("AWS_ENDPOINT_URL_STS", server.credentials_endpoint() + "/sts");
+  env.use_web_identity(server.credentials_endpoint() + "/sts");
   // Credentials that expire within the client's five-minute margin: renewed before each request.
   server.set_credentials_ttl(120);
   server.reset_traffic();
@@ -170,10 +167,7 @@ TEST_CASE(
     "S3 credentials whose renewal fails are asked for again once in a while, not per request") {
   S3TestServer& server = S3TestServer::get();
   ScopedAwsEnvironment env;
-  write_text(env.home() / "token", "dcpp-web-identity-token\n");
-  env.set("AWS_WEB_IDENTITY_TOKEN_FILE", (env.home() / "token").string());
-  env.set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/dcpp-test");
-  env.set("AWS_ENDPOINT_URL_STS", server.credentials_endpoint() + "/sts");
+  env.use_web_identity(server.credentials_endpoint() + "/sts");
   server.set_credentials_ttl(120);  // within the five-minute margin: due before every request
   dcpp::S3Prefix prefix("s3://" + server.create_bucket("renewal") + "/objects", without_keys());
   prefix.write("first", "1");  // credentials from STS
