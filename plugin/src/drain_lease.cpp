@@ -81,7 +81,10 @@ void DrainLease::hold() {
     } else {
       const std::optional<Holder> holder = parse_holder(lease->bytes);
       const bool own = holder && holder->owner == owner_;
-      const bool predecessor = holder && !own && !job_id_.empty() && holder->job == job_id_;
+      // A process of this job that held the lease and lost it (to its successor) never takes it
+      // back this way: two live processes of one job would take it from each other.
+      const bool predecessor =
+          holder && !own && !ever_held_ && !job_id_.empty() && holder->job == job_id_;
       if (holder && !own && !predecessor && holder->expires_at > unix_seconds()) {
         held_ = false;
         throw CheckpointError(
@@ -108,7 +111,7 @@ void DrainLease::hold() {
       if (!now || now->owner != owner_) continue;
       etag_ = written->etag;
     }
-    held_ = true;
+    held_ = ever_held_ = true;
     if (!heartbeat_.joinable()) heartbeat_ = std::thread([this] { heartbeat(); });
     return;
   }

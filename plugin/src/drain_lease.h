@@ -9,8 +9,9 @@
 // two jobs that read one lease, one alone wins. Once held, a heartbeat thread renews it every
 // third of `ttl`, drain passes or not: it lapses only when the job is gone (or cannot reach the
 // store for `ttl`). A job of the same identity as the holder (RemoteTierOptions::job_id: a
-// restarted job after a crash or a preemption) takes it over at once; any other waits for it to
-// expire.
+// restarted job after a crash or a preemption) takes it over at once, unless it held the lease
+// before (a predecessor that lost it to its successor never takes it back); any other waits for
+// it to expire.
 
 #include <dcpp/storage/s3_prefix.h>
 
@@ -62,6 +63,7 @@ class DrainLease {
   std::condition_variable wake_;
   std::string etag_;  // the entity tag of the lease as this job last wrote it
   bool held_ = false;
+  bool ever_held_ = false;  // this process held the lease once (it then takes over no successor)
   bool stopping_ = false;
   std::thread heartbeat_;
 };

@@ -180,8 +180,18 @@ TEST_CASE("a restarted job takes over its dead predecessor's lease at once, anot
   restarted.save(run_state(7, 1), request(1));
   restarted.wait_for_remote();
   CHECK(steps_of(restarted.list_remote()) == std::vector<int64_t>{1});
+  {
+    // A second restart of job 7 takes it over in turn; the first, still alive, never takes it
+    // back (two live processes of one job would take it from each other at every pass).
+    dcpp::CheckpointManager again(store.job(store.dir / "again", "job-7"));
+    again.wait_for_remote();
+    restarted.save(run_state(7, 2), request(2));
+    FaultyStore::require_refused(restarted);
+  }  // the second ends: its lease is released, and the first drains again
+  restarted.wait_for_remote();
+  CHECK(steps_of(restarted.list_remote()) == std::vector<int64_t>{1, 2});
   dcpp::CheckpointManager elsewhere(store.options(store.dir / "elsewhere"));
-  CHECK(resumed_run(elsewhere) == std::make_pair(7, int64_t{1}));
+  CHECK(resumed_run(elsewhere) == std::make_pair(7, int64_t{2}));
 }
 
 TEST_CASE("wait_for_remote reports what its own retry did, not an earlier pass's failure") {
