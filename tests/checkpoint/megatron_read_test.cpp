@@ -267,7 +267,18 @@ TEST_CASE("a numpy array whose dtype or bytes do not fit is refused, naming what
     }
   };
   refused("u4", "u8", "payload: holds a numpy array of 4 'u8' elements in 16 bytes");
-  refused("u4", "U4", "holds a numpy array of dtype 'U4', which dcpp does not read");
+  // A dtype dcpp holds no tensor of (numpy's 'U4', 4 unicode characters) is not refused: the
+  // array is kept as the calls its pickle describes, and written back as they were.
+  std::string unicode = pickle;
+  unicode.replace(unicode.find("u4"), 2, "U4");
+  const c10::IValue kept = dcpp::detail::decode_value_pickle(
+      unicode, [](const dcpp::detail::TensorRef&) -> at::Tensor { return {}; }, "payload");
+  const dcpp::PythonObject* array = dcpp::python_object_of(kept.toGenericDict().at("key"));
+  REQUIRE(array != nullptr);
+  CHECK(array->construction == dcpp::PythonConstruction::kReduce);
+  CHECK(array->name == "_reconstruct");
+  REQUIRE(array->state.has_value());
+  CHECK(dcpp::detail::encode_value_pickle(kept, tensors) == unicode);
 
   // Bytes 0 to 3 as bools: 2 and 3 are none.
   c10::impl::GenericDict bytes(c10::StringType::get(), c10::AnyType::get());

@@ -22,6 +22,93 @@ const PyObject* PyObject::find(std::string_view key) const {
   return found;
 }
 
+bool runs_code_when_unpickled(std::string_view module, std::string_view name) {
+  // Modules every global of which runs commands, code or imports, touches files or processes.
+  static constexpr std::string_view kModules[] = {"os",
+                                                  "posix",
+                                                  "nt",
+                                                  "subprocess",
+                                                  "sys",
+                                                  "importlib",
+                                                  "runpy",
+                                                  "pty",
+                                                  "shutil",
+                                                  "socket",
+                                                  "ctypes",
+                                                  "code",
+                                                  "codeop",
+                                                  "pdb",
+                                                  "bdb",
+                                                  "webbrowser",
+                                                  "multiprocessing",
+                                                  "asyncio",
+                                                  "pickle",
+                                                  "_pickle",
+                                                  "marshal",
+                                                  "shelve",
+                                                  "dill",
+                                                  "cloudpickle",
+                                                  "timeit",
+                                                  "profile",
+                                                  "cProfile",
+                                                  "trace",
+                                                  "doctest",
+                                                  "unittest",
+                                                  "pydoc",
+                                                  "platform",
+                                                  "threading",
+                                                  "_thread",
+                                                  "tempfile",
+                                                  "glob",
+                                                  "zipimport",
+                                                  "imp"};
+  for (const std::string_view bad : kModules) {
+    if (module == bad || (module.size() > bad.size() && module.substr(0, bad.size()) == bad &&
+                          module[bad.size()] == '.')) {
+      return true;
+    }
+  }
+  // Builtins that evaluate, import, reach attributes (and so any method) or open files.
+  static constexpr std::string_view kBuiltins[] = {
+      "eval", "exec",  "compile",    "__import__", "getattr", "setattr", "delattr",
+      "open", "input", "breakpoint", "globals",    "locals",  "vars",    "exit",
+      "quit", "help",  "execfile",   "reload",     "file",    "apply"};
+  if (module == "builtins" || module == "__builtin__") {
+    for (const std::string_view bad : kBuiltins) {
+      if (name == bad) return true;
+    }
+    return false;
+  }
+  // Single functions and classes elsewhere that call, load or write what they are given.
+  static constexpr std::pair<std::string_view, std::string_view> kGlobals[] = {
+      {"operator", "attrgetter"},
+      {"operator", "methodcaller"},
+      {"_operator", "attrgetter"},
+      {"_operator", "methodcaller"},
+      {"types", "FunctionType"},
+      {"types", "CodeType"},
+      {"types", "LambdaType"},
+      {"types", "MethodType"},
+      {"io", "open"},
+      {"_io", "open"},
+      {"io", "FileIO"},
+      {"_io", "FileIO"},
+      {"io", "open_code"},
+      {"_io", "open_code"},
+      {"torch", "load"},
+      {"torch.serialization", "load"},
+      {"torch.jit", "load"},
+      {"torch.hub", "load"},
+      {"numpy", "load"},
+      {"numpy.testing._private.utils", "runstring"},
+      {"numpy.lib.npyio", "load"},
+      {"functools", "reduce"}};
+  for (const auto& [bad_module, bad_name] : kGlobals) {
+    if (module == bad_module && name == bad_name) return true;
+  }
+  return false;
+}
+
 PyObject* Unpickled::make_node() {
   if (block_used_ == block_capacity_) {
     block_capacity_ = blocks_.empty() ? kFirstBlockSize : std::min(kBlockSize, 2 * block_capacity_);
@@ -56,6 +143,8 @@ std::string describe(const PyObject& object) {
       return "bool";
     case PyKind::kInt:
       return "int";
+    case PyKind::kBigInt:
+      return "int beyond 64 bits";
     case PyKind::kFloat:
       return "float";
     case PyKind::kStr:
@@ -240,6 +329,16 @@ void PickleVm::memo_get(uint64_t index) {
 }
 
 void PickleVm::global(std::string module, std::string name) {
+  if (runs_code_when_unpickled(module, name)) {
+    // Not malformed: a well-formed pickle made to run code in whoever loads it with Python.
+    throw CheckpointError(
+        ErrorKind::kCorrupt,
+        std::string(source_) + ": refers to the Python global '" + printable(module) + "." +
+            printable(name) + "' (pickle byte " + std::to_string(op_pos_) +
+            "), which runs code, commands or imports when Python unpickles it: the checkpoint is "
+            "hostile or broken. dcpp decodes checkpoint data without running any of it, and "
+            "refuses to pass on a value that would run code in a Python program loading it");
+  }
   if (!allow_(module, name)) {
     // Not malformed: a well-formed pickle of something dcpp will not make.
     throw CheckpointError(
@@ -271,10 +370,17 @@ void PickleVm::push_int(int64_t value) {
 }
 
 void PickleVm::long_bytes(uint64_t n) {
-  if (n > 8) {
-    fail("integer of " + std::to_string(n) + " bytes does not fit in 64 bits");
+  if (n > kMaxBigIntBytes) {
+    fail("integer of " + std::to_string(n) + " bytes (dcpp reads ints of up to " +
+         std::to_string(kMaxBigIntBytes) + " bytes, some 4900 decimal digits)");
   }
   std::string_view data = take(n);
+  if (n > 8) {
+    PyObject* object = make(PyKind::kBigInt);
+    object->text.assign(data);
+    push(object);
+    return;
+  }
   uint64_t bits = 0;
   for (std::size_t i = 0; i < data.size(); ++i) {
     bits |= static_cast<uint64_t>(static_cast<uint8_t>(data[i])) << (8 * i);

@@ -86,6 +86,18 @@ void PickleWriter::put_bool(bool value) {
   op(value ? op::kNewTrue : op::kNewFalse);
 }
 
+void PickleWriter::put_long(std::string_view bytes) {
+  boundary();
+  if (bytes.size() < 256) {
+    op(op::kLong1);
+    out_.push_back(static_cast<char>(bytes.size()));
+  } else {
+    op(op::kLong4);
+    raw_u32(static_cast<uint32_t>(bytes.size()));
+  }
+  out_.append(bytes);
+}
+
 void PickleWriter::put_int(int64_t value) {
   boundary();
   if (value >= 0 && value <= 0xff) {

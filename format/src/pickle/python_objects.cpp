@@ -1,6 +1,9 @@
 #include "format/pickle/python_objects.h"
 
+#include "format/pickle/python_int.h"
+
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/format/python_values.h>
 
 #include <ATen/ATen.h>
 
@@ -33,6 +36,10 @@ const NumpyDtype* find_numpy_dtype(std::string_view code) {
   return nullptr;
 }
 
+bool is_builtin(const PyObject& object, std::string_view name) {
+  return object.is_global("builtins", name) || object.is_global("__builtin__", name);
+}
+
 bool is_reconstruct(const PyObject& object) {
   return object.is_global("numpy.core.multiarray", "_reconstruct") ||
          object.is_global("numpy._core.multiarray", "_reconstruct");
@@ -50,21 +57,35 @@ class Decoder {
   std::optional<c10::IValue> decode(const PyObject& object) const {
     if (object.kind == PyKind::kReduce && is_reconstruct(object.callable())) return array(object);
     if (object.is_instance_of("argparse", "Namespace")) return name_space(object);
-    if (object.is_instance_of("_codecs", "encode")) {
-      fail("holds Python bytes outside a numpy array, which dcpp does not read");
+    if (object.kind != PyKind::kReduce || object.state() != nullptr) return std::nullopt;
+    const auto& args = object.args().items;
+    if (object.is_instance_of("_codecs", "encode") && args.size() == 2 &&
+        args[0]->kind == PyKind::kStr && args[1]->kind == PyKind::kStr &&
+        args[1]->text == "latin1") {
+      return python_bytes_value(bytes(object));
     }
-    if (object.is_instance_of("numpy", "dtype")) fail("holds a numpy dtype outside an array");
+    if (is_builtin(object.callable(), "bytes") && args.empty()) return python_bytes_value("");
+    const bool frozen = is_builtin(object.callable(), "frozenset");
+    if ((frozen || is_builtin(object.callable(), "set")) && args.size() <= 1 &&
+        (args.empty() || args[0]->kind == PyKind::kList)) {
+      std::vector<c10::IValue> items;
+      if (!args.empty()) {
+        items.reserve(args[0]->items.size());
+        for (const PyObject* item : args[0]->items) items.push_back(convert_(*item));
+      }
+      return python_set_value(std::move(items), frozen);
+    }
     return std::nullopt;
   }
 
  private:
   // numpy.ndarray's pickle: _reconstruct(ndarray, (0,), b'b') with the state
   // (1, shape, dtype, is_fortran, bytes).
-  c10::IValue array(const PyObject& object) const {
+  // An array dcpp cannot hold as a tensor (a big-endian, structured or object array, a subclass)
+  // gives nullopt: it is kept as the calls its pickle describes.
+  std::optional<c10::IValue> array(const PyObject& object) const {
     const auto& args = object.args().items;
-    if (args.size() != 3 || !args[0]->is_global("numpy", "ndarray")) {
-      fail("holds a numpy _reconstruct call that does not make an ndarray");
-    }
+    if (args.size() != 3 || !args[0]->is_global("numpy", "ndarray")) return std::nullopt;
     const PyObject* state = object.state();
     if (state == nullptr || state->kind != PyKind::kTuple || state->items.size() != 5) {
       fail("holds a numpy array without its (version, shape, dtype, order, data) state");
@@ -80,17 +101,17 @@ class Decoder {
       }
       shape.push_back(size->int_value);
     }
-    const auto [code, byte_order] = dtype(*fields[2]);
+    const std::optional<std::pair<std::string, std::string>> code_and_order = dtype(*fields[2]);
+    if (!code_and_order) return std::nullopt;
+    const auto& [code, byte_order] = *code_and_order;
     const NumpyDtype* entry = find_numpy_dtype(code);
-    if (entry == nullptr) {
-      fail("holds a numpy array of dtype '" + code +
-           "', which dcpp does not read (it reads bool, int, uint, float and complex arrays)");
-    }
+    if (entry == nullptr) return std::nullopt;
     const std::size_t item = c10::elementSize(entry->dtype);
-    if (byte_order == ">" && item > 1) {
-      fail("holds a big-endian numpy array ('>" + code + "'), which dcpp does not read");
-    }
+    if (byte_order == ">" && item > 1) return std::nullopt;
     if (fields[3]->kind != PyKind::kBool) fail("holds a numpy array whose order is not a bool");
+    if (fields[4]->kind != PyKind::kBytes && !fields[4]->is_instance_of("_codecs", "encode")) {
+      return std::nullopt;  // an object array's items
+    }
     const std::string data = bytes(*fields[4]);
     int64_t expected = 0;
     if (__builtin_mul_overflow(numel, static_cast<int64_t>(item), &expected) ||
@@ -118,25 +139,24 @@ class Decoder {
   }
 
   // numpy.dtype's pickle: dtype(code, False, True) with the state
-  // (3, byte order, None, None, None, -1, -1, 0). Returns the code and the byte order.
-  std::pair<std::string, std::string> dtype(const PyObject& object) const {
+  // (3, byte order, None, None, None, -1, -1, 0). Returns the code and the byte order; nullopt for
+  // a dtype that is not a plain one (structured, with a malformed state, not a dtype at all).
+  std::optional<std::pair<std::string, std::string>> dtype(const PyObject& object) const {
     if (!object.is_instance_of("numpy", "dtype") || object.args().items.empty() ||
         object.args().items[0]->kind != PyKind::kStr) {
-      fail("holds a numpy array whose dtype is a " + describe(object));
+      return std::nullopt;
     }
     std::string byte_order = "|";
     const PyObject* state = object.state();
     if (state != nullptr) {
       if (state->kind != PyKind::kTuple || state->items.size() < 2 ||
-          state->items[1]->kind != PyKind::kStr) {
-        fail("holds a numpy dtype with a malformed state");
-      }
-      if (state->items.size() >= 3 && state->items[2]->kind != PyKind::kNone) {
-        fail("holds a structured numpy dtype, which dcpp does not read");
+          state->items[1]->kind != PyKind::kStr ||
+          (state->items.size() >= 3 && state->items[2]->kind != PyKind::kNone)) {
+        return std::nullopt;
       }
       byte_order = state->items[1]->text;
     }
-    return {object.args().items[0]->text, byte_order};
+    return std::make_pair(object.args().items[0]->text, byte_order);
   }
 
   // Python bytes: a bytes object (protocol 3 and later) or protocol 2's
@@ -167,19 +187,18 @@ class Decoder {
     return out;
   }
 
-  // argparse.Namespace's pickle: NEWOBJ with no arguments, then its __dict__.
-  c10::IValue name_space(const PyObject& object) const {
-    if (object.kind != PyKind::kNewObj || !object.args().items.empty()) {
-      fail("holds an argparse.Namespace made with arguments");
-    }
+  // argparse.Namespace's pickle: NEWOBJ with no arguments, then its __dict__. Another shape is
+  // kept as the call it describes (nullopt).
+  std::optional<c10::IValue> name_space(const PyObject& object) const {
+    if (object.kind != PyKind::kNewObj || !object.args().items.empty()) return std::nullopt;
+    const PyObject* state = object.state();
+    if (state != nullptr && state->kind != PyKind::kDict) return std::nullopt;
     std::vector<std::pair<std::string, c10::IValue>> attributes;
-    if (const PyObject* state = object.state()) {
-      if (state->kind != PyKind::kDict)
-        fail("holds an argparse.Namespace whose state is not a dict");
+    if (state != nullptr) {
       for (std::size_t i = 0; i < state->dict_size(); ++i) {
-        if (state->key(i).kind != PyKind::kStr) {
-          fail("holds an argparse.Namespace with a " + describe(state->key(i)) + " attribute name");
-        }
+        if (state->key(i).kind != PyKind::kStr) return std::nullopt;
+      }
+      for (std::size_t i = 0; i < state->dict_size(); ++i) {
         attributes.emplace_back(state->key(i).text, convert_(state->value(i)));
       }
     }
@@ -278,35 +297,125 @@ void put_namespace(PickleWriter& writer, const PythonObject& object,
   writer.build();
 }
 
-}  // namespace
-
-bool allow_python_object_global(std::string_view module, std::string_view name) {
-  return ((module == "numpy.core.multiarray" || module == "numpy._core.multiarray") &&
-          name == "_reconstruct") ||
-         (module == "numpy" && (name == "ndarray" || name == "dtype")) ||
-         (module == "_codecs" && name == "encode") || (module == "argparse" && name == "Namespace");
+// Protocol 2 spells Python 3's builtins module as Python 2's (pickle's fix_imports).
+void put_builtin(PickleWriter& writer, std::string_view name) {
+  writer.put_global("__builtin__", name);
 }
+
+const c10::IValue& attribute(const PythonObject& object, const char* name) {
+  const c10::IValue* value = object.find(name);
+  if (value == nullptr) {
+    throw CheckpointError(ErrorKind::kUsage,
+                          "a " + object.class_name + " value lacks its '" + name + "' attribute");
+  }
+  return *value;
+}
+
+// What Python writes for a decoded object (kDecoded).
+void put_decoded(PickleWriter& writer, const PythonObject& object,
+                 const std::function<void(const c10::IValue&)>& put) {
+  const std::string& name = object.class_name;
+  if (name == kNumpyArrayClass) {
+    put_numpy_array(writer, object);
+  } else if (name == kNamespaceClass) {
+    put_namespace(writer, object, put);
+  } else if (name == kBytesClass) {
+    const c10::IValue& data = attribute(object, "data");
+    if (!data.isString())
+      throw CheckpointError(ErrorKind::kUsage, "a bytes value's data is no str");
+    if (data.toStringRef().empty()) {
+      put_builtin(writer, "bytes");  // Python: save_reduce(bytes, ())
+      writer.empty_tuple();
+      writer.reduce();
+    } else {
+      put_bytes(writer, data.toStringRef().data(), data.toStringRef().size());
+    }
+  } else if (name == kSetClass || name == kFrozenSetClass) {
+    const c10::IValue& items = attribute(object, "items");
+    if (!items.isList())
+      throw CheckpointError(ErrorKind::kUsage, "a set value's items are no list");
+    const c10::ArrayRef<c10::IValue> elements = items.toListRef();
+    put_builtin(writer, name == kSetClass ? "set" : "frozenset");  // save_reduce(set, (list,))
+    writer.put_tuple(
+        1, [&] { writer.put_list(elements.size(), [&](std::size_t i) { put(elements[i]); }); });
+    writer.reduce();
+  } else if (name == kBigIntClass) {
+    const c10::IValue& digits = attribute(object, "digits");
+    if (!digits.isString())
+      throw CheckpointError(ErrorKind::kUsage, "a big int's digits are no str");
+    writer.put_long(twos_complement_from_decimal(digits.toStringRef()));
+  } else if (name == kDictClass) {
+    const c10::IValue& items = attribute(object, "items");
+    const auto pairs = items.isList() ? items.toListRef() : c10::ArrayRef<c10::IValue>();
+    for (const c10::IValue& pair : pairs) {
+      if (!pair.isTuple() || pair.toTupleRef().elements().size() != 2) {
+        throw CheckpointError(ErrorKind::kUsage,
+                              "a builtins.dict value's items must be (key, value) tuples");
+      }
+    }
+    writer.put_dict(pairs.size(), [&](std::size_t i) {
+      put(pairs[i].toTupleRef().elements()[0]);
+      put(pairs[i].toTupleRef().elements()[1]);
+    });
+  } else {
+    throw CheckpointError(ErrorKind::kUsage, "dcpp cannot torch.save a decoded Python " + name +
+                                                 " (it decodes numpy.ndarray, argparse.Namespace, "
+                                                 "bytes, set, frozenset, int and dict)");
+  }
+}
+
+// A global, or the call of one with its arguments and state, as its pickle described it.
+void put_call(PickleWriter& writer, const PythonObject& object,
+              const std::function<void(const c10::IValue&)>& put) {
+  writer.put_global(object.module, object.name);
+  if (object.construction == PythonConstruction::kGlobal) return;
+  writer.put_tuple(object.arguments.size(), [&] {
+    for (const c10::IValue& argument : object.arguments) put(argument);
+  });
+  if (object.construction == PythonConstruction::kReduce) {
+    writer.reduce();
+  } else {
+    writer.newobj();
+  }
+  if (object.state) {
+    put(*object.state);
+    writer.build();
+  }
+}
+
+}  // namespace
 
 std::optional<c10::IValue> decode_python_object(
     const PyObject& object, const std::function<c10::IValue(const PyObject&)>& convert,
     std::string_view what) {
-  return Decoder(convert, what).decode(object);
+  if (object.kind == PyKind::kGlobal) return python_global_value(object.text, object.name);
+  if (object.kind != PyKind::kReduce && object.kind != PyKind::kNewObj) return std::nullopt;
+  if (std::optional<c10::IValue> decoded = Decoder(convert, what).decode(object)) return decoded;
+  std::vector<c10::IValue> arguments;
+  arguments.reserve(object.args().items.size());
+  for (const PyObject* argument : object.args().items) arguments.push_back(convert(*argument));
+  std::optional<c10::IValue> state;
+  if (object.state() != nullptr) state = convert(*object.state());
+  return python_call_value(
+      object.kind == PyKind::kReduce ? PythonConstruction::kReduce : PythonConstruction::kNewObj,
+      object.callable().text, object.callable().name, std::move(arguments), std::move(state));
 }
 
 bool put_python_object(PickleWriter& writer, const c10::IValue& value,
                        const std::function<void(const c10::IValue&)>& put) {
   const PythonObject* object = python_object_of(value);
   if (object == nullptr) return false;
-  if (object->class_name == kNumpyArrayClass) {
-    put_numpy_array(writer, *object);
-  } else if (object->class_name == kNamespaceClass) {
-    put_namespace(writer, *object, put);
+  if (object->construction == PythonConstruction::kDecoded) {
+    put_decoded(writer, *object, put);
   } else {
-    throw CheckpointError(ErrorKind::kUsage,
-                          "dcpp cannot torch.save a Python " + object->class_name +
-                              " (it writes numpy.ndarray and argparse.Namespace)");
+    put_call(writer, *object, put);
   }
   return true;
+}
+
+std::optional<at::ScalarType> torch_dtype_of_numpy(std::string_view code) {
+  const NumpyDtype* entry = find_numpy_dtype(code);
+  return entry == nullptr ? std::nullopt : std::optional<at::ScalarType>(entry->dtype);
 }
 
 }  // namespace dcpp::detail

@@ -16,9 +16,11 @@
 
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/pickle_writer.h"
+#include "format/pickle/python_int.h"
 #include "format/pickle/python_objects.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/format/python_values.h>
 #include <dcpp/state_dict/whole_value.h>
 
 #include <ATen/core/Dict.h>
@@ -225,11 +227,9 @@ bool allow_tensor_global(std::string_view module, std::string_view name) {
          (module == "collections" && name == "OrderedDict");
 }
 
-bool allow_value_global(std::string_view module, std::string_view name) {
-  return allow_tensor_global(module, name) ||
-         ((module == "__builtin__" || module == "builtins") && name == "complex") ||
-         allow_python_object_global(module, name);
-}
+// A value pickle may name any global: none is imported or called, each is kept as data. The VM
+// still refuses those that would run code in a Python program (runs_code_when_unpickled).
+bool allow_value_global(std::string_view, std::string_view) { return true; }
 
 class TensorDecoder {
  public:
@@ -411,6 +411,8 @@ class ValueDecoder {
         return c10::IValue(object.int_value);
       case PyKind::kFloat:
         return c10::IValue(object.float_value);
+      case PyKind::kBigInt:
+        return python_int_value(decimal_from_twos_complement(object.text));
       default:
         break;
     }
@@ -445,8 +447,25 @@ class ValueDecoder {
         for (const PyObject* item : object.items) list.push_back(convert(*item, depth + 1));
         return c10::IValue(list);
       }
+      case PyKind::kBytes:
+        return python_bytes_value(object.text);
+      case PyKind::kSet:
+      case PyKind::kFrozenSet: {
+        std::vector<c10::IValue> items;
+        items.reserve(object.items.size());
+        for (const PyObject* item : object.items) items.push_back(convert(*item, depth + 1));
+        return python_set_value(std::move(items), object.kind == PyKind::kFrozenSet);
+      }
       case PyKind::kDict:
         return convert_dict(object, depth);
+      case PyKind::kPersistent:
+        throw CheckpointError(
+            ErrorKind::kIncompatible,
+            std::string(what_) +
+                ": data.pkl holds a storage reference (persistent id) outside the calls dcpp "
+                "rebuilds tensors with (_rebuild_tensor_v2, _rebuild_tensor_v3, "
+                "_rebuild_parameter): a tensor of a kind dcpp cannot represent (quantized, sparse, "
+                "a subclass); save it as a plain tensor");
       case PyKind::kReduce:
         if (object.is_instance_of("__builtin__", "complex") ||
             object.is_instance_of("builtins", "complex")) {
@@ -462,6 +481,7 @@ class ValueDecoder {
         }
         [[fallthrough]];
       case PyKind::kNewObj:
+      case PyKind::kGlobal:
         if (std::optional<c10::IValue> value = decode_python_object(
                 object, [&](const PyObject& part) { return convert(part, depth + 1); }, what_)) {
           return *std::move(value);
@@ -470,29 +490,38 @@ class ValueDecoder {
       default:
         break;
     }
-    fail("data.pkl holds a " + describe(object) +
-         ", which dcpp cannot represent (it reads None, bool, int, float, complex, str, tuple, "
-         "list, dict with str or int keys, tensors, numpy arrays and argparse.Namespace)");
+    fail("data.pkl holds a " + describe(object) + " where a value belongs");
   }
 
+  // A dict of str keys or of int keys is a c10 dict; one of other keys (tuples, mixed kinds) a
+  // "builtins.dict". Python semantics for a repeated key of a c10 dict: the last value wins, in
+  // the first one's place.
   c10::IValue convert_dict(const PyObject& object, int depth) {
-    bool int_keys = object.dict_size() > 0 && object.key(0).kind == PyKind::kInt;
-    const c10::TypePtr key_type =
-        int_keys ? c10::TypePtr(c10::IntType::get()) : c10::TypePtr(c10::StringType::get());
-    c10::impl::GenericDict dict(key_type, c10::AnyType::get());
-    dict.reserve(object.dict_size());
-    for (std::size_t i = 0; i < object.dict_size(); ++i) {
-      const PyObject& key = object.key(i);
-      if (key.kind != (int_keys ? PyKind::kInt : PyKind::kStr)) {
-        fail("data.pkl holds a dict with a " + describe(key) + " key among " +
-             (int_keys ? "int" : "str") +
-             " keys (dcpp reads dicts whose keys are all str or all int)");
+    const auto all_keys = [&](PyKind kind) {
+      for (std::size_t i = 0; i < object.dict_size(); ++i) {
+        if (object.key(i).kind != kind) return false;
       }
-      // Python semantics for a repeated key: the last value wins, in the first one's place.
-      dict.insert_or_assign(int_keys ? c10::IValue(key.int_value) : c10::IValue(key.text),
-                            convert(object.value(i), depth + 1));
+      return true;
+    };
+    const bool int_keys = object.dict_size() > 0 && all_keys(PyKind::kInt);
+    if (int_keys || all_keys(PyKind::kStr)) {
+      const c10::TypePtr key_type =
+          int_keys ? c10::TypePtr(c10::IntType::get()) : c10::TypePtr(c10::StringType::get());
+      c10::impl::GenericDict dict(key_type, c10::AnyType::get());
+      dict.reserve(object.dict_size());
+      for (std::size_t i = 0; i < object.dict_size(); ++i) {
+        const PyObject& key = object.key(i);
+        dict.insert_or_assign(int_keys ? c10::IValue(key.int_value) : c10::IValue(key.text),
+                              convert(object.value(i), depth + 1));
+      }
+      return c10::IValue(dict);
     }
-    return c10::IValue(dict);
+    std::vector<std::pair<c10::IValue, c10::IValue>> items;
+    items.reserve(object.dict_size());
+    for (std::size_t i = 0; i < object.dict_size(); ++i) {
+      items.emplace_back(convert(object.key(i), depth + 1), convert(object.value(i), depth + 1));
+    }
+    return python_dict_value(std::move(items));
   }
 
   const std::function<at::Tensor(const TensorRef&)>& load_tensor_;

@@ -6,13 +6,14 @@
 // point at, so a crafted `.metadata` runs code. This VM only records: a global is a (module, name)
 // pair, and NEWOBJ, REDUCE, BUILD and BINPERSID produce `PyObject`s that describe the call
 // (callable, arguments, state) for the codecs to interpret. Globals must pass the caller's
-// allowlist.
+// allowlist; those that run code when Python unpickles them (`runs_code_when_unpickled`) are
+// refused whatever the allowlist says.
 //
 // Hostile input: every length is checked against the bytes left, memo indices are bounded by the
 // input size (the memo is a dense table), stack pops check the current MARK's fence, containers are
-// type-checked before they are mutated, integers beyond int64 are refused. Memory is bounded by a
-// small multiple of the input size. Any violation is a CheckpointError naming the source, the byte
-// offset and the opcode.
+// type-checked before they are mutated, integers are bounded (kMaxBigIntBytes). Memory is bounded
+// by a small multiple of the input size. Any violation is a CheckpointError naming the source, the
+// byte offset and the opcode.
 
 #include "format/pickle/pickle_writer.h"
 
@@ -30,6 +31,7 @@ enum class PyKind : uint8_t {
   kNone,
   kBool,
   kInt,
+  kBigInt,  // an int beyond int64: `text` holds its little-endian two's complement bytes
   kFloat,
   kStr,
   kBytes,
@@ -85,6 +87,17 @@ std::string describe(const PyObject& object);
 /// so that a hostile name can neither cut the message short (what() is a C string) nor drive the
 /// terminal it is printed on. Other bytes, UTF-8 included, are kept.
 std::string printable(std::string_view text);
+
+/// The largest int a pickle may hold, in bytes of two's complement (LONG1/LONG4): some 4900
+/// decimal digits, beyond Python's own default limit for printing one (4300).
+inline constexpr uint64_t kMaxBigIntBytes = 2048;
+
+/// True for a global that runs code, commands or imports when Python unpickles a call of it or
+/// merely looks it up for a later call (os.system, builtins.eval, subprocess.*, getattr, ...): a
+/// pickle naming one is made to attack whoever loads it with Python. dcpp never calls anything, so
+/// its own safety does not rest on this list; it refuses such checkpoints rather than pass their
+/// values on.
+bool runs_code_when_unpickled(std::string_view module, std::string_view name);
 
 /// Decides whether a global may appear in the pickle.
 using GlobalAllowlist = std::function<bool(std::string_view module, std::string_view name)>;

@@ -86,6 +86,8 @@ class PickleWriter {
   /// BININT1, BININT2, BININT or LONG1, whichever Python picks for `value`.
   void put_int(int64_t value);
   void put_float(double value);
+  /// An int of any size as LONG1 or LONG4: `bytes` are its little-endian two's complement.
+  void put_long(std::string_view bytes);
 
   /// A new str object (UTF-8 bytes, not checked), memoized.
   void put_str(std::string_view value);

@@ -36,13 +36,14 @@ struct TensorRef {
 std::string encode_tensor_pickle(const TensorRef& tensor);
 
 /// `torch.save(value)`'s data.pkl for a non-tensor value: None, bool, int, float, complex, str,
-/// tuple, list (generic or typed) and dict (str or int keys) of those, and tensors, which are given
-/// storage keys "0", "1", ... in the order met and appended to `tensors` for the caller to store as
-/// `data/<key>` records. Each tensor is described as a contiguous storage of exactly its elements
-/// (offset 0, contiguous strides, requires_grad kept, location 'cpu'): its record must hold the
-/// elements in row-major order. Byte-identical to Python's for the same value, except that Python
-/// shares memo entries between equal objects it happens to share (equal strings are not shared
-/// here). Throws CheckpointError for any other IValue (objects, futures, ...).
+/// tuple, list (generic or typed), dict (str or int keys) and Python objects (python_object.h) of
+/// those, and tensors, which are given storage keys "0", "1", ... in the order met and appended to
+/// `tensors` for the caller to store as `data/<key>` records. Each tensor is described as a
+/// contiguous storage of exactly its elements (offset 0, contiguous strides, requires_grad kept,
+/// location 'cpu'): its record must hold the elements in row-major order. Byte-identical to
+/// Python's for the same value, except that Python shares memo entries between equal objects it
+/// happens to share (equal strings are not shared here). Throws CheckpointError for any other
+/// IValue (futures, devices, ...).
 std::string encode_value_pickle(const c10::IValue& value, std::vector<at::Tensor>& tensors);
 
 /// Decodes a tensor item's data.pkl. Throws CheckpointError naming `what` when it is not exactly
@@ -51,8 +52,12 @@ TensorRef decode_tensor_pickle(std::string_view pickle, std::string_view what);
 
 /// Decodes a bytes item's data.pkl into an IValue: None, bool, int, float, complex, str, tuple (as
 /// a Tuple), list (as a generic list), dict (str or int keys; as a generic dict, order kept),
-/// tensors (each built by `load_tensor`). Python objects of other classes are a CheckpointError
-/// that names the class's global and `what`.
+/// tensors (each built by `load_tensor`), and every other Python value as a PythonObject: bytes,
+/// sets, big ints, dicts of other keys, numpy arrays and Namespaces decoded; any other global or
+/// call of one (dtypes, enums, torch.Size, numpy scalars, user classes) kept as its pickle
+/// describes it, never imported or called. Throws CheckpointError naming `what`: kCorrupt for
+/// malformed bytes or a global that runs code (runs_code_when_unpickled); kIncompatible for a
+/// storage outside a tensor dcpp rebuilds (a quantized or sparse tensor).
 c10::IValue decode_value_pickle(std::string_view pickle,
                                 const std::function<at::Tensor(const TensorRef&)>& load_tensor,
                                 std::string_view what);
