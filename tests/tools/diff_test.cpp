@@ -6,6 +6,8 @@
 #include "diff/diff_command.h"
 
 #include <dcpp/checkpoint/checkpointer.h>
+#include <dcpp/format/python_values.h>
+#include <dcpp/state_dict/python_object.h>
 
 #include <nlohmann/json.hpp>
 
@@ -183,4 +185,39 @@ TEST_CASE("diff compares empty tensors as equal without touching their data") {
   INFO(diff.dump(1));
   REQUIRE(diff["equal"] == true);
   REQUIRE(diff["same"] == 1);
+}
+
+TEST_CASE(
+    "diff compares values exactly: tensors and arrays inside them by bytes, NaN apart from inf") {
+  // Before, values were compared as their JSON: a tensor inside one was a placeholder string and
+  // NaN and inf both null, so these checkpoints diffed equal.
+  dcpp::test::TempDir dir;
+  const auto state = [](int64_t rng_last, double x, int32_t array_last) {
+    dcpp::StateDict s;
+    s.insert("rng",
+             c10::IValue(c10::ivalue::Tuple::create(
+                 {c10::IValue(at::tensor({int64_t{1}, rng_last})), c10::IValue(int64_t{3})})));
+    s.insert("x", x);
+    s.insert("nan", std::nan(""));
+    s.insert("np", dcpp::numpy_array_value(at::tensor({int32_t{5}, array_last}), "<i4"));
+    s.insert("dtype", dcpp::torch_dtype_value(at::kBFloat16));
+    return s;
+  };
+  dcpp::save(state(2, std::nan(""), 6), dir / "a");
+  dcpp::save(state(2, std::nan(""), 6), dir / "a2");
+  dcpp::save(state(9, INFINITY, 7), dir / "b");
+
+  const json same = dcpp::tools::diff_checkpoints(dir / "a", dir / "a2");
+  INFO(same.dump(1));
+  CHECK(same["equal"] == true);
+  CHECK(same["same"] == 5);
+
+  const json diff = dcpp::tools::diff_checkpoints(dir / "a", dir / "b");
+  INFO(diff.dump(1));
+  CHECK(diff["equal"] == false);
+  CHECK(diff["same"] == 2);  // nan, dtype
+  CHECK(diff["changed"].contains("rng"));
+  CHECK(diff["changed"].contains("np"));
+  CHECK(diff["changed"]["x"]["a"] == json{{"__float__", "nan"}});
+  CHECK(diff["changed"]["x"]["b"] == json{{"__float__", "inf"}});
 }

@@ -2,8 +2,10 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/format/metadata.h>
+#include <dcpp/format/python_values.h>
 #include <dcpp/state_dict/python_object.h>
 
+#include <ATen/ATen.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 #include <ATen/core/jit_type.h>
@@ -22,32 +24,91 @@ std::string describe_tensor(const at::Tensor& tensor) {
   return out.str();
 }
 
+nlohmann::json float_json(double value) {
+  if (std::isfinite(value)) return value;
+  return nlohmann::json{{"__float__", std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf"}};
+}
+
+nlohmann::json array_json(c10::ArrayRef<c10::IValue> values) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const c10::IValue& element : values) array.push_back(to_json(element));
+  return array;
+}
+
+std::string hex(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * bytes.size());
+  for (const char c : bytes) {
+    out.push_back(kDigits[static_cast<unsigned char>(c) >> 4]);
+    out.push_back(kDigits[static_cast<unsigned char>(c) & 0xf]);
+  }
+  return out;
+}
+
+nlohmann::json python_object_json(const c10::IValue& value, const PythonObject& object) {
+  if (const std::optional<NumpyArray> numpy = numpy_array_of(value)) {
+    if (numpy->array.dim() == 0 && object.construction != PythonConstruction::kDecoded) {
+      return nlohmann::json{{"__numpy__", numpy->dtype},
+                            {"value", to_json(numpy->array.to(at::kCPU).item())}};
+    }
+    std::ostringstream out;
+    out << "<numpy.ndarray " << numpy->dtype << " " << numpy->array.sizes() << ">";
+    return out.str();
+  }
+  if (const std::optional<std::string> bytes = python_bytes_of(value)) {
+    return nlohmann::json{{"__bytes__", hex(*bytes)}};
+  }
+  if (const std::optional<std::vector<c10::IValue>> items = python_set_items(value)) {
+    return nlohmann::json{
+        {object.class_name == kSetClass ? "__set__" : "__frozenset__", array_json(*items)}};
+  }
+  if (object.class_name == kBigIntClass) {
+    return nlohmann::json{{"__int__", python_int_digits(value).value_or("?")}};
+  }
+  if (object.class_name == kDictClass) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const auto& [key, item] :
+         python_dict_items(value).value_or(std::vector<std::pair<c10::IValue, c10::IValue>>{})) {
+      items.push_back(nlohmann::json::array({to_json(key), to_json(item)}));
+    }
+    return nlohmann::json{{"__dict__", items}};
+  }
+  switch (object.construction) {
+    case PythonConstruction::kGlobal:
+      return nlohmann::json{{"__global__", object.class_name}};
+    case PythonConstruction::kReduce:
+    case PythonConstruction::kNewObj: {
+      nlohmann::json call{
+          {object.construction == PythonConstruction::kReduce ? "__call__" : "__new__",
+           object.class_name},
+          {"args", array_json(object.arguments)}};
+      if (object.state) call["state"] = to_json(*object.state);
+      return call;
+    }
+    case PythonConstruction::kDecoded:
+      break;
+  }
+  nlohmann::json attributes = {{"__class__", object.class_name}};
+  for (const auto& [name, attribute] : object.attributes) attributes[name] = to_json(attribute);
+  return attributes;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const c10::IValue& value) {
   if (value.isNone()) return nullptr;
   if (value.isBool()) return value.toBool();
   if (value.isInt()) return value.toInt();
-  if (value.isDouble()) {
-    const double d = value.toDouble();
-    return std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr);
+  if (value.isDouble()) return float_json(value.toDouble());
+  if (value.isComplexDouble()) {
+    const c10::complex<double> z = value.toComplexDouble();
+    return nlohmann::json{{"__complex__", {float_json(z.real()), float_json(z.imag())}}};
   }
   if (value.isString()) return value.toStringRef();
   if (value.isTensor()) return describe_tensor(value.toTensor());
-  if (value.isTuple()) {
-    nlohmann::json array = nlohmann::json::array();
-    for (const c10::IValue& element : value.toTupleRef().elements()) {
-      array.push_back(to_json(element));
-    }
-    return array;
-  }
-  if (value.isList()) {
-    nlohmann::json array = nlohmann::json::array();
-    for (const c10::IValue& element : value.toListRef()) {
-      array.push_back(to_json(element));
-    }
-    return array;
-  }
+  if (value.isTuple()) return array_json(value.toTupleRef().elements());
+  if (value.isList()) return array_json(value.toListRef());
   if (value.isGenericDict()) {
     nlohmann::json object = nlohmann::json::object();
     for (const auto& entry : value.toGenericDict()) {
@@ -59,17 +120,7 @@ nlohmann::json to_json(const c10::IValue& value) {
     return object;
   }
   if (const PythonObject* object = python_object_of(value)) {
-    const c10::IValue* array = object->find("array");
-    const c10::IValue* dtype = object->find("dtype");
-    if (object->class_name == kNumpyArrayClass && array != nullptr && array->isTensor() &&
-        dtype != nullptr && dtype->isString()) {
-      std::ostringstream out;
-      out << "<numpy.ndarray " << dtype->toStringRef() << " " << array->toTensor().sizes() << ">";
-      return out.str();
-    }
-    nlohmann::json attributes = {{"__class__", object->class_name}};
-    for (const auto& [name, attribute] : object->attributes) attributes[name] = to_json(attribute);
-    return attributes;
+    return python_object_json(value, *object);
   }
   return "<" + value.tagKind() + ">";
 }

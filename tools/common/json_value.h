@@ -10,10 +10,16 @@
 
 namespace dcpp::tools {
 
-/// None -> null, bool, int, float (NaN and infinities -> null, as JSON has none), str, tuples and
-/// lists -> arrays, dicts -> objects; a tensor inside a value -> "<tensor float32 [2, 3]>"; a
-/// Python object (python_object.h): a numpy array -> "<numpy.ndarray <u4 [4]>", another ->
-/// {"__class__": "argparse.Namespace", <attribute>: ...}.
+/// None -> null, bool, int, float (NaN and infinities -> {"__float__": "nan" | "inf" | "-inf"}),
+/// complex -> {"__complex__": [re, im]}, str, tuples and lists -> arrays, dicts of str or int keys
+/// -> objects; a tensor inside a value -> "<tensor float32 [2, 3]>"; a Python object
+/// (python_object.h): a numpy array -> "<numpy.ndarray <u4 [4]>", a numpy scalar ->
+/// {"__numpy__": "<f8", "value": 1.5}, bytes -> {"__bytes__": "<hex>"}, a set ->
+/// {"__set__": [...]} (or "__frozenset__"), a big int -> {"__int__": "<decimal>"}, a dict of other
+/// keys -> {"__dict__": [[key, value], ...]}, a global -> {"__global__": "torch.bfloat16"}, a call
+/// -> {"__call__" (REDUCE) or "__new__" (NEWOBJ): "module.Name", "args": [...], "state": ...}, a
+/// Namespace -> {"__class__": "argparse.Namespace", <attribute>: ...}. For display: values that
+/// differ (inside tensors, in a key's kind) may show alike; compare them with identical_values.
 nlohmann::json to_json(const StateValue& value);
 nlohmann::json to_json(const c10::IValue& value);
 

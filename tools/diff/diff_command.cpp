@@ -4,6 +4,7 @@
 #include "convert/checkpoint_source.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
 
 #include <ATen/ATen.h>
 
@@ -31,6 +32,11 @@ std::string number_text(double value) {
 
 json describe_tensor(const SourceEntry& entry) {
   return json{{"dtype", c10::toString(entry.dtype)}, {"shape", entry.shape}};
+}
+
+// safetensors (and so Hugging Face directories) keep values as JSON text in `__metadata__`.
+bool holds_values_as_json(const std::string& format) {
+  return format == "safetensors" || format == "huggingface";
 }
 
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
@@ -79,6 +85,7 @@ json diff_checkpoints(const std::filesystem::path& a_path, const std::filesystem
   json only_in_b = json::array();
   json changed = json::object();
   int64_t same = 0;
+  const bool json_values = holds_values_as_json(a->format()) || holds_values_as_json(b->format());
   std::map<std::string, bool> in_a;
   for (const SourceEntry& ea : a->entries()) {
     in_a.emplace(ea.key, true);
@@ -95,12 +102,14 @@ json diff_checkpoints(const std::filesystem::path& a_path, const std::filesystem
       continue;
     }
     if (!ea.is_tensor) {
-      const json va = to_json(a->read_value(ea));
-      const json vb = to_json(b->read_value(eb));
-      if (va.dump() == vb.dump()) {
+      // Exactly: tensors and arrays inside values by their bytes, floats by their bits; against a
+      // format that holds values as JSON text, as JSON (a tuple is a list there).
+      const c10::IValue va = a->read_value(ea);
+      const c10::IValue vb = b->read_value(eb);
+      if (json_values ? to_json(va) == to_json(vb) : identical_values(va, vb)) {
         ++same;
       } else {
-        changed[ea.key] = {{"change", "value"}, {"a", va}, {"b", vb}};
+        changed[ea.key] = {{"change", "value"}, {"a", to_json(va)}, {"b", to_json(vb)}};
       }
       continue;
     }
