@@ -7,9 +7,13 @@ torch.save zip archives, each ending with its end-of-central-directory record.
 """
 
 import hashlib
+import io
 import pathlib
+import pickle as pickle_module
 import shutil
+import signal
 import struct
+import types
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "pytorch-2.6"
@@ -55,12 +59,25 @@ def write_unique(folder, name, data, seen):
     (folder / name).write_bytes(data)
 
 
+def python_values():
+    return {
+        "set": {3, 1, 2}, "frozenset": frozenset({"a"}), "bytes": b"\x00\x7f\x80\xff",
+        "empty_bytes": b"", "big_ints": [2**70, -2**100, 2**63],
+        "tuple_keys": {(1, 2): [3], (4, 5): [6]}, "mixed_keys": {1: "one", "two": 2},
+        "signal_enum": signal.SIGTERM, "path": pathlib.PosixPath("/tmp/x"),
+        "simple_namespace": types.SimpleNamespace(a=1, b="x"),
+        "floats": [float("nan"), float("inf"), -0.0, 1 + 2j], "bytesio": io.BytesIO(b"abc"),
+    }
+
+
 def main():
     folders = {t: CORPUS / t for t in
                ["pickle_reader_fuzzer", "zip_blob_reader_fuzzer", "metadata_fuzzer", "item_fuzzer"]}
-    for folder in folders.values():
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+    for folder in folders.values():  # regression-* seeds (inputs that once failed) are kept
+        for seed in folder.glob("*") if folder.exists() else []:
+            if not seed.name.startswith("regression-"):
+                seed.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
     seen = {t: set() for t in folders}
     for checkpoint in CHECKPOINTS:
         directory = FIXTURES / checkpoint
@@ -84,6 +101,13 @@ def main():
     pickle = next(p for n, p in records(archive).items() if n.endswith("/data.pkl"))
     write_unique(folders["pickle_reader_fuzzer"], "torch_save_state_dict-data.pkl", pickle,
                  seen["pickle_reader_fuzzer"])
+    # Every kind of Python value a common state holds besides PyTorch's (docs/megatron.md,
+    # "Values"), as CPython's pickle writes them: protocol 2 as torch.save, and protocol 4.
+    for name, value in python_values().items():
+        write_unique(folders["pickle_reader_fuzzer"], f"py_{name}-data.pkl",
+                     pickle_module.dumps(value, protocol=2), seen["pickle_reader_fuzzer"])
+    write_unique(folders["pickle_reader_fuzzer"], "py_protocol4-data.pkl",
+                 pickle_module.dumps(python_values(), protocol=4), seen["pickle_reader_fuzzer"])
     for target, folder in folders.items():
         files = list(folder.iterdir())
         print(f"{target}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

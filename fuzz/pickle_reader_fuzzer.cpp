@@ -4,12 +4,14 @@
 // Contract checked: any bytes either decode or throw CheckpointError; the VM builds at most one
 // node per input byte (plus its four constants) and never calls anything; a decoded tensor view
 // lies inside its storage, so that `as_strided` over a storage of exactly `storage_numel` elements
-// accepts it.
+// accepts it; a decoded value (every Python value: globals and calls kept as data) writes back and
+// reads again as the identical value.
 
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/torch_pickle.h"
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/state_dict/python_object.h>
 
 #include <ATen/ATen.h>
 
@@ -25,6 +27,7 @@ namespace {
 // Named one by one: libtorch's headers declare Python's own ::PyObject.
 using dcpp::detail::decode_tensor_pickle;
 using dcpp::detail::decode_value_pickle;
+using dcpp::detail::encode_value_pickle;
 using dcpp::detail::describe;
 using dcpp::detail::PyObject;
 using dcpp::detail::TensorRef;
@@ -80,9 +83,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (ref.storage_numel <= (int64_t{1} << 16)) view_over_storage(ref);
   } catch (const dcpp::CheckpointError&) {
   }
+  c10::IValue value;
   try {
-    decode_value_pickle(bytes, view_over_storage, "fuzz input");
+    value = decode_value_pickle(bytes, view_over_storage, "fuzz input");
   } catch (const dcpp::CheckpointError&) {
+    return 0;
   }
+  // What was read writes back (as torch.save would), and reads again as the same value.
+  std::vector<at::Tensor> tensors;
+  std::string again;
+  try {
+    again = encode_value_pickle(value, tensors);
+  } catch (const dcpp::CheckpointError& error) {
+    if (error.kind() != dcpp::ErrorKind::kUsage) std::abort();
+    return 0;  // a dict of float keys, a dtype Python cannot name: a refusal, never a crash
+  }
+  const c10::IValue back = decode_value_pickle(
+      again, [&](const TensorRef& ref) { return tensors.at(std::stoul(ref.storage_key)); },
+      "fuzz input written back");
+  if (!dcpp::identical_values(value, back)) std::abort();
   return 0;
 }
