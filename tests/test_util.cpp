@@ -139,20 +139,8 @@ bool same_value(const c10::IValue& a, const c10::IValue& b) {
   if (a.isTensor() || b.isTensor()) {
     return a.isTensor() && b.isTensor() && bitwise_equal(a.toTensor(), b.toTensor());
   }
-  const dcpp::PythonObject* x = dcpp::python_object_of(a);
-  const dcpp::PythonObject* y = dcpp::python_object_of(b);
-  if (x != nullptr || y != nullptr) {
-    if (x == nullptr || y == nullptr || x->class_name != y->class_name ||
-        x->attributes.size() != y->attributes.size()) {
-      return false;
-    }
-    for (std::size_t i = 0; i < x->attributes.size(); ++i) {
-      if (x->attributes[i].first != y->attributes[i].first ||
-          !same_value(x->attributes[i].second, y->attributes[i].second)) {
-        return false;
-      }
-    }
-    return true;
+  if (dcpp::python_object_of(a) != nullptr || dcpp::python_object_of(b) != nullptr) {
+    return dcpp::identical_values(a, b);  // construction, class, arguments, state, attributes
   }
   const auto same_elements = [](c10::ArrayRef<c10::IValue> p, c10::ArrayRef<c10::IValue> q) {
     if (p.size() != q.size()) return false;
