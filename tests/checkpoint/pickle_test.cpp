@@ -3,6 +3,8 @@
 
 #include "dcpp_test.h"
 
+#include <cmath>
+
 #include "format/metadata_pickle.h"
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/pickle_writer.h"
@@ -636,6 +638,33 @@ TEST_CASE("write data.pkl pickles for the Python interop check", "[.interop]") {
   objects.insert("args", dcpp::python_object_value("argparse.Namespace",
                                                    {{"hidden", int64_t{8}}, {"name", "tiny"}}));
   write_value("python_objects", c10::IValue(objects));
+  // Every other kind of Python value a common state holds (python_values.h), written as CPython
+  // pickles it: check_pickles.py compares them with torch.save's bytes and loads them.
+  using dcpp::PythonConstruction;
+  c10::impl::GenericDict kinds(c10::StringType::get(), c10::AnyType::get());
+  kinds.insert("set", dcpp::python_set_value({int64_t{1}, int64_t{2}, int64_t{3}}));
+  kinds.insert("frozenset", dcpp::python_set_value({int64_t{4}}, true));
+  kinds.insert("bytes", dcpp::python_bytes_value(std::string("\x00\x7f\x80\xff", 4)));
+  kinds.insert("empty_bytes", dcpp::python_bytes_value(""));
+  kinds.insert("big", dcpp::python_int_value("1180591620717411303424"));
+  kinds.insert("negative_big", dcpp::python_int_value("-1267650600228229401496703205376"));
+  kinds.insert(
+      "per_bucket_numel",
+      dcpp::python_dict_value(
+          {{tuple({dcpp::torch_dtype_value(at::kBFloat16), dcpp::torch_dtype_value(at::kFloat)}),
+            c10::IValue(c10::List<int64_t>({64, 40}))}}));
+  kinds.insert("mixed_keys", dcpp::python_dict_value({{int64_t{1}, "one"}, {"two", int64_t{2}}}));
+  kinds.insert("params_dtype", dcpp::torch_dtype_value(at::kBFloat16));
+  kinds.insert("size", dcpp::python_call_value(PythonConstruction::kReduce, "torch", "Size",
+                                               {tuple({int64_t{4}, int64_t{8}})}));
+  kinds.insert("signal", dcpp::python_call_value(PythonConstruction::kReduce, "signal", "Signals",
+                                                 {int64_t{15}}));
+  kinds.insert("nan", std::nan(""));
+  write_value("python_values", c10::IValue(kinds));
+  // pathlib.PosixPath('/tmp/x') as Python 3.11 pickles it (3.13 names pathlib._local and one
+  // argument): read by every Python, so not compared with torch.save's bytes.
+  write_value("python_path", dcpp::python_call_value(PythonConstruction::kReduce, "pathlib",
+                                                     "PosixPath", {"/", "tmp", "x"}));
   write_value("big_int", c10::IValue(int64_t{-(int64_t{1} << 62)}));
   write_value("float", c10::IValue(0.1));
   write_value("str", c10::IValue("abc"));

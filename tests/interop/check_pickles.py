@@ -80,6 +80,25 @@ for name, expected in expected_arrays.items():
 check(loaded['args'] == argparse.Namespace(hidden=8, name='tiny'),
       'data.pkl python_objects: argparse.Namespace with its attributes')
 
+# Every other kind of Python value a common state holds, written by dcpp as CPython pickles it
+# (python_values.h): the same bytes as torch.save's, and the same values.
+import math, pathlib, signal
+data, loaded = load_pkl('python_values')
+expected = {
+    'set': {1, 2, 3}, 'frozenset': frozenset({4}), 'bytes': b'\x00\x7f\x80\xff', 'empty_bytes': b'',
+    'big': 2**70, 'negative_big': -2**100,
+    'per_bucket_numel': {(torch.bfloat16, torch.float32): [64, 40]},
+    'mixed_keys': {1: 'one', 'two': 2}, 'params_dtype': torch.bfloat16, 'size': torch.Size([4, 8]),
+    'signal': signal.SIGTERM, 'nan': float('nan'),
+}
+for name, value in expected.items():
+    got = loaded[name]
+    same = (math.isnan(got) if name == 'nan' else got == value) and type(got) == type(value)
+    check(same, f'data.pkl python_values: {name} loads as the {type(value).__name__} {value!r}')
+check(data == torch_save_pkl(expected), 'data.pkl python_values: bytes identical to torch.save')
+data, loaded = load_pkl('python_path')
+check(loaded == pathlib.PosixPath('/tmp/x'), 'data.pkl python_path: loads as the PosixPath /tmp/x')
+
 base12 = torch.arange(12, dtype=torch.float32)
 tensors = {
     't_float_8x4': torch.zeros(8, 4), 't_bf16_16x8': torch.zeros(16, 8, dtype=torch.bfloat16),
