@@ -3,6 +3,8 @@
 
 #include "dcpp_test.h"
 
+#include <dcpp/state_dict/python_object.h>
+
 #include "format/metadata_pickle.h"
 #include "format/zip/zip_blob_writer.h"
 
@@ -158,35 +160,50 @@ TEST_CASE("a pickle with a foreign global is refused before anything runs") {
   REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("os_________________"));
 }
 
-TEST_CASE("a bytes item holding a Python object is an error naming the key") {
-  dcpp::test::TempDir dir;
-  save_sample(dir.path());
-  // Append to the data file a torch.save archive whose data.pkl builds a __main__.Foo object,
-  // and point the 'step' item at it.
-  dcpp::detail::MemorySink archive;
-  dcpp::detail::ZipBlobWriter zip(archive);
-  static const char kPickle[] =
-      "\x80\x02"
-      "c__main__\nFoo\n"
-      "q\x00)\x81q\x01.";
-  const std::string pickle(kPickle, sizeof(kPickle) - 1);
-  zip.add("data.pkl", pickle.data(), pickle.size());
-  zip.add("byteorder", "little", 6);
-  zip.add("version", "3\n", 2);
-  zip.finish();
-  std::string data = read_file(dir / "__0_0.distcp");
-  const int64_t offset = static_cast<int64_t>(data.size());
-  write_file(dir / "__0_0.distcp", data + archive.buffer());
-  dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
-  for (auto& [index, info] : metadata.storage_data) {
-    if (index.fqn == "step") {
-      info.offset = offset;
-      info.length = static_cast<int64_t>(archive.buffer().size());
+TEST_CASE(
+    "a bytes item holding a Python object loads as inert data; one that runs code is refused") {
+  // Append to the data file a torch.save archive whose data.pkl builds an object, and point the
+  // 'step' item at it.
+  const auto load_step_pickled_as = [](const fs::path& dir, const std::string& pickle) {
+    dcpp::detail::MemorySink archive;
+    dcpp::detail::ZipBlobWriter zip(archive);
+    zip.add("data.pkl", pickle.data(), pickle.size());
+    zip.add("byteorder", "little", 6);
+    zip.add("version", "3\n", 2);
+    zip.finish();
+    std::string data = read_file(dir / "__0_0.distcp");
+    const int64_t offset = static_cast<int64_t>(data.size());
+    write_file(dir / "__0_0.distcp", data + archive.buffer());
+    dcpp::Metadata metadata = dcpp::read_metadata(dir);
+    for (auto& [index, info] : metadata.storage_data) {
+      if (index.fqn == "step") {
+        info.offset = offset;
+        info.length = static_cast<int64_t>(archive.buffer().size());
+      }
     }
-  }
-  write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
-  StateDict target = bad_input_target();
-  REQUIRE_THROWS_WITH(dcpp::load(target, dir.path()), Catch::Contains("__main__") &&
-                                                          Catch::Contains("Foo") &&
-                                                          Catch::Contains("'step'"));
+    write_file(dir / ".metadata", dcpp::detail::encode_metadata(metadata));
+    StateDict target = bad_input_target();
+    dcpp::load(target, dir);
+    return target.at("step").value();
+  };
+  dcpp::test::TempDir dir;
+  save_sample(dir / "foo");
+  // __main__.Foo(): a class of the writer's own, kept as the call its pickle describes.
+  static const char kFoo[] =
+      "\x80\x02"
+      "c__main__\nFoo\nq\x00)\x81q\x01.";
+  const c10::IValue foo = load_step_pickled_as(dir / "foo", std::string(kFoo, sizeof kFoo - 1));
+  const dcpp::PythonObject* object = dcpp::python_object_of(foo);
+  REQUIRE(object != nullptr);
+  CHECK(object->construction == dcpp::PythonConstruction::kNewObj);
+  CHECK(object->class_name == "__main__.Foo");
+  // os.system('ls'): refused, naming the global and the key, and never run.
+  save_sample(dir / "system");
+  static const char kSystem[] =
+      "\x80\x02"
+      "cos\nsystem\nq\x00X\x02\x00\x00\x00"
+      "lsq\x01\x85q\x02Rq\x03.";
+  REQUIRE_THROWS_WITH(
+      load_step_pickled_as(dir / "system", std::string(kSystem, sizeof kSystem - 1)),
+      Catch::Contains("os.system") && Catch::Contains("'step'") && Catch::Contains("runs code"));
 }
