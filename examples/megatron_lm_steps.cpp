@@ -28,8 +28,12 @@ dcpp::StateDict megatron_state(torch::nn::Linear& layer, int64_t iteration) {
                                      at::detail::getDefaultCPUGenerator().get_state(), {0}, {1});
   dcpp::StateDict common;
   common.insert("iteration", iteration);
-  common.insert("args", dcpp::python_object_value(dcpp::kNamespaceClass,
-                                                  {{"hidden_size", int64_t{8}}, {"lr", 1e-3}}));
+  // Megatron-LM's args hold torch dtypes and enums too: Python values dcpp keeps as data.
+  common.insert("args", dcpp::python_object_value(
+                            dcpp::kNamespaceClass,
+                            {{"hidden_size", int64_t{8}},
+                             {"lr", 1e-3},
+                             {"params_dtype", dcpp::torch_dtype_value(at::kBFloat16)}}));
   dcpp::megatron::add_common_state(state, std::move(common));
   return state;
 }
@@ -71,9 +75,16 @@ int main(int argc, char** argv) {
                      state.at("decoder.linear.weight").tensor().equal(layer->weight) &&
                      state.at("decoder.linear.bias").tensor().equal(layer->bias) &&
                      common.at("iteration").value().toInt() == 200;
+  const auto args = dcpp::python_attributes_of(common.at("args").value());
+  const c10::IValue* params_dtype = nullptr;
+  for (const auto& [name, value] : args.value_or(decltype(args)::value_type{})) {
+    if (name == "params_dtype") params_dtype = &value;
+  }
+  const bool bf16 = params_dtype != nullptr && dcpp::torch_dtype_of(*params_dtype) == at::kBFloat16;
   std::cout << "resumed from " << info->path.string() << " (iteration "
             << common.at("iteration").value().toInt() << ", hidden_size "
             << dcpp::python_object_of(common.at("args").value())->find("hidden_size")->toInt()
-            << "): " << (equal ? "every value equal" : "VALUES DIFFER") << "\n";
-  return equal ? 0 : 1;
+            << ", params_dtype " << (bf16 ? "torch.bfloat16" : "?")
+            << "): " << (equal && bf16 ? "every value equal" : "VALUES DIFFER") << "\n";
+  return equal && bf16 ? 0 : 1;
 }
