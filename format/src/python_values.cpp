@@ -159,14 +159,21 @@ std::optional<std::string> python_int_digits(const c10::IValue& value) {
 
 c10::IValue python_int_value(const std::string& digits) {
   // Validates, bounds and normalizes ("-007" -> "-7") in one round.
-  const std::string normal =
-      detail::decimal_from_twos_complement(detail::twos_complement_from_decimal(digits));
+  return detail::int_value_of_normal_digits(
+      detail::decimal_from_twos_complement(detail::twos_complement_from_decimal(digits)));
+}
+
+namespace detail {
+
+c10::IValue int_value_of_normal_digits(const std::string& normal) {
   errno = 0;
   char* end = nullptr;
   const long long small = std::strtoll(normal.c_str(), &end, 10);
   if (errno == 0 && end != nullptr && *end == '\0') return c10::IValue(static_cast<int64_t>(small));
   return python_object_value(kBigIntClass, {{"digits", normal}});
 }
+
+}  // namespace detail
 
 std::optional<std::vector<std::pair<c10::IValue, c10::IValue>>> python_dict_items(
     const c10::IValue& value) {

@@ -412,7 +412,7 @@ class ValueDecoder {
       case PyKind::kFloat:
         return c10::IValue(object.float_value);
       case PyKind::kBigInt:
-        return python_int_value(decimal_from_twos_complement(object.text));
+        return int_value_of_normal_digits(decimal_from_twos_complement(object.text));
       default:
         break;
     }

@@ -3,6 +3,8 @@
 // two's complement bytes (LONG1/LONG4) and the decimal digits of a "builtins.int" value
 // (<dcpp/state_dict/python_object.h>).
 
+#include <ATen/core/ivalue.h>
+
 #include <string>
 #include <string_view>
 
@@ -16,5 +18,9 @@ std::string decimal_from_twos_complement(std::string_view bytes);
 /// one or more decimal digits), as Python's pickle `encode_long` writes them. Throws
 /// CheckpointError (kUsage) for anything else, or an int of more than kMaxBigIntBytes bytes.
 std::string twos_complement_from_decimal(std::string_view digits);
+
+/// The value of the int `normal` (digits as decimal_from_twos_complement writes them): an int when
+/// it fits int64, else a "builtins.int".
+c10::IValue int_value_of_normal_digits(const std::string& normal);
 
 }  // namespace dcpp::detail
