@@ -6,6 +6,7 @@ torch.save zip archives, each ending with its end-of-central-directory record.
     python3 fuzz/make_seeds.py            # from the repository root; rewrites fuzz/corpus/
 """
 
+import collections
 import hashlib
 import io
 import pathlib
@@ -67,6 +68,7 @@ def python_values():
         "signal_enum": signal.SIGTERM, "path": pathlib.PosixPath("/tmp/x"),
         "simple_namespace": types.SimpleNamespace(a=1, b="x"),
         "floats": [float("nan"), float("inf"), -0.0, 1 + 2j], "bytesio": io.BytesIO(b"abc"),
+        "defaultdict": collections.defaultdict(int, {"a": 1, "b": 2}),
     }
 
 

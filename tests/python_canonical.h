@@ -153,11 +153,21 @@ inline nlohmann::json canonical(const c10::IValue& value) {
     case dcpp::PythonConstruction::kGlobal:
       return json{{"global", object->class_name}};
     case dcpp::PythonConstruction::kReduce:
-    case dcpp::PythonConstruction::kNewObj:
-      return json{{object->construction == dcpp::PythonConstruction::kReduce ? "reduce" : "new",
-                   object->class_name},
-                  {"args", {{"tuple", elements(object->arguments)}}},
-                  {"state", object->state ? canonical(*object->state) : json(nullptr)}};
+    case dcpp::PythonConstruction::kNewObj: {
+      json call{{object->construction == dcpp::PythonConstruction::kReduce ? "reduce" : "new",
+                 object->class_name},
+                {"args", {{"tuple", elements(object->arguments)}}},
+                {"state", object->state ? canonical(*object->state) : json(nullptr)}};
+      if (!object->list_items.empty()) call["listitems"] = elements(object->list_items);
+      if (!object->dict_items.empty()) {
+        json pairs = json::array();
+        for (const auto& [key, item] : object->dict_items) {
+          pairs.push_back({canonical(key), canonical(item)});
+        }
+        call["dictitems"] = pairs;
+      }
+      return call;
+    }
     case dcpp::PythonConstruction::kDecoded:
       break;
   }

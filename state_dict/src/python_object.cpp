@@ -85,6 +85,16 @@ bool identical_objects(const PythonObject& x, const PythonObject& y, int depth) 
     return false;
   }
   if (x.state && !identical(*x.state, *y.state, depth + 1)) return false;
+  if (!identical_elements(x.list_items, y.list_items, depth) ||
+      x.dict_items.size() != y.dict_items.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < x.dict_items.size(); ++i) {
+    if (!identical(x.dict_items[i].first, y.dict_items[i].first, depth + 1) ||
+        !identical(x.dict_items[i].second, y.dict_items[i].second, depth + 1)) {
+      return false;
+    }
+  }
   for (std::size_t i = 0; i < x.attributes.size(); ++i) {
     if (x.attributes[i].first != y.attributes[i].first ||
         !identical(x.attributes[i].second, y.attributes[i].second, depth + 1)) {

@@ -121,6 +121,21 @@ TEST_CASE("enums, paths, namespaces and plain objects read as the calls their pi
   CHECK(dcpp::python_bytes_of(object_of(stream).state->toTupleRef().elements()[0]) == "abc");
 }
 
+TEST_CASE("a dict subclass keeps the items its pickle sets on it") {
+  // collections.defaultdict(int, {'a': 1, 'b': 2}): REDUCE defaultdict(int), then SETITEMS on it.
+  const c10::IValue value = python_made(
+      "800263636f6c6c656374696f6e730a64656661756c74646963740a7100635f5f6275696c74696e5f5f0a6c6f6e"
+      "670a71018571025271032858010000006171044b0158010000006271054b02752e");
+  const dcpp::PythonObject& object = object_of(value);
+  CHECK(object.class_name == "collections.defaultdict");
+  REQUIRE(object.arguments.size() == 1);
+  CHECK(object_of(object.arguments[0]).class_name == "__builtin__.long");
+  REQUIRE(object.dict_items.size() == 2);
+  CHECK(object.dict_items[1].first.toStringRef() == "b");
+  CHECK(object.dict_items[1].second.toInt() == 2);
+  CHECK(object.list_items.empty());
+}
+
 TEST_CASE("floats keep their bits: NaN, infinities and -0.0 are told apart") {
   const c10::IValue nan = python_made("8002477ff80000000000002e");
   const c10::IValue inf = python_made("8002477ff00000000000002e");

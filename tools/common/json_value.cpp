@@ -84,6 +84,14 @@ nlohmann::json python_object_json(const c10::IValue& value, const PythonObject& 
            object.class_name},
           {"args", array_json(object.arguments)}};
       if (object.state) call["state"] = to_json(*object.state);
+      if (!object.list_items.empty()) call["listitems"] = array_json(object.list_items);
+      if (!object.dict_items.empty()) {
+        nlohmann::json items = nlohmann::json::array();
+        for (const auto& [key, item] : object.dict_items) {
+          items.push_back(nlohmann::json::array({to_json(key), to_json(item)}));
+        }
+        call["dictitems"] = items;
+      }
       return call;
     }
     case PythonConstruction::kDecoded:

@@ -201,6 +201,9 @@ class PickleVm {
   void memo_get(uint64_t index);
   void global(std::string module, std::string name);
   PyObject* expect_container(PyObject* object, PyKind kind, const char* opcode_name);
+  /// The list or dict `kind` that APPEND(S) or SETITEM(S) fill: `object` itself, or the items of a
+  /// made object (created on first use).
+  PyObject* items_of(PyObject* object, PyKind kind, const char* opcode_name);
   void push_int(int64_t value);
   void long_bytes(uint64_t n);
   void step(uint8_t code);
@@ -354,6 +357,16 @@ void PickleVm::global(std::string module, std::string name) {
   object->text = std::move(module);
   object->name = std::move(name);
   push(object);
+}
+
+PyObject* PickleVm::items_of(PyObject* object, PyKind kind, const char* opcode_name) {
+  if (object->kind == PyKind::kNewObj || object->kind == PyKind::kReduce) {
+    // A list or dict subclass: Python appends or sets the items on the object it made.
+    PyObject*& items = object->items[kind == PyKind::kList ? 3 : 4];
+    if (items == nullptr) items = make(kind);
+    return items;
+  }
+  return expect_container(object, kind, opcode_name);
 }
 
 PyObject* PickleVm::expect_container(PyObject* object, PyKind kind, const char* opcode_name) {
@@ -563,22 +576,22 @@ void PickleVm::step(uint8_t code) {
       break;
     case op::kAppend: {
       PyObject* value = pop();
-      expect_container(top(), PyKind::kList, "APPEND")->items.push_back(value);
+      items_of(top(), PyKind::kList, "APPEND")->items.push_back(value);
       break;
     }
     case op::kAppends:
     case op::kAddItems: {
       std::vector<PyObject*> items = pop_mark();
       const bool add = code == op::kAddItems;
-      PyObject* target =
-          expect_container(top(), add ? PyKind::kSet : PyKind::kList, add ? "ADDITEMS" : "APPENDS");
+      PyObject* target = add ? expect_container(top(), PyKind::kSet, "ADDITEMS")
+                             : items_of(top(), PyKind::kList, "APPENDS");
       target->items.insert(target->items.end(), items.begin(), items.end());
       break;
     }
     case op::kSetItem: {
       PyObject* value = pop();
       PyObject* key = pop();
-      PyObject* dict = expect_container(top(), PyKind::kDict, "SETITEM");
+      PyObject* dict = items_of(top(), PyKind::kDict, "SETITEM");
       dict->items.push_back(key);
       dict->items.push_back(value);
       break;
@@ -588,7 +601,7 @@ void PickleVm::step(uint8_t code) {
       if (items.size() % 2 != 0) {
         fail("SETITEMS with an odd number of items");
       }
-      PyObject* dict = expect_container(top(), PyKind::kDict, "SETITEMS");
+      PyObject* dict = items_of(top(), PyKind::kDict, "SETITEMS");
       dict->items.insert(dict->items.end(), items.begin(), items.end());
       break;
     }
@@ -609,7 +622,7 @@ void PickleVm::step(uint8_t code) {
         break;
       }
       PyObject* object = make(code == op::kReduce ? PyKind::kReduce : PyKind::kNewObj);
-      object->items = {callable, args, nullptr};
+      object->items = {callable, args, nullptr, nullptr, nullptr};
       push(object);
       break;
     }

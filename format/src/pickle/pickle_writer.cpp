@@ -272,6 +272,10 @@ void PickleWriter::put_list(std::size_t size, const std::function<void(std::size
   boundary();
   op(op::kEmptyList);
   memoize();
+  append_items(size, item);
+}
+
+void PickleWriter::append_items(std::size_t size, const std::function<void(std::size_t)>& item) {
   for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
     const std::size_t end = std::min(size, begin + kBatchSize);
     if (end - begin == 1) {

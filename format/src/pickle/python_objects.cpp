@@ -57,7 +57,7 @@ class Decoder {
   std::optional<c10::IValue> decode(const PyObject& object) const {
     if (object.kind == PyKind::kReduce && is_reconstruct(object.callable())) return array(object);
     if (object.is_instance_of("argparse", "Namespace")) return name_space(object);
-    if (object.kind != PyKind::kReduce || object.state() != nullptr) return std::nullopt;
+    if (object.kind != PyKind::kReduce || object.has_more_than_call()) return std::nullopt;
     const auto& args = object.args().items;
     if (object.is_instance_of("_codecs", "encode") && args.size() == 2 &&
         args[0]->kind == PyKind::kStr && args[1]->kind == PyKind::kStr &&
@@ -84,6 +84,7 @@ class Decoder {
   // An array dcpp cannot hold as a tensor (a big-endian, structured or object array, a subclass)
   // gives nullopt: it is kept as the calls its pickle describes.
   std::optional<c10::IValue> array(const PyObject& object) const {
+    if (object.list_items() != nullptr || object.dict_items() != nullptr) return std::nullopt;
     const auto& args = object.args().items;
     if (args.size() != 3 || !args[0]->is_global("numpy", "ndarray")) return std::nullopt;
     const PyObject* state = object.state();
@@ -190,7 +191,10 @@ class Decoder {
   // argparse.Namespace's pickle: NEWOBJ with no arguments, then its __dict__. Another shape is
   // kept as the call it describes (nullopt).
   std::optional<c10::IValue> name_space(const PyObject& object) const {
-    if (object.kind != PyKind::kNewObj || !object.args().items.empty()) return std::nullopt;
+    if (object.kind != PyKind::kNewObj || !object.args().items.empty() ||
+        object.list_items() != nullptr || object.dict_items() != nullptr) {
+      return std::nullopt;
+    }
     const PyObject* state = object.state();
     if (state != nullptr && state->kind != PyKind::kDict) return std::nullopt;
     std::vector<std::pair<std::string, c10::IValue>> attributes;
@@ -377,6 +381,12 @@ void put_call(PickleWriter& writer, const PythonObject& object,
   } else {
     writer.newobj();
   }
+  // Python's order (save_reduce): the list items, the dict items, then the state.
+  writer.append_items(object.list_items.size(), [&](std::size_t i) { put(object.list_items[i]); });
+  writer.set_items(object.dict_items.size(), [&](std::size_t i) {
+    put(object.dict_items[i].first);
+    put(object.dict_items[i].second);
+  });
   if (object.state) {
     put(*object.state);
     writer.build();
@@ -396,9 +406,21 @@ std::optional<c10::IValue> decode_python_object(
   for (const PyObject* argument : object.args().items) arguments.push_back(convert(*argument));
   std::optional<c10::IValue> state;
   if (object.state() != nullptr) state = convert(*object.state());
-  return python_call_value(
+  c10::IValue value = python_call_value(
       object.kind == PyKind::kReduce ? PythonConstruction::kReduce : PythonConstruction::kNewObj,
       object.callable().text, object.callable().name, std::move(arguments), std::move(state));
+  if (object.list_items() == nullptr && object.dict_items() == nullptr) return value;
+  // A list or dict subclass (collections.defaultdict): the items set on the object.
+  auto* made = const_cast<PythonObject*>(python_object_of(value));
+  if (const PyObject* items = object.list_items()) {
+    for (const PyObject* item : items->items) made->list_items.push_back(convert(*item));
+  }
+  if (const PyObject* items = object.dict_items()) {
+    for (std::size_t i = 0; i < items->dict_size(); ++i) {
+      made->dict_items.emplace_back(convert(items->key(i)), convert(items->value(i)));
+    }
+  }
+  return value;
 }
 
 bool put_python_object(PickleWriter& writer, const c10::IValue& value,

@@ -269,7 +269,7 @@ class TensorDecoder {
   }
 
   TensorRef decode(const PyObject& object) const {
-    if (object.kind != PyKind::kReduce || object.state() != nullptr || !is_tensor(object)) {
+    if (object.kind != PyKind::kReduce || object.has_more_than_call() || !is_tensor(object)) {
       fail("holds a " + describe(object) + ", not a rebuilt tensor");
     }
     const auto& args = object.args().items;
@@ -470,7 +470,7 @@ class ValueDecoder {
         if (object.is_instance_of("__builtin__", "complex") ||
             object.is_instance_of("builtins", "complex")) {
           const auto& args = object.args().items;
-          if (object.state() != nullptr || args.size() != 2 || args[0]->kind != PyKind::kFloat ||
+          if (object.has_more_than_call() || args.size() != 2 || args[0]->kind != PyKind::kFloat ||
               args[1]->kind != PyKind::kFloat) {
             fail("data.pkl has a malformed complex number");
           }

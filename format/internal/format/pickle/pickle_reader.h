@@ -56,7 +56,9 @@ struct PyObject {
   std::string text;  // kStr, kBytes: the bytes; kGlobal: the module
   std::string name;  // kGlobal: the name
   /// kTuple, kList, kSet, kFrozenSet: the items. kDict: keys and values interleaved, in insertion
-  /// order. kNewObj, kReduce: {callable, args tuple, state or nullptr}. kPersistent: {pid}.
+  /// order. kNewObj, kReduce: {callable, args tuple, state or nullptr, list items or nullptr, dict
+  /// items or nullptr} (APPENDS and SETITEMS on the object: a list or dict subclass's items, such
+  /// as a collections.defaultdict's). kPersistent: {pid}.
   std::vector<PyObject*> items;
 
   std::size_t dict_size() const { return items.size() / 2; }
@@ -65,6 +67,14 @@ struct PyObject {
   const PyObject& callable() const { return *items[0]; }
   const PyObject& args() const { return *items[1]; }
   const PyObject* state() const { return items[2]; }
+  const PyObject* list_items() const { return items[3]; }
+  const PyObject* dict_items() const { return items[4]; }
+  /// True for a made object (kNewObj, kReduce) on which the pickle sets more than its call: a
+  /// state, list items or dict items.
+  bool has_more_than_call() const {
+    return (kind == PyKind::kNewObj || kind == PyKind::kReduce) &&
+           (items[2] != nullptr || items[3] != nullptr || items[4] != nullptr);
+  }
   const PyObject& pid() const { return *items[0]; }
 
   bool is_global(std::string_view module, std::string_view global_name) const {

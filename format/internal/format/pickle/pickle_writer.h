@@ -117,6 +117,9 @@ class PickleWriter {
   /// EMPTY_DICT, memoized, then `size` entries (key then value pushed by `entry(i)`) in batches
   /// (SETITEM or MARK ... SETITEMS).
   void put_dict(std::size_t size, const std::function<void(std::size_t)>& entry);
+  /// Appends `size` items (pushed by `item(i)`) to the list or object on the stack top (batched
+  /// like `put_list`), without creating it.
+  void append_items(std::size_t size, const std::function<void(std::size_t)>& item);
   /// Adds `size` key/value pairs (pushed by `entry(i)`) to the dict or object on the stack top
   /// (batched like `put_dict`), without creating it.
   void set_items(std::size_t size, const std::function<void(std::size_t)>& entry);

@@ -74,6 +74,10 @@ struct DCPP_API PythonObject : torch::CustomClassHolder {
   /// The state set on the result (pickle's BUILD: a dict of attributes, or what the class's
   /// __setstate__ takes); nullopt when the pickle sets none.
   std::optional<c10::IValue> state;
+  /// The items the pickle appends to (a list subclass) or sets on (a dict subclass such as
+  /// collections.defaultdict) the result, before its state.
+  std::vector<c10::IValue> list_items;
+  std::vector<std::pair<c10::IValue, c10::IValue>> dict_items;
 };
 
 /// A value holding a decoded PythonObject of `class_name` with `attributes`.
