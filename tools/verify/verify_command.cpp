@@ -16,6 +16,7 @@
 #include "common/chunk_coverage.h"
 #include "common/manager_root.h"
 #include "common/progress_bar.h"
+#include "verify/megatron_verify.h"
 #include "verify/verify_manager_root.h"
 
 #include "format/checksum_file.h"
@@ -36,6 +37,7 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/filesystem_reader.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <ATen/ATen.h>
 
@@ -66,13 +68,17 @@ class Verifier {
         in_store_(!Location(location).is_directory()) {}
 
   json run() {
-    if (read_metadata()) {
+    const bool megatron = is_megatron();
+    if (megatron) check_megatron_config();
+    const bool decoded = read_metadata();
+    if (decoded) {
       check_metadata();
       check_checksum_coverage();
       check_files();
       check_unreferenced();
     }
     check_integrity();
+    if (megatron && decoded) check_megatron_contents();
     json report{{"ok", problems_.empty()},
                 {"checkpoint", location_},
                 {"entries", metadata_.state_dict_metadata.size()},
@@ -92,6 +98,39 @@ class Verifier {
     problems_.push_back(json{{"file", file ? json(*file) : json(nullptr)},
                              {"key", key ? json(*key) : json(nullptr)},
                              {"problem", message}});
+  }
+
+  // A directory in Megatron-Core's layout (metadata.json, even a damaged one: the layout decides
+  // as every reader does).
+  bool is_megatron() const {
+    if (in_store_) return false;
+    try {
+      return checkpoint_layout(Location(location_))->name() == kMegatronLayout;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+
+  void add(const MegatronProblem& found) { problem(found.file, found.key, found.problem); }
+
+  // metadata.json, as every reader checks it first (megatron_verify.h).
+  void check_megatron_config() {
+    if (const auto found = megatron_config_problem(directory_)) {
+      add(*found);
+      megatron_config_ok_ = false;
+    }
+  }
+
+  // What Megatron's readers check of a readable checkpoint: its ShardedObjects whole, its common
+  // state readable by load_common_state_dict (unless what that reader would trip on first, the
+  // configuration or integrity.json, is reported already, or the common state's item is).
+  void check_megatron_contents() {
+    for (const MegatronProblem& found : sharded_object_problems(metadata_)) add(found);
+    if (!megatron_config_ok_ || integrity_state_ == std::optional<std::string>("failed")) return;
+    for (const json& p : problems_) {
+      if (p["key"] == kMegatronCommonStateKey) return;
+    }
+    if (const auto found = common_state_problem(directory_, metadata_)) add(*found);
   }
 
   // Megatron-Core's integrity.json, when the directory has one: every file it lists against its
@@ -581,6 +620,7 @@ class Verifier {
   bool in_store_;                          // not a directory: an s3:// or a registered driver's
   std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
   std::optional<std::string> integrity_state_;  // Megatron's integrity.json: "checked", "failed"
+  bool megatron_config_ok_ = true;              // Megatron's metadata.json, when there is one
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
   Metadata metadata_;
