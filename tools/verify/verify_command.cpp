@@ -15,6 +15,7 @@
 
 #include "common/chunk_coverage.h"
 #include "common/manager_root.h"
+#include "common/megatron_lm_root.h"
 #include "common/progress_bar.h"
 #include "verify/megatron_verify.h"
 #include "verify/verify_manager_root.h"
@@ -679,24 +680,38 @@ void add_verify_command(CLI::App& app) {
   auto step = std::make_shared<int64_t>(0);
   command
       ->add_option("CKPT", *checkpoint,
-                   "Checkpoint directory (DCP or Hugging Face), s3://BUCKET/PREFIX, or a "
-                   "CheckpointManager's root (every committed checkpoint under it)")
+                   "Checkpoint directory (DCP, Megatron-Core or Hugging Face), s3://BUCKET/PREFIX, "
+                   "a CheckpointManager's root (every committed checkpoint under it), or a "
+                   "Megatron-LM save directory (the iteration its tracker names)")
       ->required();
   auto* step_option =
-      command->add_option("--step", *step, "With a manager's root: verify that step's only");
+      command->add_option("--step", *step,
+                          "With a manager's root: verify that step's only; with a Megatron-LM "
+                          "save directory: that iteration");
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
-    const bool root = Location(*checkpoint).is_directory() && is_manager_root(*checkpoint);
-    if (step_option->count() > 0 && !root) {
+    const bool directory = Location(*checkpoint).is_directory();
+    const bool root = directory && is_manager_root(*checkpoint);
+    const bool megatron_lm = directory && !root && is_megatron_lm_root(*checkpoint);
+    const std::optional<int64_t> given =
+        step_option->count() > 0 ? std::optional<int64_t>(*step) : std::nullopt;
+    if (given && !root && !megatron_lm) {
       throw CheckpointError(ErrorKind::kUsage,
-                            "--step applies to a CheckpointManager's root (its "
-                            "step-N directories); " +
+                            "--step applies to a CheckpointManager's root (its step-N "
+                            "directories) or a Megatron-LM save directory (its iter_NNNNNNN "
+                            "directories); " +
                                 *checkpoint + " is one checkpoint: verify it without --step");
     }
-    const json report = root ? verify_manager_root(*checkpoint, step_option->count() > 0
-                                                                    ? std::optional<int64_t>(*step)
-                                                                    : std::nullopt)
-                             : verify_checkpoint(*checkpoint);
+    json report;
+    if (root) {
+      report = verify_manager_root(*checkpoint, given);
+    } else if (megatron_lm) {
+      const MegatronLmCheckpoint iteration = megatron_lm_checkpoint(*checkpoint, given);
+      report = verify_checkpoint(iteration.directory);
+      report["megatron_lm_root"] = iteration.to_json(*checkpoint);
+    } else {
+      report = verify_checkpoint(*checkpoint);
+    }
     if (*as_json) {
       // Keys and names may hold any bytes (a damaged .metadata): not valid UTF-8 is replaced.
       std::cout << report.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
