@@ -7,6 +7,7 @@
 #include "checkpoint_manager_impl.h"
 #include "core/logging.h"
 #include "local_steps.h"
+#include "plugin/megatron_tracker.h"
 #include "rank_agreement.h"
 #include "state_tools.h"
 #include "stopwatch.h"
@@ -42,6 +43,41 @@ void require_complete(const fs::path& path, const fs::path& root, int rank) {
           (steps.empty()
                ? "there is no complete checkpoint under '" + root.string() + "'"
                : "the complete checkpoints under '" + root.string() + "' are of steps " + steps));
+}
+
+// The checkpoint of `timeline` (resumable, ascending by step, non-empty) that a resume without a
+// step loads: the newest, unless Megatron-LM's tracker in `root` names an older one of it (a
+// rollback made by hand, which Megatron-LM's own --load would honour), then that one, with a
+// warning. A tracker naming no checkpoint of the timeline is logged and the newest restored.
+const CheckpointInfo& tracker_choice(const std::vector<CheckpointInfo>& timeline,
+                                     const fs::path& root) {
+  const CheckpointInfo& newest = timeline.back();
+  const std::optional<detail::MegatronTracker> tracker = detail::read_megatron_tracker(root);
+  if (!tracker || (tracker->iteration && *tracker->iteration == newest.step)) return newest;
+  const std::string file = detail::megatron_tracker_path(root).string();
+  if (!tracker->iteration) {
+    detail::logger().warn(
+        "{} names no iteration ({}): restoring the newest complete iteration, {} ({})", file,
+        tracker->problem, newest.step, newest.path.string());
+    return newest;
+  }
+  const int64_t named = *tracker->iteration;
+  const auto found = std::find_if(timeline.rbegin(), timeline.rend(),
+                                  [&](const CheckpointInfo& info) { return info.step == named; });
+  if (found == timeline.rend()) {
+    detail::logger().warn(
+        "{} names iteration {}, which is no complete checkpoint this job may resume from: "
+        "restoring the newest complete iteration, {} ({})",
+        file, named, newest.step, newest.path.string());
+    return newest;
+  }
+  if (named > newest.step) return newest;  // not reached: the newest is the timeline's last
+  detail::logger().warn(
+      "{} names iteration {}, older than the newest complete one, {}: restoring iteration {} "
+      "({}), as Megatron-LM's --load does (a rollback); to resume from {}, write {} into it or "
+      "remove it",
+      file, named, newest.step, named, found->path.string(), newest.step, newest.step);
+  return *found;
 }
 
 }  // namespace
@@ -137,6 +173,8 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         } else {
           chosen = (options.root / step_directory_name(*request.step, options.step_names)).string();
         }
+      } else if (!below && !timeline.empty()) {
+        chosen = tracker_choice(timeline, options.root).path.string();
       } else {
         for (auto it = timeline.rbegin(); it != timeline.rend(); ++it) {
           if (!below || it->step < *below) {

@@ -11,6 +11,9 @@
 #include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/megatron_storage.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 namespace fs = std::filesystem;
 using dcpp::test::request;
 using dcpp::test::steps_of;
@@ -32,6 +35,31 @@ dcpp::CheckpointManagerOptions megatron_options(const fs::path& root, bool async
   return dcpp::CheckpointManagerOptions().with_root(root).with_async(async).with_step_names(
       dcpp::StepNames::kMegatronLM);
 }
+
+// The messages the "dcpp" logger (spdlog's registry, shared with the libraries) takes while it
+// lives.
+class TrackerLogCapture {
+ public:
+  TrackerLogCapture() {
+    logger_ = spdlog::get("dcpp");
+    if (!logger_) {
+      logger_ = std::make_shared<spdlog::logger>("dcpp");
+      spdlog::register_logger(logger_);
+    }
+    logger_->sinks().push_back(ring_);
+  }
+  ~TrackerLogCapture() { logger_->sinks().pop_back(); }
+  std::string text() const {
+    std::string all;
+    for (const std::string& line : ring_->last_formatted()) all += line;
+    return all;
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> logger_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> ring_ =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+};
 
 }  // namespace
 
@@ -127,4 +155,59 @@ TEST_CASE("Megatron-LM's step names need Megatron's common state and a root ever
   CHECK_THAT(error.what(), Catch::Contains("CheckpointManagerOptions::step_names is "
                                            "StepNames::kMegatronLM: Megatron-LM's step names are "
                                            "for a root every rank sees, not a node-local root"));
+}
+
+TEST_CASE("a manager honours Megatron-LM's tracker when it names an older complete iteration") {
+  TempDir dir;
+  {
+    dcpp::CheckpointManager manager(megatron_options(dir.path(), false));
+    for (const int64_t step : {50, 100}) {
+      manager.save(megatron_state(step), request(step)).committed.wait();
+    }
+    manager.wait();
+  }
+  REQUIRE(steps_of(dcpp::list_checkpoints(dir.path())) == std::vector<int64_t>{50, 100});
+  const auto restore = [&](const std::string& tracker) {
+    dcpp::test::write_file(dir / dcpp::kMegatronTrackerFile, tracker);
+    dcpp::CheckpointManager manager(megatron_options(dir.path(), false));
+    dcpp::StateDict state;
+    state.insert("decoder.weight", at::zeros({3, 4}));
+    const std::optional<dcpp::CheckpointInfo> restored = manager.restore(state);
+    REQUIRE(restored);
+    CHECK(dcpp::test::bitwise_equal(state.at("decoder.weight").tensor(),
+                                    megatron_state(restored->step).at("decoder.weight").tensor()));
+    return restored->step;
+  };
+
+  // A manual rollback: the tracker set back to 50. Restored, with a warning naming both.
+  {
+    const TrackerLogCapture log;
+    CHECK(restore("50") == 50);
+    CHECK_THAT(log.text(), Catch::Contains("latest_checkpointed_iteration.txt names iteration 50"));
+    CHECK_THAT(log.text(), Catch::Contains("older than the newest complete one, 100"));
+    CHECK_THAT(log.text(), Catch::Contains("restoring iteration 50"));
+  }
+  // The tracker naming the newest: no warning.
+  {
+    const TrackerLogCapture log;
+    CHECK(restore("100\n") == 100);
+    CHECK_THAT(log.text(), !Catch::Contains("latest_checkpointed_iteration.txt"));
+  }
+  // Naming an iteration that is missing or incomplete, or none at all: the newest, logged.
+  fs::create_directories(dir / "iter_0000070");
+  for (const std::string tracker : {"70", "60", "release", "garbage"}) {
+    INFO(tracker);
+    const TrackerLogCapture log;
+    CHECK(restore(tracker) == 100);
+    CHECK_THAT(log.text(), Catch::Contains("latest_checkpointed_iteration.txt"));
+    CHECK_THAT(log.text(), Catch::Contains("restoring the newest complete iteration, 100"));
+  }
+  // The saves after a rollback continue from it: the tracker follows them.
+  dcpp::test::write_file(dir / dcpp::kMegatronTrackerFile, "50");
+  dcpp::CheckpointManager manager(megatron_options(dir.path(), false));
+  dcpp::StateDict state = megatron_state(0);
+  REQUIRE(manager.restore(state)->step == 50);
+  manager.save(megatron_state(60), request(60)).committed.wait();
+  manager.wait();
+  CHECK(dcpp::test::read_file(dir / dcpp::kMegatronTrackerFile) == "60");
 }

@@ -1,5 +1,7 @@
 #include "convert/checkpoint_source.h"
 
+#include "common/megatron_lm_root.h"
+
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/checkpoint_layout.h>
 
@@ -19,6 +21,10 @@ uint64_t SourceEntry::nbytes() const {
 std::unique_ptr<CheckpointSource> open_checkpoint_source(const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   const Location location(path);
+  // Megatron-LM's save directory: the iteration its tracker names (megatron_lm_root.h).
+  if (location.is_directory() && is_megatron_lm_root(path)) {
+    return open_checkpoint_source(megatron_lm_checkpoint(path, std::nullopt).directory);
+  }
   if (!location.is_directory() || fs::is_directory(path)) {
     const std::shared_ptr<const CheckpointLayout> layout = checkpoint_layout(location);
     if (layout->name() == kHuggingFaceLayout) return open_huggingface_source(path);

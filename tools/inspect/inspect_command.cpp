@@ -3,6 +3,7 @@
 #include "common/cached_metadata_reader.h"
 #include "common/json_value.h"
 #include "common/manager_root.h"
+#include "common/megatron_lm_root.h"
 #include "common/tensor_stats.h"
 #include "convert/checkpoint_source.h"
 #include "inspect/inspect_file.h"
@@ -187,9 +188,11 @@ void add_inspect_command(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto with_stats = std::make_shared<bool>(false);
   auto as_tree = std::make_shared<bool>(false);
+  auto step = std::make_shared<int64_t>(0);
   command
       ->add_option("CKPT", *checkpoint,
-                   "A checkpoint (directory, file or s3://BUCKET/PREFIX) or a manager's root")
+                   "A checkpoint (directory, file or s3://BUCKET/PREFIX), a manager's root, or "
+                   "a Megatron-LM save directory (the iteration its tracker names)")
       ->required();
   command->add_flag("--json", *as_json, "Print one JSON object instead of a listing");
   command->add_flag("--stats", *with_stats,
@@ -198,8 +201,21 @@ void add_inspect_command(CLI::App& app) {
   command->add_flag("--tree", *as_tree,
                     "Show entries nested by their real paths (planner_data); with --json, add "
                     "\"tree\"");
+  auto* step_option = command->add_option(
+      "--step", *step, "With a Megatron-LM save directory: inspect that iteration's checkpoint");
   command->callback([=] {
-    if (is_manager_root(*checkpoint)) {
+    const bool megatron_lm = is_megatron_lm_root(*checkpoint);
+    if (step_option->count() > 0 && !megatron_lm) {
+      throw CheckpointError(ErrorKind::kUsage,
+                            "--step applies to a Megatron-LM save directory (its iter_NNNNNNN "
+                            "directories); inspect " +
+                                *checkpoint + " without --step");
+    }
+    std::optional<MegatronLmCheckpoint> iteration;
+    if (megatron_lm) {
+      iteration = megatron_lm_checkpoint(
+          *checkpoint, step_option->count() > 0 ? std::optional<int64_t>(*step) : std::nullopt);
+    } else if (is_manager_root(*checkpoint)) {
       const json listing = inspect_manager_root(*checkpoint);
       if (*with_stats || *as_tree) {
         throw CheckpointError(ErrorKind::kUsage,
@@ -214,12 +230,22 @@ void add_inspect_command(CLI::App& app) {
       }
       return;
     }
-    json inspection = inspect_checkpoint(*checkpoint, *with_stats);
+    json inspection = inspect_checkpoint(
+        iteration ? iteration->directory : std::filesystem::path(*checkpoint), *with_stats);
+    if (iteration) inspection["megatron_lm_root"] = iteration->to_json(*checkpoint);
     if (*as_json) {
       if (*as_tree) inspection["tree"] = entry_tree(inspection["entries"]);
       // Keys and values may hold any bytes: what is not valid UTF-8 is replaced, not refused.
       std::cout << inspection.dump(1, ' ', false, json::error_handler_t::replace) << "\n";
     } else {
+      if (iteration) {
+        std::cout << "Megatron-LM save directory " << *checkpoint << ": "
+                  << iteration->directory.filename().string() << " ("
+                  << (iteration->chosen_by == "tracker"  ? "the iteration its tracker names"
+                      : iteration->chosen_by == "--step" ? "--step"
+                                                         : "its newest, without a tracker")
+                  << ")\n";
+      }
       if (*as_tree) {
         print_tree(inspection, std::cout);
       } else {

@@ -15,7 +15,9 @@
 
 #include "common/chunk_coverage.h"
 #include "common/manager_root.h"
+#include "common/megatron_lm_root.h"
 #include "common/progress_bar.h"
+#include "verify/megatron_verify.h"
 #include "verify/verify_manager_root.h"
 
 #include "format/checksum_file.h"
@@ -36,6 +38,7 @@
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/storage/checkpoint_layout.h>
 #include <dcpp/storage/filesystem_reader.h>
+#include <dcpp/storage/megatron_storage.h>
 
 #include <ATen/ATen.h>
 
@@ -66,13 +69,17 @@ class Verifier {
         in_store_(!Location(location).is_directory()) {}
 
   json run() {
-    if (read_metadata()) {
+    const bool megatron = is_megatron();
+    if (megatron) check_megatron_config();
+    const bool decoded = read_metadata();
+    if (decoded) {
       check_metadata();
       check_checksum_coverage();
       check_files();
       check_unreferenced();
     }
     check_integrity();
+    if (megatron && decoded) check_megatron_contents();
     json report{{"ok", problems_.empty()},
                 {"checkpoint", location_},
                 {"entries", metadata_.state_dict_metadata.size()},
@@ -92,6 +99,39 @@ class Verifier {
     problems_.push_back(json{{"file", file ? json(*file) : json(nullptr)},
                              {"key", key ? json(*key) : json(nullptr)},
                              {"problem", message}});
+  }
+
+  // A directory in Megatron-Core's layout (metadata.json, even a damaged one: the layout decides
+  // as every reader does).
+  bool is_megatron() const {
+    if (in_store_) return false;
+    try {
+      return checkpoint_layout(Location(location_))->name() == kMegatronLayout;
+    } catch (const c10::Error&) {
+      return false;
+    }
+  }
+
+  void add(const MegatronProblem& found) { problem(found.file, found.key, found.problem); }
+
+  // metadata.json, as every reader checks it first (megatron_verify.h).
+  void check_megatron_config() {
+    if (const auto found = megatron_config_problem(directory_)) {
+      add(*found);
+      megatron_config_ok_ = false;
+    }
+  }
+
+  // What Megatron's readers check of a readable checkpoint: its ShardedObjects whole, its common
+  // state readable by load_common_state_dict (unless what that reader would trip on first, the
+  // configuration or integrity.json, is reported already, or the common state's item is).
+  void check_megatron_contents() {
+    for (const MegatronProblem& found : sharded_object_problems(metadata_)) add(found);
+    if (!megatron_config_ok_ || integrity_state_ == std::optional<std::string>("failed")) return;
+    for (const json& p : problems_) {
+      if (p["key"] == kMegatronCommonStateKey) return;
+    }
+    if (const auto found = common_state_problem(directory_, metadata_)) add(*found);
   }
 
   // Megatron-Core's integrity.json, when the directory has one: every file it lists against its
@@ -581,6 +621,7 @@ class Verifier {
   bool in_store_;                          // not a directory: an s3:// or a registered driver's
   std::string checksum_state_ = "absent";  // "absent", "checked" or "unusable"
   std::optional<std::string> integrity_state_;  // Megatron's integrity.json: "checked", "failed"
+  bool megatron_config_ok_ = true;              // Megatron's metadata.json, when there is one
   std::optional<detail::ItemChecksumIndex> checksums_;
   std::size_t listed_items_ = 0;  // items the checksum file lists for this .metadata
   Metadata metadata_;
@@ -639,24 +680,38 @@ void add_verify_command(CLI::App& app) {
   auto step = std::make_shared<int64_t>(0);
   command
       ->add_option("CKPT", *checkpoint,
-                   "Checkpoint directory (DCP or Hugging Face), s3://BUCKET/PREFIX, or a "
-                   "CheckpointManager's root (every committed checkpoint under it)")
+                   "Checkpoint directory (DCP, Megatron-Core or Hugging Face), s3://BUCKET/PREFIX, "
+                   "a CheckpointManager's root (every committed checkpoint under it), or a "
+                   "Megatron-LM save directory (the iteration its tracker names)")
       ->required();
   auto* step_option =
-      command->add_option("--step", *step, "With a manager's root: verify that step's only");
+      command->add_option("--step", *step,
+                          "With a manager's root: verify that step's only; with a Megatron-LM "
+                          "save directory: that iteration");
   command->add_flag("--json", *as_json, "Print one JSON object instead of a report");
   command->callback([=] {
-    const bool root = Location(*checkpoint).is_directory() && is_manager_root(*checkpoint);
-    if (step_option->count() > 0 && !root) {
+    const bool directory = Location(*checkpoint).is_directory();
+    const bool root = directory && is_manager_root(*checkpoint);
+    const bool megatron_lm = directory && !root && is_megatron_lm_root(*checkpoint);
+    const std::optional<int64_t> given =
+        step_option->count() > 0 ? std::optional<int64_t>(*step) : std::nullopt;
+    if (given && !root && !megatron_lm) {
       throw CheckpointError(ErrorKind::kUsage,
-                            "--step applies to a CheckpointManager's root (its "
-                            "step-N directories); " +
+                            "--step applies to a CheckpointManager's root (its step-N "
+                            "directories) or a Megatron-LM save directory (its iter_NNNNNNN "
+                            "directories); " +
                                 *checkpoint + " is one checkpoint: verify it without --step");
     }
-    const json report = root ? verify_manager_root(*checkpoint, step_option->count() > 0
-                                                                    ? std::optional<int64_t>(*step)
-                                                                    : std::nullopt)
-                             : verify_checkpoint(*checkpoint);
+    json report;
+    if (root) {
+      report = verify_manager_root(*checkpoint, given);
+    } else if (megatron_lm) {
+      const MegatronLmCheckpoint iteration = megatron_lm_checkpoint(*checkpoint, given);
+      report = verify_checkpoint(iteration.directory);
+      report["megatron_lm_root"] = iteration.to_json(*checkpoint);
+    } else {
+      report = verify_checkpoint(*checkpoint);
+    }
     if (*as_json) {
       // Keys and names may hold any bytes (a damaged .metadata): not valid UTF-8 is replaced.
       std::cout << report.dump(1, ' ', false, json::error_handler_t::replace) << "\n";

@@ -18,6 +18,7 @@
 
 #include <dcpp/storage/filesystem_reader.h>
 
+#include "dcp_item_lengths.h"
 #include "dcp_item_reader.h"
 #include "format/checksum_file.h"
 #include "format/file_io.h"
@@ -98,6 +99,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
     }
     items_.set_checksums(std::move(checksums), (directory_ / detail::kChecksumFileName).string());
     Metadata metadata = detail::decode_metadata(bytes, path.string());
+    detail::check_item_lengths(metadata, path.string());
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, directory_.string());
     }

@@ -4,6 +4,7 @@
 #include "storage/per_rank_metadata.h"
 
 #include "core/shape_string.h"
+#include "dcp_item_lengths.h"
 #include "format/file_io.h"
 #include "format/metadata_pickle.h"
 #include "state_dict/box.h"
@@ -223,8 +224,9 @@ PerRankCheckpoint read_per_rank_checkpoint(const fs::path& directory, const std:
         every_rank_listed = false;
       }
     }
-    checkpoint.ranks.push_back(
-        RankMetadata{rank, path.string(), decode_metadata(bytes, path.string())});
+    Metadata decoded = decode_metadata(bytes, path.string());
+    check_item_lengths(decoded, path.string());
+    checkpoint.ranks.push_back(RankMetadata{rank, path.string(), std::move(decoded)});
   }
   checkpoint.merged = merge_rank_metadata(checkpoint.ranks);
   if (every_rank_listed) {

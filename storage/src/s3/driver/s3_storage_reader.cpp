@@ -3,6 +3,7 @@
 
 #include <dcpp/storage/s3_storage.h>
 
+#include "dcp_item_lengths.h"
 #include "dcp_item_reader.h"
 #include "format/checksum_file.h"
 #include "format/metadata_pickle.h"
@@ -112,6 +113,7 @@ class [[gnu::visibility("hidden")]] S3StorageReader::Impl {
     }
     items_.set_checksums(std::move(checksums), client().url_of(checksum_key));
     Metadata metadata = detail::decode_metadata(bytes, client().url_of(metadata_key));
+    detail::check_item_lengths(metadata, client().url_of(metadata_key));
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, url_text_);
     }
