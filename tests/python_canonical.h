@@ -149,6 +149,25 @@ inline nlohmann::json canonical(const c10::IValue& value) {
                                                  : dcpp::python_bytes_of(object->arguments[0]);
     if (bytes) return json{{"bytearray", hex_of(*bytes)}};
   }
+  // A dict subclass is a dict to the generator: collections.Counter(dict) and the items set on a
+  // collections.OrderedDict or defaultdict.
+  if (object->construction == dcpp::PythonConstruction::kReduce && !object->state &&
+      object->list_items.empty() && object->module == "collections") {
+    if (object->name == "Counter" && object->arguments.size() == 1 && object->dict_items.empty()) {
+      if (const auto items = dcpp::python_dict_items(object->arguments[0])) {
+        json pairs = json::array();
+        for (const auto& [key, item] : *items) pairs.push_back({canonical(key), canonical(item)});
+        return json{{"dict", pairs}};
+      }
+    }
+    if (object->name == "OrderedDict" || object->name == "defaultdict") {
+      json pairs = json::array();
+      for (const auto& [key, item] : object->dict_items) {
+        pairs.push_back({canonical(key), canonical(item)});
+      }
+      return json{{"dict", pairs}};
+    }
+  }
   switch (object->construction) {
     case dcpp::PythonConstruction::kGlobal:
       return json{{"global", object->class_name}};

@@ -38,11 +38,37 @@ Metadata megatron_metadata(const fs::path& directory) {
   return read_metadata(directory);
 }
 
-std::map<std::string, TensorMetadata> tensors_of(const Metadata& metadata) {
+int64_t element_count(const std::vector<int64_t>& sizes) {
+  int64_t count = 1;
+  for (const int64_t size : sizes) {
+    if (__builtin_mul_overflow(count, size, &count)) return -1;
+  }
+  return count;
+}
+
+// Every ShardedTensor, by key, with its global shape as Megatron gives it: a tensor saved with a
+// flattened_range and reformulated on disk (Metadata::nd_reformulated_shapes) has its original
+// shape, as Megatron v0.14's get_reformulation_metadata gives it.
+std::map<std::string, TensorMetadata> tensors_of(const Metadata& metadata,
+                                                 const fs::path& directory) {
+  const std::map<std::string, std::vector<int64_t>> original(
+      metadata.nd_reformulated_shapes.begin(), metadata.nd_reformulated_shapes.end());
   std::map<std::string, TensorMetadata> tensors;
   for (const auto& [key, entry] : metadata.state_dict_metadata) {
     if (const auto* tensor = std::get_if<TensorStorageMetadata>(&entry)) {
-      tensors[key] = TensorMetadata{key, tensor->properties.dtype, tensor->size};
+      std::vector<int64_t> shape = tensor->size;
+      if (const auto found = original.find(key); found != original.end()) {
+        if (element_count(found->second) != element_count(tensor->size)) {
+          throw CheckpointError(
+              ErrorKind::kCorrupt,
+              directory.string() + "/.metadata: mcore_data['" + key +
+                  "'] gives the original shape " + c10::str(at::IntArrayRef(found->second)) +
+                  " to a tensor saved as " + c10::str(at::IntArrayRef(tensor->size)) +
+                  ": their element counts differ");
+        }
+        shape = found->second;
+      }
+      tensors[key] = TensorMetadata{key, tensor->properties.dtype, std::move(shape)};
     }
   }
   return tensors;
@@ -86,13 +112,13 @@ StateDict load_content_metadata(const fs::path& directory) {
 }
 
 std::map<std::string, TensorMetadata> load_tensors_metadata(const fs::path& directory) {
-  return tensors_of(megatron_metadata(directory));
+  return tensors_of(megatron_metadata(directory), directory);
 }
 
 ShardedMetadata load_sharded_metadata(const fs::path& directory) {
   const Metadata metadata = megatron_metadata(directory);
   ShardedMetadata sharded;
-  sharded.tensors = tensors_of(metadata);
+  sharded.tensors = tensors_of(metadata, directory);
   for (const auto& [key, entry] : metadata.state_dict_metadata) {
     if (std::holds_alternative<BytesStorageMetadata>(entry)) {
       try {
@@ -106,9 +132,18 @@ ShardedMetadata load_sharded_metadata(const fs::path& directory) {
 }
 
 StateDict load_plain_tensors(const fs::path& directory) {
+  const Metadata metadata = megatron_metadata(directory);
   std::vector<std::string> keys;
-  for (const auto& [key, tensor] : tensors_of(megatron_metadata(directory))) keys.push_back(key);
-  return load_from_keys(directory, keys);
+  for (const auto& [key, tensor] : tensors_of(metadata, directory)) keys.push_back(key);
+  StateDict tensors = load_from_keys(directory, keys);
+  // A reformulated tensor comes back flat, its elements in the original order, as Megatron's
+  // load_plain_tensors gives it (its flattened_range covers the whole tensor).
+  for (const auto& [key, shape] : metadata.nd_reformulated_shapes) {
+    if (StateValue* value = tensors.find(key); value != nullptr && value->is_tensor()) {
+      *value = value->tensor().reshape({-1});
+    }
+  }
+  return tensors;
 }
 
 }  // namespace dcpp::megatron

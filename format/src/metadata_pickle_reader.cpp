@@ -126,7 +126,37 @@ class MetadataDecoder {
     if (const PyObject* version = present(state.find("version"))) {
       m.version = str(*version, "Metadata.version");
     }
+    if (const PyObject* mcore = present(state.find("mcore_data"))) {
+      m.nd_reformulated_shapes = nd_reformulated_shapes(*mcore);
+    }
     return m;
+  }
+
+  // Megatron-Core's mcore_data: {key: {'nd_reformulated_orig_global_shape': (sizes...), ...}}.
+  // Only that entry is read; the rest is Megatron's and ignored.
+  OrderedEntries<std::vector<int64_t>> nd_reformulated_shapes(const PyObject& mcore) {
+    OrderedEntries<std::vector<int64_t>> shapes;
+    if (mcore.kind != PyKind::kDict) fail("mcore_data is a " + describe(mcore));
+    for_each_str_entry(mcore, "mcore_data", [&](std::string key, const PyObject& entry) {
+      const PyObject* shape = entry.kind == PyKind::kDict
+                                  ? present(entry.find("nd_reformulated_orig_global_shape"))
+                                  : nullptr;
+      if (shape == nullptr) return;
+      const Field field("mcore_data", key);
+      if (shape->kind != PyKind::kTuple && shape->kind != PyKind::kList) {
+        fail(field.str() + "['nd_reformulated_orig_global_shape'] is a " + describe(*shape));
+      }
+      std::vector<int64_t> sizes;
+      for (const PyObject* size : shape->items) {
+        if (size->kind != PyKind::kInt || size->int_value < 0) {
+          fail(field.str() + "['nd_reformulated_orig_global_shape'] holds a " + describe(*size) +
+               ", not a size");
+        }
+        sizes.push_back(size->int_value);
+      }
+      shapes.emplace_back(std::move(key), std::move(sizes));
+    });
+    return shapes;
   }
 
  private:

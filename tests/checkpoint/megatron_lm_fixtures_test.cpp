@@ -83,11 +83,22 @@ TEST_CASE("a real Megatron-LM common state reads as Megatron loads it, every kin
 
 TEST_CASE(
     "the distributed optimizer's ShardedObjects and every tensor read as Megatron loads them") {
-  for (const std::string name : {"mlm_args_common"}) {
+  // mlm_args_common: head's dp_reshardable on 2 ranks, with Megatron-LM's common state;
+  // mcore_dp_reshardable: the same on 4 ranks (several buckets, padding chunks, per_bucket_numel
+  // keyed by (param_dtype, grad_dtype)); mcore_v014_fully_sharded_model_space: v0.14's
+  // flattened_range layout, its common state in common.pt.
+  for (const std::string name :
+       {"mlm_args_common", "mcore_dp_reshardable", "mcore_v014_fully_sharded_model_space"}) {
     INFO(name);
     const json manifest = lm_manifest(name);
     const fs::path checkpoint = dcpp::test::megatron_fixture(name);
     const json& megatron = manifest["megatron_load"];
+
+    CHECK(dcpp::test::sorted_sets(
+              dcpp::test::canonical(dcpp::megatron::load_common_state_dict(checkpoint)))
+              .dump() == dcpp::test::sorted_sets(megatron["load_common_state_dict"]).dump());
+    CHECK(dcpp::test::canonical(dcpp::megatron::load_content_metadata(checkpoint)).dump() ==
+          megatron["load_content_metadata"].dump());
 
     const dcpp::megatron::ShardedMetadata metadata =
         dcpp::megatron::load_sharded_metadata(checkpoint);
@@ -107,6 +118,16 @@ TEST_CASE(
       REQUIRE(ours.is_array());
       REQUIRE(ours.size() == 1);  // torch.save([data])
       CHECK(dcpp::test::sorted_sets(ours[0]).dump() == dcpp::test::sorted_sets(data).dump());
+    }
+
+    // Global shapes as Megatron gives them: v0.14's flattened_range tensors in their original
+    // shape (mcore_data's nd_reformulated_orig_global_shape), not their [1, 1, n] on disk.
+    const auto tensors_metadata = dcpp::megatron::load_tensors_metadata(checkpoint);
+    CHECK(tensors_metadata.size() == megatron["load_tensors_metadata"].size());
+    for (const auto& [key, tensor] : megatron["load_tensors_metadata"].items()) {
+      INFO(key);
+      CHECK(tensors_metadata.at(key).global_shape ==
+            tensor["global_shape"].get<std::vector<int64_t>>());
     }
 
     const dcpp::StateDict tensors = dcpp::megatron::load_plain_tensors(checkpoint);

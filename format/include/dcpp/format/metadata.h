@@ -93,6 +93,11 @@ struct DCPP_API Metadata {
   std::optional<StorageMeta> storage_meta;
   /// "1.0.0" from PyTorch 2.8; absent before.
   std::optional<std::string> version;
+  /// Megatron-Core's `mcore_data[key]['nd_reformulated_orig_global_shape']` (v0.14 and later, on
+  /// a `.metadata` Megatron wrote): the global shape of a ShardedTensor saved with a
+  /// `flattened_range` before its `torch_dist` save reformulated it (`[2, 1, 64]` on disk for a
+  /// `[16, 8]` tensor), by key. Read, not written.
+  OrderedEntries<std::vector<int64_t>> nd_reformulated_shapes;
 };
 
 /// The name PyTorch gives a dtype, as `.metadata` spells it: "float32", "bfloat16", "complex64".
