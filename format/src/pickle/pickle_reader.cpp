@@ -24,44 +24,14 @@ const PyObject* PyObject::find(std::string_view key) const {
 
 bool runs_code_when_unpickled(std::string_view module, std::string_view name) {
   // Modules every global of which runs commands, code or imports, touches files or processes.
-  static constexpr std::string_view kModules[] = {"os",
-                                                  "posix",
-                                                  "nt",
-                                                  "subprocess",
-                                                  "sys",
-                                                  "importlib",
-                                                  "runpy",
-                                                  "pty",
-                                                  "shutil",
-                                                  "socket",
-                                                  "ctypes",
-                                                  "code",
-                                                  "codeop",
-                                                  "pdb",
-                                                  "bdb",
-                                                  "webbrowser",
-                                                  "multiprocessing",
-                                                  "asyncio",
-                                                  "pickle",
-                                                  "_pickle",
-                                                  "marshal",
-                                                  "shelve",
-                                                  "dill",
-                                                  "cloudpickle",
-                                                  "timeit",
-                                                  "profile",
-                                                  "cProfile",
-                                                  "trace",
-                                                  "doctest",
-                                                  "unittest",
-                                                  "pydoc",
-                                                  "platform",
-                                                  "threading",
-                                                  "_thread",
-                                                  "tempfile",
-                                                  "glob",
-                                                  "zipimport",
-                                                  "imp"};
+  // clang-format off
+  static constexpr std::string_view kModules[] = {
+      "os", "posix", "nt", "subprocess", "sys", "importlib", "runpy", "pty", "shutil", "socket",
+      "ctypes", "code", "codeop", "pdb", "bdb", "webbrowser", "multiprocessing", "asyncio",
+      "pickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "timeit", "profile",
+      "cProfile", "trace", "doctest", "unittest", "pydoc", "platform", "threading", "_thread",
+      "tempfile", "glob", "zipimport", "imp"};
+  // clang-format on
   for (const std::string_view bad : kModules) {
     if (module == bad || (module.size() > bad.size() && module.substr(0, bad.size()) == bad &&
                           module[bad.size()] == '.')) {
