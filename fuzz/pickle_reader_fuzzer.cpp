@@ -27,8 +27,8 @@ namespace {
 // Named one by one: libtorch's headers declare Python's own ::PyObject.
 using dcpp::detail::decode_tensor_pickle;
 using dcpp::detail::decode_value_pickle;
-using dcpp::detail::encode_value_pickle;
 using dcpp::detail::describe;
+using dcpp::detail::encode_value_pickle;
 using dcpp::detail::PyObject;
 using dcpp::detail::TensorRef;
 using dcpp::detail::unpickle;

@@ -3,6 +3,7 @@
 // writes for what Python loads (its `canonical` function, the schema in its docstring): so that a
 // test compares, value for value, what dcpp reads with what Megatron's own loaders returned.
 
+#include "dcpp_test.h"
 #include "format/pickle/torch_pickle.h"
 
 #include <dcpp/format/python_values.h>
@@ -18,9 +19,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 namespace dcpp::test {
+
+/// The manifest beside Megatron fixture `name` (tests/fixtures/megatron-core/<name>.manifest.json).
+inline nlohmann::json megatron_fixture_manifest(const std::string& name) {
+  std::ifstream in(megatron_fixture(name + ".manifest.json"));
+  if (!in.good()) throw std::runtime_error("no manifest for the Megatron fixture " + name);
+  return nlohmann::json::parse(in);
+}
 
 /// Python's float.hex(x): "0x1.8000000000000p+0", "-0x0.0p+0", "nan", "inf", "-inf".
 inline std::string python_float_hex(double x) {

@@ -12,9 +12,9 @@
 
 // The state and what a checkpoint holds of it.
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/format/python_values.h>
 #include <dcpp/state_dict/incompatible_keys.h>
 #include <dcpp/state_dict/python_object.h>
-#include <dcpp/format/python_values.h>
 #include <dcpp/state_dict/sharded_tensor.h>
 #include <dcpp/state_dict/state_dict.h>
 #include <dcpp/state_dict/stateful.h>

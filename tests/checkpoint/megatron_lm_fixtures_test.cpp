@@ -22,12 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-json lm_manifest(const std::string& name) {
-  std::ifstream in(dcpp::test::megatron_fixture(name + ".manifest.json"));
-  REQUIRE(in.good());
-  return json::parse(in);
-}
-
 // The value at `path` of canonical JSON `root` (the generator's "kinds_path_rule": a dict by key,
 // a list or tuple by index, a Namespace by attribute); null JSON when there is none.
 json at_path(json value, const json& path) {
@@ -56,7 +50,7 @@ json at_path(json value, const json& path) {
 
 TEST_CASE("a real Megatron-LM common state reads as Megatron loads it, every kind of value") {
   const std::string name = "mlm_args_common";
-  const json manifest = lm_manifest(name);
+  const json manifest = dcpp::test::megatron_fixture_manifest(name);
   const fs::path checkpoint = dcpp::test::megatron_fixture(name);
   const json& megatron = manifest["megatron_load"];
 
@@ -90,7 +84,7 @@ TEST_CASE(
   for (const std::string name :
        {"mlm_args_common", "mcore_dp_reshardable", "mcore_v014_fully_sharded_model_space"}) {
     INFO(name);
-    const json manifest = lm_manifest(name);
+    const json manifest = dcpp::test::megatron_fixture_manifest(name);
     const fs::path checkpoint = dcpp::test::megatron_fixture(name);
     const json& megatron = manifest["megatron_load"];
 

@@ -31,12 +31,6 @@ json printed_json(const std::string& output) {
   return json::parse(output.substr(begin, end + 2 - begin));
 }
 
-json fixture_manifest(const std::string& name) {
-  std::ifstream in(dcpp::test::megatron_fixture(name + ".manifest.json"));
-  REQUIRE(in.good());
-  return json::parse(in);
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -46,7 +40,7 @@ TEST_CASE(
     INFO(name);
     dcpp::test::TempDir dir;
     const fs::path original = dcpp::test::megatron_fixture(name);
-    const json megatron = fixture_manifest(name)["megatron_load"];
+    const json megatron = dcpp::test::megatron_fixture_manifest(name)["megatron_load"];
 
     const auto inspected = run_cli("inspect --json " + original.string());
     REQUIRE(inspected.exit_code == 0);

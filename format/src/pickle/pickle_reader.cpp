@@ -170,6 +170,8 @@ class PickleVm {
   void memo_put(uint64_t index);
   void memo_get(uint64_t index);
   void global(std::string module, std::string name);
+  [[noreturn]] void refuse_global(const std::string& module, const std::string& name,
+                                  const char* why) const;
   PyObject* expect_container(PyObject* object, PyKind kind, const char* opcode_name);
   /// The list or dict `kind` that APPEND(S) or SETITEM(S) fill: `object` itself, or the items of a
   /// made object (created on first use).
@@ -301,27 +303,30 @@ void PickleVm::memo_get(uint64_t index) {
   push(memo_[index]);
 }
 
+void PickleVm::refuse_global(const std::string& module, const std::string& name,
+                             const char* why) const {
+  // Not malformed: a well-formed pickle of something dcpp will not pass on.
+  throw CheckpointError(ErrorKind::kCorrupt,
+                        std::string(source_) + ": refers to the Python global '" +
+                            printable(module) + "." + printable(name) + "' (pickle byte " +
+                            std::to_string(op_pos_) + "), " + why);
+}
+
 void PickleVm::global(std::string module, std::string name) {
   if (runs_code_when_unpickled(module, name)) {
-    // Not malformed: a well-formed pickle made to run code in whoever loads it with Python.
-    throw CheckpointError(
-        ErrorKind::kCorrupt,
-        std::string(source_) + ": refers to the Python global '" + printable(module) + "." +
-            printable(name) + "' (pickle byte " + std::to_string(op_pos_) +
-            "), which runs code, commands or imports when Python unpickles it: the checkpoint is "
-            "hostile or broken. dcpp decodes checkpoint data without running any of it, and "
-            "refuses to pass on a value that would run code in a Python program loading it");
+    refuse_global(module, name,
+                  "which runs code, commands or imports when Python unpickles it: the checkpoint "
+                  "is hostile or broken. dcpp decodes checkpoint data without running any of it, "
+                  "and refuses to pass on a value that would run code in a Python program "
+                  "loading it");
   }
   if (!allow_(module, name)) {
-    // Not malformed: a well-formed pickle of something dcpp will not make.
-    throw CheckpointError(
-        ErrorKind::kCorrupt,
-        std::string(source_) + ": refers to the Python global '" + printable(module) + "." +
-            printable(name) + "' (pickle byte " + std::to_string(op_pos_) +
-            "), which dcpp does not load: dcpp decodes checkpoint data without running any of "
-            "it, and knows only the classes and functions PyTorch's checkpoint files use. The "
-            "checkpoint holds an object of another class (its writer's own, or one made to run "
-            "code); save tensors, numbers, strings and lists or dicts of them instead");
+    refuse_global(
+        module, name,
+        "which dcpp does not load: dcpp decodes checkpoint data without running any of "
+        "it, and knows only the classes and functions PyTorch's checkpoint files use. "
+        "The checkpoint holds an object of another class (its writer's own, or one made "
+        "to run code); save tensors, numbers, strings and lists or dicts of them instead");
   }
   PyObject* object = make(PyKind::kGlobal);
   object->text = std::move(module);
