@@ -341,10 +341,14 @@ std::string describe_differing_replicas(const ReplicatedItems& replicated,
                 "(StateDictOptions::flatten_optimizer_state_dict, as torchtitan does). "
               : "") +
          (optimizer_param_groups ? "Otherwise this" : "This") +
-         " usually means a layout lists a shard as a whole tensor (a "
-         "tensor-parallel shard under a data-parallel layout over the data-parallel group, for "
-         "example): describe it as a shard of the whole tensor (ParameterPlacement::global_shape "
-         "and offsets); or ranks hold their own values under one key: give each its own key. "
+         " usually means one of three things. Replicas drifted apart: their gradients were not "
+         "averaged over the group that replicates them before the optimizer stepped (call "
+         "DataParallel::synchronize_gradients(), TensorParallel::synchronize_gradients() or "
+         "FullyShardedDataParallel::reduce_gradients() every step, over the data-parallel "
+         "group). Or a layout lists a shard as a whole tensor (a tensor-parallel shard under a "
+         "layout of its own over the data-parallel group, for example): describe it as a shard "
+         "of the whole tensor (ParameterPlacement::global_shape and offsets). Or ranks hold "
+         "their own values under one key: give each its own key. "
          "SaveOptions::replica_check = ReplicaCheck::kWarn or kOff saves anyway "
          "(docs/distributed.md, \"Replication\")";
 }

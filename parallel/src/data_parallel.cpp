@@ -1,6 +1,7 @@
 #include <dcpp/parallel/data_parallel.h>
 
 #include "collectives.h"
+#include "layer_groups.h"
 #include "module_tensors.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -22,6 +23,7 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
     throw CheckpointError(ErrorKind::kUsage,
                           "DataParallel: the module and the process group must not be null");
   }
+  detail::refuse_tensor_parallel_layers(*module_, kDataParallelName);
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> tensors = module_->parameters();
   for (const at::Tensor& buffer : module_->buffers()) {

@@ -1,6 +1,7 @@
 #include <dcpp/parallel/fully_sharded_data_parallel.h>
 
 #include "collectives.h"
+#include "layer_groups.h"
 #include "module_tensors.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -36,6 +37,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(
         ErrorKind::kUsage,
         "FullyShardedDataParallel: the module and the process group must not be null");
   }
+  detail::refuse_tensor_parallel_layers(*module_, kFullyShardedName);
+  detail::GroupCalls calls(group_, kFullyShardedName);
+  if (replicate_group_) {
+    detail::GroupCalls replicas(replicate_group_, kFullyShardedName);
+    detail::replicate_group_check(
+        replicas, kFullyShardedName, detail::ShardGroupVerdict{calls.rank(), calls.size(), ""},
+        "shard", "replicate",
+        "on a DeviceMesh {\"replicate\", \"shard\"}: FullyShardedDataParallel(model, "
+        "mesh.group(\"shard\"), mesh.group(\"replicate\"))");
+  }
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> all;
   for (detail::NamedTensor& named : detail::module_tensors(*module_)) {
@@ -48,7 +59,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     all.push_back(named.tensor);
     entries_.push_back(std::move(entry));
   }
-  detail::GroupCalls calls(group_, kFullyShardedName);
   detail::broadcast_tensors(calls, all, 0, "the initial parameters and buffers");
   if (replicate_group_) {
     detail::GroupCalls replicas(replicate_group_, kFullyShardedName);

@@ -1,6 +1,7 @@
 #include <dcpp/parallel/pipeline_stage.h>
 
 #include "collectives.h"
+#include "layer_groups.h"
 #include "module_tensors.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -51,6 +52,15 @@ at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag, int 
   return tensor;
 }
 
+void check_stage_arguments(const torch::nn::Sequential& modules, int64_t first_index,
+                           const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  if (modules.is_empty() || !group || first_index < 0) {
+    throw CheckpointError(
+        ErrorKind::kUsage,
+        "PipelineStage: needs the stage's modules, a process group and a first index >= 0");
+  }
+}
+
 }  // namespace
 
 PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
@@ -58,22 +68,22 @@ PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_
     : modules_(std::move(stage_modules)),
       first_index_(first_index),
       group_(std::move(process_group)) {
-  if (modules_.is_empty() || !group_ || first_index_ < 0) {
-    throw CheckpointError(
-        ErrorKind::kUsage,
-        "PipelineStage: needs the stage's modules, a process group and a first index >= 0");
-  }
+  check_stage_arguments(modules_, first_index_, group_);
+  detail::refuse_tensor_parallel_layers(*modules_.ptr(), "PipelineStage without a layout within");
 }
 
 PipelineStage::PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
                              c10::intrusive_ptr<c10d::ProcessGroup> process_group,
                              std::shared_ptr<const ModelLayout> within)
-    : PipelineStage(std::move(stage_modules), first_index, std::move(process_group)) {
-  if (!within) {
+    : modules_(std::move(stage_modules)),
+      first_index_(first_index),
+      group_(std::move(process_group)),
+      within_(std::move(within)) {
+  check_stage_arguments(modules_, first_index_, group_);
+  if (!within_) {
     throw CheckpointError(ErrorKind::kUsage,
                           "PipelineStage: the layout within the stage must not be null");
   }
-  within_ = std::move(within);
 }
 
 torch::nn::Sequential PipelineStage::slice(const torch::nn::Sequential& whole, int64_t begin,

@@ -1,6 +1,7 @@
 #include <dcpp/parallel/tensor_parallel.h>
 
 #include "collectives.h"
+#include "layer_groups.h"
 #include "module_tensors.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -43,6 +44,18 @@ TensorParallel::TensorParallel(std::shared_ptr<torch::nn::Module> model,
                           "TensorParallel: the model and the tensor-parallel group must not be "
                           "null");
   }
+  detail::GroupCalls tensor_calls(tensor_group_, kTensorParallelName);
+  const detail::ShardGroupVerdict verdict =
+      detail::check_layers_split_over(tensor_calls, detail::tensor_parallel_layers(*model_));
+  if (data_group_) {
+    detail::GroupCalls data_calls(data_group_, kTensorParallelName);
+    detail::replicate_group_check(data_calls, kTensorParallelName, verdict, "tensor-parallel",
+                                  "data-parallel",
+                                  "on a DeviceMesh {\"dp\", \"tp\"}: TensorParallel(model, "
+                                  "mesh.group(\"tp\"), mesh.group(\"dp\"))");
+  } else if (!verdict.refusal.empty()) {
+    throw CheckpointError(ErrorKind::kUsage, verdict.refusal);
+  }
   at::NoGradGuard no_grad;
   const auto sliced = sliced_tensors(*model_);
   std::vector<at::Tensor> whole, all;
@@ -50,7 +63,6 @@ TensorParallel::TensorParallel(std::shared_ptr<torch::nn::Module> model,
     if (sliced.count(named.tensor.unsafeGetTensorImpl()) == 0) whole.push_back(named.tensor);
     all.push_back(named.tensor);
   }
-  detail::GroupCalls tensor_calls(tensor_group_, kTensorParallelName);
   detail::broadcast_tensors(tensor_calls, whole, 0, "the whole parameters and buffers");
   if (data_group_) {
     detail::GroupCalls data_calls(data_group_, kTensorParallelName);

@@ -13,6 +13,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include <optional>
 #include <vector>
 
 namespace dcpp {
@@ -25,6 +26,11 @@ class DCPP_API TensorParallelModule {
   /// tensor's shape and where this rank's slice starts in it. Parameters not listed are whole,
   /// the same on every rank of the group.
   virtual std::vector<ParameterPlacement> sliced_parameters() const = 0;
+  /// The group the parameters are split over (nullptr: this process alone), which TensorParallel
+  /// checks against its tensor-parallel group. nullopt (the default): not said, not checked.
+  virtual std::optional<c10::intrusive_ptr<c10d::ProcessGroup>> tensor_parallel_group() const {
+    return std::nullopt;
+  }
 };
 
 /// Megatron's ColumnParallelLinear: y = x A^T + b with A ([out, in]) and b split by rows (dim 0,
@@ -40,6 +46,9 @@ class DCPP_API ColumnParallelLinearImpl : public torch::nn::Module, public Tenso
                            bool gather_output = false);
   at::Tensor forward(const at::Tensor& input);
   std::vector<ParameterPlacement> sliced_parameters() const override;
+  std::optional<c10::intrusive_ptr<c10d::ProcessGroup>> tensor_parallel_group() const override {
+    return group_;
+  }
 
   at::Tensor weight, bias;  // bias undefined without one
 
@@ -63,6 +72,9 @@ class DCPP_API RowParallelLinearImpl : public torch::nn::Module, public TensorPa
                         bool input_is_parallel = true);
   at::Tensor forward(const at::Tensor& input);
   std::vector<ParameterPlacement> sliced_parameters() const override;
+  std::optional<c10::intrusive_ptr<c10d::ProcessGroup>> tensor_parallel_group() const override {
+    return group_;
+  }
 
   at::Tensor weight, bias;
 
@@ -84,6 +96,9 @@ class DCPP_API VocabParallelEmbeddingImpl : public torch::nn::Module, public Ten
                              c10::intrusive_ptr<c10d::ProcessGroup> group);
   at::Tensor forward(const at::Tensor& ids);
   std::vector<ParameterPlacement> sliced_parameters() const override;
+  std::optional<c10::intrusive_ptr<c10d::ProcessGroup>> tensor_parallel_group() const override {
+    return group_;
+  }
 
   at::Tensor weight;
 
