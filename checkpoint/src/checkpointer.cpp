@@ -28,6 +28,7 @@
 #include "dist/spmd_step.h"
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
+#include "optimizer_layout_match.h"
 #include "planner/plan_codec.h"
 #include "rank_metadata.h"
 #include "read_once_exchange.h"
@@ -322,6 +323,7 @@ std::string plan_local_load(LoadTargets& targets, Metadata& metadata, StorageRea
     metadata = reader.read_metadata();
   }  // else the coordinator read it in step 0
   drop_optional_keys_missing_from(*targets.statefuls, metadata);
+  detail::match_optimizer_layouts(targets.state_dict, metadata);
   if (options.all_or_nothing) targets.scratch = detail::make_load_scratch(targets.state_dict);
   reader.set_up(metadata, rank, is_coordinator);
   planner.set_up(targets.destination(), metadata, is_coordinator);

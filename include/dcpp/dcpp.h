@@ -39,6 +39,7 @@
 #include <dcpp/state_dict/model_layout.h>
 #include <dcpp/state_dict/model_optimizer_state_dict.h>
 #include <dcpp/state_dict/model_state_dict.h>
+#include <dcpp/state_dict/optimizer_layout.h>
 #include <dcpp/state_dict/optimizer_state_dict.h>
 #include <dcpp/state_dict/plain_layout.h>
 #include <dcpp/state_dict/state_dict_options.h>

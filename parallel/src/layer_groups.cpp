@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+
 namespace dcpp::detail {
 
 namespace {
@@ -31,6 +33,21 @@ constexpr const char* kTensorParallelFix =
     "\"tp\"}, ColumnParallelLinear(linear, mesh.group(\"tp\")), ... and "
     "TensorParallel(model, mesh.group(\"tp\"), mesh.group(\"dp\")) (docs/parallel.md, "
     "\"Mistakes\")";
+
+// This process's rank in the job, as the launcher (dcpp-launch, torchrun) set RANK; -1 unknown.
+int64_t job_rank() {
+  const char* rank = std::getenv("RANK");
+  if (rank == nullptr || *rank == '\0') return -1;
+  char* end = nullptr;
+  const long long value = std::strtoll(rank, &end, 10);
+  return *end == '\0' && value >= 0 ? value : -1;
+}
+
+// "rank 1" of a group, with its rank in the job when known: "rank 1 (global rank 3)".
+std::string member_name(int64_t member, int64_t global) {
+  return "rank " + std::to_string(member) +
+         (global >= 0 ? " (global rank " + std::to_string(global) + ")" : "");
+}
 
 std::vector<int64_t> gathered_values(GroupCalls& calls, std::vector<int64_t> values,
                                      const std::string& what) {
@@ -75,16 +92,22 @@ void refuse_tensor_parallel_layers(const torch::nn::Module& model, const std::st
 ShardGroupVerdict check_layers_split_over(GroupCalls& tensor_calls,
                                           const std::vector<TensorParallelLayer>& layers) {
   ShardGroupVerdict verdict{tensor_calls.rank(), tensor_calls.size(), ""};
-  const std::string prefix = "TensorParallel on rank " + std::to_string(verdict.rank) +
+  const std::string prefix = "TensorParallel on " + member_name(verdict.rank, job_rank()) +
                              " of its tensor-parallel group (" + std::to_string(verdict.size) +
                              " ranks): ";
-  const std::vector<int64_t> counts = gathered_values(
-      tensor_calls, {static_cast<int64_t>(layers.size())}, "the number of tensor-parallel layers");
-  for (std::size_t member = 0; member < counts.size(); ++member) {
-    if (counts[member] != counts[0]) {
-      verdict.refusal = prefix + "rank " + std::to_string(member) + " of the tensor group holds " +
-                        std::to_string(counts[member]) + " tensor-parallel layers, rank 0 holds " +
-                        std::to_string(counts[0]) +
+  // Per member: its number of layers and its rank in the job.
+  const std::vector<int64_t> counts =
+      gathered_values(tensor_calls, {static_cast<int64_t>(layers.size()), job_rank()},
+                      "the number of tensor-parallel layers");
+  const std::size_t members = counts.size() / 2;
+  const auto name_of = [&](std::size_t member) {
+    return member_name(static_cast<int64_t>(member), counts[member * 2 + 1]);
+  };
+  for (std::size_t member = 0; member < members; ++member) {
+    if (counts[member * 2] != counts[0]) {
+      verdict.refusal = prefix + name_of(member) + " of the tensor group holds " +
+                        std::to_string(counts[member * 2]) + " tensor-parallel layers, " +
+                        name_of(0) + " holds " + std::to_string(counts[0]) +
                         "; every rank of the tensor-parallel group must build the same model";
       return verdict;
     }
@@ -99,7 +122,7 @@ ShardGroupVerdict check_layers_split_over(GroupCalls& tensor_calls,
     mine.push_back(group && *group ? (*group)->getSize() : 1);
   }
   const std::vector<int64_t> all = gathered_values(tensor_calls, mine, "the layers' groups");
-  for (std::size_t member = 0; member < counts.size(); ++member) {
+  for (std::size_t member = 0; member < members; ++member) {
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const int64_t* said = &all[(member * layers.size() + i) * 3];
       if (said[0] == 0 || (said[1] == static_cast<int64_t>(member) && said[2] == verdict.size)) {
@@ -107,7 +130,7 @@ ShardGroupVerdict check_layers_split_over(GroupCalls& tensor_calls,
       }
       verdict.refusal =
           prefix + layer_name(layers[i]) + " is split over a group of " + std::to_string(said[2]) +
-          " rank(s) in which rank " + std::to_string(member) + " of the tensor group is rank " +
+          " rank(s) in which " + name_of(member) + " of the tensor group is rank " +
           std::to_string(said[1]) +
           ": it was built over another group than the tensor group (the data-parallel group, "
           "the groups swapped, or the world). Its slices would be placed wrongly in the whole "
@@ -122,30 +145,36 @@ ShardGroupVerdict check_layers_split_over(GroupCalls& tensor_calls,
 void replicate_group_check(GroupCalls& replicate_calls, const std::string& wrapper,
                            const ShardGroupVerdict& shard, const std::string& shard_name,
                            const std::string& replicate_name, const std::string& fix) {
+  // Per member: its rank and size in its shard group, whether that refused, its rank in the job.
+  constexpr std::size_t kFields = 4;
   const std::vector<int64_t> all = gathered_values(
-      replicate_calls, {shard.rank, shard.size, shard.refusal.empty() ? 0 : 1},
+      replicate_calls, {shard.rank, shard.size, shard.refusal.empty() ? 0 : 1, job_rank()},
       "the ranks of the " + replicate_name + " group in the " + shard_name + " group");
   if (!shard.refusal.empty()) throw CheckpointError(ErrorKind::kUsage, shard.refusal);
-  const std::string prefix = wrapper + " on rank " + std::to_string(replicate_calls.rank()) +
+  const std::string prefix = wrapper + " on " + member_name(replicate_calls.rank(), job_rank()) +
                              " of its " + replicate_name + " group (" +
                              std::to_string(replicate_calls.size()) + " ranks): ";
-  const std::size_t members = all.size() / 3;
+  const std::size_t members = all.size() / kFields;
+  const auto field = [&](std::size_t member, std::size_t i) { return all[member * kFields + i]; };
+  const auto name_of = [&](std::size_t member) {
+    return member_name(static_cast<int64_t>(member), field(member, 3));
+  };
   for (std::size_t member = 0; member < members; ++member) {
-    if (all[member * 3 + 2] != 0) {
-      replicate_calls.fail(ErrorKind::kUsage, "rank " + std::to_string(member) + " of the " +
-                                                  replicate_name + " group refused its " +
-                                                  shard_name +
-                                                  " group's layers (its own error says why)");
+    if (field(member, 2) != 0) {
+      throw CheckpointError(ErrorKind::kUsage, prefix + name_of(member) + " of the " +
+                                                   replicate_name + " group refused its " +
+                                                   shard_name +
+                                                   " group's layers (its own error says why)");
     }
   }
   for (std::size_t member = 0; member < members; ++member) {
-    if (all[member * 3] == all[0] && all[member * 3 + 1] == all[1]) continue;
+    if (field(member, 0) == field(0, 0) && field(member, 1) == field(0, 1)) continue;
     throw CheckpointError(
         ErrorKind::kUsage,
-        prefix + "rank " + std::to_string(member) + " of the " + replicate_name +
-            " group is rank " + std::to_string(all[member * 3]) + " of " +
-            std::to_string(all[member * 3 + 1]) + " in its " + shard_name +
-            " group, rank 0 is rank " + std::to_string(all[0]) + " of " + std::to_string(all[1]) +
+        prefix + name_of(member) + " of the " + replicate_name + " group is rank " +
+            std::to_string(field(member, 0)) + " of " + std::to_string(field(member, 1)) +
+            " in its " + shard_name + " group, " + name_of(0) + " is rank " +
+            std::to_string(field(0, 0)) + " of " + std::to_string(field(0, 1)) +
             ": the members of the " + replicate_name +
             " group must hold the same piece of the model (the same " + shard_name +
             " rank), or their broadcasts and gradient averages would mix different pieces. The " +

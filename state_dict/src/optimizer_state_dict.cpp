@@ -3,6 +3,7 @@
 
 #include <dcpp/state_dict/optimizer_state_dict.h>
 
+#include "optimizer_fqn_list.h"
 #include "state_dict_collectives.h"
 #include "tensor_piece.h"
 
@@ -10,6 +11,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 #include <dcpp/core/torch_compat.h>
+#include <dcpp/state_dict/optimizer_layout.h>
 #include <dcpp/state_dict/optimizer_state_codec.h>
 
 #include <ATen/ATen.h>
@@ -133,54 +135,6 @@ StateValue wrap_state_value(const StateValue& value, const ParameterPlacement& p
   return value;
 }
 
-std::vector<std::string> string_list(const StateValue& value, const std::string& key) {
-  std::vector<std::string> out;
-  auto add = [&](const c10::IValue& element) {
-    if (!element.isString()) {
-      throw CheckpointError(ErrorKind::kIncompatible,
-                            "optimizer state dict: '" + key + "' must be a list of FQN strings");
-    }
-    out.push_back(element.toStringRef());
-  };
-  if (value.is_list()) {
-    for (const StateValue& element : value.list()) {
-      if (!element.is_value()) {
-        throw CheckpointError(ErrorKind::kIncompatible,
-                              "optimizer state dict: '" + key + "' must be a list of FQN strings");
-      }
-      add(element.value());
-    }
-  } else if (value.is_value() && value.value().isList()) {
-    for (const c10::IValue& element : value.value().toListRef()) {
-      add(element);
-    }
-  } else {
-    throw CheckpointError(ErrorKind::kIncompatible, "optimizer state dict: '" + key + "' is a " +
-                                                        value.kind_name() +
-                                                        ", not a list of FQN strings");
-  }
-  return out;
-}
-
-StateDict flatten_optimizer(const StateDict& nested) {
-  StateDict flat;
-  for (const auto& item : nested.at(kState).dict()) {
-    for (const auto& entry : item.value.dict()) {
-      flat.insert(std::string(kState) + "." + item.key + "." + entry.key, entry.value);
-    }
-  }
-  for (const StateValue& group : nested.at(kParamGroups).list()) {
-    for (const std::string& fqn : string_list(group.dict().at(kParams), kParams)) {
-      for (const auto& option : group.dict()) {
-        if (option.key != kParams) {
-          flat.insert(std::string(kParamGroups) + "." + fqn + "." + option.key, option.value);
-        }
-      }
-    }
-  }
-  return flat;
-}
-
 // A saved optimizer state dict, either layout, by FQN.
 struct SavedOptimizer {
   std::map<std::string, StateDict> state;            // fqn -> {name: value}
@@ -236,8 +190,9 @@ SavedOptimizer parse_saved(const StateDict& state_dict) {
               "optimizer state dict: '" + where + "' is a " + group.kind_name() + ", not a dict");
         }
         const StateValue* params = group.dict().find(kParams);
-        saved.group_fqns.push_back(params == nullptr ? std::vector<std::string>{}
-                                                     : string_list(*params, where + ".params"));
+        saved.group_fqns.push_back(params == nullptr
+                                       ? std::vector<std::string>{}
+                                       : detail::optimizer_fqn_list(*params, where + ".params"));
         saved.groups.push_back(group.dict());
       }
     }
@@ -580,7 +535,7 @@ StateDict get_optimizer_state_dict(const ModelLayout& layout, torch::optim::Opti
     }
     detail::offload_to_cpu(out);
   }
-  return options.flatten_optimizer_state_dict ? flatten_optimizer(out) : out;
+  return options.flatten_optimizer_state_dict ? flatten_optimizer_state_dict(out) : out;
 }
 
 void set_optimizer_state_dict(const ModelLayout& layout, torch::optim::Optimizer& optimizer,

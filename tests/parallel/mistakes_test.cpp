@@ -59,10 +59,11 @@ TEST_CASE("the right tensor-parallel layout trains and saves: the control of the
 }
 
 TEST_CASE("tensor-parallel layers built over the data-parallel group are refused") {
-  require_refused_everywhere(make_mistake("layers-over-dp"),
-                             {"layer '0' (ColumnParallelLinear) is split over a group",
-                              "built over another group than the tensor group",
-                              "TensorParallel(model, mesh.group(\"tp\"), mesh.group(\"dp\"))"});
+  require_refused_everywhere(
+      make_mistake("layers-over-dp"),
+      {"layer '0' (ColumnParallelLinear) is split over a group", "(global rank ",
+       "of the tensor group is rank ", "built over another group than the tensor group",
+       "TensorParallel(model, mesh.group(\"tp\"), mesh.group(\"dp\"))"});
 }
 
 TEST_CASE("TensorParallel given the tensor and data groups swapped is refused") {
@@ -71,10 +72,13 @@ TEST_CASE("TensorParallel given the tensor and data groups swapped is refused") 
 }
 
 TEST_CASE("TensorParallel given one group as both tensor and data group is refused") {
-  require_refused_everywhere(make_mistake("same-group-twice"),
-                             {"of the data-parallel group is rank 1 of 2 in its tensor-parallel "
-                              "group, rank 0 is rank 0 of 2",
-                              "not the same group twice nor swapped"});
+  require_refused_everywhere(
+      make_mistake("same-group-twice"),
+      {"of the data-parallel group is rank 1 of 2 in its tensor-parallel group, rank 0 (global "
+       "rank ",
+       "is rank 0 of 2: the members of the data-parallel group must hold "
+       "the same piece",
+       "not the same group twice nor swapped"});
 }
 
 TEST_CASE("HSDP given one group as both shard and replicate group is refused") {

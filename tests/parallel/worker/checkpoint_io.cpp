@@ -8,11 +8,12 @@ namespace dcpp::test {
 
 namespace {
 
-// Flattened, as torchtitan saves it: in the nested form a param group lists its parameters, which
-// differ from one pipeline stage to the next, so the ranks of a pipeline would save different
-// values under one key (SaveOptions::replica_check refuses it).
-StateDictOptions optimizer_options() {
-  return StateDictOptions().with_flatten_optimizer_state_dict(true);
+// As docs/state_dict.md says: a pipeline stage saves the flat layout (in the nested one a param
+// group lists its parameters, which differ from one pipeline stage to the next, so the ranks of a
+// pipeline would save different values under one key), every other layout the nested one. The
+// load takes whichever layout the checkpoint has, so every layout resumes from every other.
+StateDictOptions optimizer_options(const ModelLayout& layout) {
+  return StateDictOptions().with_flatten_optimizer_state_dict(layout.stage_group() != nullptr);
 }
 
 }  // namespace
@@ -38,7 +39,7 @@ void save_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
                    const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   StateDict state;
   state.insert("model", get_model_state_dict(layout));
-  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options()));
+  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options(layout)));
   SaveOptions options;
   options.ranks.process_group = group;
   options.file_system.sync_files = false;
@@ -52,12 +53,12 @@ void load_training(const ModelLayout& layout, torch::optim::Optimizer& optimizer
   // dcpp::load fills from whatever layout saved the checkpoint.
   StateDict state;
   state.insert("model", get_model_state_dict(layout));
-  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options()));
+  state.insert("optim", get_optimizer_state_dict(layout, optimizer, optimizer_options(layout)));
   LoadOptions options;
   options.ranks.process_group = group;
   load(state, directory, options);
   set_model_state_dict(layout, state.at("model").dict());
-  set_optimizer_state_dict(layout, optimizer, state.at("optim").dict(), optimizer_options());
+  set_optimizer_state_dict(layout, optimizer, state.at("optim").dict(), optimizer_options(layout));
 }
 
 }  // namespace dcpp::test

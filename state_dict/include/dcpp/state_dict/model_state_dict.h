@@ -23,8 +23,9 @@ namespace dcpp {
 /// result with dcpp::load writes into the model), unless options copy them (cpu_offload of a
 /// device tensor, full_state_dict of a sharded one).
 ///
-/// Options: full_state_dict gathers sharded tensors into whole ones over layout.process_group()
-/// (collective: every rank of the group calls, with the same sharded FQNs in the same order);
+/// Options: full_state_dict gathers sharded tensors into whole ones over layout.shard_group() and
+/// joins a pipeline's stages over layout.stage_group() (collective: every rank of those groups
+/// calls, with the same sharded FQNs in the same order);
 /// cpu_offload copies to the CPU (with full_state_dict on more than one rank: rank 0 alone gets
 /// the result, the others an empty dict); ignore_frozen_params leaves out parameters that do not
 /// require grad. Throws CheckpointError when a collective fails or the ranks' sharded tensors do
