@@ -29,7 +29,9 @@ class DCPP_API DataParallel : public ModelLayout {
  public:
   /// Collective and blocking: broadcasts every parameter and buffer of `module` from rank 0 so
   /// that all replicas start equal. Throws CheckpointError (naming the rank) when the group fails
-  /// or `module` or `process_group` is null.
+  /// or `module` or `process_group` is null, and (kUsage, before any collective) when `module`
+  /// holds tensor-parallel layers, whose slices it would take for whole tensors: describe such a
+  /// model with TensorParallel.
   DataParallel(std::shared_ptr<torch::nn::Module> module,
                c10::intrusive_ptr<c10d::ProcessGroup> process_group);
 

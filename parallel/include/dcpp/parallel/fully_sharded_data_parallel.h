@@ -48,7 +48,10 @@ class DCPP_API FullyShardedDataParallel : public ModelLayout {
   /// `process_group`, then of `replicate_group`), keeps this rank's rows of each parameter as a
   /// new leaf tensor (its shard, requiring grad as the parameter does) and releases the full
   /// parameters. Throws CheckpointError naming the rank when a group fails or `module` or
-  /// `process_group` is null.
+  /// `process_group` is null; (kUsage, before any collective) when `module` holds
+  /// tensor-parallel layers; and (kUsage, on every rank, after one all-gather over it) when the
+  /// ranks of `replicate_group` are not each the same rank of a shard group of one size (one group
+  /// given twice).
   FullyShardedDataParallel(std::shared_ptr<torch::nn::Module> module,
                            c10::intrusive_ptr<c10d::ProcessGroup> process_group,
                            c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {});

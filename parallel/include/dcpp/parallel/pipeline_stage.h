@@ -40,7 +40,8 @@ namespace dcpp {
 class DCPP_API PipelineStage : public ModelLayout {
  public:
   /// Local (no communication): `stage_modules` becomes stage `process_group->getRank()`. Throws
-  /// CheckpointError when the module or group is null or `first_index` is negative.
+  /// CheckpointError when the module or group is null or `first_index` is negative, and when the
+  /// modules hold tensor-parallel layers (their layout must be given: the constructor below).
   PipelineStage(torch::nn::Sequential stage_modules, int64_t first_index,
                 c10::intrusive_ptr<c10d::ProcessGroup> process_group);
 

@@ -32,10 +32,15 @@ namespace dcpp {
 /// called in the same order on every rank.
 class DCPP_API TensorParallel : public ModelLayout {
  public:
-  /// Collective over both groups: every whole parameter and buffer from rank 0 of the tensor
-  /// group, then every parameter and buffer from rank 0 of the data group, so that the replicas
-  /// start equal. Throws CheckpointError (kUsage) when `model` or `tensor_group` is null, and
-  /// naming the rank when a group fails. `data_group` null: no data parallelism.
+  /// Collective over both groups. First the groups are checked (three small all-gathers):
+  /// CheckpointError (kUsage) on every rank, naming the layer and the ranks, when a tensor-parallel
+  /// layer of `model` that says its group (TensorParallelModule::tensor_parallel_group) was split
+  /// over another group than `tensor_group` (the data-parallel group, the groups swapped), and
+  /// when the ranks of `data_group` are not each the same rank of a tensor group of one size (one
+  /// group given twice). Then every whole parameter and buffer from rank 0 of the tensor group,
+  /// and every parameter and buffer from rank 0 of the data group, so that the replicas start
+  /// equal. Throws CheckpointError (kUsage) when `model` or `tensor_group` is null, and naming the
+  /// rank when a group fails. `data_group` null: no data parallelism.
   TensorParallel(std::shared_ptr<torch::nn::Module> model,
                  c10::intrusive_ptr<c10d::ProcessGroup> tensor_group,
                  c10::intrusive_ptr<c10d::ProcessGroup> data_group = {});
