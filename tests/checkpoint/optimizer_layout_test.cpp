@@ -8,6 +8,7 @@
 #include <dcpp/state_dict/optimizer_layout.h>
 #include <dcpp/state_dict/optimizer_state_dict.h>
 #include <dcpp/state_dict/plain_layout.h>
+#include <dcpp/state_dict/stateful_adapters.h>
 
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -25,7 +26,7 @@ namespace {
 struct Training {
   torch::nn::Sequential model;
   std::shared_ptr<dcpp::ModelLayout> layout;
-  std::unique_ptr<torch::optim::Adam> adam;
+  std::shared_ptr<torch::optim::Adam> adam;
 
   Training(uint64_t seed, double lr) {
     torch::manual_seed(seed);
@@ -36,7 +37,7 @@ struct Training {
       groups.emplace_back(model[layer]->parameters(),
                           std::make_unique<torch::optim::AdamOptions>(lr * (layer + 1)));
     }
-    adam = std::make_unique<torch::optim::Adam>(std::move(groups));
+    adam = std::make_shared<torch::optim::Adam>(std::move(groups));
     for (int step = 0; step < 2; ++step) {
       adam->zero_grad();
       model->forward(torch::randn({5, 4})).pow(2).sum().backward();
@@ -127,4 +128,27 @@ TEST_CASE("optimizer_layout_of tells nested, flat and neither; flatten refuses a
       Catch::StartsWith(
           "flatten_optimizer_state_dict: the state dict is flat, not a nested optimizer state dict "
           "({\"state\": {fqn: {...}}, \"param_groups\": [{..., \"params\": [fqn, ...]}]})"));
+}
+
+TEST_CASE("an app Stateful saved flat resumes one that asks for the nested layout, and back") {
+  for (const bool saved_flat : {true, false}) {
+    INFO((saved_flat ? "saved flat" : "saved nested"));
+    const dcpp::test::TempDir dir;
+    Training saved(4, 0.01);
+    StateDict state;
+    state.insert("app", dcpp::make_app_stateful(
+                            saved.layout, saved.adam,
+                            StateDictOptions().with_flatten_optimizer_state_dict(saved_flat)));
+    dcpp::save(state, dir / "ckpt");
+
+    Training resumed(5, 0.5);
+    StateDict target;
+    target.insert("app", dcpp::make_app_stateful(
+                             resumed.layout, resumed.adam,
+                             StateDictOptions().with_flatten_optimizer_state_dict(!saved_flat)));
+    dcpp::load(target, dir / "ckpt");
+    require_same_optimizer(resumed, saved);
+    CHECK(dcpp::test::bitwise_equal(resumed.model[0]->parameters()[0],
+                                    saved.model[0]->parameters()[0]));
+  }
 }
