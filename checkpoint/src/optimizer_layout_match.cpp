@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -17,54 +18,64 @@ namespace {
 constexpr const char* kGroupsStep = "param_groups.";
 constexpr const char* kStateStep = "state.";
 
-bool is_index(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(),
-                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+// A param-group number: up to 9 digits (a hostile key cannot overflow it).
+std::optional<int64_t> group_number(const std::string& text) {
+  if (text.empty() || text.size() > 9 ||
+      !std::all_of(text.begin(), text.end(),
+                   [](unsigned char c) { return std::isdigit(c) != 0; })) {
+    return std::nullopt;
+  }
+  return std::stoll(text);
 }
 
-// What a checkpoint holds under one key prefix's "param_groups.": nested groups (by index, their
+// Where "param_groups." starts a step of `key` (at its start or after a dot), or npos.
+std::size_t groups_step_at(const std::string& key) {
+  const std::string step = kGroupsStep;
+  std::size_t at = key.find(step);
+  while (at != std::string::npos && at != 0 && key[at - 1] != '.') at = key.find(step, at + 1);
+  return at;
+}
+
+// What a checkpoint holds under one key prefix's "param_groups.": nested groups (by number, their
 // options' storage), or per-parameter (flat) options.
 struct SavedGroups {
   std::map<int64_t, std::vector<std::pair<std::string, const StorageMetadata*>>> nested;
-  bool any = false;
   bool has_params = false;  // some "<n>.params": the nested layout
 };
 
 // By prefix ("" or "optim."): the param-group keys of every optimizer state dict in `metadata`.
 std::unordered_map<std::string, SavedGroups> saved_groups(const Metadata& metadata) {
   std::unordered_map<std::string, SavedGroups> by_prefix;
-  const std::string step = kGroupsStep;
   for (const auto& [key, storage] : metadata.state_dict_metadata) {
-    for (std::size_t at = key.find(step); at != std::string::npos; at = key.find(step, at + 1)) {
-      if (at != 0 && key[at - 1] != '.') continue;
-      SavedGroups& groups = by_prefix[key.substr(0, at)];
-      groups.any = true;
-      const std::string rest = key.substr(at + step.size());
-      const std::size_t dot = rest.find('.');
-      const std::string option = dot == std::string::npos ? "" : rest.substr(dot + 1);
-      if (dot == std::string::npos || !is_index(rest.substr(0, dot)) ||
-          option.find('.') != std::string::npos) {
-        break;
-      }
-      const int64_t index = std::stoll(rest.substr(0, dot));
-      groups.nested[index].emplace_back(option, &storage);
-      groups.has_params = groups.has_params || option == "params";
-      break;
-    }
+    const std::size_t at = groups_step_at(key);
+    if (at == std::string::npos) continue;
+    SavedGroups& groups = by_prefix[key.substr(0, at)];
+    const std::string rest = key.substr(at + std::string(kGroupsStep).size());
+    const std::size_t dot = rest.find('.');
+    if (dot == std::string::npos) continue;
+    const std::optional<int64_t> number = group_number(rest.substr(0, dot));
+    const std::string option = rest.substr(dot + 1);
+    if (!number || option.find('.') != std::string::npos) continue;  // "<fqn>.<option>": flat
+    groups.nested[*number].emplace_back(option, &storage);
+    groups.has_params = groups.has_params || option == "params";
   }
   return by_prefix;
 }
 
-OptimizerLayout saved_layout(const SavedGroups& groups) {
-  if (!groups.any) return OptimizerLayout::kNone;
-  return groups.has_params ? OptimizerLayout::kNested : OptimizerLayout::kFlat;
-}
-
-StateValue placeholder(const StorageMetadata& storage) {
-  if (const auto* tensor = std::get_if<TensorStorageMetadata>(&storage)) {
-    return at::empty(tensor->size, at::TensorOptions().dtype(tensor->properties.dtype));
+// A value of the saved kind for the load to replace: a tensor of the saved shape and dtype (a
+// param-group option: a few elements; nullopt beyond kMaxOptionElements, or for a shape no tensor
+// has), or None for bytes.
+constexpr int64_t kMaxOptionElements = 1 << 16;
+std::optional<StateValue> placeholder(const StorageMetadata& storage) {
+  const auto* tensor = std::get_if<TensorStorageMetadata>(&storage);
+  if (tensor == nullptr) return StateValue();
+  int64_t elements = 1;
+  for (const int64_t size : tensor->size) {
+    if (size < 0 || size > kMaxOptionElements) return std::nullopt;
+    elements *= size;
+    if (elements > kMaxOptionElements) return std::nullopt;
   }
-  return StateValue();
+  return StateValue(at::empty(tensor->size, at::TensorOptions().dtype(tensor->properties.dtype)));
 }
 
 // A flat target as the nested one the checkpoint holds: its state values, the saved groups.
@@ -85,7 +96,11 @@ StateDict nested_target(const StateDict& flat, const SavedGroups& groups) {
   for (const auto& [index, options] : groups.nested) {
     if (index != next++) return flat;  // not groups 0..n-1: leave it to the planner
     StateDict group;
-    for (const auto& [option, storage] : options) group.insert(option, placeholder(*storage));
+    for (const auto& [option, storage] : options) {
+      std::optional<StateValue> value = placeholder(*storage);
+      if (!value) return flat;  // not an option a load could fill: leave it to the planner
+      group.insert(option, std::move(*value));
+    }
     param_groups.push_back(std::move(group));
   }
   StateDict nested;
@@ -99,11 +114,11 @@ void match(StateDict& dict, const std::string& prefix,
   const OptimizerLayout wanted = optimizer_layout_of(dict);
   if (wanted != OptimizerLayout::kNone) {
     const auto found = saved.find(prefix);
-    if (found == saved.end()) return;
-    const OptimizerLayout held = saved_layout(found->second);
-    if (wanted == OptimizerLayout::kNested && held == OptimizerLayout::kFlat) {
+    if (found == saved.end()) return;  // no param groups saved here: nothing to match
+    const bool held_nested = found->second.has_params;
+    if (wanted == OptimizerLayout::kNested && !held_nested) {
       dict = flatten_optimizer_state_dict(dict);
-    } else if (wanted == OptimizerLayout::kFlat && held == OptimizerLayout::kNested) {
+    } else if (wanted == OptimizerLayout::kFlat && held_nested) {
       dict = nested_target(dict, found->second);
     }
     return;

@@ -152,3 +152,29 @@ TEST_CASE("an app Stateful saved flat resumes one that asks for the nested layou
                                     saved.model[0]->parameters()[0]));
   }
 }
+
+TEST_CASE("a param-group number no optimizer has is left to the planner, not parsed into a crash") {
+  const dcpp::test::TempDir dir;
+  StateDict groups;
+  groups.insert("99999999999999999999", StateDict());
+  groups.at("99999999999999999999").dict().insert("params", "0.weight");
+  StateDict optim;
+  optim.insert("param_groups", std::move(groups));
+  StateDict saved;
+  saved.insert("optim", std::move(optim));
+  dcpp::save(saved, dir / "ckpt");
+
+  StateDict flat;
+  flat.insert("state.0.weight.exp_avg", at::zeros({2}));
+  flat.insert("param_groups.0.weight.lr", 0.1);
+  StateDict target;
+  target.insert("optim", std::move(flat));
+  try {
+    dcpp::load(target, dir / "ckpt");
+    FAIL("the load should have failed");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kIncompatible);
+    CHECK_THAT(error.what(), Catch::Contains("optim.state.0.weight.exp_avg"));
+  }
+  CHECK(dcpp::optimizer_layout_of(target.at("optim").dict()) == OptimizerLayout::kFlat);
+}
