@@ -5,6 +5,7 @@
 
 #include <dcpp/planner/load_planner.h>
 
+#include "core/bounded_list.h"
 #include "planner_helpers.h"
 #include "uncovered_region.h"
 
@@ -20,14 +21,6 @@
 namespace dcpp {
 
 namespace {
-
-std::string key_list(const std::vector<std::string>& keys) {
-  std::string joined;
-  for (const std::string& key : keys) {
-    joined += (joined.empty() ? "'" : ", '") + key + "'";
-  }
-  return joined;
-}
 
 // A local chunk the saved chunks do not cover: names the key and the region no chunk holds.
 [[noreturn]] void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
@@ -181,13 +174,17 @@ LoadPlan DefaultLoadPlanner::create_local_plan() {
     }
   }
   if (!s.report.missing_keys.empty() && !s.allow_partial_load) {
+    // Each list names a few keys and counts the rest: every rank prints this message.
+    const std::vector<std::string>& unexpected = s.report.unexpected_keys;
     throw CheckpointError(
         ErrorKind::kIncompatible,
         "the checkpoint lacks " + std::to_string(s.report.missing_keys.size()) +
-            " key(s) of the state dict being loaded: " + key_list(s.report.missing_keys) +
-            (s.report.unexpected_keys.empty() ? std::string()
-                                              : "; it has these keys that were not asked for: " +
-                                                    key_list(s.report.unexpected_keys)) +
+            " key(s) of the state dict being loaded: " +
+            detail::quoted_list(s.report.missing_keys) +
+            (unexpected.empty()
+                 ? std::string()
+                 : "; it has " + std::to_string(unexpected.size()) +
+                       " key(s) that were not asked for: " + detail::quoted_list(unexpected)) +
             ". Load with allow_partial_load to load the rest");
   }
   return plan;
