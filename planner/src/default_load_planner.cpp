@@ -1,11 +1,13 @@
 // DCP's DefaultLoadPlanner and _EmptyStateDictLoadPlanner. Each local chunk of each tensor is
 // intersected with every saved chunk of its key; the overlaps become read items, so any saved
-// sharding loads into any other. Every element of every local chunk must be covered; when one is
-// not, the error names the key and the region no saved chunk holds.
+// sharding loads into any other. The saved chunks of a key must not overlap (checked once per key
+// and load), and every element of every local chunk must be covered; when one is not, the error
+// names the key and the region no saved chunk holds.
 
 #include <dcpp/planner/load_planner.h>
 
 #include "core/bounded_list.h"
+#include "planner/saved_chunk_overlap.h"
 #include "planner_helpers.h"
 #include "uncovered_region.h"
 
@@ -33,7 +35,7 @@ namespace {
     throw CheckpointError(ErrorKind::kCorrupt,
                           "key '" + key + "': the saved chunks cover " + std::to_string(covered) +
                               " of the " + std::to_string(chunk.tensor.numel()) + " elements of " +
-                              local + "; the checkpoint is incomplete or its chunks overlap");
+                              local + "; the checkpoint is incomplete");
   }
   throw CheckpointError(
       ErrorKind::kCorrupt,
@@ -63,6 +65,9 @@ struct DefaultLoadPlanner::State {
                                 c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
                                 "; convert one of them or load with another state dict");
     }
+    // Once per key, before any local chunk: with no two saved chunks overlapping, the elements
+    // they give a local chunk are counted exactly, so a part that no chunk holds is found.
+    detail::check_saved_chunks_disjoint(key, saved, *metadata);
     const std::vector<detail::LocalChunk>& chunks = chunk_cache[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       int64_t covered = 0;
