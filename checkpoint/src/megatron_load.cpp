@@ -6,6 +6,7 @@
 
 #include <dcpp/checkpoint/megatron_load.h>
 
+#include "core/bounded_list.h"
 #include "core/logging.h"
 #include "dist/collectives.h"
 #include "dist/spmd_step.h"
@@ -49,24 +50,21 @@ bool finds_missing_keys(StrictHandling strict) {
          strict == StrictHandling::kReturnAll || strict == StrictHandling::kIgnoreAll;
 }
 
-std::string listed(const std::set<std::string>& keys) {
-  std::string text;
-  for (const std::string& key : keys) text += (text.empty() ? "'" : ", '") + key + "'";
-  return text;
-}
-
-// Megatron's report of a mismatch (maybe_report_missing_and_unexpected_keys), with what to do.
+// Megatron's report of a mismatch (maybe_report_missing_and_unexpected_keys), with what to do;
+// each list counts its keys and names a few (every rank reports it).
 std::string mismatch_report(const MismatchedKeys& keys) {
   std::string report;
   if (!keys.missing_keys.empty()) {
-    report +=
-        "keys in the checkpoint that no rank's state dict requests (missing, for all ranks): " +
-        listed(keys.missing_keys);
+    report += std::to_string(keys.missing_keys.size()) +
+              " key(s) in the checkpoint that no rank's state dict requests (missing, for all "
+              "ranks): " +
+              detail::quoted_list(keys.missing_keys);
   }
   if (!keys.unexpected_keys.empty()) {
     report += std::string(report.empty() ? "" : "; ") +
-              "keys this rank's state dict requests that the checkpoint lacks (unexpected): " +
-              listed(keys.unexpected_keys);
+              std::to_string(keys.unexpected_keys.size()) +
+              " key(s) this rank's state dict requests that the checkpoint lacks (unexpected): " +
+              detail::quoted_list(keys.unexpected_keys);
   }
   return report;
 }

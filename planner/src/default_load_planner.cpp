@@ -1,10 +1,13 @@
 // DCP's DefaultLoadPlanner and _EmptyStateDictLoadPlanner. Each local chunk of each tensor is
 // intersected with every saved chunk of its key; the overlaps become read items, so any saved
-// sharding loads into any other. Every element of every local chunk must be covered; when one is
-// not, the error names the key and the region no saved chunk holds.
+// sharding loads into any other. The saved chunks of a key must not overlap (checked once per key
+// and load), and every element of every local chunk must be covered; when one is not, the error
+// names the key and the region no saved chunk holds.
 
 #include <dcpp/planner/load_planner.h>
 
+#include "core/bounded_list.h"
+#include "planner/saved_chunk_overlap.h"
 #include "planner_helpers.h"
 #include "uncovered_region.h"
 
@@ -21,14 +24,6 @@ namespace dcpp {
 
 namespace {
 
-std::string key_list(const std::vector<std::string>& keys) {
-  std::string joined;
-  for (const std::string& key : keys) {
-    joined += (joined.empty() ? "'" : ", '") + key + "'";
-  }
-  return joined;
-}
-
 // A local chunk the saved chunks do not cover: names the key and the region no chunk holds.
 [[noreturn]] void throw_uncovered(const std::string& key, const detail::LocalChunk& chunk,
                                   const TensorStorageMetadata& saved, int64_t covered) {
@@ -40,7 +35,7 @@ std::string key_list(const std::vector<std::string>& keys) {
     throw CheckpointError(ErrorKind::kCorrupt,
                           "key '" + key + "': the saved chunks cover " + std::to_string(covered) +
                               " of the " + std::to_string(chunk.tensor.numel()) + " elements of " +
-                              local + "; the checkpoint is incomplete or its chunks overlap");
+                              local + "; the checkpoint is incomplete");
   }
   throw CheckpointError(
       ErrorKind::kCorrupt,
@@ -70,6 +65,9 @@ struct DefaultLoadPlanner::State {
                                 c10::toString(dtype) + " of shape " + detail::shape_string(shape) +
                                 "; convert one of them or load with another state dict");
     }
+    // Once per key, before any local chunk: with no two saved chunks overlapping, the elements
+    // they give a local chunk are counted exactly, so a part that no chunk holds is found.
+    detail::check_saved_chunks_disjoint(key, saved, *metadata);
     const std::vector<detail::LocalChunk>& chunks = chunk_cache[key] = detail::local_chunks(value);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       int64_t covered = 0;
@@ -181,13 +179,17 @@ LoadPlan DefaultLoadPlanner::create_local_plan() {
     }
   }
   if (!s.report.missing_keys.empty() && !s.allow_partial_load) {
+    // Each list names a few keys and counts the rest: every rank prints this message.
+    const std::vector<std::string>& unexpected = s.report.unexpected_keys;
     throw CheckpointError(
         ErrorKind::kIncompatible,
         "the checkpoint lacks " + std::to_string(s.report.missing_keys.size()) +
-            " key(s) of the state dict being loaded: " + key_list(s.report.missing_keys) +
-            (s.report.unexpected_keys.empty() ? std::string()
-                                              : "; it has these keys that were not asked for: " +
-                                                    key_list(s.report.unexpected_keys)) +
+            " key(s) of the state dict being loaded: " +
+            detail::quoted_list(s.report.missing_keys) +
+            (unexpected.empty()
+                 ? std::string()
+                 : "; it has " + std::to_string(unexpected.size()) +
+                       " key(s) that were not asked for: " + detail::quoted_list(unexpected)) +
             ". Load with allow_partial_load to load the rest");
   }
   return plan;

@@ -1,5 +1,6 @@
 #include "planner/save_plan_validation.h"
 
+#include "core/bounded_list.h"
 #include "core/shape_string.h"
 #include "format/metadata_index_hash.h"
 #include "state_dict/box.h"
@@ -74,10 +75,8 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
                               "(replicas)");
   }
   if (require_cover && covered != numel) {
-    std::string ranks;
-    for (const PlacedChunk& chunk : chunks) {
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(chunk.rank);
-    }
+    const std::string ranks =
+        bounded_list(chunks, [](const PlacedChunk& chunk) { return std::to_string(chunk.rank); });
     throw CheckpointError(ErrorKind::kUsage, "key '" + key + "': the chunks of ranks " + ranks +
                                                  " cover " + std::to_string(covered) + " of the " +
                                                  std::to_string(numel) + " elements of shape " +
@@ -86,16 +85,30 @@ void validate_tensor(const std::string& key, const std::vector<PlacedChunk>& chu
   }
 }
 
+// A replica is a chunk of the same key at the same offsets with the same sizes: equal boxes. Two
+// chunks at one offset with different sizes overlap, and validate_tensor refuses them.
+struct SameChunkHash {
+  std::size_t operator()(const WriteItem* item) const {
+    return MetadataIndexHash{}(&item->index);  // equal boxes have equal offsets
+  }
+};
+struct SameChunk {
+  bool operator()(const WriteItem* a, const WriteItem* b) const {
+    return a->index == b->index && a->tensor_data->chunk.sizes == b->tensor_data->chunk.sizes;
+  }
+};
+
 // Every tensor's chunks in `plans`, grouped by key, keys in the order first planned (views of the
-// plans' keys); with `skip_replicas`, a chunk at offsets listed before for its key is left out.
+// plans' keys); with `skip_replicas`, a chunk equal to one listed before for its key (same offsets
+// and sizes) is left out.
 std::vector<std::pair<const std::string*, std::vector<PlacedChunk>>> chunks_by_key(
     const std::vector<SavePlan>& plans, bool skip_replicas) {
   std::unordered_map<std::string_view, std::size_t> group_of;
-  std::unordered_set<const MetadataIndex*, MetadataIndexHash, MetadataIndexEqual> seen;
+  std::unordered_set<const WriteItem*, SameChunkHash, SameChunk> seen;
   std::vector<std::pair<const std::string*, std::vector<PlacedChunk>>> tensors;
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     for (const WriteItem& item : plans[rank].items) {
-      if (!item.tensor_data || (skip_replicas && !seen.insert(&item.index).second)) continue;
+      if (!item.tensor_data || (skip_replicas && !seen.insert(&item).second)) continue;
       auto [it, added] = group_of.try_emplace(item.index.fqn, tensors.size());
       if (added) {
         tensors.emplace_back(&item.index.fqn, std::vector<PlacedChunk>{});

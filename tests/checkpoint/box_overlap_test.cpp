@@ -97,3 +97,47 @@ TEST_CASE("first_overlap agrees with comparing every pair on random boxes") {
   CHECK(overlapping > 300);  // both outcomes were exercised, often
   CHECK(overlapping < 2700);
 }
+
+TEST_CASE("boxes that differ in two dimensions: the ordered sweep agrees with every pair") {
+  // Two dimensions, or three of which one every box spans alike: the sweep keeps the open boxes
+  // ordered across the other dimension (issue 58). Grids are near misses of tilings.
+  std::mt19937 random(58);
+  std::uniform_int_distribution<int64_t> offset(0, 8), size(1, 4), count(0, 12), shape(0, 2);
+  int overlapping = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<Box> boxes(static_cast<std::size_t>(count(random)));
+    const bool third = trial % 2 == 1;
+    for (Box& box : boxes) {
+      box.offsets = {offset(random), offset(random)};
+      box.sizes = {size(random), size(random)};
+      if (trial % 3 == 0 && shape(random) == 0) box.sizes[1] = 0;  // an empty box among them
+      if (third) {
+        box.offsets.insert(box.offsets.begin() + 1, 3);
+        box.sizes.insert(box.sizes.begin() + 1, 2);
+      }
+    }
+    const bool expected = any_pair_overlaps(boxes);
+    const auto found = first_overlap(views(boxes));
+    INFO("trial " << trial);
+    REQUIRE(found.has_value() == expected);
+    if (found) {
+      REQUIRE(found->first < found->second);
+      REQUIRE(dcpp::detail::boxes_overlap(views(boxes)[found->first], views(boxes)[found->second]));
+      ++overlapping;
+    }
+  }
+  CHECK(overlapping > 300);
+  CHECK(overlapping < 2700);
+}
+
+TEST_CASE("a square grid: a tiling passes, one box moved by one row is found") {
+  std::vector<Box> grid;
+  for (int64_t r = 0; r < 40; ++r) {
+    for (int64_t c = 0; c < 40; ++c) grid.push_back({{r * 3, c * 5}, {3, 5}});
+  }
+  CHECK_FALSE(first_overlap(views(grid)));
+  grid[41 * 20].offsets[0] += 1;  // row 20, column 20 reaches into row 21's box
+  const auto pair = first_overlap(views(grid));
+  REQUIRE(pair);
+  CHECK(*pair == std::make_pair(std::size_t{41 * 20}, std::size_t{41 * 20 + 40}));
+}

@@ -83,3 +83,40 @@ TEST_CASE("an empty shard at another rank's offset is not taken for a replica of
   CHECK(tensor.chunks[1].offsets == std::vector<int64_t>{5, 0});
   CHECK(tensor.chunks[1].sizes == std::vector<int64_t>{5, 2});
 }
+
+TEST_CASE("validate_tensor_access: chunks at one offset with different sizes overlap") {
+  // Issue 58: rank 0 asking rows [0, 8) of the 8 x 4 tensor and rank 1 rows [0, 4) were taken for
+  // replicas (same key, same offsets) and the second left out, so the request passed. A replica is
+  // an equal chunk: same offsets and sizes.
+  using dcpp::detail::validate_tensor_access;
+  const auto require_refused = [](const std::vector<SavePlan>& plans, int first, int second) {
+    const dcpp::CheckpointError error =
+        dcpp::test::error_of([&] { validate_tensor_access(plans); });
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    const std::string message = error.what_without_backtrace();
+    CHECK_THAT(message, Catch::Contains("key 'w'") && Catch::Contains("overlaps"));
+    CHECK_THAT(message, Catch::Contains("offsets [0, 0] of sizes [8, 4] from rank " +
+                                        std::to_string(first)));
+    CHECK_THAT(message, Catch::Contains("offsets [0, 0] of sizes [4, 4] from rank " +
+                                        std::to_string(second)));
+  };
+  require_refused({rows(0, 8), rows(0, 4)}, 0, 1);
+  require_refused({rows(0, 4), rows(0, 8)}, 1, 0);
+  // One rank holding both.
+  SavePlan both = rows(0, 8);
+  both.items.push_back(rows(0, 4).items.front());
+  require_refused({both, SavePlan{}}, 0, 0);
+  // Equal chunks on several ranks are replicas, and the whole tensor once is enough.
+  REQUIRE_NOTHROW(validate_tensor_access({rows(0, 8), rows(0, 8), rows(0, 8)}));
+  REQUIRE_NOTHROW(validate_tensor_access({rows(0, 4), rows(4, 4), rows(0, 4), rows(4, 4)}));
+}
+
+TEST_CASE("a gap over many ranks names ten of them and counts the rest") {
+  // 40 ranks holding a row each of a 100-row tensor.
+  std::vector<SavePlan> plans;
+  for (int64_t rank = 0; rank < 40; ++rank) plans.push_back(rows(rank, 1, {100, 4}));
+  const dcpp::CheckpointError error =
+      dcpp::test::error_of([&] { validate_global_save_plan(plans); });
+  CHECK_THAT(error.what(), Catch::Contains("the chunks of ranks 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, "
+                                           "... and 30 more cover 160 of the 400 elements"));
+}

@@ -15,8 +15,10 @@ namespace dcpp::detail {
 void validate_global_save_plan(const std::vector<SavePlan>& plans);
 
 /// Megatron-Core's validate_access_integrity for tensors: `plans[r]` lists what rank r saves or
-/// loads, replicas (the same chunk on several ranks) not removed. Checks what
-/// validate_global_save_plan checks, every tensor covered whatever the number of plans.
+/// loads, replicas not removed. A replica is a chunk of the same key with the same offsets and
+/// sizes as another (on any rank, this one included), and counts once; two chunks at the same
+/// offsets with different sizes overlap. Checks what validate_global_save_plan checks, every
+/// tensor covered whatever the number of plans.
 void validate_tensor_access(const std::vector<SavePlan>& plans);
 
 }  // namespace dcpp::detail
