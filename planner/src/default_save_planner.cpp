@@ -52,6 +52,28 @@ WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& ch
 using IndexHash = detail::MetadataIndexHash;
 using IndexEqual = detail::MetadataIndexEqual;
 
+// Items at one index (key and offsets) on two ranks are replicas only when their chunks have the
+// same sizes: rows [0, 16) and [0, 8) of one tensor overlap, and keeping either would lose or
+// misplace the other's elements. Throws CheckpointError (kUsage) naming both.
+void require_replica(const WriteItem& first, std::size_t first_rank, const WriteItem& other,
+                     std::size_t other_rank) {
+  if (!first.tensor_data || !other.tensor_data ||
+      first.tensor_data->chunk.sizes == other.tensor_data->chunk.sizes) {
+    return;
+  }
+  const auto chunk = [](const WriteItem& item, std::size_t rank) {
+    return "rank " + std::to_string(rank) + "'s chunk of sizes " +
+           detail::shape_string(item.tensor_data->chunk.sizes);
+  };
+  throw CheckpointError(
+      ErrorKind::kUsage,
+      "key '" + other.index.fqn + "': " + chunk(first, first_rank) + " and " +
+          chunk(other, other_rank) + " both start at offsets " +
+          detail::shape_string(other.tensor_data->chunk.offsets) +
+          ": they overlap without being equal (replicas). Shards of a tensor must not overlap; "
+          "check the layouts' placements (ParameterPlacement::offsets and the local shapes)");
+}
+
 // Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
 // so far, visiting items in the order they were first planned.
 void dedup_save_plans(std::vector<SavePlan>& plans) {
@@ -72,6 +94,8 @@ void dedup_save_plans(std::vector<SavePlan>& plans) {
       auto [it, added] = holders.try_emplace(&item.index, Holders{&item, {}});
       if (added) {
         first_seen.push_back(&it->second);
+      } else {
+        require_replica(*it->second.first, it->second.ranks.front(), item, rank);
       }
       it->second.ranks.push_back(rank);
     }

@@ -120,3 +120,19 @@ TEST_CASE("a gap over many ranks names ten of them and counts the rest") {
   CHECK_THAT(error.what(), Catch::Contains("the chunks of ranks 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, "
                                            "... and 30 more cover 160 of the 400 elements"));
 }
+
+TEST_CASE(
+    "the save planner refuses chunks at one offset of different sizes, not one as a replica") {
+  // Rows [0, 8) on rank 0, [0, 4) on rank 1: dedup by key and offsets alone would keep one and
+  // drop the other as its replica.
+  auto planner = std::make_shared<dcpp::DefaultSavePlanner>();
+  try {
+    planner->create_global_plan({rows(0, 8), rows(0, 4)});
+    FAIL("the overlap was accepted");
+  } catch (const dcpp::CheckpointError& error) {
+    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+    CHECK_THAT(error.what(), Catch::StartsWith("key 'w': rank 0's chunk of sizes [8, 4] and rank "
+                                               "1's chunk of sizes [4, 4] both start at offsets "
+                                               "[0, 0]: they overlap without being equal"));
+  }
+}
