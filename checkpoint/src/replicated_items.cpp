@@ -1,5 +1,6 @@
 #include "checkpoint/replicated_items.h"
 
+#include "core/bounded_list.h"
 #include "core/shape_string.h"
 #include "core/thread_priority.h"
 #include "format/content_checksum.h"
@@ -34,11 +35,8 @@ std::string item_name(const MetadataIndex& index) {
 }
 
 std::string rank_list(const std::vector<std::size_t>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  }
-  return out;
+  return (ranks.size() == 1 ? "rank " : "ranks ") +
+         bounded_list(ranks, [](std::size_t rank) { return std::to_string(rank); });
 }
 
 // "optim.param_groups.0.params": the parameter names of a nested optimizer state dict's group.
@@ -322,8 +320,12 @@ std::string describe_differing_replicas(const ReplicatedItems& replicated,
   std::string named;
   for (const auto& [id, item_groups] : named_groups) {
     named += (named.empty() ? "" : "; ") + item_name(replicated.items[id]) + ": ";
-    for (std::size_t g = 0; g < item_groups.size(); ++g) {
+    const std::size_t shown = std::min(item_groups.size(), kItemsNamedInMessages);
+    for (std::size_t g = 0; g < shown; ++g) {
       named += (g ? " / " : "") + rank_list(item_groups[g].second);
+    }
+    if (item_groups.size() > shown) {
+      named += " / ... and " + std::to_string(item_groups.size() - shown) + " more groups";
     }
   }
   if (differing == 0) {

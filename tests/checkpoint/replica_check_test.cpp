@@ -339,3 +339,24 @@ TEST_CASE(
   CHECK_THROWS_AS(dcpp::detail::describe_differing_replicas(replicated, checksums),
                   dcpp::CheckpointError);
 }
+
+TEST_CASE("a replica mismatch over many ranks names ten ranks per group and ten groups") {
+  // 40 ranks hold "w": ranks 0-19 agree, ranks 20-39 each differ from all others.
+  constexpr int kRanks = 40;
+  std::vector<dcpp::SavePlan> plans(kRanks);
+  for (auto& plan : plans) {
+    dcpp::WriteItem item;
+    item.index.fqn = "w";
+    plan.items.push_back(item);
+  }
+  const dcpp::detail::ReplicatedItems replicated = dcpp::detail::find_replicated_items(plans);
+  std::vector<std::vector<uint32_t>> checksums(kRanks);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    checksums[rank].push_back(rank < 20 ? 0 : static_cast<uint32_t>(rank));
+  }
+  const std::string message = dcpp::detail::describe_differing_replicas(replicated, checksums);
+  CHECK_THAT(message, Catch::Contains("'w': ranks 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... and 10 more / "
+                                      "rank 20 / rank 21 /"));
+  CHECK_THAT(message, Catch::Contains("rank 28 / ... and 11 more groups"));
+  CHECK(message.find("rank 29") == std::string::npos);
+}
