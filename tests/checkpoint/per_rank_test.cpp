@@ -67,12 +67,13 @@ StateDict fixture_target() {
 
 // What one rank of a 3-rank job holds: rows of "w" (13x5, split 5/4/4), its own tensor, and
 // the replicated "bias" and "step" that every rank holds.
-at::Tensor global_w() { return at::arange(13 * 5, at::kFloat).reshape({13, 5}).sin(); }
+at::Tensor per_rank_global_w() { return at::arange(13 * 5, at::kFloat).reshape({13, 5}).sin(); }
 
 StateDict rank_state(int rank) {
   const int64_t begin[] = {0, 5, 9, 13};
   std::vector<dcpp::Shard> shards{
-      {global_w().narrow(0, begin[rank], begin[rank + 1] - begin[rank]).clone(), {begin[rank], 0}}};
+      {per_rank_global_w().narrow(0, begin[rank], begin[rank + 1] - begin[rank]).clone(),
+       {begin[rank], 0}}};
   StateDict model;
   model.insert("w", dcpp::ShardedTensor({13, 5}, std::move(shards), at::kFloat));
   model.insert("bias", at::linspace(-1, 1, 7, at::kDouble));
@@ -108,7 +109,7 @@ StateDict whole_target() {
 }
 
 void check_whole(const StateDict& sd) {
-  REQUIRE(dcpp::test::bitwise_equal(sd.at("model").dict().at("w").tensor(), global_w()));
+  REQUIRE(dcpp::test::bitwise_equal(sd.at("model").dict().at("w").tensor(), per_rank_global_w()));
   REQUIRE(dcpp::test::bitwise_equal(sd.at("model").dict().at("bias").tensor(),
                                     at::linspace(-1, 1, 7, at::kDouble)));
   for (int r = 0; r < 3; ++r) {
@@ -328,7 +329,8 @@ TEST_CASE("a save without collectives writes per-rank files that load whole, bit
   dcpp::load(target, ckpt);
   check_whole(target);
   const StateDict loaded = dcpp::load_from_keys(ckpt, {"model"});
-  REQUIRE(dcpp::test::bitwise_equal(loaded.at("model").dict().at("w").tensor(), global_w()));
+  REQUIRE(
+      dcpp::test::bitwise_equal(loaded.at("model").dict().at("w").tensor(), per_rank_global_w()));
 }
 
 TEST_CASE("a save without collectives needs a rank") {
