@@ -252,8 +252,9 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
                                 (directory_ / name).string(), error.message());
         }
       }
-      detail::logger().info("the save into {} failed: removed the {} files this rank wrote for it",
-                            directory_.string(), removed);
+      detail::logger().info(
+          "the save into {} failed: removed the files this rank wrote for it ({})",
+          directory_.string(), removed);
     }
     end_save();
   }
