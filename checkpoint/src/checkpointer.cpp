@@ -15,7 +15,10 @@
 // traffic does not grow with the world size. Every step also settles every rank's status
 // (spmd_step.h), so a failure anywhere becomes the same CheckpointError, of the same kind, on
 // every rank before the next step starts; nothing is committed after a failure, and no rank waits
-// in a collective that the others will never join.
+// in a collective that the others will never join. A failed save then calls every rank's
+// StorageWriter::abort_save, which removes what that rank wrote and releases the directory (the
+// file system writer's lock, taken by the coordinator's set_up in the first step: a save refused
+// there fails on every rank of its group before any of them writes).
 
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/storage_location.h>
@@ -107,6 +110,28 @@ std::unique_ptr<detail::Collectives> collectives_for(
   return ranks;
 }
 
+// Runs `save`; when it throws, the writer's abort_save first (its own failure logged, not thrown),
+// then the failure goes on.
+template <typename Save>
+Metadata aborting_on_failure(StorageWriter& writer, const Save& save) {
+  try {
+    return save();
+  } catch (...) {
+    try {
+      writer.abort_save();
+    } catch (const std::exception& error) {
+      detail::logger().warn("the storage writer's abort_save failed after the failed save: {}",
+                            error.what());
+    } catch (...) {
+      detail::logger().warn("the storage writer's abort_save failed after the failed save");
+    }
+    throw;
+  }
+}
+
+Metadata save_with_collectives(const StateDict& state_dict, StorageWriter& storage_writer,
+                               const SaveOptions& options);
+
 }  // namespace
 
 Metadata save(const StateDict& state_dict, const Location& location, const SaveOptions& options) {
@@ -166,9 +191,16 @@ Metadata save_without_collectives(const StateDict& state_dict, StorageWriter& st
 Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
               const SaveOptions& given) {
   const SaveOptions options = detail::fold_legacy_ranks(given, "SaveOptions");
-  if (!options.use_collectives) {
-    return save_without_collectives(state_dict, storage_writer, options);
-  }
+  return aborting_on_failure(storage_writer, [&] {
+    return options.use_collectives ? save_with_collectives(state_dict, storage_writer, options)
+                                   : save_without_collectives(state_dict, storage_writer, options);
+  });
+}
+
+namespace {
+
+Metadata save_with_collectives(const StateDict& state_dict, StorageWriter& storage_writer,
+                               const SaveOptions& options) {
   const int coordinator = options.ranks.coordinator_rank;
   auto ranks = collectives_for(options.ranks.process_group, coordinator);
   const bool is_coordinator = ranks->rank() == coordinator;
@@ -267,8 +299,6 @@ Metadata save(const StateDict& state_dict, StorageWriter& storage_writer,
   }
   return detail::decode_metadata_message(committed);
 }
-
-namespace {
 
 // The reader of the layout found at `location` (DCP's unless another recognises it), which a
 // layout other than DCP's logs, so reading a directory as another format is never silent.

@@ -1,5 +1,5 @@
-// The StorageWriter defaults: plans pass through, and saving without collectives is refused
-// until a writer opts in.
+// The StorageWriter defaults: plans pass through, saving without collectives is refused until a
+// writer opts in, and a failed save leaves nothing to undo.
 
 #include <dcpp/storage/storage_writer.h>
 
@@ -17,5 +17,7 @@ void StorageWriter::set_up_without_collectives(int rank) {
 }
 
 SavePlan StorageWriter::prepare_local_plan(SavePlan plan) { return plan; }
+
+void StorageWriter::abort_save() {}
 
 }  // namespace dcpp

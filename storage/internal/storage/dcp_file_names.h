@@ -5,6 +5,9 @@
 //                             plan's storage_data (the tag tells a replacing save's files apart)
 //   __<rank>.metadata         a rank's metadata, saved without collectives
 //   __<rank>.checksums        dcpp's checksum file beside it (.checksums for the whole checkpoint)
+//   .dcpp-save.lock           the lock of a save in progress (save_lock.h); removed when it ends,
+//                             left by a holder that died; no reader looks at it
+//   .dcpp-save.<rank>.lock    the same for rank r's save without collectives
 
 #include <cstddef>
 #include <optional>
@@ -48,6 +51,12 @@ inline std::string rank_metadata_file_name(int rank) {
 
 inline std::string rank_checksum_file_name(int rank) {
   return "__" + std::to_string(rank) + ".checksums";
+}
+
+inline constexpr const char* kSaveLockFileName = ".dcpp-save.lock";
+
+inline std::string rank_save_lock_file_name(int rank) {
+  return ".dcpp-save." + std::to_string(rank) + ".lock";
 }
 
 /// The rank r of a file named exactly `__<r>.metadata` (r in canonical decimal, at most 9

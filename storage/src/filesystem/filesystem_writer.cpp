@@ -20,6 +20,20 @@
 // save never replaces a `.metadata` checkpoint (it would still win over the new per-rank files, and
 // no rank may remove it before every rank has committed). A collective save that replaces a
 // per-rank checkpoint removes the per-rank metadata and checksum files after its commit.
+//
+// A save owns its directory (save_lock.h): the coordinator locks `.dcpp-save.lock` in set_up,
+// before any rank writes a file of the save, and holds it until its finish ends or the save fails
+// (abort_save); a second save into the directory meanwhile fails in its set_up, which the save's
+// first step reports to every rank of its group before any of them writes. Without collectives
+// each rank locks `.dcpp-save.<rank>.lock`, so the ranks' saves run side by side.
+//
+// A failed save (abort_save, on every rank) removes the files this rank's part of it created: its
+// data files, whose names no committed checkpoint refers to (a fresh directory's, or a replacing
+// save's tagged ones), and the coordinator's `.tmp` files. Not when this save's `.metadata` may
+// have been committed: the coordinator knows whether it renamed it; another rank keeps its files
+// when the directory's `.metadata` is not the file it found at set_up (the coordinator's finish
+// committed, then failed). That rank compares what its own mount shows, so on storage the ranks do
+// not share it removes its files (there is no checkpoint without them being gathered anyway).
 
 #include <dcpp/storage/filesystem_writer.h>
 
@@ -30,11 +44,16 @@
 #include "format/metadata_pickle.h"
 #include "parallel_for.h"
 #include "random_tag.h"
+#include "save_lock.h"
+#include "storage/dcp_file_names.h"
 #include "storage/per_rank_metadata.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -45,6 +64,32 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kMetadataFile = detail::kMetadataFileName;
+
+// Which file a path names, to tell whether a `.metadata` was replaced since set_up.
+struct FileIdentity {
+  bool exists = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+  int64_t modified_ns = 0;
+  int64_t size = 0;
+
+  static FileIdentity of(const fs::path& path) {
+    struct stat st {};
+    FileIdentity identity;
+    if (::stat(path.c_str(), &st) != 0) return identity;
+    identity.exists = true;
+    identity.device = st.st_dev;
+    identity.inode = st.st_ino;
+    identity.modified_ns =
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    identity.size = static_cast<int64_t>(st.st_size);
+    return identity;
+  }
+  bool operator==(const FileIdentity& other) const {
+    return exists == other.exists && device == other.device && inode == other.inode &&
+           modified_ns == other.modified_ns && size == other.size;
+  }
+};
 
 }  // namespace
 
@@ -68,9 +113,16 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   }
 
   void set_up(int rank, bool is_coordinator) {
+    begin_save();
     local_rank_.reset();
     create_directory();
+    if (is_coordinator) {
+      lock_ = detail::SaveLock::acquire(directory_, detail::kSaveLockFileName,
+                                        "directory " + directory_.string());
+    }
+    metadata_at_set_up_ = FileIdentity::of(directory_ / metadata_file());
     if (!options_.overwrite && holds_checkpoint()) {
+      lock_.release();
       throw CheckpointError(ErrorKind::kUsage,
                             "directory " + directory_.string() +
                                 " already holds a checkpoint; save to a new directory, or set "
@@ -84,9 +136,15 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
           ErrorKind::kUsage,
           "a save without collectives needs this process's rank, not " + std::to_string(rank));
     }
+    begin_save();
     local_rank_ = rank;
     create_directory();
+    lock_ = detail::SaveLock::acquire(
+        directory_, detail::rank_save_lock_file_name(rank),
+        "rank " + std::to_string(rank) + "'s part of directory " + directory_.string());
+    metadata_at_set_up_ = FileIdentity::of(directory_ / metadata_file());
     if (fs::exists(directory_ / kMetadataFile)) {
+      lock_.release();
       throw CheckpointError(
           ErrorKind::kUsage,
           "directory " + directory_.string() +
@@ -95,6 +153,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
               "it before every rank has saved): save to a new directory, or delete this one first");
     }
     if (!options_.overwrite && fs::exists(directory_ / metadata_file())) {
+      lock_.release();
       throw CheckpointError(ErrorKind::kUsage,
                             "directory " + directory_.string() + " already holds rank " +
                                 std::to_string(rank) + "'s part of a checkpoint (" +
@@ -139,6 +198,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       write_checksum_file(bytes, results, replacing);
     }
     {
+      created(metadata_temp_file());
       detail::File file(directory_ / metadata_temp_file(), detail::File::Mode::kCreateTruncate);
       file.write_all(bytes.data(), bytes.size());
       if (options_.sync_files) {
@@ -153,6 +213,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
                                                 ": renaming " + metadata_temp_file() + " to " +
                                                 metadata_file() + " failed: " + error.message());
     }
+    committed_ = true;
     if (options_.sync_files) {
       detail::sync_directory(directory_);
       sync_parents();
@@ -160,6 +221,42 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     if (replacing) {
       remove_unreferenced_data_files(referenced);
     }
+    end_save();
+  }
+
+  void abort_save() {
+    std::vector<std::string> created;
+    {
+      const std::lock_guard<std::mutex> guard(created_mutex_);
+      created.swap(created_);
+    }
+    if (!created.empty() && committed_) {
+      detail::logger().warn(
+          "the save into {} failed after its .metadata was committed: its data files stay (the "
+          "checkpoint may be complete; `dcpp verify` tells)",
+          directory_.string());
+    } else if (!created.empty() &&
+               !(FileIdentity::of(directory_ / metadata_file()) == metadata_at_set_up_)) {
+      detail::logger().warn(
+          "the save into {} failed, but {} changed since it began (the coordinator may have "
+          "committed before failing): this rank's {} files of it stay",
+          directory_.string(), metadata_file(), created.size());
+    } else if (!created.empty()) {
+      std::size_t removed = 0;
+      for (const std::string& name : created) {
+        std::error_code error;
+        if (fs::remove(directory_ / name, error)) {
+          ++removed;
+        } else if (error) {
+          detail::logger().warn("cannot remove {} of the failed save: {}",
+                                (directory_ / name).string(), error.message());
+        }
+      }
+      detail::logger().info(
+          "the save into {} failed: removed the files this rank wrote for it ({})",
+          directory_.string(), removed);
+    }
+    end_save();
   }
 
   const fs::path& directory() const { return directory_; }
@@ -175,6 +272,30 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
     return local_rank_ ? detail::rank_checksum_file_name(*local_rank_) : detail::kChecksumFileName;
   }
   std::string checksum_temp_file() const { return checksum_file() + ".tmp"; }
+
+  // A save starts: what an earlier one that never ended still held is given up.
+  void begin_save() {
+    end_save();
+    committed_ = false;
+    metadata_at_set_up_ = FileIdentity{};
+  }
+
+  // A save ended (committed, or aborted and cleaned up): its files are no longer this save's to
+  // remove, and the directory is free for the next save.
+  void end_save() {
+    {
+      const std::lock_guard<std::mutex> guard(created_mutex_);
+      created_.clear();
+    }
+    lock_.release();
+  }
+
+  // Records a file this save is about to create, before it exists: a failed save removes it.
+  // Called by the writing threads.
+  void created(const std::string& name) {
+    const std::lock_guard<std::mutex> guard(created_mutex_);
+    created_.push_back(name);
+  }
 
   // Creates the checkpoint directory and any missing ancestor, remembering the outermost one this
   // process found missing: finish() makes the new entries durable in their parents.
@@ -220,6 +341,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
 
   std::vector<WriteResult> write_file(
       const std::string& name, const std::vector<const WriteItem*>& items, SavePlanner& planner) {
+    created(name);
     detail::File file(directory_ / name, detail::File::Mode::kCreateTruncate);
     detail::FileSink sink(file);
     std::vector<WriteResult> results = detail::write_data_file(
@@ -244,6 +366,7 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
       }
     }
     const std::string bytes = detail::encode_checksum_file(saves);
+    created(checksum_temp_file());
     detail::File file(directory_ / checksum_temp_file(), detail::File::Mode::kCreateTruncate);
     file.write_all(bytes.data(), bytes.size());
     if (options_.sync_files) {
@@ -324,6 +447,12 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   fs::path outermost_created_;  // the outermost directory create_directory() found missing
   FileSystemWriterOptions options_;
   std::optional<int> local_rank_;  // set while saving without collectives
+  // The save in progress (set_up to finish or abort_save).
+  detail::SaveLock lock_;             // the coordinator's (each rank's without collectives)
+  std::mutex created_mutex_;          // guards created_, which the writing threads extend
+  std::vector<std::string> created_;  // the files this rank created for it
+  bool committed_ = false;            // this writer renamed its `.metadata` into place
+  FileIdentity metadata_at_set_up_;   // what `.metadata` (or `__<r>.metadata`) was at set_up
 };
 
 FileSystemWriter::FileSystemWriter(std::filesystem::path directory, FileSystemWriterOptions options)
@@ -350,6 +479,8 @@ void FileSystemWriter::finish(Metadata metadata,
                               const std::vector<std::vector<WriteResult>>& results) {
   impl_->finish(std::move(metadata), results);
 }
+
+void FileSystemWriter::abort_save() { impl_->abort_save(); }
 
 const std::filesystem::path& FileSystemWriter::directory() const { return impl_->directory(); }
 const FileSystemWriterOptions& FileSystemWriter::options() const { return impl_->options(); }

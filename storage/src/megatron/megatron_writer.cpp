@@ -104,6 +104,8 @@ void MegatronWriter::finish(Metadata metadata,
   if (integrity_file_) write_integrity_file(directory_, sync_files_);
 }
 
+void MegatronWriter::abort_save() { dcp_files_->abort_save(); }
+
 }  // namespace dcpp::detail
 
 namespace dcpp {

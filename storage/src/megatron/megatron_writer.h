@@ -24,7 +24,11 @@ class MegatronWriter final : public StorageWriter {
   /// a value item is not a ShardedObject shard or a ShardedObject's shards miss part of its grid.
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
+  /// Megatron's files (metadata.json, the integrity file) come after the DCP commit, outside the
+  /// directory's save lock, which the DCP files' finish releases.
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
+  /// The DCP files' abort_save: their data files go, and the lock.
+  void abort_save() override;
 
  private:
   std::unique_ptr<StorageWriter> dcp_files_;

@@ -13,8 +13,10 @@ namespace dcpp {
 /// One save, on every rank: set_up, prepare_local_plan, [prepare_global_plan on the coordinator],
 /// write_data, then [finish on the coordinator, after every rank's write_data returned]. Without
 /// collectives, every rank calls all of them itself: set_up_without_collectives,
-/// prepare_local_plan, prepare_global_plan, write_data, finish. A writer is reused for later saves
-/// only after `finish` or a failure. Implementations throw CheckpointError.
+/// prepare_local_plan, prepare_global_plan, write_data, finish. When the save fails, on this rank
+/// or another, every rank's writer gets `abort_save` instead of (or after a failed) `finish`. A
+/// writer is reused for later saves only after `finish` or a failure. Implementations throw
+/// CheckpointError.
 class DCPP_API StorageWriter {
  public:
   virtual ~StorageWriter() = default;
@@ -37,6 +39,16 @@ class DCPP_API StorageWriter {
   /// Records every rank's results in `metadata.storage_data` and commits the checkpoint. Once this
   /// returns the checkpoint is complete; if it throws, no previous checkpoint was damaged.
   virtual void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) = 0;
+  /// Called by save() on every rank when the save fails, wherever it failed (this rank's step or
+  /// another rank's, a rank that died, set_up itself), before save() rethrows the failure: the
+  /// writer removes what this rank's part of the save wrote that no committed checkpoint refers
+  /// to, and gives up what the save holds (the file system writer: its data files and its lock on
+  /// the directory). It must leave any previous checkpoint intact, and must expect that the
+  /// coordinator's `finish` may have committed before failing (its data files are then the
+  /// checkpoint's). Called at most once per save, also when the failure came before this writer's
+  /// set_up. An exception it throws is logged and dropped: the caller gets the save's own error.
+  /// The default does nothing (a writer that writes nothing before `finish` needs nothing else).
+  virtual void abort_save();
 };
 
 }  // namespace dcpp
