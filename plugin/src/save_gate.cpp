@@ -37,4 +37,8 @@ void SaveGate::finish(Metadata metadata, const std::vector<std::vector<WriteResu
   inner().finish(std::move(metadata), results);
 }
 
+void SaveGate::abort_save() {
+  if (inner_) inner_->abort_save();
+}
+
 }  // namespace dcpp::detail

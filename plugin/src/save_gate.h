@@ -22,6 +22,8 @@ class SaveGate final : public StorageWriter {
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
+  /// The wrapped writer's, when it was made (a check that failed made none).
+  void abort_save() override;
 
  private:
   StorageWriter& inner();

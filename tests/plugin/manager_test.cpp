@@ -497,3 +497,22 @@ TEST_CASE("resuming from a step that is not there lists the steps that are") {
                                       "' on rank 0: it is not a complete checkpoint") &&
                           Catch::Contains("are of steps 3, 6"));
 }
+
+TEST_CASE("a managed save that fails half-way leaves no data file and no lock behind") {
+  TempDir dir;
+  dcpp::CheckpointManager manager(
+      dcpp::CheckpointManagerOptions().with_root(dir.path()).with_async(false));
+  dcpp::StateDict failing = small_state(3);
+  failing.insert("bad", c10::IValue(c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get())));
+  REQUIRE_THROWS_AS(manager.save(failing, request(3)), dcpp::CheckpointError);
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".distcp" || name.rfind(".dcpp-save", 0) == 0) {
+      left.push_back(entry.path().string());
+    }
+  }
+  CHECK(left.empty());
+  manager.save(small_state(3), request(3));
+  REQUIRE(steps_of(manager.list()) == std::vector<int64_t>{3});
+}
