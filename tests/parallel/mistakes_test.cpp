@@ -108,3 +108,30 @@ TEST_CASE("a pipeline stage of tensor-parallel layers without TensorParallel wit
                               "PipelineStage(stage_modules, first, mesh.group(\"pp\"), that "
                               "TensorParallel)"});
 }
+
+TEST_CASE(
+    "the tensor-parallel group as the checkpoint group: one replica commits, the other is "
+    "refused") {
+  // Each data-parallel replica's tensor group saves the whole model into one directory. Whichever
+  // comes second finds the directory locked, or (when the first already committed) holding a
+  // checkpoint: refused on both of its ranks, never a mix of the two saves' files.
+  const dcpp::test::TempDir dir;
+  const std::vector<std::string> lines =
+      make_mistake("tp-group-as-checkpoint-group", (dir / "ckpt").string());
+  int accepted = 0;
+  for (std::size_t rank = 0; rank < lines.size(); ++rank) {
+    INFO("rank " << rank << ": " << lines[rank]);
+    CHECK(lines[rank] == lines[rank ^ 1]);  // the tensor-parallel pair: one outcome
+    if (lines[rank] == "accepted\n") {
+      ++accepted;
+      continue;
+    }
+    CHECK(lines[rank].rfind("refused usage: ", 0) == 0);
+    const bool locked = lines[rank].find("another save is writing there") != std::string::npos;
+    const bool committed = lines[rank].find("already holds a checkpoint") != std::string::npos;
+    CHECK((locked || committed));
+  }
+  CHECK(accepted == 2);
+  const dcpp::StateDict saved = dcpp::load_from_keys(dir / "ckpt");
+  CHECK(saved.at("0.weight").tensor().sizes() == at::IntArrayRef({8, 4}));
+}
