@@ -125,7 +125,7 @@ TEST_CASE("optimizer_layout_of tells nested, flat and neither; flatten refuses a
   }
   CHECK_THAT(
       refusal,
-      Catch::StartsWith(
+      Catch::Matchers::StartsWith(
           "flatten_optimizer_state_dict: the state dict is flat, not a nested optimizer state dict "
           "({\"state\": {fqn: {...}}, \"param_groups\": [{..., \"params\": [fqn, ...]}]})"));
 }

@@ -131,8 +131,9 @@ TEST_CASE(
     FAIL("the overlap was accepted");
   } catch (const dcpp::CheckpointError& error) {
     CHECK(error.kind() == dcpp::ErrorKind::kUsage);
-    CHECK_THAT(error.what(), Catch::StartsWith("key 'w': rank 0's chunk of sizes [8, 4] and rank "
-                                               "1's chunk of sizes [4, 4] both start at offsets "
-                                               "[0, 0]: they overlap without being equal"));
+    CHECK_THAT(error.what(),
+               Catch::Matchers::StartsWith("key 'w': rank 0's chunk of sizes [8, 4] and rank "
+                                           "1's chunk of sizes [4, 4] both start at offsets "
+                                           "[0, 0]: they overlap without being equal"));
   }
 }
