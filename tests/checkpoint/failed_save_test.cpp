@@ -134,9 +134,10 @@ std::vector<std::string> save_failing(const fs::path& dir, int seed, Failure fai
 }  // namespace
 
 TEST_CASE("a save that fails on one rank removes every rank's data files of it") {
-  const auto [failure, message] =
-      GENERATE(std::make_pair(Failure::kAfterWriting, "injected failure after writing"),
-               std::make_pair(Failure::kWhileWriting, "injected failure while writing b"));
+  const Failure failure = GENERATE(Failure::kAfterWriting, Failure::kWhileWriting);
+  const std::string message = failure == Failure::kAfterWriting
+                                  ? "injected failure after writing"
+                                  : "injected failure while writing b";
   INFO(message);
 
   SECTION("into a fresh directory") {
