@@ -117,7 +117,8 @@ StateDict flatten_optimizer_state_dict(const StateDict& nested) {
   for (const StateValue& group : nested.at(kParamGroupsEntry).list()) {
     const std::string where =
         std::string(kParamGroupsEntry) + "." + std::to_string(index++) + "." + kParamsEntry;
-    for (const std::string& fqn : detail::optimizer_fqn_list(group.dict().at(kParamsEntry), where)) {
+    for (const std::string& fqn :
+         detail::optimizer_fqn_list(group.dict().at(kParamsEntry), where)) {
       for (const auto& option : group.dict()) {
         if (option.key != kParamsEntry) {
           flat.insert(std::string(kParamGroupsEntry) + "." + fqn + "." + option.key, option.value);
