@@ -32,7 +32,7 @@ namespace dcpp {
 /// called in the same order on every rank.
 class DCPP_API TensorParallel : public ModelLayout {
  public:
-  /// Collective over both groups. First the groups are checked (three small all-gathers):
+  /// Collective over both groups. First the groups are checked (up to three small all-gathers):
   /// CheckpointError (kUsage) on every rank, naming the layer and the ranks, when a tensor-parallel
   /// layer of `model` that says its group (TensorParallelModule::tensor_parallel_group) was split
   /// over another group than `tensor_group` (the data-parallel group, the groups swapped), and
