@@ -2,15 +2,19 @@
 //   1. the blocking time of a rank's step written into its shared-memory slot, and of the same
 //      state saved through CheckpointManager::save_to_memory (planning, metadata and all), against
 //      a plain memcpy of the same bytes;
-//   2. restoring that state (a restarted job's first step waits for it): from the memory tier, and
-//      from the disk tier with the page cache dropped (when this process may drop it; else warm,
-//      and said so), in the same run;
+//   2. restoring that state (a restarted job's first step waits for it), each restore in a new
+//      process (this program run again with --restore-child), as a restarted job does: from the
+//      memory tier through CheckpointManager::restore, through the storage's one-pass path
+//      (MemorySlots::complete_steps_unchecked, MemoryStepReader with verify_crc), and from the
+//      disk tier with the page cache dropped (when this process may drop it; else warm, and said
+//      so); each against a warm memcpy of the same bytes in the same child;
 //   3. the training step of the demo's model (examples/demo_char_lm.cpp: a character MLP, Adam)
 //      with a memory checkpoint every step through CheckpointCallback, copied on the training
 //      thread and copied while the next step's forward and backward run
 //      (MemoryTierOptions::copy_while_training), against the same loop without checkpoints.
 //
 //   memory_tier_bench [--gib N] [--pieces N] [--repeat N] [--steps N]
+//   (memory_tier_bench --restore-child MODE --job J --root R --gib N --pieces N: one restore)
 //
 // The state: --gib GiB (default 1) in --pieces pieces (default 64), as a staged state dict's
 // tensors are. Baseline: one memcpy per piece into a warm buffer of the same size. Measured: a
@@ -24,15 +28,19 @@
 
 #include <dcpp/dcpp.h>
 #include <dcpp/storage/memory_slots.h>
+#include <dcpp/storage/memory_step.h>
 
 #include <torch/torch.h>
 
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -81,46 +89,115 @@ std::string drop_page_cache() {
   return std::fclose(file) == 0 && ok ? "dropped" : "warm (dropping the page cache failed)";
 }
 
-// A restarted job's restore of `state`'s bytes: from memory, then from disk.
-void bench_restore(const dcpp::StateDict& state, double gib, int repeat) {
+// The options of the restore's managers: with the memory tier of `job` or without (disk only).
+dcpp::CheckpointManagerOptions restore_options(const std::string& root, const std::string& job,
+                                               bool memory) {
+  auto options = dcpp::CheckpointManagerOptions().with_root(root).with_async(false);
+  if (memory) options.with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(job));
+  return options;
+}
+
+// --restore-child: what a restarted rank does, in a process of its own. Its target is made and
+// touched first (a restarted job's model exists, initialized, before it restores); the baseline
+// is a memcpy of the same bytes between warm buffers, in this process. Prints "restore <seconds>
+// memcpy <seconds>".
+int restore_child(const std::string& mode, const std::string& job, const std::string& root,
+                  int pieces, std::size_t piece_bytes) {
+  dcpp::StateDict target;
+  std::vector<at::Tensor> tensors;
+  for (int i = 0; i < pieces; ++i) {
+    tensors.push_back(at::zeros({static_cast<int64_t>(piece_bytes)}, at::kByte));
+    target.insert("layer" + std::to_string(i), tensors.back());
+  }
+  std::vector<char> warm(piece_bytes * pieces, 1);
+  const double memcpy_seconds = bench::best_seconds(
+      3, [] {},
+      [&] {
+        for (int i = 0; i < pieces; ++i) {
+          std::memcpy(warm.data() + i * piece_bytes, tensors[i].data_ptr(), piece_bytes);
+        }
+      });
+  double seconds = 0;
+  if (mode == "verified") {
+    const auto start = bench::Clock::now();
+    std::vector<dcpp::MemoryStep> steps =
+        dcpp::MemorySlots(job, 0, std::numeric_limits<int64_t>::max(), 1)
+            .complete_steps_unchecked();
+    if (steps.empty()) {
+      std::fprintf(stderr, "no memory step of job %s\n", job.c_str());
+      return 1;
+    }
+    dcpp::MemoryStepReader reader({steps.front()}, /*verify_crc=*/true);
+    dcpp::load(target, reader);
+    seconds = bench::seconds_since(start);
+  } else {
+    dcpp::CheckpointManager manager(restore_options(root, job, mode == "memory"));
+    const auto start = bench::Clock::now();
+    manager.restore(target);
+    seconds = bench::seconds_since(start);
+  }
+  for (int i = 0; i < pieces; ++i) {  // what was saved: piece i is all bytes i
+    const auto* bytes = static_cast<const unsigned char*>(tensors[i].data_ptr());
+    if (bytes[0] != static_cast<unsigned char>(i) ||
+        bytes[piece_bytes - 1] != static_cast<unsigned char>(i)) {
+      std::fprintf(stderr, "restore (%s): piece %d not restored\n", mode.c_str(), i);
+      return 1;
+    }
+  }
+  std::printf("restore %.6f memcpy %.6f\n", seconds, memcpy_seconds);
+  return 0;
+}
+
+// Runs this program as --restore-child `mode`; {restore, memcpy} seconds.
+std::pair<double, double> restore_in_child(const std::string& mode, const std::string& job,
+                                           const std::string& root, double gib, int pieces) {
+  char self[PATH_MAX] = {};
+  if (::readlink("/proc/self/exe", self, sizeof self - 1) < 0) std::exit(1);
+  const std::string command = std::string(self) + " --restore-child " + mode + " --job " + job +
+                              " --root '" + root + "' --gib " + std::to_string(gib) + " --pieces " +
+                              std::to_string(pieces);
+  std::FILE* child = ::popen(command.c_str(), "r");
+  double restore = 0, copy = 0;
+  if (child == nullptr || std::fscanf(child, "restore %lf memcpy %lf", &restore, &copy) != 2 ||
+      ::pclose(child) != 0) {
+    std::fprintf(stderr, "the restore in a new process (%s) failed\n", command.c_str());
+    std::exit(1);
+  }
+  return {restore, copy};
+}
+
+// A restarted job's restore of `state`'s bytes, each in a new process: from memory through the
+// manager, through the storage's one-pass path, and from disk; interleaved, the best of `repeat`.
+void bench_restore(const dcpp::StateDict& state, double gib, int pieces, int repeat) {
   bench::TempDir root;
   const std::string job = "memory-tier-bench-restore-" + std::to_string(::getpid());
-  const auto options = [&] {
-    return dcpp::CheckpointManagerOptions()
-        .with_root(root.path())
-        .with_memory(dcpp::MemoryTierOptions().with_every_steps(1).with_job(job))
-        .with_async(false);
-  };
-  dcpp::StateDict target;
-  for (const auto& item : state) target.insert(item.key, at::empty_like(item.value.tensor()));
   {
-    dcpp::CheckpointManager manager(options());
+    dcpp::CheckpointManager manager(restore_options(root.path(), job, true));
     manager.save(state, dcpp::SaveRequest().with_step(1));  // to disk and to memory
   }
-  double from_memory = 1e30, from_disk = 1e30;
+  const char* modes[] = {"memory", "verified", "disk"};
+  double best[3] = {1e30, 1e30, 1e30}, copy[3] = {1e30, 1e30, 1e30};
   std::string cache;
   for (int r = 0; r < repeat; ++r) {
-    {
-      dcpp::CheckpointManager manager(options());  // as a restarted process makes it
-      const auto start = bench::Clock::now();
-      manager.restore(target);
-      from_memory = std::min(from_memory, bench::seconds_since(start));
-    }
-    {
-      dcpp::CheckpointManager manager(
-          dcpp::CheckpointManagerOptions().with_root(root.path()).with_async(false));
-      cache = drop_page_cache();
-      const auto start = bench::Clock::now();
-      manager.restore(target);
-      from_disk = std::min(from_disk, bench::seconds_since(start));
+    for (int m = 0; m < 3; ++m) {
+      if (m == 2) cache = drop_page_cache();
+      const auto [seconds, memcpy_seconds] =
+          restore_in_child(modes[m], job, root.path(), gib, pieces);
+      best[m] = std::min(best[m], seconds);
+      copy[m] = std::min(copy[m], memcpy_seconds);
     }
   }
   dcpp::MemorySlots(job, 0, 1).release();
+  const double memcpy_seconds = std::min({copy[0], copy[1], copy[2]});
   std::printf(
-      "restore of the %.2f GiB: from memory %.1f ms (%.2f GiB/s), from disk (page cache %s) "
-      "%.1f ms (%.2f GiB/s): memory %.1fx faster\n",
-      gib, from_memory * 1e3, gib / from_memory, cache.c_str(), from_disk * 1e3, gib / from_disk,
-      from_disk / from_memory);
+      "restore of the %.2f GiB in a new process (best of %d; a warm memcpy there: %.1f ms):\n"
+      "  from memory, CheckpointManager::restore: %.1f ms, %.2fx the memcpy\n"
+      "  from memory, one pass (complete_steps_unchecked, MemoryStepReader verify_crc): %.1f ms, "
+      "%.2fx the memcpy (target <= 1.5x)\n"
+      "  from disk (page cache %s): %.1f ms: %.1fx the manager's from memory, %.1fx the one pass "
+      "(target >= 5x)\n",
+      gib, repeat, memcpy_seconds * 1e3, best[0] * 1e3, best[0] / memcpy_seconds, best[1] * 1e3,
+      best[1] / memcpy_seconds, cache.c_str(), best[2] * 1e3, best[2] / best[0], best[2] / best[1]);
 }
 
 // A manager with a memory tier saving every step (copying while training goes on or not), and
@@ -204,14 +281,19 @@ int main(int argc, char** argv) {
   int pieces = 64;
   int repeat = 5;
   int64_t steps = 200;
+  std::string restore_mode, job, root;
   CLI::App app("The memory tier's blocking time against memcpy", "memory_tier_bench");
   app.add_option("--gib", gib, "size of the step, GiB");
   app.add_option("--pieces", pieces, "pieces (tensors) the step is made of");
   app.add_option("--repeat", repeat, "runs of each timing; the best counts");
   app.add_option("--steps", steps, "training steps per timing of the demo model's loop");
+  app.add_option("--restore-child", restore_mode, "(internal) one restore: memory|verified|disk");
+  app.add_option("--job", job, "(internal) the memory tier's job of --restore-child");
+  app.add_option("--root", root, "(internal) the manager's root of --restore-child");
   bench::parse_or_exit(app, argc, argv);
 
   const std::size_t piece_bytes = static_cast<std::size_t>(gib * (1ULL << 30)) / pieces;
+  if (!restore_mode.empty()) return restore_child(restore_mode, job, root, pieces, piece_bytes);
   std::vector<std::vector<char>> state(pieces, std::vector<char>(piece_bytes));
   for (std::size_t i = 0; i < state.size(); ++i) std::memset(state[i].data(), int(i), piece_bytes);
   std::vector<dcpp::BytePiece> step;
@@ -273,7 +355,7 @@ int main(int argc, char** argv) {
     manager.release_memory();
   }
 
-  bench_restore(tensors, gib, repeat);
+  bench_restore(tensors, gib, pieces, repeat);
   bench_training_step(steps, repeat);
   return 0;
 }

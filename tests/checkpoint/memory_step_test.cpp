@@ -256,3 +256,76 @@ TEST_CASE("a series of memory steps through one cache reuses what did not change
   CHECK(dcpp::test::bitwise_equal(read_back(target).at("ids").tensor(),
                                   at::arange(0, 50, at::kLong)));
 }
+
+// A copy of `step` whose byte at `offset` is flipped, its bytes held by the copy itself.
+MemoryStep with_flipped_byte(const MemoryStep& step, std::size_t offset) {
+  auto bytes = std::make_shared<std::string>(step.bytes);
+  (*bytes)[offset] = static_cast<char>((*bytes)[offset] ^ 0x01);
+  MemoryStep flipped = step;
+  flipped.bytes = *bytes;
+  flipped.mapping = bytes;
+  return flipped;
+}
+
+TEST_CASE(
+    "a load that verifies the CRC-32 as it copies reads back bit for bit, and fails on a "
+    "flipped byte anywhere, naming the region") {
+  RankSlots rank(1, "verified");
+  // mixed_state and two tensors over several of the check's 256 KiB blocks: one read whole into a
+  // contiguous target (copied and checksummed in one pass), one into a strided target (copied by
+  // ATen, checksummed with the rest at the end).
+  StateDict saved = mixed_state();
+  saved.insert("big", at::randn({400001}));
+  saved.insert("big_strided", at::randn({700, 300}));
+  const auto target = [] {
+    StateDict state = mixed_state(/*target=*/true);
+    state.insert("big", at::zeros({400001}));
+    state.insert("big_strided", at::zeros({300, 700}).t());
+    return state;
+  };
+  save_step(rank.slots, saved, 1, 2, 5);
+  const std::vector<MemoryStep> steps = rank.slots.complete_steps_unchecked();
+  REQUIRE(steps.size() == 1);
+  const MemoryStep& step = steps[0];
+  // The mapping starts on a 2 MiB boundary (its huge pages then map whole; header page first).
+  CHECK(reinterpret_cast<uintptr_t>(step.bytes.data() - 4096) % (2 << 20) == 0);
+
+  StateDict loaded = target();
+  MemoryStepReader reader({step}, /*verify_crc=*/true);
+  dcpp::load(loaded, reader);
+  require_mixed_equal(loaded, saved);
+  CHECK(dcpp::test::bitwise_equal(loaded.at("big").tensor(), saved.at("big").tensor()));
+  CHECK(dcpp::test::bitwise_equal(loaded.at("big_strided").tensor(),
+                                  saved.at("big_strided").tensor()));
+
+  // Where the flipped byte lies: the preamble, inside "big" (the copy's own CRC), inside
+  // "big_strided" (the end's), the last byte.
+  const at::Tensor big = saved.at("big").tensor();
+  const std::string big_bytes(static_cast<const char*>(big.data_ptr()),
+                              static_cast<std::size_t>(big.nbytes()));
+  const at::Tensor strided = saved.at("big_strided").tensor();
+  const std::string strided_bytes(static_cast<const char*>(strided.data_ptr()),
+                                  static_cast<std::size_t>(strided.nbytes()));
+  const std::size_t big_at = step.bytes.find(big_bytes);
+  const std::size_t strided_at = step.bytes.find(strided_bytes);
+  REQUIRE(big_at != std::string::npos);
+  REQUIRE(strided_at != std::string::npos);
+  for (const std::size_t offset :
+       {std::size_t{20}, big_at + 700000, strided_at + 5, step.bytes.size() - 1}) {
+    INFO("flipped byte at " << offset);
+    const MemoryStep flipped = with_flipped_byte(step, offset);
+    StateDict into = target();
+    MemoryStepReader flipped_reader({flipped}, /*verify_crc=*/true);
+    const dcpp::CheckpointError error =
+        dcpp::test::error_of([&] { dcpp::load(into, flipped_reader); });
+    CHECK(error.kind() == dcpp::ErrorKind::kCorrupt);
+    CHECK_THAT(error.what(), Catch::Contains(step.region));
+    // (The last byte may be a value's, whose archive's own check can name it first.)
+    if (offset != step.bytes.size() - 1) CHECK_THAT(error.what(), Catch::Contains("CRC-32"));
+  }
+  // Without verify_crc, the same flipped byte in "big" loads (the caller checked the CRC before).
+  StateDict unchecked = target();
+  MemoryStepReader unchecked_reader({with_flipped_byte(step, big_at + 700000)});
+  dcpp::load(unchecked, unchecked_reader);
+  CHECK_FALSE(dcpp::test::bitwise_equal(unchecked.at("big").tensor(), saved.at("big").tensor()));
+}

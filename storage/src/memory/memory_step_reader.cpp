@@ -5,6 +5,7 @@
 
 #include "format/byte_io.h"
 #include "format/item_codec.h"
+#include "memory/step_crc_check.h"
 #include "storage/memory_payload.h"
 #include "storage/per_rank_metadata.h"
 
@@ -24,7 +25,7 @@ using detail::MemoryPayload;
 
 class MemoryStepReader::Impl {
  public:
-  explicit Impl(std::vector<MemoryStep> steps);
+  Impl(std::vector<MemoryStep> steps, bool verify_crc);
   Metadata read_metadata() const;
   void set_up(const Metadata& metadata);
   void read_data(const LoadPlan& plan, LoadPlanner& planner) const;
@@ -35,6 +36,7 @@ class MemoryStepReader::Impl {
   struct Held {
     MemoryStep step;
     MemoryPayload payload;
+    std::unique_ptr<detail::StepCrcCheck> check;  // verify_crc's, over `step`
   };
   const Held& held_of_file(const std::string& file, const std::string& key) const;
   void read_tensor(const ReadItem& item, LoadPlanner& planner) const;
@@ -46,8 +48,8 @@ class MemoryStepReader::Impl {
   std::map<MetadataIndex, const StorageInfo*> storage_;
 };
 
-MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps)
-    : impl_(std::make_unique<Impl>(std::move(steps))) {}
+MemoryStepReader::MemoryStepReader(std::vector<MemoryStep> steps, bool verify_crc)
+    : impl_(std::make_unique<Impl>(std::move(steps), verify_crc)) {}
 MemoryStepReader::~MemoryStepReader() = default;
 Metadata MemoryStepReader::read_metadata() { return impl_->read_metadata(); }
 void MemoryStepReader::set_up(const Metadata& metadata, int /*rank*/, bool /*is_coordinator*/) {
@@ -59,13 +61,16 @@ void MemoryStepReader::read_data(const LoadPlan& plan, LoadPlanner& planner) {
 std::map<int, std::string> MemoryStepReader::manifests() const { return impl_->manifests(); }
 std::map<int, int> MemoryStepReader::world_sizes() const { return impl_->world_sizes(); }
 
-MemoryStepReader::Impl::Impl(std::vector<MemoryStep> steps) {
+MemoryStepReader::Impl::Impl(std::vector<MemoryStep> steps, bool verify_crc) {
   for (MemoryStep& step : steps) {
     MemoryPayload payload = decode_memory_payload(step.bytes, step.region);
-    held_.push_back(Held{std::move(step), std::move(payload)});
+    held_.push_back(Held{std::move(step), std::move(payload), nullptr});
   }
   std::sort(held_.begin(), held_.end(),
             [](const Held& a, const Held& b) { return a.payload.rank < b.payload.rank; });
+  if (verify_crc) {  // each check refers to its Held's step: made once held_ no longer moves
+    for (Held& held : held_) held.check = std::make_unique<detail::StepCrcCheck>(held.step);
+  }
   for (std::size_t i = 1; i < held_.size(); ++i) {
     if (held_[i].payload.rank == held_[i - 1].payload.rank) {
       throw CheckpointError(ErrorKind::kUsage, "memory steps " + held_[i - 1].step.region +
@@ -155,7 +160,13 @@ void MemoryStepReader::Impl::read_tensor(const ReadItem& item, LoadPlanner& plan
     throw CheckpointError(ErrorKind::kUsage, "memory step " + where + ": the target of '" + key +
                                                  "' does not have the shape of the box read");
   }
-  dest.copy_(source);
+  const bool whole_chunk = source.numel() == c10::multiply_integers(sizes);
+  if (held.check && !held.check->finished() && whole_chunk && dest.device().is_cpu() &&
+      dest.scalar_type() == source.scalar_type() && dest.is_contiguous()) {
+    held.check->copy(chunk.bytes, dest.data_ptr());  // copied and checksummed in one pass
+  } else {
+    dest.copy_(source);  // the bytes are checksummed with the rest by read_data's end
+  }
   planner.commit_tensor(item, dest);
 }
 
@@ -176,6 +187,9 @@ void MemoryStepReader::Impl::read_data(const LoadPlan& plan, LoadPlanner& planne
     } else {
       read_value(item, planner);
     }
+  }
+  for (const Held& held : held_) {
+    if (held.check) held.check->finish();
   }
 }
 

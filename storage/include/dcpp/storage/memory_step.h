@@ -90,7 +90,15 @@ class DCPP_API MemoryStepReader final : public StorageReader {
  public:
   /// `steps`: at most one per rank. Throws CheckpointError (kCorrupt) naming the region when one
   /// does not decode, and (kUsage) when two hold the same rank.
-  explicit MemoryStepReader(std::vector<MemoryStep> steps);
+  ///
+  /// `verify_crc`: read_data checks each step's bytes against its `crc32` in the same pass as it
+  /// copies them (a tensor read whole into a contiguous CPU tensor of its dtype is checksummed
+  /// from the destination while in cache; the bytes no read covered are checksummed at the end of
+  /// read_data), so that a step taken by MemorySlots::complete_steps_unchecked() needs no
+  /// crc_matches() of its own: one pass over the bytes instead of two. A mismatch fails read_data
+  /// with CheckpointError (kCorrupt) naming the region, after the copies: the load's targets then
+  /// hold bytes not to be used, to be loaded again from another step.
+  explicit MemoryStepReader(std::vector<MemoryStep> steps, bool verify_crc = false);
   ~MemoryStepReader() override;
   MemoryStepReader(const MemoryStepReader&) = delete;
   MemoryStepReader& operator=(const MemoryStepReader&) = delete;
