@@ -4,7 +4,7 @@
 // SLURM_JOB_ID, when set, names the memory tier's regions.
 //
 //   dcpp-launch [--fork] -n 2 -- memory_tier_resume DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS
-//                                                          [COPY_WHILE_TRAINING]]]]
+//                                          [COPY_WHILE_TRAINING [STEP_PAUSE_MS]]]]]
 //
 // With KILL_STEP (-1: none), rank KILL_RANK (default 1) SIGKILLs itself in the middle of step
 // KILL_STEP + 1 (after its backward pass, before the gradients are exchanged); the launcher then
@@ -12,18 +12,24 @@
 // kept in the memory of that many ranks on other hosts, so that the job survives losing a host.
 // With COPY_WHILE_TRAINING 1, each step is copied to memory while the next one's forward and
 // backward run (MemoryTierOptions::copy_while_training).
-// Rank 0 prints the memory tier's job name, where each rank resumed from, and each step's loss (the
-// mean over the ranks) as a hexadecimal float, so that runs compare bit for bit.
+// With STEP_PAUSE_MS, each step's forward and backward take that many milliseconds longer (a
+// stand-in for a real model's compute: kills at random moments then land inside training).
+// Every rank prints where it resumed from and the step it trains from; rank 0 each step's loss
+// (the mean over the ranks) as a hexadecimal float, so that runs compare bit for bit, and at the
+// end a hash of the model's parameters. Lines are flushed as they end, so that a job killed at
+// any moment has printed every step it finished (tests/reliability/memory_kills reads them).
 
 #include <dcpp/dcpp.h>
 #include <dcpp/dist.h>
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -36,6 +42,17 @@ std::pair<at::Tensor, at::Tensor> my_part(int64_t step, int rank, int world) {
   return {x.narrow(0, rank * part, part), y.narrow(0, rank * part, part)};
 }
 
+// FNV-1a (64 bits) over the bytes of every parameter, in order: equal hashes, equal models.
+uint64_t parameters_hash(const torch::nn::Module& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const at::Tensor& parameter : model.parameters()) {
+    const at::Tensor bytes = parameter.detach().contiguous();
+    const auto* data = static_cast<const unsigned char*>(bytes.data_ptr());
+    for (size_t i = 0; i < bytes.nbytes(); ++i) hash = (hash ^ data[i]) * 0x100000001b3ULL;
+  }
+  return hash;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,7 +60,7 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: dcpp-launch -n N -- %s DIR STEPS [KILL_STEP [KILL_RANK [REPLICAS "
-                 "[COPY_WHILE_TRAINING]]]]\n",
+                 "[COPY_WHILE_TRAINING [STEP_PAUSE_MS]]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -53,6 +70,8 @@ int main(int argc, char** argv) {
   const int kill_rank = argc > 4 ? std::stoi(argv[4]) : 1;
   const int replicas = argc > 5 ? std::stoi(argv[5]) : 0;
   const bool copy_while_training = argc > 6 && std::stoi(argv[6]) != 0;
+  const std::chrono::milliseconds step_pause(argc > 7 ? std::stoll(argv[7]) : 0);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as it ends, even into a pipe
   torch::set_num_threads(1);
   auto env = dcpp::LaunchEnvironment::from_env();
   auto store = dcpp::make_tcp_store(env);
@@ -96,6 +115,7 @@ int main(int argc, char** argv) {
     std::printf("rank %d resumed from '%s' at step %lld\n", env.rank,
                 checkpoints.resumed_from()->path.c_str(), static_cast<long long>(context.step));
   }
+  std::printf("rank %d trains from step %lld\n", env.rank, static_cast<long long>(context.step));
   // A rank that dies makes the others' next collective fail: they stop too, and the job is
   // started again (by hand here; by the launcher or the scheduler in production).
   try {
@@ -104,6 +124,7 @@ int main(int argc, char** argv) {
       optimizer->zero_grad();
       at::Tensor loss = at::mse_loss(model->forward(x), y);
       loss.backward();
+      if (step_pause.count() > 0) std::this_thread::sleep_for(step_pause);
       // The state changes from here on: a memory step copied while training went on is complete
       // once this returns (at once without copy_while_training).
       checkpoints.on_before_optimizer_step(context);
@@ -132,6 +153,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   checkpoints.on_train_end(context);  // the last step to disk; the memory regions released
-  if (env.rank == 0) std::printf("finished at step %lld\n", static_cast<long long>(context.step));
+  if (env.rank == 0) {
+    std::printf("parameters fnv1a64 %016llx\n",
+                static_cast<unsigned long long>(parameters_hash(*model)));
+    std::printf("finished at step %lld\n", static_cast<long long>(context.step));
+  }
   return checkpoints.preempted() ? dcpp::CheckpointCallback::kPreemptedExitCode : 0;
 }

@@ -1,0 +1,107 @@
+#include "orphaned_ranks.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace memory_kills {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+long long ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// The exit status of `pid`, when it is this process's child and has exited ("" otherwise).
+std::string reap(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return "";
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return std::string("SIG") + (name ? name : std::to_string(WTERMSIG(status)).c_str());
+  }
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+void become_subreaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    throw std::runtime_error(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
+  }
+}
+
+OrphanWatch::OrphanWatch(const std::vector<std::pair<int, pid_t>>& ranks) {
+  for (const auto& [rank, pid] : ranks) ranks_.push_back({rank, pid, pidfd_open(pid)});
+}
+
+OrphanWatch::~OrphanWatch() {
+  for (const Watched& w : ranks_) {
+    if (w.pidfd >= 0) ::close(w.pidfd);
+  }
+}
+
+std::vector<RankEnd> OrphanWatch::wait(std::chrono::milliseconds deadline) {
+  const auto start = Clock::now();
+  std::vector<RankEnd> ends;
+  std::vector<bool> done(ranks_.size(), false);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    ends.push_back({ranks_[i].rank, ranks_[i].pid, false, ""});
+    if (ranks_[i].pidfd < 0) {  // gone before the kill (or no pidfd): nothing to watch
+      ends[i].how = "gone before the kill";
+      done[i] = true;
+    }
+  }
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      if (done[i]) continue;
+      fds.push_back({ranks_[i].pidfd, POLLIN, 0});
+      which.push_back(i);
+    }
+    if (fds.empty()) break;
+    const long long left = deadline.count() - ms_since(start);
+    if (left <= 0) break;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      const size_t i = which[k];
+      done[i] = true;
+      // An orphan is this process's child once its launcher is gone; reaped here, else by init.
+      const std::string status = reap(ranks_[i].pid);
+      ends[i].how = (status.empty() ? "exited" : status) + " after " +
+                    std::to_string(ms_since(start)) + " ms";
+    }
+  }
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (done[i]) continue;
+    ends[i].survived = true;
+    ends[i].how = "alive after " + std::to_string(ms_since(start)) + " ms";
+    ::kill(-ranks_[i].pid, SIGKILL);  // its process group (dcpp-launch gives each rank its own)
+    ::kill(ranks_[i].pid, SIGKILL);   // still alive, so the pid is still that rank's
+    pollfd p{ranks_[i].pidfd, POLLIN, 0};
+    ::poll(&p, 1, 10000);
+    reap(ranks_[i].pid);
+  }
+  return ends;
+}
+
+void reap_orphans() {
+  int status;
+  while (::waitpid(-1, &status, WNOHANG) > 0) {
+  }
+}
+
+}  // namespace memory_kills
