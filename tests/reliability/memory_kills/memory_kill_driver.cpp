@@ -4,6 +4,7 @@
 //
 //   memory_kill_driver --launcher dcpp-launch --example memory_tier_resume --work DIR
 //                      [--trials T] [--seed S] [--first-trial K] [--steps N] [--pause-ms P]
+//                      [--second-kill SHARE] [--only rank|all|launcher] [--keep]
 //
 // First two uninterrupted reference runs (copy_while_training off and on): each step's loss, the
 // final parameters' hash, how long startup and training take. Then each trial, on a fresh root
@@ -11,8 +12,11 @@
 // in odd ones:
 //   1. starts the job and SIGKILLs, at a uniform moment of its training window (the reference's
 //      training time), one rank (the launcher then stops the other), every rank, or the launcher
-//      itself (its ranks must die with it: the driver, a child subreaper, watches them and fails
-//      the trial for any still alive after --orphan-deadline, then kills it);
+//      itself, a third each unless --only. A killed launcher's ranks must die with it, by the
+//      signal its death sends them (SIGKILL or SIGTERM): the driver, a child subreaper, watches
+//      them and fails the trial for a rank that ends otherwise (it ran on: it finished, failed, or
+//      died writing to the dead launcher's pipe) or is still alive after --orphan-deadline (then
+//      killed);
 //   2. in a share of trials (--second-kill), starts it again and SIGKILLs that restart too, at a
 //      uniform moment up to 1.5 times the reference's startup (so also during its resume and in
 //      its first steps);
@@ -72,6 +76,7 @@ struct Config {
   double run_timeout = 120;    // seconds a run may take (start to end) before it counts as hung
   double orphan_deadline = 5;  // seconds a rank may outlive its killed launcher
   bool keep = false;           // keep every trial's root and logs
+  std::string only;            // "rank", "all" or "launcher": every kill of that kind
 };
 
 enum class KillKind { kOneRank, kAllRanks, kLauncher };
@@ -145,9 +150,12 @@ class Driver {
     }
     for (const auto& f : setup_failures) std::printf("  FAILED reference: %s\n", f.c_str());
     if (!setup_failures.empty()) return 1;
-    std::printf("reference: startup %.2f s, training %.2f s (%d steps), parameters %s\n",
-                references_[0].startup_seconds, references_[0].training_seconds, c_.steps,
-                references_[0].parameters_hash.c_str());
+    std::printf(
+        "reference: startup %.2f s, training %.2f s (%d steps; with copy_while_training %.2f s "
+        "and %.2f s), parameters %s\n",
+        references_[0].startup_seconds, references_[0].training_seconds, c_.steps,
+        references_[1].startup_seconds, references_[1].training_seconds,
+        references_[0].parameters_hash.c_str());
     std::vector<Trial> trials;
     for (int t = c_.first_trial; t < c_.first_trial + c_.trials; ++t) {
       trials.push_back(run_trial(t));
@@ -276,8 +284,8 @@ class Driver {
       const std::string line = what + ": rank " + std::to_string(end.rank) + " (pid " +
                                std::to_string(end.pid) +
                                ") after the launcher's SIGKILL: " + end.how;
-      if (end.survived) {
-        trial.fail(line + " (killed by the driver)");
+      if (end.outlived_launcher) {
+        trial.fail(line + ": it outlived its launcher");
       } else {
         trial.notes.push_back(line);
       }
@@ -309,7 +317,11 @@ class Driver {
   KillPlan draw_plan(std::mt19937_64& random, double window, bool from_launch) {
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
     KillPlan plan{KillKind::kOneRank, 0, 0, from_launch};
-    const int kind = std::uniform_int_distribution<int>(0, 2)(random);
+    const int drawn = std::uniform_int_distribution<int>(0, 2)(random);
+    const int kind = c_.only == "rank"       ? 0
+                     : c_.only == "all"      ? 1
+                     : c_.only == "launcher" ? 2
+                                             : drawn;
     plan.kind = kind == 0   ? KillKind::kOneRank
                 : kind == 1 ? KillKind::kAllRanks
                             : KillKind::kLauncher;
@@ -365,7 +377,9 @@ class Driver {
     }
     Run last = launch(root, trial.copy_while_training, log_of("final"), std::nullopt);
     check_end(last, "the final run", log_of("final"), trial);
-    if (!trial.kills.empty()) observe_resume(last, "the final run", trial.kills.back(), trial);
+    if (!trial.kills.empty() && !trial.kills.back().resumed) {
+      observe_resume(last, "the final run", trial.kills.back(), trial);
+    }
     const long long resumed =
         last.output.trains_from().count(0) ? last.output.trains_from().at(0) : 0;
     check_losses(last, ref, "the final run", trial, resumed + 1, c_.steps);
@@ -423,6 +437,8 @@ int main(int argc, char** argv) {
   app.add_option("--orphan-deadline", c.orphan_deadline,
                  "seconds a rank may outlive its SIGKILLed launcher");
   app.add_flag("--keep", c.keep, "keep every trial's root and logs");
+  app.add_option("--only", c.only, "every kill of one kind (default: a third each)")
+      ->check(CLI::IsMember({"rank", "all", "launcher"}));
   CLI11_PARSE(app, argc, argv);
   try {
     return Driver(c).run();

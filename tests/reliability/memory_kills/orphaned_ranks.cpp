@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace memory_kills {
@@ -23,15 +24,23 @@ long long ms_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
-// The exit status of `pid`, when it is this process's child and has exited ("" otherwise).
-std::string reap(pid_t pid) {
+// Reaps `pid` when it is this process's child and has exited: its wait status; nullopt otherwise.
+std::optional<int> reap(pid_t pid) {
   int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) != pid) return "";
+  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  return status;
+}
+
+std::string describe(int status) {
   if (WIFSIGNALED(status)) {
     const char* name = sigabbrev_np(WTERMSIG(status));
-    return std::string("SIG") + (name ? name : std::to_string(WTERMSIG(status)).c_str());
+    return name ? std::string("SIG") + name : "signal " + std::to_string(WTERMSIG(status));
   }
   return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
+bool death_signal(int status) {
+  return WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || WTERMSIG(status) == SIGTERM);
 }
 
 }  // namespace
@@ -80,15 +89,16 @@ std::vector<RankEnd> OrphanWatch::wait(std::chrono::milliseconds deadline) {
       const size_t i = which[k];
       done[i] = true;
       // An orphan is this process's child once its launcher is gone; reaped here, else by init.
-      const std::string status = reap(ranks_[i].pid);
-      ends[i].how = (status.empty() ? "exited" : status) + " after " +
+      const std::optional<int> status = reap(ranks_[i].pid);
+      ends[i].outlived_launcher = status && !death_signal(*status);
+      ends[i].how = (status ? describe(*status) : "reaped elsewhere") + " after " +
                     std::to_string(ms_since(start)) + " ms";
     }
   }
   for (size_t i = 0; i < ranks_.size(); ++i) {
     if (done[i]) continue;
-    ends[i].survived = true;
-    ends[i].how = "alive after " + std::to_string(ms_since(start)) + " ms";
+    ends[i].outlived_launcher = true;
+    ends[i].how = "alive after " + std::to_string(ms_since(start)) + " ms, then killed";
     ::kill(-ranks_[i].pid, SIGKILL);  // its process group (dcpp-launch gives each rank its own)
     ::kill(ranks_[i].pid, SIGKILL);   // still alive, so the pid is still that rank's
     pollfd p{ranks_[i].pidfd, POLLIN, 0};

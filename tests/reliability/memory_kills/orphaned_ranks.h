@@ -19,8 +19,13 @@ void become_subreaper();
 struct RankEnd {
   int rank = -1;
   pid_t pid = -1;
-  bool survived = false;  // still alive at the deadline (then SIGKILLed by watch_orphans)
-  std::string how;        // "SIGPIPE after 3 ms", "exit 1 after 40 ms", "alive after 5000 ms"
+  /// It outlived its launcher: still alive at the deadline (then SIGKILLed by OrphanWatch), or
+  /// ended otherwise than by SIGKILL or SIGTERM (what a parent-death signal sends), so it ran on
+  /// after its launcher died: it exited (finished, or failed on its peers' end) or died of SIGPIPE
+  /// (its output went to the dead launcher). A rank reaped by another process (it had ended before
+  /// the kill, or was not reparented here) does not count.
+  bool outlived_launcher = false;
+  std::string how;  // "SIGKILL after 3 ms", "exit 1 after 40 ms", "alive after 5000 ms"
 };
 
 /// Watches ranks (rank, pid) (found before their launcher was killed; a pidfd is opened for each
