@@ -142,7 +142,12 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
             "before every optimizer step, or unset copy_while_training");
   }
   bool preempt = false, due = detail::is_step_due(manager_->options(), context.step);
-  if (context.step % options_.agree_every_steps == 0) {
+  const bool to_memory = manager_->is_memory_save_due(context.step);
+  const bool copies_while_training = to_memory && manager_->options().memory.copy_while_training;
+  // A memory copy while training overwrites this rank's older slot while the next step runs: the
+  // ranks agree first, so that every rank's copy of the step before has ended (each waited for it
+  // in on_before_optimizer_step) and the newest step they all hold stays whole.
+  if (context.step % options_.agree_every_steps == 0 || copies_while_training) {
     // Time-based saves follow the coordinator's clock; a signal on any rank counts for all, and
     // so do too many failed saves (a commit fails on the coordinator only).
     const bool time_due = manager_->rank() == manager_->options().ranks.coordinator_rank &&
@@ -158,13 +163,12 @@ void CheckpointCallback::on_step_end(TrainingContext& context) {
     preempt = flags[0] != 0;
     due = due || flags[1] != 0;
   }
-  const bool to_memory = manager_->is_memory_save_due(context.step);
   if (due || preempt) {
     save(context);
   } else if (to_memory) {
     manager_->save_to_memory(context.state, request_of(context));
   }
-  if (to_memory && manager_->options().memory.copy_while_training) {
+  if (copies_while_training) {
     if (optimizer_hook_seen_) {
       copy_in_flight_ = context.step;  // until on_before_optimizer_step
     } else {

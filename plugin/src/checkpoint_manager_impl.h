@@ -21,6 +21,7 @@
 #include "checkpoint_pruning.h"
 #include "core/serial_worker.h"
 #include "delayed_post.h"
+#include "job_lock.h"
 #include "memory_tier.h"
 #include "phase_log.h"
 #include "remote_tier.h"
@@ -179,20 +180,24 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
                           std::exception_ptr error);
 
   // checkpoint_restore.cpp
-  // The memory tier's step, loaded into `state` when every rank holds one at least as new as
-  // `newest_elsewhere` (and of `request.step` if given); nullopt when not, or when the load
-  // failed on any rank (then the other tiers are read, with a warning, and `*failure` says why).
-  std::optional<CheckpointInfo> restore_from_memory(
-      StateDict & state, const RestoreRequest& request, std::optional<int64_t> newest_elsewhere,
-      std::string* failure);
   struct Chosen {
     CheckpointInfo info;     // its manifest, `path` where it is
     detail::Lineage saving;  // the lineage of the saves after a successful restore of it
   };
+  // Loads `chosen`, one of the memory tier's complete steps, into `state`, once every rank found
+  // its copies intact; nullopt when one was not (`*corrupted`) or the load failed on any rank
+  // (with a warning); `*failure` says why.
+  std::optional<CheckpointInfo> restore_from_memory(
+      StateDict & state, const RestoreRequest& request, const Chosen& chosen, std::string* failure,
+      bool* corrupted);
   // The checkpoint `request` names, else the latest resumable one below step `below` (any
-  // without it); nullopt when there is none.
+  // without it), of the tiers' and `in_memory`'s (the memory tier's complete steps, the same on
+  // every rank: chosen first of one step), but none whose path is in `failed` (they still count
+  // for the lineage); nullopt when there is none.
   std::optional<Chosen> choose_checkpoint(const RestoreRequest& request,
-                                          std::optional<int64_t> below = std::nullopt) const;
+                                          std::optional<int64_t> below = std::nullopt,
+                                          const std::vector<CheckpointInfo>& in_memory = {},
+                                          const std::set<std::string>& failed = {}) const;
   // Loads `chosen` into `state` (collective); throws what dcpp::load throws, on every rank.
   void load_chosen(StateDict & state, const RestoreRequest& request, const Chosen& chosen);
   std::vector<CheckpointInfo> restorable(const std::vector<CheckpointInfo>& all) const;
@@ -216,6 +221,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
   ManagedSave save_async(const StateDict& resolved, const SaveRequest& request, SaveRecord record,
                          ManagedSave result, const std::string& save_id);
 
+  /// This job's locks on the root and its memory regions (job_lock.h), taken by prepare_root.
+  /// Declared before the state that writes: released last.
+  detail::JobLocks locks;
   /// Which ranks share the root (set by the constructor): one group, or with a node-local root
   /// one per host.
   detail::RootSharing sharing;

@@ -113,6 +113,10 @@ std::vector<CheckpointInfo> CheckpointManager::Impl::restorable(
   if (!options.node_local_root) return timeline;
   std::vector<CheckpointInfo> held;
   for (const CheckpointInfo& info : timeline) {
+    if (detail::is_memory_tier_path(info.path)) {
+      held.push_back(info);
+      continue;
+    }
     const auto remote = std::find_if(all.begin(), all.end(), [&](const CheckpointInfo& c) {
       return is_s3_url(c.path.string()) && c.step == info.step && c.save_id == info.save_id;
     });
@@ -135,7 +139,8 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::latest() const {
 // host's disk), and only it lists the remote tier and reads a remote manifest. What fails there
 // fails on every rank.
 std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_checkpoint(
-    const RestoreRequest& request, std::optional<int64_t> below) const {
+    const RestoreRequest& request, std::optional<int64_t> below,
+    const std::vector<CheckpointInfo>& in_memory, const std::set<std::string>& failed) const {
   std::string chosen, manifest, error, next_lineage;
   ErrorKind kind = ErrorKind::kIo;
   if (is_coordinator()) {
@@ -146,7 +151,10 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
       }
       bool unreachable = false;
       std::string unreachable_reason;
-      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable, &unreachable_reason);
+      // The memory tier's steps first: of two checkpoints of one step, the first is read.
+      std::vector<CheckpointInfo> all = in_memory;
+      const std::vector<CheckpointInfo> stored = all_checkpoints(&unreachable, &unreachable_reason);
+      all.insert(all.end(), stored.begin(), stored.end());
       if (unreachable && all.empty() && request.path.empty()) {
         throw CheckpointError(ErrorKind::kIo,
                               "the remote tier " + options.remote.url +
@@ -155,7 +163,11 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
                                   "start fresh cannot be told, so this job does neither (" +
                                   unreachable_reason + "); retry when the store is back");
       }
-      const std::vector<CheckpointInfo> timeline = restorable(all);
+      std::vector<CheckpointInfo> timeline = restorable(all);
+      const auto has_failed = [&](const CheckpointInfo& info) {
+        return failed.count(info.path.string()) != 0;
+      };
+      timeline.erase(std::remove_if(timeline.begin(), timeline.end(), has_failed), timeline.end());
       if (!request.path.empty()) {
         chosen = request.path.string();
       } else if (request.step) {
@@ -163,7 +175,7 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         // else the local directory (whose absence require_complete explains).
         const auto of_step = [&](const std::vector<CheckpointInfo>& list) {
           return std::find_if(list.begin(), list.end(), [&](const CheckpointInfo& info) {
-            return info.step == *request.step;
+            return info.step == *request.step && !has_failed(info);
           });
         };
         if (const auto found = of_step(timeline); found != timeline.end()) {
@@ -184,7 +196,13 @@ std::optional<CheckpointManager::Impl::Chosen> CheckpointManager::Impl::choose_c
         }
       }
       if (!chosen.empty()) {
-        const CheckpointInfo info = manifest_of(chosen);
+        const auto memory_step =
+            std::find_if(in_memory.begin(), in_memory.end(),
+                         [&](const CheckpointInfo& info) { return info.path.string() == chosen; });
+        // A memory step: the manager's manifest is in it; its description has what the lineage
+        // needs (which step, of which save, generation and fork).
+        const CheckpointInfo info =
+            memory_step != in_memory.end() ? *memory_step : manifest_of(chosen);
         manifest = detail::checkpoint_info_to_json(info);
         // Resuming while the store cannot be read: it may hold newer steps of this run, which
         // this resume must abandon rather than continue alongside (a fork).
@@ -244,38 +262,48 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
       detail::logger().warn("restoring from the steps the store holds now: {}", e.what());
     }
   }
-  // The memory tier first: a step asked for by number that every rank holds there is read from
-  // there; else its newest, when no other tier holds a newer one.
-  const bool memory_may_serve = memory && request.path.empty();
+  // The memory tier's complete steps compete with the other tiers' checkpoints, lineage and all
+  // (checkpoint_lineage.h): a memory step of an abandoned run is never resumed, and a memory step
+  // of the run that abandoned older disk steps wins over them; of one step, memory's is read.
+  std::vector<CheckpointInfo> in_memory;
+  if (memory && request.path.empty()) {
+    memory->start_restore();
+    in_memory = memory->complete_steps();
+  }
   std::string memory_failure;
-  if (memory_may_serve && request.step) {
-    if (auto restored = restore_from_memory(state, request, std::nullopt, &memory_failure)) {
-      return restored;
-    }
-  }
-  const std::optional<Chosen> chosen = choose_checkpoint(request);
-  if (memory_may_serve && !request.step) {
-    const std::optional<int64_t> newest_elsewhere =
-        chosen ? std::optional<int64_t>(chosen->info.step) : std::nullopt;
-    if (auto restored = restore_from_memory(state, request, newest_elsewhere, &memory_failure)) {
-      return restored;
-    }
-  }
-  if (!chosen) {
-    if (!memory_failure.empty()) {
-      throw CheckpointError(ErrorKind::kCorrupt,
-                            "restoring from the memory tier failed (" + memory_failure +
-                                ") and no other tier holds a checkpoint; the state may be "
-                                "partly loaded: do not train on from it");
-    }
-    return std::nullopt;
-  }
-  std::optional<Chosen> loading = chosen;
-  std::string failures;  // of the newer ones that failed to load
+  std::set<std::string> failed_in_memory;  // memory steps that did not load: not chosen again
+  std::optional<Chosen> loading =
+      choose_checkpoint(request, std::nullopt, in_memory, failed_in_memory);
+  std::string failures;  // of the newer stored ones that failed to load
   for (;;) {
+    if (loading && detail::is_memory_tier_path(loading->info.path)) {
+      bool corrupted = false;
+      if (auto restored =
+              restore_from_memory(state, request, *loading, &memory_failure, &corrupted)) {
+        return restored;
+      }
+      // A corrupted copy is passed over (a replica may hold it whole); a step that did not
+      // load is not chosen again. Either way the next choice is made afresh.
+      if (corrupted) {
+        in_memory = memory->complete_steps();
+      } else {
+        failed_in_memory.insert(loading->info.path.string());
+      }
+      loading = choose_checkpoint(request, std::nullopt, in_memory, failed_in_memory);
+      continue;
+    }
+    if (!loading) {
+      if (!memory_failure.empty()) {
+        throw CheckpointError(ErrorKind::kCorrupt,
+                              "restoring from the memory tier failed (" + memory_failure +
+                                  ") and no other tier holds a checkpoint; the state may be "
+                                  "partly loaded: do not train on from it");
+      }
+      return std::nullopt;
+    }
     try {
       load_chosen(state, request, *loading);
-      break;
+      return loading->info;
     } catch (const CheckpointError& e) {
       // dcpp::load failed on every rank; they fall back together or not at all (each rank's
       // error may be of another kind).
@@ -286,7 +314,7 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
       const int64_t failed = loading->info.step;
       failures += (failures.empty() ? "" : "; ") + std::string("step ") + std::to_string(failed) +
                   ": " + e.what();
-      loading = choose_checkpoint(request, failed);
+      loading = choose_checkpoint(request, failed, in_memory, failed_in_memory);
       if (!loading) {
         throw CheckpointError(e.kind(), "no checkpoint could be restored (" + failures +
                                             "); the state may be partly loaded: do not train on "
@@ -299,7 +327,6 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore(StateDict& state,
           rank, failed, e.what(), loading->info.step, loading->info.path.string());
     }
   }
-  return loading->info;
 }
 
 void CheckpointManager::Impl::load_chosen(StateDict& state, const RestoreRequest& request,
@@ -330,56 +357,42 @@ void CheckpointManager::Impl::load_chosen(StateDict& state, const RestoreRequest
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
-    StateDict& state, const RestoreRequest& request, std::optional<int64_t> newest_elsewhere,
-    std::string* failure) {
-  const std::optional<int64_t> step = memory->agreed_step(request.step);
-  if (!step || (newest_elsewhere && *newest_elsewhere > *step)) return std::nullopt;
+    StateDict& state, const RestoreRequest& request, const Chosen& chosen, std::string* failure,
+    bool* corrupted) {
+  const int64_t step = chosen.info.step;
+  const std::string where = "memory tier '" + memory->job() + "'";
+  if (!memory->verify(chosen.info)) {
+    *failure = "step " + std::to_string(step) + " of the " + where +
+               ": a copy's CRC-32 does not match (see the warnings)";
+    *corrupted = true;
+    return std::nullopt;
+  }
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   detail::erase_keys(target, std::set<std::string>(request.exclude_from_loading.begin(),
                                                    request.exclude_from_loading.end()));
-  const std::string where = "memory tier '" + memory->job() + "'";
-  log->begin("load", "read", *step, where);
+  log->begin("load", "read", step, where);
   const auto start = SteadyClock::now();
   detail::MemoryTier::Loaded loaded;
   std::string error;
   try {
-    loaded = memory->load(target, *step, request.allow_partial_load, request.all_or_nothing);
+    loaded = memory->load(target, request.allow_partial_load, request.all_or_nothing);
   } catch (const std::exception& e) {
     error = e.what();
   }
   error = detail::failures_of_ranks(group, rank, error);
   if (!error.empty()) {
     detail::logger().warn("restoring step {} from the {} failed ({}); reading the other tiers",
-                          *step, where, error);
+                          step, where, error);
     *failure = error;
     return std::nullopt;
   }
   detail::copy_loaded_values(state, target);
-  log->record("load", "read", *step, detail::tensor_bytes(resolve_statefuls(target)),
+  log->record("load", "read", step, detail::tensor_bytes(resolve_statefuls(target)),
               seconds_since(start), where);
-  const CheckpointInfo& info = loaded.info;
-  detail::logger().info("rank {} restored step {} from the {}: {}", rank, *step, where,
+  detail::logger().info("rank {} restored step {} from the {}: {}", rank, step, where,
                         loaded.source);
-  // The lineage of the saves that follow, as after any restore: the coordinator compares the
-  // step with what the other tiers hold.
-  std::string next_lineage;
-  if (is_coordinator()) {
-    try {
-      bool unreachable = false;
-      const std::vector<CheckpointInfo> all = all_checkpoints(&unreachable);
-      next_lineage = detail::encode_lineage(unreachable ? detail::fork_after_restore(info, all)
-                                                        : detail::lineage_after_restore(info, all));
-    } catch (const std::exception& e) {
-      detail::logger().warn(
-          "the tiers could not be listed after the restore from memory ({}); "
-          "the saves continue its run",
-          e.what());
-      next_lineage = detail::encode_lineage(detail::Lineage{info.generation, info.branched_from});
-    }
-  }
-  lineage = detail::decode_lineage(
-      detail::broadcast_text_from(group, next_lineage, options.ranks.coordinator_rank));
-  return info;
+  lineage = chosen.saving;  // as after any restore: a fork when it is not the newest
+  return loaded.info;
 }
 
 }  // namespace dcpp

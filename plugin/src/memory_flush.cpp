@@ -3,6 +3,7 @@
 
 #include "checkpoint_commit.h"
 #include "checkpoint_info_json.h"
+#include "checkpoint_lineage.h"
 #include "memory_tier.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -11,6 +12,7 @@
 #include <dcpp/storage/memory_step.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 namespace dcpp {
@@ -37,48 +39,74 @@ MemoryFlushResult flush_memory_tier(const MemoryFlushOptions& options) {
     if (options.keep_regions) return;
     for (const auto& regions : slots) regions->release();
   };
-  // The newest step of rank 0's that every rank has a copy of, of the same save.
-  std::sort(held.front().begin(), held.front().end(),
-            [](const MemoryStep& a, const MemoryStep& b) { return a.step > b.step; });
-  std::vector<MemoryStep> chosen;
+  // The steps of which every rank has a copy, of the same save, with their manifests.
+  std::vector<std::vector<MemoryStep>> complete;
+  std::vector<CheckpointInfo> all;  // their manifests, then the root's checkpoints
+  std::string other_job;            // why the newest step of another world size is not taken
+  int64_t newest_of_other_job = 0;
   for (const MemoryStep& candidate : held.front()) {
-    chosen.clear();
+    std::vector<MemoryStep> copies;
     for (const std::vector<MemoryStep>& rank : held) {
       const auto same = std::find_if(rank.begin(), rank.end(), [&](const MemoryStep& step) {
         return step.step == candidate.step && step.save_id == candidate.save_id;
       });
       if (same == rank.end()) break;
-      chosen.push_back(*same);
+      copies.push_back(*same);
     }
-    if (chosen.size() == held.size()) break;
+    if (copies.size() != held.size()) continue;
+    const MemoryStepReader reader(copies);
+    const std::map<int, int> worlds = reader.world_sizes();
+    const auto other_world = std::find_if(
+        worlds.begin(), worlds.end(),
+        [&](const std::pair<const int, int>& rank) { return rank.second != options.ranks; });
+    if (other_world != worlds.end()) {
+      // Another job's (of another size, on this job's regions): refused below if it is all
+      // there is.
+      if (other_job.empty() || candidate.step > newest_of_other_job) {
+        newest_of_other_job = candidate.step;
+        other_job = "memory tier '" + job + "': step " + std::to_string(candidate.step) +
+                    " was saved by a job of " + std::to_string(other_world->second) +
+                    " ranks, and " + std::to_string(options.ranks) + " were named";
+      }
+      continue;
+    }
+    CheckpointInfo manifest =
+        detail::checkpoint_info_from_json(reader.manifests().begin()->second, candidate.region);
+    manifest.path = "/dev/shm" + candidate.region;
+    complete.push_back(std::move(copies));
+    all.push_back(std::move(manifest));
   }
   MemoryFlushResult result;
-  if (chosen.size() != held.size()) {
+  if (complete.empty() && !other_job.empty()) throw CheckpointError(ErrorKind::kUsage, other_job);
+  if (complete.empty()) {
     result.message = "memory tier '" + job + "': no step of which this host holds all " +
                      std::to_string(options.ranks) +
                      " ranks' copies (their own slots or replicas); nothing written";
     return result;
   }
-  const int64_t step = chosen.front().step;
-  MemoryStepReader reader(chosen);
-  for (const auto& [rank, world] : reader.world_sizes()) {
-    if (world != options.ranks) {
-      throw CheckpointError(ErrorKind::kUsage,
-                            "memory tier '" + job + "': step " + std::to_string(step) +
-                                " was saved by a job of " + std::to_string(world) + " ranks, and " +
-                                std::to_string(options.ranks) + " were named");
-    }
-  }
-  const std::optional<CheckpointInfo> newest = latest_checkpoint(options.root);
-  if (newest && newest->step >= step) {
-    result.message = "memory tier '" + job + "': its newest step " + std::to_string(step) +
-                     " is no newer than step " + std::to_string(newest->step) + " under '" +
-                     options.root.string() + "'; nothing written";
+  const std::size_t in_memory = all.size();
+  const std::vector<CheckpointInfo> stored = list_checkpoints(options.root);
+  all.insert(all.end(), stored.begin(), stored.end());
+  // The newest step a resume may take, lineage and all (checkpoint_lineage.h): a memory step of
+  // a run that a rollback abandoned is never written, and one of the run that abandoned newer
+  // stored steps is.
+  const std::vector<CheckpointInfo> timeline = detail::resumable(all);
+  // Not empty: memory's steps are in `all`, and the newest of them is never abandoned.
+  const auto newest =
+      std::find_if(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(in_memory),
+                   [&](const CheckpointInfo& info) { return info.path == timeline.back().path; });
+  if (newest == all.begin() + static_cast<std::ptrdiff_t>(in_memory)) {
+    result.message = "memory tier '" + job + "': its steps are no newer than step " +
+                     std::to_string(timeline.back().step) + " under '" + options.root.string() +
+                     "', the newest a resume may take (of the run the others abandoned, or "
+                     "older); nothing written";
     release();
     return result;
   }
-  CheckpointInfo manifest =
-      detail::checkpoint_info_from_json(reader.manifests().begin()->second, chosen.front().region);
+  const std::vector<MemoryStep>& chosen = complete[static_cast<std::size_t>(newest - all.begin())];
+  const int64_t step = chosen.front().step;
+  const CheckpointInfo manifest = detail::checkpoint_info_from_json(
+      MemoryStepReader(chosen).manifests().begin()->second, chosen.front().region);
   const fs::path final_path = options.root / step_directory_name(step);
   const fs::path incomplete = detail::incomplete_directory(final_path);
   fs::remove_all(incomplete);

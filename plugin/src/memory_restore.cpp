@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::size_t kHeldFields = 8;
+constexpr std::size_t kHeldFields = 10;
 
 // The region set's name as a path: "/dev/shm/dcpp.<job>.<owner>[.at<holder>]".
 fs::path regions_path(const std::string& job, int64_t owner, int64_t holder) {
@@ -73,7 +73,8 @@ std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
       if (passed_over_.count({regions.rank, regions.holder, step.step}) != 0) continue;
       HeldStep held;
       try {
-        const std::map<int, int> worlds = MemoryStepReader({step}).world_sizes();
+        const MemoryStepReader reader({step});
+        const std::map<int, int> worlds = reader.world_sizes();
         if (worlds.begin()->first != regions.rank) {
           throw CheckpointError(ErrorKind::kCorrupt, step.region + ": holds rank " +
                                                          std::to_string(worlds.begin()->first) +
@@ -81,6 +82,10 @@ std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
                                                          std::to_string(regions.rank) + "'s");
         }
         held.saved_world = worlds.begin()->second;
+        const CheckpointInfo manifest =
+            checkpoint_info_from_json(reader.manifests().begin()->second, step.region);
+        held.generation = manifest.generation;
+        held.branched_from = manifest.branched_from;
       } catch (const CheckpointError& e) {
         problems.push_back(e.what());
         continue;
@@ -102,73 +107,11 @@ std::vector<MemoryTier::HeldStep> MemoryTier::find_steps_on_host(
   return found;
 }
 
-std::optional<int64_t> MemoryTier::agreed_step(std::optional<int64_t> wanted) {
-  nodes_ = values_of_ranks(group_, node_of_this_rank());
-  passed_over_.clear();
-  // The choice is made from the slots' headers; then each rank checks the CRC of the copies it
-  // found of the chosen step (one slot of each, not both); a copy that fails is passed over and
-  // the ranks choose again.
-  for (;;) {
-    choose_step(wanted);
-    if (!chosen_) return std::nullopt;
-    bool intact = true;
-    for (std::size_t i = 0; i < held_.size(); ++i) {
-      const HeldStep& found = all_held_[rank_][i];
-      if (found.step != chosen_->step || found.key != chosen_->key) continue;
-      if (!MemorySlots::crc_matches(held_[i])) {
-        logger().warn(
-            "memory tier, rank {}: {}: corrupted (step {}: its bytes' CRC-32 does not match its "
-            "header's) (left out)",
-            rank_, held_[i].region, found.step);
-        passed_over_.insert({found.owner, found.holder, found.step});
-        intact = false;
-      }
-    }
-    if (every_rank_ok(group_, intact)) return chosen_->step;
-  }
-}
-
-void MemoryTier::choose_step(std::optional<int64_t> wanted) {
-  const std::vector<HeldStep> mine = find_steps_on_host(nodes_);
-  // Every rank's findings: their counts, then as many (padded) on every rank.
-  const std::vector<int64_t> counts = values_of_ranks(group_, static_cast<int64_t>(mine.size()));
-  const int64_t most = *std::max_element(counts.begin(), counts.end());
-  std::vector<int64_t> flat(static_cast<std::size_t>(most) * kHeldFields, -1);
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    const HeldStep& h = mine[i];
-    const int64_t fields[kHeldFields] = {h.owner,       h.holder, h.step,  h.key,
-                                         h.saved_world, h.bytes,  h.crc32, h.node};
-    std::copy(fields, fields + kHeldFields,
-              flat.begin() + static_cast<std::ptrdiff_t>(i * kHeldFields));
-  }
-  const std::vector<std::vector<int64_t>> all = vectors_of_ranks(group_, flat);
-  all_held_.assign(all.size(), {});
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    for (int64_t i = 0; i < counts[r]; ++i) {
-      const int64_t* f = all[r].data() + i * static_cast<int64_t>(kHeldFields);
-      all_held_[r].push_back(HeldStep{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]});
-    }
-  }
-  // The newest (step, save) for which every rank of the job that saved it has a copy somewhere.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::set<int64_t>> owners;
-  for (const std::vector<HeldStep>& held : all_held_) {
-    for (const HeldStep& h : held) {
-      if (wanted && h.step != *wanted) continue;
-      if (h.owner >= 0 && h.owner < h.saved_world) {
-        owners[{h.step, h.key, h.saved_world}].insert(h.owner);
-      }
-    }
-  }
-  chosen_.reset();
-  for (const auto& [step, found] : owners) {
-    if (static_cast<int64_t>(found.size()) != std::get<2>(step)) continue;
-    HeldStep choice;
-    choice.step = std::get<0>(step);
-    choice.key = std::get<1>(step);
-    choice.saved_world = std::get<2>(step);
-    chosen_ = choice;  // ascending: the last one is the newest
-  }
-  if (!chosen_ && rank_ == coordinator_ &&
+std::vector<CheckpointInfo> MemoryTier::complete_steps() {
+  exchange_findings();
+  std::vector<CheckpointInfo> steps;
+  for (const auto& [info, identity] : complete_in_findings()) steps.push_back(info);
+  if (steps.empty() && rank_ == coordinator_ &&
       std::any_of(all_held_.begin(), all_held_.end(), [](const auto& h) { return !h.empty(); })) {
     std::string held;
     for (std::size_t r = 0; r < all_held_.size(); ++r) {
@@ -178,19 +121,102 @@ void MemoryTier::choose_step(std::optional<int64_t> wanted) {
                 std::to_string(h.saved_world);
       }
     }
-    logger().info("memory tier '{}': no step that the hosts hold for every rank{} ({})", job_,
-                  wanted ? " as step " + std::to_string(*wanted) : std::string(), held);
+    logger().info("memory tier '{}': no step that the hosts hold for every rank ({})", job_, held);
+  }
+  return steps;
+}
+
+bool MemoryTier::verify(const CheckpointInfo& step) {
+  chosen_.reset();
+  std::optional<HeldStep> choice;
+  for (const auto& [info, identity] : complete_in_findings()) {
+    if (info.step == step.step && info.save_id == step.save_id) choice = identity;
+  }
+  if (!choice) {
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "memory tier '" + job_ + "': step " + std::to_string(step.step) + " (" +
+                              step.save_id + ") is not one of its complete steps");
+  }
+  // One slot of each copy of the chosen step is read (not both of every rank's).
+  bool intact = true;
+  for (std::size_t i = 0; i < held_.size(); ++i) {
+    const HeldStep& found = all_held_[rank_][i];
+    if (found.step != choice->step || found.key != choice->key) continue;
+    if (!MemorySlots::crc_matches(held_[i])) {
+      logger().warn(
+          "memory tier, rank {}: {}: corrupted (step {}: its bytes' CRC-32 does not match its "
+          "header's) (left out)",
+          rank_, held_[i].region, found.step);
+      passed_over_.insert({found.owner, found.holder, found.step});
+      intact = false;
+    }
+  }
+  if (!every_rank_ok(group_, intact)) return false;
+  chosen_ = choice;
+  return true;
+}
+
+void MemoryTier::exchange_findings() {
+  nodes_ = values_of_ranks(group_, node_of_this_rank());
+  const std::vector<HeldStep> mine = find_steps_on_host(nodes_);
+  // Every rank's findings: their counts, then as many (padded) on every rank.
+  const std::vector<int64_t> counts = values_of_ranks(group_, static_cast<int64_t>(mine.size()));
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
+  std::vector<int64_t> flat(static_cast<std::size_t>(most) * kHeldFields, -1);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const HeldStep& h = mine[i];
+    const int64_t fields[kHeldFields] = {h.owner, h.holder, h.step, h.key,        h.saved_world,
+                                         h.bytes, h.crc32,  h.node, h.generation, h.branched_from};
+    std::copy(fields, fields + kHeldFields,
+              flat.begin() + static_cast<std::ptrdiff_t>(i * kHeldFields));
+  }
+  const std::vector<std::vector<int64_t>> all = vectors_of_ranks(group_, flat);
+  all_held_.assign(all.size(), {});
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    for (int64_t i = 0; i < counts[r]; ++i) {
+      const int64_t* f = all[r].data() + i * static_cast<int64_t>(kHeldFields);
+      all_held_[r].push_back(HeldStep{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]});
+    }
   }
 }
 
-MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_partial_load,
+std::vector<std::pair<CheckpointInfo, MemoryTier::HeldStep>> MemoryTier::complete_in_findings()
+    const {
+  using Identity = std::tuple<int64_t, int64_t, int64_t>;  // step, save key, saved world
+  std::map<Identity, std::set<int64_t>> owners;
+  std::map<Identity, HeldStep> copies;  // a copy of each
+  for (const std::vector<HeldStep>& held : all_held_) {
+    for (const HeldStep& h : held) {
+      if (h.owner < 0 || h.owner >= h.saved_world) continue;
+      owners[{h.step, h.key, h.saved_world}].insert(h.owner);
+      copies.emplace(Identity{h.step, h.key, h.saved_world}, h);
+    }
+  }
+  std::vector<std::pair<CheckpointInfo, HeldStep>> complete;
+  for (const auto& [identity, found] : owners) {
+    if (static_cast<int64_t>(found.size()) != std::get<2>(identity)) continue;
+    const HeldStep& h = copies.at(identity);
+    CheckpointInfo info;
+    info.step = h.step;
+    info.world_size = static_cast<int>(h.saved_world);
+    info.save_id = "memory-" + std::to_string(h.key);
+    info.generation = h.generation;
+    info.branched_from = h.branched_from;
+    info.path = fs::path("/dev/shm") / ("dcpp." + job_) /
+                ("step-" + std::to_string(h.step) + "-" + info.save_id);
+    complete.emplace_back(info, h);
+  }
+  return complete;
+}
+
+MemoryTier::Loaded MemoryTier::load(StateDict& target, bool allow_partial_load,
                                     bool all_or_nothing) {
-  if (!chosen_ || chosen_->step != step) {
-    throw CheckpointError(ErrorKind::kNotFound, "memory tier '" + job_ + "': step " +
-                                                    std::to_string(step) +
-                                                    " was not agreed on (agreed_step first)");
+  if (!chosen_) {
+    throw CheckpointError(ErrorKind::kNotFound,
+                          "memory tier '" + job_ + "': no step was verified (verify() first)");
   }
   const HeldStep choice = *chosen_;
+  const int64_t step = choice.step;
   const auto matches = [&](const HeldStep& h) {
     return h.step == choice.step && h.key == choice.key && h.saved_world == choice.saved_world;
   };
@@ -312,6 +338,9 @@ MemoryTier::Loaded MemoryTier::load(StateDict& target, int64_t step, bool allow_
   if (choice.saved_world != world_) {
     loaded.source += "; resharded from " + std::to_string(choice.saved_world) + " ranks";
   }
+  // The step resumed from stays whole in this rank's slots until the next one is written: a
+  // second kill meanwhile resumes from it again, whatever else the slots hold.
+  slots_.keep(choice.step, loaded.info.save_id);
   return loaded;
 }
 

@@ -189,6 +189,15 @@ void MemoryTier::release() {
   if (replication_) replication_->drain();
   slots_.release();
   if (replication_) replication_->release();
+  // The regions of ranks this job does not have (a job of more ranks resumed on fewer): their
+  // own slots, the replicas they kept and those kept of them. No rank of this job writes them,
+  // and the job's last step is on disk; every rank removes those on its host (removing a region
+  // twice is harmless).
+  for (const HeldSlots& regions : MemorySlots::on_this_host(job_)) {
+    if (regions.rank >= world_ || regions.holder >= world_) {
+      MemorySlots(job_, regions.rank, 1, 1, regions.holder).release();
+    }
+  }
 }
 
 }  // namespace dcpp::detail

@@ -84,23 +84,35 @@ class MemoryTier {
     if (copier_) copier_->wait_until_idle();
   }
 
-  /// Collective: the newest step (`wanted`: that step only) that is complete for every rank of
-  /// the job that saved it, of one save, in the slots and replicas on the hosts of this job (their
-  /// CRCs checked), whatever that job's world size. nullopt when there is none (logged on the
-  /// coordinator, with what each rank found).
-  std::optional<int64_t> agreed_step(std::optional<int64_t> wanted);
+  /// Collective: the steps complete for every rank of the job that saved them, of one save, in
+  /// the slots and replicas on the hosts of this job, whatever that job's world size, ascending
+  /// by step. Each is described as a resume compares checkpoints: its step, its lineage
+  /// (generation, branched_from, from its manifest), `world_size` (of the job that saved it),
+  /// `save_id` "memory-" and its save key, and `path` naming it among this job's regions
+  /// ("/dev/shm/dcpp.<job>/step-<step>-<save_id>": not a file; is_memory_tier_path). Their CRCs are
+  /// not checked (verify() checks the one to load); copies whose CRC failed since start_restore()
+  /// are left out. The same list on every rank; with what each rank found logged on the coordinator
+  /// when none is complete.
+  std::vector<CheckpointInfo> complete_steps();
+  /// Forgets the copies verify() passed over: a restore starts afresh.
+  void start_restore() { passed_over_.clear(); }
+  /// Collective: checks the CRC-32 of the copies of `step` (one of complete_steps()) that this
+  /// rank found. True on every rank when they all are intact: load() then loads it. False on every
+  /// rank when one is not: those copies are passed over (logged), and complete_steps() lists what
+  /// is left.
+  bool verify(const CheckpointInfo& step);
 
   /// What load() read, and from where (for the log).
   struct Loaded {
     CheckpointInfo info;
     std::string source;
   };
-  /// Collective: loads the step agreed_step chose into `target`: this rank's own step when the
+  /// Collective: loads the step verify() accepted into `target`: this rank's own step when the
   /// job that saved it had this world size, else every rank's, resharded through the load
   /// planner. Steps on this rank's host are read in place; the others are sent by the rank that
   /// found them, over the manager's group. Throws CheckpointError when a step does not arrive
   /// intact or does not load.
-  Loaded load(StateDict& target, int64_t step, bool allow_partial_load, bool all_or_nothing);
+  Loaded load(StateDict& target, bool allow_partial_load, bool all_or_nothing);
 
   /// Blocks until the copies and then the replicas' rounds queued have run (at once without
   /// replicas).
@@ -110,7 +122,8 @@ class MemoryTier {
   }
 
   /// Removes this rank's regions and the replicas it keeps (once the copies and their rounds
-  /// have run).
+  /// have run), and on this host the regions of ranks the job does not have (left by a job of
+  /// more ranks that this one resumed from).
   void release();
 
  private:
@@ -123,15 +136,19 @@ class MemoryTier {
     int64_t saved_world = 0;
     int64_t bytes = 0;
     int64_t crc32 = 0;
-    int64_t node = -1;  // the host of the rank that found it
+    int64_t node = -1;       // the host of the rank that found it
+    int64_t generation = 0;  // its manifest's lineage
+    int64_t branched_from = -1;
   };
   // A round of the replicas without a step (a failed save's), on the thread that saves.
   void run_empty_round();
   // This rank's host (GROUP_RANK, else rank / ranks per host).
   int64_t node_of_this_rank() const;
-  // One round of the agreement: every rank's findings exchanged (all_held_), the newest step
-  // complete over them chosen (chosen_, none when there is none).
-  void choose_step(std::optional<int64_t> wanted);
+  // Every rank's findings exchanged (all_held_, by rank; nodes_ first).
+  void exchange_findings();
+  // The complete (step, save key, saved world) of all_held_ whose every saving rank's copy was
+  // found, as complete_steps() describes them, and one HeldStep of each (its identity).
+  std::vector<std::pair<CheckpointInfo, HeldStep>> complete_in_findings() const;
   // The steps on this host that this rank reads for the agreement (each region set is read by one
   // rank of the host), into held_ (kept, mapped) and their descriptions.
   std::vector<HeldStep> find_steps_on_host(const std::vector<int64_t>& nodes);
@@ -146,8 +163,8 @@ class MemoryTier {
   MemorySlots slots_;
   MemoryStepCache step_cache_;  // the Metadata and value archives reused from step to step
   std::unique_ptr<MemoryReplication> replication_;  // after slots_: stops before they go
-  // What agreed_step found: every rank's steps (by rank), the steps this rank found (mapped, their
-  // CRCs checked, parallel to all_held_[rank_]), and its choice.
+  // What complete_steps found: every rank's steps (by rank), the steps this rank found (mapped,
+  // parallel to all_held_[rank_]), and the step verify() accepted.
   std::vector<int64_t> nodes_;  // each rank's host
   std::vector<std::vector<HeldStep>> all_held_;
   std::vector<MemoryStep> held_;

@@ -27,7 +27,7 @@ using dcpp::test::TempDir;
 
 namespace {
 
-dcpp::StateDict state_of_step(int64_t step) {
+dcpp::StateDict memory_state_of_step(int64_t step) {
   dcpp::StateDict state;
   state.insert("model.weight", at::randn({32, 48}).add(static_cast<double>(step)));
   state.insert("model.ids", at::arange(step, step + 100, at::kLong));
@@ -92,7 +92,7 @@ TEST_CASE("restore takes the newest step from the memory tier, bit for bit") {
   {
     dcpp::CheckpointManager manager(job.options(dir / "ckpt"));
     for (int64_t step = 1; step <= 4; ++step) {
-      saved[step] = state_of_step(step);
+      saved[step] = memory_state_of_step(step);
       CHECK(manager.is_memory_save_due(step));
       if (step == 2) {
         manager.save(saved[step], request(step));  // to disk, and to memory first
@@ -130,10 +130,10 @@ TEST_CASE("a corrupted memory step is detected by its CRC; the other slot, then 
   std::map<int64_t, dcpp::StateDict> saved;
   {
     dcpp::CheckpointManager manager(job.options(dir / "ckpt"));
-    saved[2] = state_of_step(2);
+    saved[2] = memory_state_of_step(2);
     manager.save(saved[2], request(2));
     for (int64_t step : {3, 4}) {
-      saved[step] = state_of_step(step);
+      saved[step] = memory_state_of_step(step);
       REQUIRE(manager.save_to_memory(saved[step], request(step)));
     }
   }
@@ -155,8 +155,8 @@ TEST_CASE("a disk step newer than the memory tier's wins") {
   Job job("older");
   dcpp::CheckpointManager manager(job.options(dir / "ckpt", 10));
   CHECK_FALSE(manager.is_memory_save_due(5));
-  REQUIRE(manager.save_to_memory(state_of_step(10), request(10)));
-  const dcpp::StateDict twelve = state_of_step(12);
+  REQUIRE(manager.save_to_memory(memory_state_of_step(10), request(10)));
+  const dcpp::StateDict twelve = memory_state_of_step(12);
   manager.save(twelve, request(12));  // not a memory step: disk only
   dcpp::StateDict restored = target_like(twelve);
   REQUIRE(manager.restore(restored)->step == 12);
@@ -169,7 +169,7 @@ TEST_CASE("a /dev/shm too small for the memory tier is refused when the manager 
   const fs::path root = dir / "ckpt";
   {
     dcpp::CheckpointManager manager(job.options(root));
-    manager.save(state_of_step(1), request(1));
+    manager.save(memory_state_of_step(1), request(1));
   }
   dcpp::CheckpointManagerOptions options = job.options(root);
   options.memory.max_bytes_per_rank = int64_t{1} << 50;  // 1 PiB
@@ -182,7 +182,7 @@ TEST_CASE("a /dev/shm too small for the memory tier is refused when the manager 
   // A step larger than the cap is refused: recorded, not thrown.
   options.memory.max_bytes_per_rank = 1024;
   dcpp::CheckpointManager manager(options);
-  CHECK_FALSE(manager.save_to_memory(state_of_step(2), request(2)));
+  CHECK_FALSE(manager.save_to_memory(memory_state_of_step(2), request(2)));
   CHECK_THAT(manager.history().back().error, Catch::Contains("1024"));
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("ranks that hold different newest steps resume from the newest they al
   const fs::path root = dir / "ckpt";
   std::map<int64_t, dcpp::StateDict> saved[2];
   for (int r = 0; r < 2; ++r) {
-    for (int64_t step = 5; step <= 6; ++step) saved[r][step] = state_of_step(step * 10 + r);
+    for (int64_t step = 5; step <= 6; ++step) saved[r][step] = memory_state_of_step(step * 10 + r);
   }
   dcpp::StateDict restored[2] = {target_like(saved[0][5]), target_like(saved[1][5])};
   std::optional<dcpp::CheckpointInfo> infos[2];
@@ -235,10 +235,10 @@ TEST_CASE("flush_memory_tier commits the newest memory step under the root, then
   std::map<int64_t, dcpp::StateDict> saved;
   {
     dcpp::CheckpointManager manager(job.options(root));
-    saved[2] = state_of_step(2);
+    saved[2] = memory_state_of_step(2);
     manager.save(saved[2], request(2));
     for (int64_t step : {3, 4}) {
-      saved[step] = state_of_step(step);
+      saved[step] = memory_state_of_step(step);
       REQUIRE(manager.save_to_memory(saved[step], request(step, 0.5)));
     }
   }  // the job is gone; its regions stay
@@ -279,7 +279,7 @@ TEST_CASE("flush_memory_tier refuses the steps of a job of another world size, n
   Job job("flush-world");
   dcpp::MemorySlots slots(job.name, 0, 1 << 20);
   dcpp::MemoryStepWriter writer(slots, 9, "save-9", /*world_size=*/2, "{}");
-  dcpp::save(state_of_step(9), writer,
+  dcpp::save(memory_state_of_step(9), writer,
              dcpp::SaveOptions().with_use_collectives(false).with_rank(0));
   const dcpp::CheckpointError error = dcpp::test::error_of([&] {
     dcpp::flush_memory_tier(dcpp::MemoryFlushOptions().with_root(dir / "ckpt").with_job(job.name));

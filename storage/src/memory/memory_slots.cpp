@@ -332,8 +332,8 @@ char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_
     throw CheckpointError(ErrorKind::kUsage,
                           what + ": the save identity '" + save_id + "' is longer than 64 bytes");
   }
-  // The slot that does not hold the newest complete step: read from the regions once, then
-  // known (this process is their only writer).
+  // Never the slot this object completed last; before that, never the kept step's; else the
+  // older step's: read from the regions once, then known (this process is their only writer).
   if (!slots_known_) {
     for (int slot = 0; slot < 2; ++slot) {
       const std::optional<SlotHeader> header = read_header(region_name(slot));
@@ -342,7 +342,19 @@ char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_
     }
     slots_known_ = true;
   }
-  const int slot = complete_step_[0] > complete_step_[1] ? 1 : 0;
+  int slot = complete_step_[0] > complete_step_[1] ? 1 : 0;
+  if (kept_) {
+    for (int held = 0; held < 2; ++held) {
+      const std::optional<SlotHeader> header = read_header(region_name(held));
+      if (header && header->state == kComplete && header->step == kept_->first &&
+          std::string(header->save_id, std::min<std::size_t>(header->save_id_size, kSaveIdBytes)) ==
+              kept_->second) {
+        slot = 1 - held;
+      }
+    }
+  } else if (last_written_ >= 0) {
+    slot = 1 - last_written_;
+  }
   const std::string name = region_name(slot);
   complete_step_[slot] = std::numeric_limits<int64_t>::min();  // until this write completes
   written_[slot] = false;
@@ -410,7 +422,11 @@ void MemorySlots::end_write(int slot, int64_t step, const std::string& save_id, 
   __atomic_store_n(&header->state, kComplete, __ATOMIC_RELEASE);
   complete_step_[slot] = step;
   written_[slot] = true;
+  last_written_ = slot;
+  kept_.reset();
 }
+
+void MemorySlots::keep(int64_t step, const std::string& save_id) { kept_.emplace(step, save_id); }
 
 std::optional<MemoryStep> MemorySlots::written(int slot) const {
   if (slot < 0 || slot > 1 || !written_[slot] || !mapped_[slot]) return std::nullopt;

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dcpp {
@@ -84,6 +85,13 @@ class DCPP_API MemorySlots {
   /// than 64 bytes.
   int write(int64_t step, const std::string& save_id, const std::vector<BytePiece>& pieces);
 
+  /// The next write leaves alone the slot holding `step` of the save `save_id`, whatever the
+  /// steps' numbers say: the step a restarted rank resumed from, which must stay whole until a
+  /// newer step is complete on every rank (its other slot may hold a step of the killed run that
+  /// is newer by number, and complete on this rank only). Without it the first write of this
+  /// object takes the slot of the older step; every later one the slot it did not write last.
+  void keep(int64_t step, const std::string& save_id);
+
   /// write(), for bytes that arrive rather than lie in memory (a replica from its rank): `fill`
   /// writes the `bytes` bytes at the pointer it is given (the slot's); the header then records
   /// `crc32_of_bytes`, the CRC-32 they were sent with, unchecked here: a reader checks it as for
@@ -138,7 +146,9 @@ class DCPP_API MemorySlots {
   // Each slot's complete step (int64 min: none), once read from the regions by the first write.
   bool slots_known_ = false;
   int64_t complete_step_[2] = {};
-  bool written_[2] = {};  // a slot this object wrote completely, mapped in mapped_
+  bool written_[2] = {};   // a slot this object wrote completely, mapped in mapped_
+  int last_written_ = -1;  // the slot this object completed last, never the next one written
+  std::optional<std::pair<int64_t, std::string>> kept_;  // keep()'s step and save, until a write
 };
 
 }  // namespace dcpp
