@@ -4,6 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +26,7 @@ struct ForkRequest {
   int first_rank = 0;
   int first_fd = 0;
   int report_fd = 0;
+  long launcher = 0;  // the launcher's pid
 };
 
 [[noreturn]] void refuse(const std::string& why) {
@@ -32,13 +38,13 @@ struct ForkRequest {
 ForkRequest parse_request(const char* text) {
   ForkRequest request;
   char end = 0;
-  if (std::sscanf(text, "%d %d %d %d%c", &request.local_ranks, &request.first_rank,
-                  &request.first_fd, &request.report_fd, &end) != 4 ||
+  if (std::sscanf(text, "%d %d %d %d %ld%c", &request.local_ranks, &request.first_rank,
+                  &request.first_fd, &request.report_fd, &request.launcher, &end) != 5 ||
       request.local_ranks < 1 || request.first_rank < 0 || request.first_fd < 3 ||
-      request.report_fd < 3) {
+      request.report_fd < 3 || request.launcher < 1) {
     refuse(std::string(kForkedRanksVariable) + "=\"" + text +
-           "\" is not \"<local ranks> <first rank> <first descriptor> <report descriptor>\": "
-           "start the program with dcpp-launch --fork");
+           "\" is not \"<local ranks> <first rank> <first descriptor> <report descriptor> "
+           "<launcher pid>\": start the program with dcpp-launch --fork");
   }
   return request;
 }
@@ -69,6 +75,21 @@ void become_rank(const ForkRequest& request, int local) {
   ::unsetenv(kForkedRanksVariable);
   ::setenv("RANK", std::to_string(request.first_rank + local).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+}
+
+// In the forked child, once its descriptors are set: waits for the started process (`program`,
+// its pidfd `program_fd`) to exit, which makes the launcher, a child subreaper, this rank's
+// parent; then asks for SIGKILL when that parent dies (PR_SET_PDEATHSIG), and exits at once
+// should it be gone already. Not before: the signal would come when the started process exits.
+void die_with_launcher(const ForkRequest& request, int program_fd, pid_t program) {
+  pollfd exited{program_fd, POLLIN, 0};
+  while (::poll(&exited, 1, -1) < 0 && errno == EINTR) {
+  }
+  ::close(program_fd);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  pid_t parent;
+  while ((parent = ::getppid()) == program) ::sched_yield();       // the reparenting, seen late
+  if (parent != static_cast<pid_t>(request.launcher)) ::_exit(1);  // the launcher is gone
 }
 
 // Registered in each forked rank (on_exit: after every static object constructed so far, so it
@@ -107,11 +128,19 @@ void become_launched_rank() {
     refuse("this process already runs " + std::to_string(threads) +
            " threads; call it first in main(), before anything starts one");
   }
+  // Readable once this process has exited: each rank waits for it (die_with_launcher).
+  const pid_t program = ::getpid();
+  const int program_fd = static_cast<int>(::syscall(SYS_pidfd_open, program, 0));
+  if (program_fd < 0) {
+    refuse(std::string("cannot open a pidfd of this process (Linux 5.3 or later is needed): ") +
+           std::strerror(errno));
+  }
   std::fflush(nullptr);  // nothing buffered may be written twice
   for (int local = 0; local < request.local_ranks; ++local) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       become_rank(request, local);
+      die_with_launcher(request, program_fd, program);
       ::on_exit(end_rank_now, nullptr);
       return;
     }

@@ -1,11 +1,13 @@
 // The CheckpointManager's constructor (Impl's): the process groups (given, or made from the store
 // with names of this manager's own), the AsyncCheckpointer of async saves, the phase log, and the
-// root prepared collectively: the coordinator creates it and removes what a killed job left (the
-// `.incomplete` directories of saves never committed, the `.deleting` ones of prunes never
-// finished); every rank makes its remote tier, if any (a rank without credentials, or a missing
-// bucket, fails here, not at the first drain; a store that cannot be reached is a warning); then
-// every rank learns how that went, and that every rank sees the root. The first drain pass copies
-// the steps an earlier job committed but did not drain.
+// root prepared collectively: the coordinator creates it; the ranks find who shares it; each
+// root's leader locks it for this job (job_lock.h: a second live job on the root is refused on
+// every rank, naming the first) and removes what a killed job left (the `.incomplete` directories
+// of saves never committed, the `.deleting` ones of prunes never finished); every rank makes its
+// remote tier, if any (a rank without credentials, or a missing bucket, fails here, not at the
+// first drain; a store that cannot be reached is a warning); then every rank learns how that went,
+// and that every rank sees the root. The first drain pass copies the steps an earlier job
+// committed but did not drain.
 
 #include "checkpoint_commit.h"
 #include "checkpoint_manager_impl.h"
@@ -13,6 +15,8 @@
 #include "core/logging.h"
 #include "dist/legacy_ranks.h"
 #include "dist/store_rank.h"
+#include "job_lock.h"
+#include "memory_tier.h"
 #include "options_check.h"
 #include "rank_agreement.h"
 #include "root_sharing.h"
@@ -35,6 +39,16 @@ namespace {
 bool ends_with(const std::string& text, const char* suffix) {
   const size_t length = std::strlen(suffix);
   return text.size() > length && text.compare(text.size() - length, length, suffix) == 0;
+}
+
+// Creates `root` (and its parents). Throws std::runtime_error saying what is wrong.
+void create_root(const fs::path& root) {
+  std::error_code error;
+  if (fs::exists(root, error) && !fs::is_directory(root, error)) {
+    throw std::runtime_error("it exists and is not a directory");
+  }
+  fs::create_directories(root, error);
+  if (error) throw std::runtime_error("cannot create it: " + error.message());
 }
 
 }  // namespace
@@ -124,9 +138,11 @@ CheckpointManager::Impl::Impl(CheckpointManagerOptions o)
   schedule.restart();
 }
 
-// Collective: the coordinator creates the root and cleans it (clean_root), and with a node-local
-// root every rank does so on its host; then the ranks find who shares it (root_sharing.h); every
-// rank makes its RemoteTier
+// Collective: the coordinator creates the root, and with a node-local root every rank does so on
+// its host; then the ranks find who shares it (root_sharing.h); each root's leader takes the job
+// lock and cleans the root (clean_root), and with a memory tier every rank locks its regions
+// (job_lock.h: a refusal is kUsage on every rank, naming the holder); every rank makes its
+// RemoteTier
 // (resolving its S3 credentials), and the coordinator lists the store (one it cannot reach is a
 // warning: the job works locally). Every rank throws the same CheckpointError when any of it
 // failed on any rank, naming the ranks, so none is left waiting for another.
@@ -139,23 +155,52 @@ void CheckpointManager::Impl::prepare_root() {
                           "ranks' files, so a step can be resumed only from the store the hosts "
                           "drain to");
   }
+  const auto unusable = [&](const std::string& failures) {
+    return CheckpointError(ErrorKind::kIo,
+                           "checkpoint root '" + options.root.string() + "' cannot be used (" +
+                               failures +
+                               "); give CheckpointManagerOptions::root a directory the "
+                               "coordinator can create and every rank can write");
+  };
   std::string error;
   if (is_coordinator() || node_local) {
     try {
-      clean_root();
+      create_root(options.root);
     } catch (const std::exception& e) {
       error = e.what();
     }
   }
   error = detail::failures_of_ranks(group, rank, error);
-  if (!error.empty()) {
-    throw CheckpointError(
-        ErrorKind::kIo, "checkpoint root '" + options.root.string() + "' cannot be used (" + error +
-                            "); give CheckpointManagerOptions::root a directory the coordinator "
-                            "can create and every rank can write");
-  }
+  if (!error.empty()) throw unusable(error);
   sharing = detail::find_root_sharing(group, rank, world, options.ranks.coordinator_rank,
                                       options.root, node_local);
+  // The job's locks before anything is removed from the root: a live job's saves in progress are
+  // not a killed job's leftovers. Then each root's leader cleans it.
+  bool refused = false;
+  try {
+    if (is_root_leader()) locks.root = detail::JobLock::lock_root(options.root);
+    if (options.memory.every_steps != 0) {
+      locks.memory = detail::JobLock::lock_memory_regions(
+          detail::memory_job_name(options.memory, options.root), rank);
+    }
+    if (is_root_leader()) clean_root();
+  } catch (const CheckpointError& e) {
+    error = e.what();
+    refused = e.kind() == ErrorKind::kUsage;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  error = detail::failures_of_ranks(group, rank, error);
+  if (!error.empty()) {
+    if (detail::max_over_ranks(group, {refused ? 1 : 0}).at(0) != 0) {
+      throw CheckpointError(ErrorKind::kUsage, "CheckpointManager on root '" +
+                                                   options.root.string() +
+                                                   "' cannot start while another live job uses "
+                                                   "its files (" +
+                                                   error + ")");
+    }
+    throw unusable(error);
+  }
   std::string remote_error, continued;
   if (options.remote.enabled()) {
     const detail::DrainRole role = !node_local        ? detail::DrainRole::kWholeSteps
@@ -211,24 +256,17 @@ void CheckpointManager::Impl::prepare_root() {
   }
 }
 
-// Before any save, on the coordinator (on each host's ranks with a node-local root): creates the
-// root; a step a killed commit was replacing is resolved (recover_replaced_steps); what else a
-// killed job left behind is removed (by the coordinator, or each host's first rank that gets
-// there: the others find nothing left).
+// Before any save, on the root's leader (the coordinator; each host's leader with a node-local
+// root), once it holds the job lock: a step a killed commit was replacing is resolved
+// (recover_replaced_steps); what else a killed job left behind is removed.
 // Throws std::runtime_error (or std::filesystem::filesystem_error) saying what is wrong.
 void CheckpointManager::Impl::clean_root() {
-  std::error_code error;
-  if (fs::exists(options.root, error) && !fs::is_directory(options.root, error)) {
-    throw std::runtime_error("it exists and is not a directory");
-  }
-  fs::create_directories(options.root, error);
-  if (error) throw std::runtime_error("cannot create it: " + error.message());
   detail::recover_replaced_steps(options.root, options.file_system.sync_files);
   for (const auto& entry : fs::directory_iterator(options.root)) {
     const std::string name = entry.path().filename().string();
     if (ends_with(name, detail::kIncompleteSuffix) || ends_with(name, detail::kDeletingSuffix)) {
       detail::logger().info("removing '{}' left by an earlier job", entry.path().string());
-      std::error_code gone;  // another rank of this host may be removing it too
+      std::error_code gone;
       fs::remove_all(entry.path(), gone);
     }
   }

@@ -2,6 +2,7 @@
 
 #include "dcpp_test.h"
 
+#include "background_process.h"
 #include "launch/launcher.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -12,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -513,4 +515,30 @@ TEST_CASE("become_launched_rank() exits 2 naming a malformed DCPP_LAUNCH_FORK") 
   REQUIRE(result.exit_code == 2);
   REQUIRE_THAT(result.output, Catch::Contains("DCPP_LAUNCH_FORK=\"2 0 x\" is not"));
   REQUIRE_THAT(result.output, Catch::Contains("dcpp-launch --fork"));
+}
+
+TEST_CASE("dcpp-launch killed with SIGKILL takes its ranks with it within a second") {
+  // Issue 60: ranks left training, detached, after `kill -9` of their launcher; a restart then
+  // ran a second copy of the job. Each rank dies of SIGKILL with its launcher (PR_SET_PDEATHSIG).
+  const std::string mode = GENERATE(as<std::string>{}, "", "--fork");
+  std::vector<std::string> argv{DCPP_LAUNCH};
+  if (!mode.empty()) argv.push_back(mode);
+  for (const char* arg : {"-n", "2", "--"}) argv.emplace_back(arg);
+  argv.push_back(worker);
+  argv.emplace_back("--print-pid-and-wait");
+  dcpp::test::WatchedProcesses ranks;  // outlives the launcher: kills what survives it
+  dcpp::test::BackgroundProcess launcher(argv);
+  const std::vector<std::string> pids =
+      launcher.read_until(R"(^\[rank [01]\] rank [01]: pid ([0-9]+)$)", 2,
+                          std::chrono::seconds(static_cast<int>(kLaunchBoundSeconds)));
+  INFO(launcher.output());
+  REQUIRE(pids.size() == 2);
+  for (const std::string& pid : pids) REQUIRE(ranks.watch(static_cast<pid_t>(std::stol(pid))));
+
+  const int status = launcher.kill_and_reap();
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+  const std::vector<pid_t> survivors = ranks.running_after(std::chrono::seconds(1));
+  INFO("ranks still running a second after their launcher was killed: " << survivors.size());
+  CHECK(survivors.empty());
 }

@@ -1,6 +1,7 @@
 // `dcpp-launch`'s logic.
 //
-// Each rank is spawned (posix_spawnp) into its own process group with its stdout on a
+// Each rank is forked and exec'd into its own process group, set to die with the launcher
+// (PR_SET_PDEATHSIG, see spawn_command), with its stdout on a
 // pseudo-terminal (or a pipe) and its stderr on a pipe, and watched through a pidfd. One poll()
 // loop forwards output, reaps ranks as their pidfds become readable and watches the interrupt
 // descriptor; its only timeout is the grace deadline while ranks are being stopped. Stopping
@@ -14,8 +15,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -164,9 +165,23 @@ std::vector<std::string> host_environment(const LaunchOptions& options, int port
   return environment;
 }
 
-// Starts the command in a process group of its own, stdin /dev/null, the signals the launcher
-// handles at their defaults; `descriptors` are dup2'd (from, to) in order, so no `to` may be a
-// later `from`. Returns its pid, or -1 with errno set when the program cannot be run.
+// In the child between fork() and exec (async-signal-safe calls only): `error` to the pipe
+// `report`, then _exit(127).
+[[noreturn]] void fail_in_child(int report, int error) {
+  [[maybe_unused]] const ssize_t n = ::write(report, &error, sizeof error);
+  ::_exit(127);
+}
+
+// Starts the command in a process group of its own, stdin /dev/null, every signal at its default
+// and none blocked; `descriptors` are dup2'd (from, to) in order, so no `to` may be a later `from`.
+// Returns its pid, or -1 with errno set when the program cannot be run.
+//
+// The child dies with the launcher: it asks for SIGKILL when its parent dies
+// (PR_SET_PDEATHSIG) before it execs, then checks that its parent is still the launcher (one
+// killed before the prctl would not signal it). "Parent" is the thread that forked it, here the
+// one that called launch(), which returns only once every rank has exited: the ranks never outlive
+// it while the launcher lives. Forked, not posix_spawn'ed, for the prctl; every signal is blocked
+// across the fork, so that no handler of the launcher's runs in the child before it is reset.
 pid_t spawn_command(const LaunchOptions& options, std::vector<std::string> environment,
                     const std::vector<std::pair<int, int>>& descriptors) {
   std::vector<char*> envp;
@@ -176,29 +191,82 @@ pid_t spawn_command(const LaunchOptions& options, std::vector<std::string> envir
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  for (const auto& [from, to] : descriptors) posix_spawn_file_actions_adddup2(&actions, from, to);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD}) sigaddset(&defaults, signal);
-  sigset_t no_mask;
-  sigemptyset(&no_mask);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setsigmask(&attributes, &no_mask);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  pid_t pid = -1;
-  const int error = ::posix_spawnp(&pid, argv[0], &actions, &attributes, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&actions);
-  if (error != 0) {
-    errno = error;
+  // Why exec failed, from the child: a close-on-exec pipe that stays empty when it succeeds. Its
+  // write end above every `to`, so no dup2 overwrites it.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return -1;
+  int highest_target = 2;
+  for (const auto& [from, to] : descriptors) highest_target = std::max(highest_target, to);
+  if (report[1] <= highest_target) {
+    const int moved = ::fcntl(report[1], F_DUPFD_CLOEXEC, highest_target + 1);
+    const int error = errno;
+    ::close(report[1]);
+    if (moved < 0) {
+      ::close(report[0]);
+      errno = error;
+      return -1;
+    }
+    report[1] = moved;
+  }
+  const pid_t launcher = ::getpid();
+  sigset_t all;
+  sigset_t saved;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &saved);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);  // the launcher died before the prctl
+    ::setpgid(0, 0);
+    // The launcher's handlers, and the signals it handles or ignores itself, at their defaults
+    // (exec would keep an ignored SIGPIPE ignored); others the launcher inherited ignored stay so.
+    for (int signal = 1; signal < NSIG; ++signal) {
+      struct sigaction action {};
+      if (::sigaction(signal, nullptr, &action) != 0) continue;
+      const bool launchers = signal == SIGINT || signal == SIGTERM || signal == SIGHUP ||
+                             signal == SIGPIPE || signal == SIGCHLD;
+      if (action.sa_handler == SIG_DFL || (action.sa_handler == SIG_IGN && !launchers)) continue;
+      action.sa_handler = SIG_DFL;
+      action.sa_flags = 0;
+      ::sigaction(signal, &action, nullptr);
+    }
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null < 0) fail_in_child(report[1], errno);
+    if (null != 0) {
+      if (::dup2(null, 0) < 0) fail_in_child(report[1], errno);
+      ::close(null);
+    }
+    for (const auto& [from, to] : descriptors) {
+      if (from == to) {
+        if (::fcntl(from, F_SETFD, 0) < 0) fail_in_child(report[1], errno);  // keep it open
+      } else if (::dup2(from, to) < 0) {
+        fail_in_child(report[1], errno);
+      }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    fail_in_child(report[1], errno);
+  }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  ::close(report[1]);
+  if (pid < 0) {
+    ::close(report[0]);
+    errno = fork_errno;
+    return -1;
+  }
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(report[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    errno = exec_errno;
     return -1;
   }
   return pid;
@@ -255,7 +323,8 @@ ForkedRanks fork_ranks(const LaunchOptions& options, int port, std::vector<Rank>
   std::vector<std::string> environment = host_environment(options, port);
   environment.push_back(std::string(kForkedRanksVariable) + "=" + std::to_string(local_ranks) +
                         " " + std::to_string(global_rank(options, 0)) + " " +
-                        std::to_string(first_fd) + " " + std::to_string(report_fd));
+                        std::to_string(first_fd) + " " + std::to_string(report_fd) + " " +
+                        std::to_string(::getpid()));
   ForkedRanks outcome;
   const pid_t program = spawn_command(options, std::move(environment), descriptors);
   outcome.spawn_errno = program < 0 ? errno : 0;

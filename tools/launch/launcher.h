@@ -84,11 +84,19 @@ int pick_free_port(const std::string& address = "127.0.0.1");
 /// Returns 0 when every rank exits with 0. When a rank fails (non-zero exit, or killed by a signal:
 /// 128 + signal), the others' process groups get SIGTERM, then SIGKILL after options.stop_grace;
 /// launch() returns the first failed rank's code once all have exited (and their output has been
-/// forwarded). A command that cannot be started fails its rank with 127. Blocks; waits with poll()
-/// on the output pipes, a pidfd per rank and options.interrupt_fd, never by sleeping. Throws
-/// std::invalid_argument for bad options and std::runtime_error when a pipe or process cannot be
-/// made (ranks already started are killed first). Not thread-safe (one launch at a time per
-/// process).
+/// forwarded). A command that cannot be started fails its rank with 127.
+///
+/// The ranks die with the launcher: each gets SIGKILL when the launcher's process dies, however it
+/// dies (SIGKILL included), through PR_SET_PDEATHSIG, set before the rank's program runs (forked
+/// ranks set it once they are the launcher's children, become_launched_rank()); a rank whose
+/// launcher died before that exits at once. The signal comes when the thread that called launch()
+/// (forked ranks: the process's main thread) ends, which is only after every rank has exited
+/// (launch() returns no sooner) or when the process dies. The helpers a rank started have no such
+/// link: a rank's process group is signalled only when the launcher stops the ranks itself. Blocks;
+/// waits with poll() on the output pipes, a pidfd per rank and options.interrupt_fd, never by
+/// sleeping. Throws std::invalid_argument for bad options and std::runtime_error when a pipe or
+/// process cannot be made (ranks already started are killed first). Not thread-safe (one launch at
+/// a time per process).
 int launch(const LaunchOptions& options);
 
 }  // namespace dcpp::tools

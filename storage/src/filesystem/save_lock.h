@@ -1,22 +1,12 @@
 #pragma once
-// A save's hold on its directory: an open-file-description lock (fcntl F_OFD_SETLK, Linux 3.15+)
-// on a lock file in the directory, taken before the save writes any file there and given up when
-// it ends. The kernel drops the lock with the last descriptor of its open file description, so a
-// holder that dies (SIGKILL, a crash, a power loss) never blocks the next save; a file it leaves
-// behind is taken over. Unlike a POSIX record lock (F_SETLK), two descriptions in one process
-// conflict too, so two threads (two AsyncCheckpointers) of one process exclude each other.
-//
-// Acquire: open (O_CREAT, no truncation), lock without waiting, then check that the path still
-// names the locked file (fstat against stat: the previous holder may have unlinked it between our
-// open and our lock) and retry if not; then write "<host> <pid> <unix seconds>" into it, read only
-// for the messages of refused saves. Release: unlink the file while still holding it, then close.
-// Where the file system has no such locks (ENOLCK, EINVAL, ENOSYS, EOPNOTSUPP: some NFS and FUSE
-// mounts, old kernels) a warning is logged once per process and the save proceeds unlocked.
-//
-// Limits: a child forked (without exec) while the lock is held shares the open file description:
-// should the holder die without releasing, the child keeps the lock until it exits. Locks on a
-// network file system hold between machines only where it forwards them (NFSv4 does, lockd for
-// v3). Only the directory drivers lock: an S3 prefix or a memory-tier step has no such lock.
+// A save's hold on its directory: an open-file-description lock on a lock file in the directory
+// (core/exclusive_file_lock.h: the protocol, what the kernel drops when the holder dies, the
+// limits), taken before the save writes any file there and given up when it ends. Two threads
+// (two AsyncCheckpointers) of one process exclude each other too. Where the file system has no
+// such locks a warning is logged once per process and the save proceeds unlocked. Only the
+// directory drivers lock: an S3 prefix or a memory-tier step has no such lock.
+
+#include "core/exclusive_file_lock.h"
 
 #include <filesystem>
 #include <string>
@@ -35,24 +25,23 @@ class SaveLock {
   static SaveLock acquire(const std::filesystem::path& directory, const std::string& file_name,
                           const std::string& what);
 
-  SaveLock(SaveLock&& other) noexcept;
-  SaveLock& operator=(SaveLock&& other) noexcept;
+  SaveLock(SaveLock&& other) noexcept = default;
+  SaveLock& operator=(SaveLock&& other) noexcept = default;
   SaveLock(const SaveLock&) = delete;
   SaveLock& operator=(const SaveLock&) = delete;
   /// Releases.
-  ~SaveLock();
+  ~SaveLock() = default;
 
   /// Whether this object holds a lock.
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return lock_.held(); }
   /// Unlinks the lock file (while still holding it), then closes it, which drops the lock. Never
   /// throws: a file that cannot be unlinked is logged (the next save takes it over).
-  void release() noexcept;
+  void release() noexcept { lock_.release(); }
 
  private:
-  SaveLock(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+  explicit SaveLock(ExclusiveFileLock lock) : lock_(std::move(lock)) {}
 
-  int fd_ = -1;
-  std::filesystem::path path_;
+  ExclusiveFileLock lock_;
 };
 
 }  // namespace dcpp::detail

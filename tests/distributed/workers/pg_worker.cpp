@@ -16,6 +16,8 @@
 // --ignore-sigterm: the launcher's SIGTERM does not stop this rank (so its own error shows).
 // --print-and-abort: prints one line through stdio without flushing, then aborts (what a crash
 // leaves of a rank's output).
+// --print-pid-and-wait: prints "rank R: pid P" and blocks until killed, making no group (a test of
+// what becomes of the ranks when their launcher dies).
 // --thread-before-fork (first, alone): starts a thread before dcpp::become_launched_rank(), which
 // must refuse to fork (dcpp-launch --fork).
 // Prints "rank R: ..." lines; exits 0 when every check passes, 1 on a wrong result, 4 when a
@@ -53,6 +55,7 @@ struct Arguments {
   bool ignore_sigterm = false;
   bool from_env = false;
   bool print_and_abort = false;
+  bool print_pid_and_wait = false;
 };
 
 Arguments parse(int argc, char** argv) {
@@ -82,6 +85,8 @@ Arguments parse(int argc, char** argv) {
       arguments.absent_rank = static_cast<int>(value());
     } else if (name == "--from-env") {
       arguments.from_env = true;
+    } else if (name == "--print-pid-and-wait") {
+      arguments.print_pid_and_wait = true;
     } else if (name == "--print-and-abort") {
       arguments.print_and_abort = true;
     } else if (name == "--ignore-sigterm") {
@@ -156,6 +161,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   const Arguments arguments = parse(argc, argv);
   if (arguments.ignore_sigterm) std::signal(SIGTERM, SIG_IGN);
+  if (arguments.print_pid_and_wait) {
+    std::cout << "rank " << std::getenv("RANK") << ": pid " << ::getpid() << std::endl;
+    for (;;) ::pause();
+  }
   if (arguments.print_and_abort) {
     std::printf("rank %s: printed before a crash\n", std::getenv("RANK"));
     std::abort();  // stdio's buffer is not flushed
