@@ -184,9 +184,9 @@ class [[gnu::visibility("hidden")]] CheckpointManager::Impl {
     CheckpointInfo info;     // its manifest, `path` where it is
     detail::Lineage saving;  // the lineage of the saves after a successful restore of it
   };
-  // Loads `chosen`, one of the memory tier's complete steps, into `state`, once every rank found
-  // its copies intact; nullopt when one was not (`*corrupted`) or the load failed on any rank
-  // (with a warning); `*failure` says why.
+  // Loads `chosen`, one of the memory tier's complete steps, into `state`; nullopt when the load
+  // failed on any rank (with a warning; `*failure` says why), and `*corrupted` when a rank passed
+  // over a copy whose CRC-32 did not match (a replica may hold another).
   std::optional<CheckpointInfo> restore_from_memory(
       StateDict & state, const RestoreRequest& request, const Chosen& chosen, std::string* failure,
       bool* corrupted);

@@ -361,12 +361,7 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
     bool* corrupted) {
   const int64_t step = chosen.info.step;
   const std::string where = "memory tier '" + memory->job() + "'";
-  if (!memory->verify(chosen.info)) {
-    *failure = "step " + std::to_string(step) + " of the " + where +
-               ": a copy's CRC-32 does not match (see the warnings)";
-    *corrupted = true;
-    return std::nullopt;
-  }
+  memory->choose(chosen.info);
   StateDict target = state;  // shares tensors and Stateful objects with `state`
   detail::erase_keys(target, std::set<std::string>(request.exclude_from_loading.begin(),
                                                    request.exclude_from_loading.end()));
@@ -374,12 +369,14 @@ std::optional<CheckpointInfo> CheckpointManager::Impl::restore_from_memory(
   const auto start = SteadyClock::now();
   detail::MemoryTier::Loaded loaded;
   std::string error;
+  bool passed_over = false;
   try {
-    loaded = memory->load(target, request.allow_partial_load, request.all_or_nothing);
+    loaded = memory->load(target, request.allow_partial_load, request.all_or_nothing, &passed_over);
   } catch (const std::exception& e) {
     error = e.what();
   }
   error = detail::failures_of_ranks(group, rank, error);
+  *corrupted = !detail::every_rank_ok(group, !passed_over);
   if (!error.empty()) {
     detail::logger().warn("restoring step {} from the {} failed ({}); reading the other tiers",
                           step, where, error);

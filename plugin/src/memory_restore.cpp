@@ -126,34 +126,16 @@ std::vector<CheckpointInfo> MemoryTier::complete_steps() {
   return steps;
 }
 
-bool MemoryTier::verify(const CheckpointInfo& step) {
+void MemoryTier::choose(const CheckpointInfo& step) {
   chosen_.reset();
-  std::optional<HeldStep> choice;
   for (const auto& [info, identity] : complete_in_findings()) {
-    if (info.step == step.step && info.save_id == step.save_id) choice = identity;
+    if (info.step == step.step && info.save_id == step.save_id) chosen_ = identity;
   }
-  if (!choice) {
+  if (!chosen_) {
     throw CheckpointError(ErrorKind::kNotFound,
                           "memory tier '" + job_ + "': step " + std::to_string(step.step) + " (" +
                               step.save_id + ") is not one of its complete steps");
   }
-  // One slot of each copy of the chosen step is read (not both of every rank's).
-  bool intact = true;
-  for (std::size_t i = 0; i < held_.size(); ++i) {
-    const HeldStep& found = all_held_[rank_][i];
-    if (found.step != choice->step || found.key != choice->key) continue;
-    if (!MemorySlots::crc_matches(held_[i])) {
-      logger().warn(
-          "memory tier, rank {}: {}: corrupted (step {}: its bytes' CRC-32 does not match its "
-          "header's) (left out)",
-          rank_, held_[i].region, found.step);
-      passed_over_.insert({found.owner, found.holder, found.step});
-      intact = false;
-    }
-  }
-  if (!every_rank_ok(group_, intact)) return false;
-  chosen_ = choice;
-  return true;
 }
 
 void MemoryTier::exchange_findings() {
@@ -209,11 +191,12 @@ std::vector<std::pair<CheckpointInfo, MemoryTier::HeldStep>> MemoryTier::complet
   return complete;
 }
 
-MemoryTier::Loaded MemoryTier::load(StateDict& target, bool allow_partial_load,
-                                    bool all_or_nothing) {
+MemoryTier::Loaded MemoryTier::load(StateDict& target, bool allow_partial_load, bool all_or_nothing,
+                                    bool* passed_over) {
+  *passed_over = false;
   if (!chosen_) {
     throw CheckpointError(ErrorKind::kNotFound,
-                          "memory tier '" + job_ + "': no step was verified (verify() first)");
+                          "memory tier '" + job_ + "': no step was chosen (choose() first)");
   }
   const HeldStep choice = *chosen_;
   const int64_t step = choice.step;
@@ -321,11 +304,30 @@ MemoryTier::Loaded MemoryTier::load(StateDict& target, bool allow_partial_load,
 
   std::vector<MemoryStep> all_steps;
   for (auto& [owner, held] : steps) all_steps.push_back(std::move(held));
-  MemoryStepReader reader(std::move(all_steps));
+  MemoryStepReader reader(std::move(all_steps), /*verify_crc=*/true);
   LoadOptions options;
   options.allow_partial_load = allow_partial_load;
   options.all_or_nothing = all_or_nothing;
-  dcpp::load(target, reader, options);
+  try {
+    dcpp::load(target, reader, options);
+  } catch (const CheckpointError& e) {
+    if (e.kind() != ErrorKind::kCorrupt) throw;
+    // Which of this rank's own findings failed (the copies sent from other hosts are their
+    // finders' to check): read again, on this path only.
+    for (std::size_t i = 0; i < held_.size(); ++i) {
+      const HeldStep& found = all_held_[rank_][i];
+      if (found.step != choice.step || found.key != choice.key) continue;
+      if (!MemorySlots::crc_matches(held_[i])) {
+        logger().warn(
+            "memory tier, rank {}: {}: corrupted (step {}: its bytes' CRC-32 does not match its "
+            "header's) (left out)",
+            rank_, held_[i].region, found.step);
+        passed_over_.insert({found.owner, found.holder, found.step});
+        *passed_over = true;
+      }
+    }
+    throw;
+  }
   const std::map<int, std::string> manifests = reader.manifests();
   const auto own = manifests.find(rank_);
   Loaded loaded;

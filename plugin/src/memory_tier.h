@@ -94,25 +94,25 @@ class MemoryTier {
   /// are left out. The same list on every rank; with what each rank found logged on the coordinator
   /// when none is complete.
   std::vector<CheckpointInfo> complete_steps();
-  /// Forgets the copies verify() passed over: a restore starts afresh.
+  /// Forgets the copies load() passed over: a restore starts afresh.
   void start_restore() { passed_over_.clear(); }
-  /// Collective: checks the CRC-32 of the copies of `step` (one of complete_steps()) that this
-  /// rank found. True on every rank when they all are intact: load() then loads it. False on every
-  /// rank when one is not: those copies are passed over (logged), and complete_steps() lists what
-  /// is left.
-  bool verify(const CheckpointInfo& step);
+  /// Takes `step` (one of complete_steps()) as the step load() loads. Throws CheckpointError
+  /// (kNotFound) when it is none of them.
+  void choose(const CheckpointInfo& step);
 
   /// What load() read, and from where (for the log).
   struct Loaded {
     CheckpointInfo info;
     std::string source;
   };
-  /// Collective: loads the step verify() accepted into `target`: this rank's own step when the
-  /// job that saved it had this world size, else every rank's, resharded through the load
-  /// planner. Steps on this rank's host are read in place; the others are sent by the rank that
-  /// found them, over the manager's group. Throws CheckpointError when a step does not arrive
-  /// intact or does not load.
-  Loaded load(StateDict& target, bool allow_partial_load, bool all_or_nothing);
+  /// Collective: loads the step choose() took into `target`: this rank's own step when the job
+  /// that saved it had this world size, else every rank's, resharded through the load planner.
+  /// Steps on this rank's host are read in place; the others are sent by the rank that found
+  /// them, over the manager's group. Each copy's CRC-32 is checked as it is copied out (one pass
+  /// over its bytes). Throws CheckpointError when a step does not arrive intact or does not load;
+  /// a copy of this rank's whose CRC does not match is then passed over (complete_steps() leaves
+  /// it out from then on), and `*passed_over` says so.
+  Loaded load(StateDict& target, bool allow_partial_load, bool all_or_nothing, bool* passed_over);
 
   /// Blocks until the copies and then the replicas' rounds queued have run (at once without
   /// replicas).
@@ -164,7 +164,7 @@ class MemoryTier {
   MemoryStepCache step_cache_;  // the Metadata and value archives reused from step to step
   std::unique_ptr<MemoryReplication> replication_;  // after slots_: stops before they go
   // What complete_steps found: every rank's steps (by rank), the steps this rank found (mapped,
-  // parallel to all_held_[rank_]), and the step verify() accepted.
+  // parallel to all_held_[rank_]), and the step choose() took.
   std::vector<int64_t> nodes_;  // each rank's host
   std::vector<std::vector<HeldStep>> all_held_;
   std::vector<MemoryStep> held_;
