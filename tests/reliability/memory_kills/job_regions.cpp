@@ -8,12 +8,12 @@ namespace memory_kills {
 namespace fs = std::filesystem;
 
 std::vector<std::string> job_regions(const std::string& job) {
-  const std::string prefix = "dcpp." + job + ".";
+  const std::string region = "dcpp." + job + ".", lock = "dcpp-job." + job + ".";
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    if (name.rfind(region, 0) == 0 || name.rfind(lock, 0) == 0) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;

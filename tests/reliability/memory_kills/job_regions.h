@@ -1,12 +1,13 @@
 #pragma once
-// The memory tier's regions of one job: the files /dev/shm/dcpp.<job>.* (MemoryTierOptions::job).
+// A memory-tier job's files in /dev/shm (MemoryTierOptions::job): its regions, dcpp.<job>.*, and
+// its ranks' job locks, dcpp-job.<job>.* (held while a rank runs, removed when it ends well).
 
 #include <string>
 #include <vector>
 
 namespace memory_kills {
 
-/// The names of the job's regions in /dev/shm, sorted.
+/// The names of the job's regions and lock files in /dev/shm, sorted.
 std::vector<std::string> job_regions(const std::string& job);
 /// Removes them; returns how many there were.
 int remove_job_regions(const std::string& job);

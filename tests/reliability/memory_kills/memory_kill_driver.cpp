@@ -26,12 +26,12 @@
 // killed run's output is read to its end) minus the step the next run resumes from. Checks: every
 // loss any run prints equals the reference's for that step (as text: a hexadecimal float, bit for
 // bit); at most 1 step lost per kill; the last run finishes every step with the reference's
-// parameters' hash and leaves none of the job's /dev/shm regions behind; no run hangs
-// (--run-timeout). Prints a line per trial, the distribution of steps lost by kind of kill, the
-// seed, and exits 1 on any failure. T: --trials, else $DCPP_MEMORY_KILL_TRIALS, else 10. S: --seed,
-// else $DCPP_MEMORY_KILL_SEED, else from the clock. A trial's random draws depend on S and its
-// index alone: `--seed S --first-trial K --trials 1` replays trial K's kills (not their timing to
-// the microsecond).
+// parameters' hash and leaves none of the job's /dev/shm files (regions, locks) behind; no run
+// hangs (--run-timeout). Prints a line per trial, the distribution of steps lost by kind of kill,
+// the seed, and exits 1 on any failure. T: --trials, else $DCPP_MEMORY_KILL_TRIALS, else 10. S:
+// --seed, else $DCPP_MEMORY_KILL_SEED, else from the clock. A trial's random draws depend on S and
+// its index alone: `--seed S --first-trial K --trials 1` replays trial K's kills (not their timing
+// to the microsecond).
 
 #include "../crash/launched_job.h"
 #include "job_output.h"
@@ -190,7 +190,7 @@ class Driver {
     ref.startup_seconds = seconds(training - run.launched);
     ref.training_seconds = seconds(*run.output.step_at(c_.steps - 1) - training);
     if (!memory_kills::job_regions("slurm-" + id).empty()) {
-      failures.push_back(what + ": the uninterrupted run left memory regions behind");
+      failures.push_back(what + ": the uninterrupted run left /dev/shm files behind");
     }
     memory_kills::remove_job_regions("slurm-" + id);
     return ref;
@@ -393,7 +393,7 @@ class Driver {
     const auto left = memory_kills::job_regions(trial.job);
     if (!left.empty() && last.exit_code == 0) {
       trial.fail("after the final run " + std::to_string(left.size()) +
-                 " memory regions of the job are left (" + left.front() + "...)");
+                 " /dev/shm files of the job are left (" + left.front() + "...)");
     }
     memory_kills::remove_job_regions(trial.job);
     memory_kills::reap_orphans();
