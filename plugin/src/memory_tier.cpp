@@ -5,6 +5,7 @@
 
 #include "checkpoint_info_json.h"
 #include "checkpoint_lineage.h"
+#include "core/exclusive_file_lock.h"
 #include "core/logging.h"
 
 #include <dcpp/storage/memory_step.h>
@@ -197,6 +198,20 @@ void MemoryTier::release() {
     if (regions.rank >= world_ || regions.holder >= world_) {
       MemorySlots(job_, regions.rank, 1, 1, regions.holder).release();
     }
+  }
+  // And their lock files (job_lock.h), once no live process holds them: taking one and letting
+  // it go removes it.
+  const std::string lock_prefix = "dcpp-job." + job_ + ".";
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    int rank = -1, used = 0;
+    if (name.rfind(lock_prefix, 0) != 0 ||
+        std::sscanf(name.c_str() + lock_prefix.size(), "%d.lock%n", &rank, &used) != 1 ||
+        name.size() != lock_prefix.size() + static_cast<std::size_t>(used) || rank < world_) {
+      continue;
+    }
+    ExclusiveFileLock::try_lock(entry.path());
   }
 }
 
