@@ -13,7 +13,7 @@
 //      thread and copied while the next step's forward and backward run
 //      (MemoryTierOptions::copy_while_training), against the same loop without checkpoints.
 //
-//   memory_tier_bench [--gib N] [--pieces N] [--repeat N] [--steps N]
+//   memory_tier_bench [--gib N] [--pieces N] [--repeat N] [--steps N] [--loop-only] [--keep-heap]
 //   (memory_tier_bench --restore-child MODE --job J --root R --gib N --pieces N: one restore)
 //
 // The state: --gib GiB (default 1) in --pieces pieces (default 64), as a staged state dict's
@@ -33,6 +33,8 @@
 #include <torch/torch.h>
 
 #include <limits.h>
+#include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,17 +64,68 @@ struct DemoTraining {
 
   // `steps` training steps, each ending with the callback's step end when one is given.
   void train(int64_t steps, dcpp::CheckpointCallback* callback) {
-    for (int64_t i = 0; i < steps; ++i) {
-      const at::Tensor x = at::randint(kVocab, {kBatch, kContext}, at::kLong);
-      const at::Tensor y = at::randint(kVocab, {kBatch}, at::kLong);
-      optimizer->zero_grad();
-      at::Tensor loss = at::cross_entropy_loss(model->forward(x), y);
-      loss.backward();
-      if (callback != nullptr) callback->on_before_optimizer_step(context);
-      optimizer->step();
-      context.step += 1;
-      if (callback != nullptr) callback->on_step_end(context);
+    for (int64_t i = 0; i < steps; ++i) train_step(callback, nullptr);
+  }
+
+  // Where one step's time went: the training (batch, forward, backward, optimizer step), the
+  // callback's calls, and the minor page faults the process took meanwhile (all threads).
+  struct StepPhases {
+    double training_seconds = 0;
+    double training_cpu_seconds = 0;  // the training thread's CPU time in it
+    double callback_seconds = 0;
+    long minor_faults = 0;            // the process's, during the step
+    long training_thread_faults = 0;  // of the training thread, during the training
+    long callback_faults = 0;         // of the training thread, during the callback's calls
+  };
+
+  // One step; its phases into `phases` when given.
+  void train_step(dcpp::CheckpointCallback* callback, StepPhases* phases) {
+    const long faults_before = phases != nullptr ? minor_faults() : 0;
+    const long thread_faults_before = phases != nullptr ? minor_faults(RUSAGE_THREAD) : 0;
+    const double cpu_before = phases != nullptr ? bench::thread_cpu_seconds() : 0;
+    const auto start = bench::Clock::now();
+    double in_callback = 0, callback_cpu = 0;
+    long callback_faults = 0;
+    const at::Tensor x = at::randint(kVocab, {kBatch, kContext}, at::kLong);
+    const at::Tensor y = at::randint(kVocab, {kBatch}, at::kLong);
+    optimizer->zero_grad();
+    at::Tensor loss = at::cross_entropy_loss(model->forward(x), y);
+    loss.backward();
+    if (callback != nullptr) {
+      const long before = minor_faults(RUSAGE_THREAD);
+      const auto hook = bench::Clock::now();
+      const double hook_cpu = bench::thread_cpu_seconds();
+      callback->on_before_optimizer_step(context);
+      in_callback += bench::seconds_since(hook);
+      callback_cpu += bench::thread_cpu_seconds() - hook_cpu;
+      callback_faults += minor_faults(RUSAGE_THREAD) - before;
     }
+    optimizer->step();
+    context.step += 1;
+    const double trained = bench::seconds_since(start) - in_callback;
+    const double trained_cpu = bench::thread_cpu_seconds() - cpu_before - callback_cpu;
+    if (callback != nullptr) {
+      const long before = minor_faults(RUSAGE_THREAD);
+      const auto hook = bench::Clock::now();
+      callback->on_step_end(context);
+      in_callback += bench::seconds_since(hook);
+      callback_faults += minor_faults(RUSAGE_THREAD) - before;
+    }
+    if (phases != nullptr) {
+      phases->training_seconds = trained;
+      phases->training_cpu_seconds = trained_cpu;
+      phases->callback_seconds = in_callback;
+      phases->minor_faults = minor_faults() - faults_before;
+      phases->callback_faults = callback_faults;
+      phases->training_thread_faults =
+          minor_faults(RUSAGE_THREAD) - thread_faults_before - callback_faults;
+    }
+  }
+
+  static long minor_faults(int who = RUSAGE_SELF) {
+    rusage usage{};
+    ::getrusage(who, &usage);
+    return usage.ru_minflt;
   }
 
   torch::nn::Sequential model;
@@ -225,6 +278,21 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// One loop's steps, each timed, with their phases.
+struct TimedSteps {
+  std::vector<double> step_seconds, training_seconds, training_cpu_seconds, callback_seconds,
+      minor_faults, training_thread_faults, callback_faults;
+  void add(double step, const DemoTraining::StepPhases& phases) {
+    step_seconds.push_back(step);
+    training_seconds.push_back(phases.training_seconds);
+    training_cpu_seconds.push_back(phases.training_cpu_seconds);
+    callback_seconds.push_back(phases.callback_seconds);
+    minor_faults.push_back(static_cast<double>(phases.minor_faults));
+    training_thread_faults.push_back(static_cast<double>(phases.training_thread_faults));
+    callback_faults.push_back(static_cast<double>(phases.callback_faults));
+  }
+};
+
 void bench_training_step(int64_t steps, int repeat) {
   torch::set_num_threads(1);
   torch::manual_seed(0);
@@ -238,18 +306,22 @@ void bench_training_step(int64_t steps, int repeat) {
   overlapped.train(steps, &overlapped_saves.callback);
   // Step by step, alternating, each step timed: the medians compare the loops under the same
   // conditions (a VM's neighbours slow whole stretches of a run, not one loop's steps).
-  std::vector<double> without_steps, blocking_steps, overlapped_steps;
+  TimedSteps without_loop, blocking_loop, overlapped_loop;
   const auto timed = [](DemoTraining& training, dcpp::CheckpointCallback* callback,
-                        std::vector<double>& times) {
+                        TimedSteps& times) {
+    DemoTraining::StepPhases phases;
     const auto start = bench::Clock::now();
-    training.train(1, callback);
-    times.push_back(bench::seconds_since(start));
+    training.train_step(callback, &phases);
+    times.add(bench::seconds_since(start), phases);
   };
   for (int64_t i = 0; i < steps * repeat; ++i) {
-    timed(plain, nullptr, without_steps);
-    timed(blocking, &blocking_saves.callback, blocking_steps);
-    timed(overlapped, &overlapped_saves.callback, overlapped_steps);
+    timed(plain, nullptr, without_loop);
+    timed(blocking, &blocking_saves.callback, blocking_loop);
+    timed(overlapped, &overlapped_saves.callback, overlapped_loop);
   }
+  const std::vector<double>&without_steps = without_loop.step_seconds,
+        &blocking_steps = blocking_loop.step_seconds,
+        &overlapped_steps = overlapped_loop.step_seconds;
   const double without = median(without_steps);
   const double with_blocking = median(blocking_steps), with_overlap = median(overlapped_steps);
   // The memory checkpoint alone, without the training between.
@@ -272,6 +344,25 @@ void bench_training_step(int64_t steps, int repeat) {
       "copied while training goes on (target <= +5%%)\n",
       static_cast<long long>(bytes), without * 1e3, with_blocking * 1e3,
       (with_blocking / without - 1) * 100, with_overlap * 1e3, (with_overlap / without - 1) * 100);
+  // Where the steps' time went: the direct cost (the callback's calls) and the indirect one (the
+  // training itself slower beside the checkpoints), with the page faults of each step.
+  const auto mean = [](const std::vector<double>& values) {
+    double sum = 0;
+    for (double value : values) sum += value;
+    return sum / static_cast<double>(values.size());
+  };
+  const auto phases = [&](const char* name, const TimedSteps& loop) {
+    std::printf(
+        "  %-30s median: training %.3f ms (the thread's CPU %.3f ms), callback %.3f ms; minor "
+        "faults per step (mean): %.1f in all, the training thread %.1f training and %.1f in the "
+        "callback\n",
+        name, median(loop.training_seconds) * 1e3, median(loop.training_cpu_seconds) * 1e3,
+        median(loop.callback_seconds) * 1e3, mean(loop.minor_faults),
+        mean(loop.training_thread_faults), mean(loop.callback_faults));
+  };
+  phases("without checkpoints", without_loop);
+  phases("copied on the training thread", blocking_loop);
+  phases("copied while training goes on", overlapped_loop);
 }
 
 }  // namespace
@@ -281,19 +372,34 @@ int main(int argc, char** argv) {
   int pieces = 64;
   int repeat = 5;
   int64_t steps = 200;
+  bool loop_only = false, keep_heap = false;
   std::string restore_mode, job, root;
   CLI::App app("The memory tier's blocking time against memcpy", "memory_tier_bench");
   app.add_option("--gib", gib, "size of the step, GiB");
   app.add_option("--pieces", pieces, "pieces (tensors) the step is made of");
   app.add_option("--repeat", repeat, "runs of each timing; the best counts");
   app.add_option("--steps", steps, "training steps per timing of the demo model's loop");
+  app.add_flag("--loop-only", loop_only, "only the demo model's loop (part 3)");
+  app.add_flag("--keep-heap", keep_heap,
+               "glibc keeps freed memory (fixed mmap and trim thresholds): no page refaults");
   app.add_option("--restore-child", restore_mode, "(internal) one restore: memory|verified|disk");
   app.add_option("--job", job, "(internal) the memory tier's job of --restore-child");
   app.add_option("--root", root, "(internal) the manager's root of --restore-child");
   bench::parse_or_exit(app, argc, argv);
+  if (keep_heap) {
+    // What GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=
+    // 268435456 does: libtorch's per-step tensors reuse the same pages instead of glibc returning
+    // them to the kernel at a step's end and the next step faulting them in again.
+    ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  }
 
   const std::size_t piece_bytes = static_cast<std::size_t>(gib * (1ULL << 30)) / pieces;
   if (!restore_mode.empty()) return restore_child(restore_mode, job, root, pieces, piece_bytes);
+  if (loop_only) {
+    bench_training_step(steps, repeat);
+    return 0;
+  }
   std::vector<std::vector<char>> state(pieces, std::vector<char>(piece_bytes));
   for (std::size_t i = 0; i < state.size(); ++i) std::memset(state[i].data(), int(i), piece_bytes);
   std::vector<dcpp::BytePiece> step;
