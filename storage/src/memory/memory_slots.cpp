@@ -316,11 +316,15 @@ int MemorySlots::write_filled(int64_t step, const std::string& save_id, uint64_t
 
 char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_t bytes,
                                int* slot_written) {
-  const std::string what = (holder_ < 0 ? "memory tier, rank " + std::to_string(rank_)
-                                        : "memory tier, rank " + std::to_string(holder_) +
-                                              "'s replica of rank " + std::to_string(rank_)) +
-                           ", step " + std::to_string(step);
+  // The errors' subject, made only for an error: a loop that saves every step pays for no string.
+  const auto subject = [&] {
+    return (holder_ < 0 ? "memory tier, rank " + std::to_string(rank_)
+                        : "memory tier, rank " + std::to_string(holder_) + "'s replica of rank " +
+                              std::to_string(rank_)) +
+           ", step " + std::to_string(step);
+  };
   if (static_cast<int64_t>(bytes) > max_bytes_) {
+    const std::string what = subject();
     throw CheckpointError(ErrorKind::kUsage,
                           what + ": " + std::to_string(bytes) +
                               " bytes exceed the memory tier's limit of " +
@@ -329,6 +333,7 @@ char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_
                               "keep less state in memory");
   }
   if (save_id.size() > kSaveIdBytes) {
+    const std::string what = subject();
     throw CheckpointError(ErrorKind::kUsage,
                           what + ": the save identity '" + save_id + "' is longer than 64 bytes");
   }
@@ -367,6 +372,7 @@ char* MemorySlots::begin_write(int64_t step, const std::string& save_id, uint64_
   const int64_t mapped_size = mapping ? mapping->region.size() : 0;
   if (!mapping || mapped_size < static_cast<int64_t>(total) ||
       static_cast<int64_t>(total) * 2 <= mapped_size) {
+    const std::string what = subject();
     mapping.reset();
     mapping = std::make_unique<Mapping>(name);
     Region& region = mapping->region;
