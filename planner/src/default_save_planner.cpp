@@ -6,7 +6,7 @@
 
 #include "format/metadata_index_hash.h"
 #include "planner/save_plan_validation.h"
-#include "planner_helpers.h"
+#include "planner/planner_helpers.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -1,4 +1,4 @@
-#include "planner_helpers.h"
+#include "planner/planner_helpers.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

@@ -143,7 +143,12 @@ int64_t MemoryTier::save(const StateDict& resolved, const CheckpointInfo& manife
   try {
     MemoryStepWriter writer(slots_, info.step, info.save_id, world_, checkpoint_info_to_json(info),
                             &step_cache_);
-    dcpp::save(resolved, writer, SaveOptions().with_use_collectives(false).with_rank(rank_));
+    // A step of the structure of the one before (a training loop's) is written without planning.
+    if (!writer.write_as_before(resolved, rank_)) {
+      detail::logger().debug("memory step {}: planned in full (the first, or a new structure)",
+                             info.step);
+      dcpp::save(resolved, writer, SaveOptions().with_use_collectives(false).with_rank(rank_));
+    }
     slot = writer.slot();
     bytes = writer.data_bytes();
   } catch (...) {

@@ -161,7 +161,7 @@ class MemoryTier {
   int coordinator_;
   std::string run_token_;
   MemorySlots slots_;
-  MemoryStepCache step_cache_;  // the Metadata and value archives reused from step to step
+  MemoryStepCache step_cache_;  // the layout, Metadata and value archives reused step to step
   std::unique_ptr<MemoryReplication> replication_;  // after slots_: stops before they go
   // What complete_steps found: every rank's steps (by rank), the steps this rank found (mapped,
   // parallel to all_held_[rank_]), and the step choose() took.

@@ -54,6 +54,7 @@ MemoryStepCache::MemoryStepCache() : state_(std::make_unique<State>()) {}
 MemoryStepCache::~MemoryStepCache() = default;
 int64_t MemoryStepCache::reused_metadata() const { return state_->metadata_reused; }
 int64_t MemoryStepCache::pickled_metadata() const { return state_->metadata_pickled; }
+int64_t MemoryStepCache::repeated_layouts() const { return state_->layouts_repeated; }
 
 const std::string& MemoryStepCache::State::pickled_metadata(const Metadata& next) {
   if (metadata && same_metadata(*metadata, next)) {

@@ -4,17 +4,22 @@
 #include "dcp_item_writer.h"
 #include "format/item_codec.h"
 #include "format/metadata_pickle.h"
+#include "planner/planner_helpers.h"
 #include "storage/memory_payload.h"
 #include "storage/memory_step_cache_state.h"
+#include "storage/memory_step_layout.h"
 
 #include <dcpp/storage/memory_step.h>
 
 #include <dcpp/core/checkpoint_error.h>
+#include <dcpp/planner/save_planner.h>
 
 #include <ATen/ATen.h>
 
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <typeinfo>
 
 namespace dcpp {
 using detail::add_write_results;
@@ -57,6 +62,7 @@ class MemoryStepWriter::Impl {
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans);
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner);
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results);
+  bool write_as_before(const StateDict& resolved, int rank);
 
   int slot() const { return slot_; }
   int64_t data_bytes() const { return static_cast<int64_t>(data_bytes_); }
@@ -74,6 +80,17 @@ class MemoryStepWriter::Impl {
   std::vector<at::Tensor> tensors_;     // what data_pieces_ point into
   std::deque<std::string> archives_;    // likewise (a deque: its strings never move)
   int slot_ = -1;
+  // The layout write_data laid out (with the DefaultSavePlanner only), for finish to keep.
+  std::optional<detail::MemoryStepLayout> layout_;
+
+  // Adds an item's bytes to the payload (padded to kPayloadAlignment); where they landed.
+  StorageInfo add_piece(const void* data, uint64_t size);
+  // A tensor item's bytes (on the CPU, contiguous), kept until finish.
+  StorageInfo add_tensor(at::Tensor kept);
+  // A value item's archive (from the cache when it holds no tensor), kept until finish.
+  StorageInfo add_value(const std::string& key, const c10::IValue& value);
+  // The payload (preamble, manifest, `pickled` Metadata, data) copied into a slot.
+  void write_payload(const std::string& pickled);
 };
 
 MemoryStepWriter::MemoryStepWriter(MemorySlots& slots, int64_t step, std::string save_id,
@@ -94,6 +111,9 @@ std::vector<WriteResult> MemoryStepWriter::write_data(const SavePlan& plan, Save
 void MemoryStepWriter::finish(Metadata metadata,
                               const std::vector<std::vector<WriteResult>>& results) {
   impl_->finish(std::move(metadata), results);
+}
+bool MemoryStepWriter::write_as_before(const StateDict& resolved, int rank) {
+  return impl_->write_as_before(resolved, rank);
 }
 int MemoryStepWriter::slot() const { return impl_->slot(); }
 int64_t MemoryStepWriter::data_bytes() const { return impl_->data_bytes(); }
@@ -117,44 +137,61 @@ std::vector<SavePlan> MemoryStepWriter::Impl::prepare_global_plan(std::vector<Sa
   return plans;
 }
 
+StorageInfo MemoryStepWriter::Impl::add_piece(const void* data, uint64_t size) {
+  StorageInfo where{detail::memory_data_file(rank_), static_cast<int64_t>(data_bytes_),
+                    static_cast<int64_t>(size), {}};
+  if (size > 0) data_pieces_.push_back(BytePiece{data, static_cast<std::size_t>(size)});
+  data_bytes_ += size;
+  if (const uint64_t pad = payload_padding(data_bytes_); pad > 0) {
+    data_pieces_.push_back(BytePiece{kPayloadZeros, static_cast<std::size_t>(pad)});
+    data_bytes_ += pad;
+  }
+  return where;
+}
+
+StorageInfo MemoryStepWriter::Impl::add_tensor(at::Tensor kept) {
+  tensors_.push_back(std::move(kept));
+  return add_piece(tensors_.back().data_ptr(), tensors_.back().nbytes());
+}
+
+StorageInfo MemoryStepWriter::Impl::add_value(const std::string& key, const c10::IValue& value) {
+  std::vector<at::Tensor> inside;
+  const std::string pickle = encode_value_pickle(value, inside);
+  if (cache_ != nullptr && inside.empty()) {
+    const std::string& archive = cache_->state().value_archive(key, pickle);
+    return add_piece(archive.data(), archive.size());
+  }
+  MemorySink sink;
+  write_pickled_bytes_item(sink, pickle, inside);
+  archives_.push_back(std::move(sink.buffer()));
+  return add_piece(archives_.back().data(), archives_.back().size());
+}
+
 std::vector<WriteResult> MemoryStepWriter::Impl::write_data(const SavePlan& plan,
                                                             SavePlanner& planner) {
-  const std::string file = detail::memory_data_file(rank_);
+  // Only the DefaultSavePlanner's Metadata follows from the items alone (a subclass may
+  // transform them): only its layout is kept for write_as_before.
+  layout_.reset();
+  if (cache_ != nullptr && typeid(planner) == typeid(DefaultSavePlanner)) {
+    layout_.emplace();
+    layout_->rank = rank_;
+    layout_->items = plan.items;
+    layout_->planner_data = plan.planner_data;
+  }
   std::vector<WriteResult> results;
-  const auto add = [&](const MetadataIndex& index, const void* data, uint64_t size) {
-    WriteResult result;
-    result.index = index;
-    result.size_in_bytes = static_cast<int64_t>(size);
-    result.storage_data =
-        StorageInfo{file, static_cast<int64_t>(data_bytes_), static_cast<int64_t>(size), {}};
-    results.push_back(std::move(result));
-    if (size > 0) data_pieces_.push_back(BytePiece{data, static_cast<std::size_t>(size)});
-    data_bytes_ += size;
-    if (const uint64_t pad = payload_padding(data_bytes_); pad > 0) {
-      data_pieces_.push_back(BytePiece{kPayloadZeros, static_cast<std::size_t>(pad)});
-      data_bytes_ += pad;
-    }
-  };
   for (const WriteItem& item : plan.items) {
     WriteItemData data = planner.resolve_data(item);
+    WriteResult result;
+    result.index = item.index;
     if (const auto* tensor = std::get_if<at::Tensor>(&data)) {
       at::Tensor kept = tensor->is_cpu() ? *tensor : tensor->to(at::kCPU);
-      if (!kept.is_contiguous()) kept = kept.contiguous();
-      tensors_.push_back(kept);
-      add(item.index, kept.data_ptr(), kept.nbytes());
+      result.storage_data = add_tensor(kept.is_contiguous() ? kept : kept.contiguous());
     } else {
-      std::vector<at::Tensor> inside;
-      const std::string pickle = encode_value_pickle(std::get<c10::IValue>(data), inside);
-      if (cache_ != nullptr && inside.empty()) {
-        const std::string& archive = cache_->state().value_archive(item.index.fqn, pickle);
-        add(item.index, archive.data(), archive.size());
-        continue;
-      }
-      MemorySink sink;
-      write_pickled_bytes_item(sink, pickle, inside);
-      archives_.push_back(std::move(sink.buffer()));
-      add(item.index, archives_.back().data(), archives_.back().size());
+      result.storage_data = add_value(item.index.fqn, std::get<c10::IValue>(data));
     }
+    result.size_in_bytes = result.storage_data.length;
+    if (layout_) layout_->item_bytes.push_back(static_cast<uint64_t>(result.size_in_bytes));
+    results.push_back(std::move(result));
   }
   return results;
 }
@@ -162,9 +199,44 @@ std::vector<WriteResult> MemoryStepWriter::Impl::write_data(const SavePlan& plan
 void MemoryStepWriter::Impl::finish(Metadata metadata,
                                     const std::vector<std::vector<WriteResult>>& results) {
   add_write_results(metadata, results);
-  std::string pickled_here;
-  const std::string& pickled = cache_ != nullptr ? cache_->state().pickled_metadata(metadata)
-                                                 : (pickled_here = encode_metadata(metadata));
+  if (cache_ == nullptr) {
+    write_payload(encode_metadata(metadata));
+    return;
+  }
+  MemoryStepCache::State& cache = cache_->state();
+  const std::string& pickled = cache.pickled_metadata(metadata);
+  cache.layout = std::move(layout_);  // the layout of the Metadata just pickled (or none)
+  write_payload(pickled);
+}
+
+bool MemoryStepWriter::Impl::write_as_before(const StateDict& resolved, int rank) {
+  if (cache_ == nullptr || !cache_->state().layout || cache_->state().layout->rank != rank) {
+    return false;
+  }
+  const detail::MemoryStepLayout& layout = *cache_->state().layout;
+  std::vector<detail::LaidOutItem> items;
+  if (!detail::lay_out_as(resolved, layout, items)) return false;
+  rank_ = rank;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const StorageInfo where = items[i].value == nullptr
+                                  ? add_tensor(std::move(items[i].tensor))
+                                  : add_value(items[i].item->index.fqn,
+                                              detail::to_saved_value(*items[i].value));
+    if (static_cast<uint64_t>(where.length) != layout.item_bytes[i]) {
+      // A value's archive changed size: the Metadata's offsets would not hold.
+      data_pieces_.clear();
+      tensors_.clear();
+      archives_.clear();
+      data_bytes_ = 0;
+      return false;
+    }
+  }
+  write_payload(cache_->state().metadata_pickle);
+  ++cache_->state().layouts_repeated;
+  return true;
+}
+
+void MemoryStepWriter::Impl::write_payload(const std::string& pickled) {
   std::string preamble = "DCPPSTEP";
   append_payload_u32(preamble, 1);
   append_payload_u32(preamble, static_cast<uint32_t>(rank_));

@@ -33,7 +33,8 @@ namespace dcpp {
 
 /// What one rank's series of memory steps reuses from the step before (give every
 /// MemoryStepWriter of the series the same cache): the pickled Metadata while it equals the last
-/// one (the same keys, shapes, dtypes and offsets: a training loop's state from step to step), and
+/// one (the same keys, shapes, dtypes and offsets: a training loop's state from step to step), the
+/// layout of the last step the DefaultSavePlanner planned (MemoryStepWriter::write_as_before), and
 /// each value item's `torch.save` archive while its pickle is the same. Not thread-safe: one save
 /// at a time.
 class DCPP_API MemoryStepCache {
@@ -46,6 +47,8 @@ class DCPP_API MemoryStepCache {
   /// Steps whose Metadata pickle was reused, and steps that pickled it.
   int64_t reused_metadata() const;
   int64_t pickled_metadata() const;
+  /// Steps written by MemoryStepWriter::write_as_before, without planning.
+  int64_t repeated_layouts() const;
 
   struct State;  // storage/internal/storage/memory_step_cache_state.h
   State& state() { return *state_; }
@@ -74,6 +77,17 @@ class DCPP_API MemoryStepWriter final : public StorageWriter {
   std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
   std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) override;
+
+  /// A save without planning, for a step whose state has the structure of the last step planned
+  /// in full through this writer's cache by the DefaultSavePlanner (what dcpp::save gives a
+  /// writer by default), as rank `rank`: the same flat keys and paths in the same order, and for
+  /// each tensor the same dtype, layout, requires_grad, shape and local shards; each value item's
+  /// archive of the same size. Then that step's Metadata holds for this one: the payload is laid
+  /// out as that step's was and written to the slot (what finish does), and it returns true.
+  /// Otherwise (no cache, no such step, another structure or rank) it writes nothing and returns
+  /// false: save through dcpp::save, which plans in full and records the layout for the next
+  /// step. `resolved` holds no Stateful (resolve_statefuls). Throws what finish throws.
+  bool write_as_before(const StateDict& resolved, int rank);
 
   /// The slot finish wrote (-1 before), and the bytes of the step's data section.
   int slot() const;
