@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 namespace memory_kills {
@@ -29,6 +31,24 @@ std::optional<int> reap(pid_t pid) {
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
   return status;
+}
+
+// Whether `pid` has begun to exit (PF_EXITING in /proc/<pid>/stat's flags, or a zombie): its
+// exit status is settled, whatever happens to its parent from now on.
+bool exiting(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const std::size_t comm_end = stat.rfind(')');
+  if (comm_end == std::string::npos) return false;  // gone: its watch says so
+  std::istringstream fields(stat.substr(comm_end + 1));
+  std::string state;
+  unsigned long skipped = 0, flags = 0;
+  fields >> state;
+  for (int i = 0; i < 5; ++i) fields >> skipped;  // ppid, pgrp, session, tty_nr, tpgid
+  fields >> flags;
+  constexpr unsigned long kPfExiting = 0x4;  // include/linux/sched.h
+  return state == "Z" || state == "X" || (fields && (flags & kPfExiting) != 0);
 }
 
 std::string describe(int status) {
@@ -52,7 +72,10 @@ void become_subreaper() {
 }
 
 OrphanWatch::OrphanWatch(const std::vector<std::pair<int, pid_t>>& ranks) {
-  for (const auto& [rank, pid] : ranks) ranks_.push_back({rank, pid, pidfd_open(pid)});
+  for (const auto& [rank, pid] : ranks) {
+    const int pidfd = pidfd_open(pid);
+    ranks_.push_back({rank, pid, pidfd, exiting(pid)});
+  }
 }
 
 OrphanWatch::~OrphanWatch() {
@@ -90,9 +113,10 @@ std::vector<RankEnd> OrphanWatch::wait(std::chrono::milliseconds deadline) {
       done[i] = true;
       // An orphan is this process's child once its launcher is gone; reaped here, else by init.
       const std::optional<int> status = reap(ranks_[i].pid);
-      ends[i].outlived_launcher = status && !death_signal(*status);
+      ends[i].outlived_launcher = status && !death_signal(*status) && !ranks_[i].exiting;
       ends[i].how = (status ? describe(*status) : "reaped elsewhere") + " after " +
-                    std::to_string(ms_since(start)) + " ms";
+                    std::to_string(ms_since(start)) + " ms" +
+                    (ranks_[i].exiting ? " (already exiting at the kill)" : "");
     }
   }
   for (size_t i = 0; i < ranks_.size(); ++i) {

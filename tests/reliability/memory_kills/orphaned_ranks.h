@@ -23,13 +23,14 @@ struct RankEnd {
   /// ended otherwise than by SIGKILL or SIGTERM (what a parent-death signal sends), so it ran on
   /// after its launcher died: it exited (finished, or failed on its peers' end) or died of SIGPIPE
   /// (its output went to the dead launcher). A rank reaped by another process (it had ended before
-  /// the kill, or was not reparented here) does not count.
+  /// the kill, or was not reparented here), and one already exiting when the watch began (the
+  /// kernel's PF_EXITING: a job that finished as its launcher was killed), do not count.
   bool outlived_launcher = false;
   std::string how;  // "SIGKILL after 3 ms", "exit 1 after 40 ms", "alive after 5000 ms"
 };
 
-/// Watches ranks (rank, pid) (found before their launcher was killed; a pidfd is opened for each
-/// at once) until each has exited or `deadline` has passed since the call; kills the survivors and
+/// Watches ranks (rank, pid) (found before their launcher was killed; a pidfd is opened for each,
+/// and whether it is already exiting read, at once: construct it right before the kill) until each has exited or `deadline` has passed since the call; kills the survivors and
 /// reaps every one of them that became this process's child.
 class OrphanWatch {
  public:
@@ -46,6 +47,7 @@ class OrphanWatch {
     int rank;
     pid_t pid;
     int pidfd;
+    bool exiting;  // at construction
   };
   std::vector<Watched> ranks_;
 };
