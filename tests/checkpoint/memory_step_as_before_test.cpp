@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 using dcpp::MemorySlots;
