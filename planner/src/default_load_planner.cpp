@@ -7,8 +7,8 @@
 #include <dcpp/planner/load_planner.h>
 
 #include "core/bounded_list.h"
-#include "planner/saved_chunk_overlap.h"
 #include "planner/planner_helpers.h"
+#include "planner/saved_chunk_overlap.h"
 #include "uncovered_region.h"
 
 #include <dcpp/core/checkpoint_error.h>

@@ -5,8 +5,8 @@
 #include <dcpp/planner/save_planner.h>
 
 #include "format/metadata_index_hash.h"
-#include "planner/save_plan_validation.h"
 #include "planner/planner_helpers.h"
+#include "planner/save_plan_validation.h"
 
 #include <dcpp/core/checkpoint_error.h>
 

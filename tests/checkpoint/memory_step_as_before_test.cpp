@@ -128,9 +128,9 @@ std::string newest_bytes_but_archives(MemorySlots& slots, int64_t data_bytes) {
   const std::size_t data_start = bytes.size() - static_cast<std::size_t>(data_bytes);
   for (const auto& [index, info] : metadata.storage_data) {
     const std::string& fqn = index.fqn;
-    const auto entry = std::find_if(metadata.state_dict_metadata.begin(),
-                                    metadata.state_dict_metadata.end(),
-                                    [&](const auto& named) { return named.first == fqn; });
+    const auto entry =
+        std::find_if(metadata.state_dict_metadata.begin(), metadata.state_dict_metadata.end(),
+                     [&](const auto& named) { return named.first == fqn; });
     REQUIRE(entry != metadata.state_dict_metadata.end());
     if (std::holds_alternative<dcpp::BytesStorageMetadata>(entry->second)) {
       bytes.replace(data_start + static_cast<std::size_t>(info.offset),

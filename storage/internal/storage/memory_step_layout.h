@@ -17,17 +17,17 @@
 namespace dcpp::detail {
 
 struct MemoryStepLayout {
-  int rank = -1;                             // whose data file the Metadata names
-  std::vector<WriteItem> items;              // in payload order
-  std::vector<uint64_t> item_bytes;          // what each item took in the payload (no padding)
-  OrderedEntries<ObjectPath> planner_data;   // every flat key and its path, in flatten order
+  int rank = -1;                            // whose data file the Metadata names
+  std::vector<WriteItem> items;             // in payload order
+  std::vector<uint64_t> item_bytes;         // what each item took in the payload (no padding)
+  OrderedEntries<ObjectPath> planner_data;  // every flat key and its path, in flatten order
 };
 
 /// One item of a state to write as a layout says: a tensor's bytes (a CPU, contiguous tensor)
 /// or a value item (its flat key and value, to be archived).
 struct LaidOutItem {
   const WriteItem* item = nullptr;
-  at::Tensor tensor;               // defined for tensor items
+  at::Tensor tensor;                  // defined for tensor items
   const StateValue* value = nullptr;  // for value items
 };
 

@@ -138,8 +138,10 @@ std::vector<SavePlan> MemoryStepWriter::Impl::prepare_global_plan(std::vector<Sa
 }
 
 StorageInfo MemoryStepWriter::Impl::add_piece(const void* data, uint64_t size) {
-  StorageInfo where{detail::memory_data_file(rank_), static_cast<int64_t>(data_bytes_),
-                    static_cast<int64_t>(size), {}};
+  StorageInfo where{detail::memory_data_file(rank_),
+                    static_cast<int64_t>(data_bytes_),
+                    static_cast<int64_t>(size),
+                    {}};
   if (size > 0) data_pieces_.push_back(BytePiece{data, static_cast<std::size_t>(size)});
   data_bytes_ += size;
   if (const uint64_t pad = payload_padding(data_bytes_); pad > 0) {
@@ -218,10 +220,10 @@ bool MemoryStepWriter::Impl::write_as_before(const StateDict& resolved, int rank
   if (!detail::lay_out_as(resolved, layout, items)) return false;
   rank_ = rank;
   for (std::size_t i = 0; i < items.size(); ++i) {
-    const StorageInfo where = items[i].value == nullptr
-                                  ? add_tensor(std::move(items[i].tensor))
-                                  : add_value(items[i].item->index.fqn,
-                                              detail::to_saved_value(*items[i].value));
+    const StorageInfo where =
+        items[i].value == nullptr
+            ? add_tensor(std::move(items[i].tensor))
+            : add_value(items[i].item->index.fqn, detail::to_saved_value(*items[i].value));
     if (static_cast<uint64_t>(where.length) != layout.item_bytes[i]) {
       // A value's archive changed size: the Metadata's offsets would not hold.
       data_pieces_.clear();
