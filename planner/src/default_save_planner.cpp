@@ -30,25 +30,6 @@ int64_t WriteItem::tensor_storage_size() const {
 
 namespace {
 
-TensorProperties properties_of(const at::Tensor& tensor) {
-  TensorProperties properties;
-  properties.dtype = tensor.scalar_type();
-  properties.layout = tensor.layout();
-  properties.requires_grad = tensor.requires_grad();
-  return properties;
-}
-
-WriteItem tensor_write_item(const std::string& fqn, const detail::LocalChunk& chunk,
-                            const std::vector<int64_t>& size, WriteItemType type) {
-  WriteItem item;
-  item.index = MetadataIndex{fqn, chunk.offsets, std::nullopt};
-  item.type = type;
-  item.tensor_data =
-      TensorWriteData{ChunkStorageMetadata{chunk.offsets, chunk.tensor.sizes().vec()},
-                      properties_of(chunk.tensor), size};
-  return item;
-}
-
 using IndexHash = detail::MetadataIndexHash;
 using IndexEqual = detail::MetadataIndexEqual;
 
@@ -157,27 +138,8 @@ void DefaultSavePlanner::set_up(StateDict& state_dict, bool is_coordinator) {
 SavePlan DefaultSavePlanner::create_local_plan() {
   SavePlan plan;
   for (const FlatEntry& entry : state_->entries) {
-    const StateValue& value = *entry.value;
-    if (value.is_tensor()) {
-      plan.items.push_back(tensor_write_item(entry.key, detail::local_chunks(value).front(),
-                                             value.tensor().sizes().vec(), WriteItemType::kTensor));
-    } else if (value.is_sharded_tensor()) {
-      const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
-      const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
-      for (const detail::LocalChunk& chunk : detail::local_chunks(value)) {
-        // An empty shard (a rank left without rows by an uneven split) holds nothing, and its
-        // offsets may equal another rank's real shard: planning it would make the two look like
-        // replicas. Only an empty tensor keeps its (empty) chunk, so that it is recorded.
-        if (chunk.tensor.numel() == 0 && !tensor_is_empty) {
-          continue;
-        }
-        plan.items.push_back(tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
-      }
-    } else {
-      WriteItem item;
-      item.index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
-      item.type = WriteItemType::kBytes;
-      plan.items.push_back(std::move(item));
+    for (detail::LocalWriteItem& local : detail::local_write_items(entry)) {
+      plan.items.push_back(std::move(local.item));
     }
     plan.planner_data.emplace_back(entry.key, entry.path);
   }

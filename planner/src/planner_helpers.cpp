@@ -19,6 +19,66 @@ std::vector<LocalChunk> local_chunks(const StateValue& value) {
   return chunks;
 }
 
+namespace {
+
+TensorProperties properties_of(const at::Tensor& tensor) {
+  TensorProperties properties;
+  properties.dtype = tensor.scalar_type();
+  properties.layout = tensor.layout();
+  properties.requires_grad = tensor.requires_grad();
+  return properties;
+}
+
+LocalWriteItem tensor_write_item(const std::string& fqn, const LocalChunk& chunk,
+                                 const std::vector<int64_t>& size, WriteItemType type) {
+  WriteItem item;
+  item.index = MetadataIndex{fqn, chunk.offsets, std::nullopt};
+  item.type = type;
+  item.tensor_data =
+      TensorWriteData{ChunkStorageMetadata{chunk.offsets, chunk.tensor.sizes().vec()},
+                      properties_of(chunk.tensor), size};
+  return LocalWriteItem{std::move(item), chunk.tensor};
+}
+
+bool same_properties(const TensorProperties& a, const TensorProperties& b) {
+  return a.dtype == b.dtype && a.layout == b.layout && a.requires_grad == b.requires_grad &&
+         a.memory_format == b.memory_format && a.pin_memory == b.pin_memory;
+}
+
+}  // namespace
+
+std::vector<LocalWriteItem> local_write_items(const FlatEntry& entry) {
+  const StateValue& value = *entry.value;
+  std::vector<LocalWriteItem> items;
+  if (value.is_tensor()) {
+    items.push_back(tensor_write_item(entry.key, local_chunks(value).front(),
+                                      value.tensor().sizes().vec(), WriteItemType::kTensor));
+  } else if (value.is_sharded_tensor()) {
+    const std::vector<int64_t>& shape = value.sharded_tensor().global_shape();
+    const bool tensor_is_empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+    for (const LocalChunk& chunk : local_chunks(value)) {
+      if (chunk.tensor.numel() == 0 && !tensor_is_empty) continue;
+      items.push_back(tensor_write_item(entry.key, chunk, shape, WriteItemType::kShard));
+    }
+  } else {
+    WriteItem item;
+    item.index = MetadataIndex{entry.key, std::nullopt, std::nullopt};
+    item.type = WriteItemType::kBytes;
+    items.push_back(LocalWriteItem{std::move(item), at::Tensor()});
+  }
+  return items;
+}
+
+bool same_write_item(const WriteItem& a, const WriteItem& b) {
+  if (a.type != b.type || a.index.fqn != b.index.fqn || a.index.offset != b.index.offset ||
+      a.tensor_data.has_value() != b.tensor_data.has_value()) {
+    return false;
+  }
+  if (!a.tensor_data) return true;
+  const TensorWriteData &x = *a.tensor_data, &y = *b.tensor_data;
+  return x.chunk == y.chunk && same_properties(x.properties, y.properties) && x.size == y.size;
+}
+
 std::vector<int64_t> global_shape(const StateValue& value) {
   return value.is_tensor() ? value.tensor().sizes().vec() : value.sharded_tensor().global_shape();
 }

@@ -3,6 +3,7 @@
 
 #include <dcpp/planner/plan.h>
 
+#include <dcpp/state_dict/flatten.h>
 #include <dcpp/state_dict/state_dict.h>
 #include "core/shape_string.h"
 
@@ -39,6 +40,24 @@ std::vector<ReadItem> read_items_for_chunk(const std::string& fqn, const LocalCh
 /// `tensor` narrowed to the box [offsets, offsets + lengths).
 at::Tensor narrow_to_box(at::Tensor tensor, const std::vector<int64_t>& offsets,
                          const std::vector<int64_t>& lengths);
+
+/// One write item of the DefaultSavePlanner's local plan and what it writes: a tensor item's
+/// chunk, or (a bytes item) an undefined tensor.
+struct LocalWriteItem {
+  WriteItem item;
+  at::Tensor chunk;
+};
+
+/// The DefaultSavePlanner's write items of one flat entry, in plan order: one for a plain tensor,
+/// one per local shard of a sharded tensor (an empty shard left out unless the tensor is empty:
+/// a rank left without rows would otherwise look like another rank's replica), one bytes item for
+/// any other value. What create_local_plan plans, and what a memory step written without
+/// planning checks itself against (storage/memory_step_layout.h).
+std::vector<LocalWriteItem> local_write_items(const FlatEntry& entry);
+
+/// Whether two write items are the same item: index (key and offsets), type, and for a tensor
+/// item its chunk, properties and global shape.
+bool same_write_item(const WriteItem& a, const WriteItem& b);
 
 /// A StateValue leaf that is not a tensor, as the IValue to save: values as they are, terminal
 /// lists as generic lists.

@@ -32,10 +32,11 @@ struct LaidOutItem {
 };
 
 /// The items of `state_dict` (no Stateful left) in `layout`'s order, each checked against it: the
-/// same flat keys and paths, in the same order; each tensor's dtype, layout, requires_grad, global
-/// shape and local chunks (offsets and sizes, the DefaultSavePlanner's empty shards left out) as
-/// recorded. Device tensors are copied to the CPU and strided ones made contiguous, as write_data
-/// does. Returns false when anything differs (nothing else to learn from it: plan the save).
+/// same flat keys and paths, in the same order, and for each key the write items the
+/// DefaultSavePlanner would plan (planner_helpers.h, local_write_items: dtype, layout,
+/// requires_grad, global shape, local chunks) equal to those recorded. Device tensors are copied to
+/// the CPU and strided ones made contiguous, as write_data does. Returns false when anything
+/// differs (nothing else to learn from it: plan the save).
 bool lay_out_as(const StateDict& state_dict, const MemoryStepLayout& layout,
                 std::vector<LaidOutItem>& out);
 

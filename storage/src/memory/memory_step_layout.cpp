@@ -6,26 +6,8 @@
 
 #include <dcpp/state_dict/flatten.h>
 
-#include <algorithm>
-
 namespace dcpp::detail {
 namespace {
-
-// Whether `tensor`, a chunk at `offsets` of a tensor of shape `global`, is what `item` recorded
-// (the DefaultSavePlanner's tensor_write_item of it).
-bool matches(const WriteItem& item, const std::string& key, WriteItemType type,
-             const at::Tensor& tensor, const std::vector<int64_t>& offsets,
-             const std::vector<int64_t>& global) {
-  if (item.type != type || !item.tensor_data || item.index.fqn != key ||
-      item.index.offset != offsets) {
-    return false;
-  }
-  const TensorWriteData& data = *item.tensor_data;
-  return data.properties.dtype == tensor.scalar_type() &&
-         data.properties.layout == tensor.layout() &&
-         data.properties.requires_grad == tensor.requires_grad() && data.size == global &&
-         tensor.sizes().equals(data.chunk.sizes);
-}
 
 // The bytes write_data keeps of a tensor item: on the CPU, contiguous.
 at::Tensor kept_bytes(const at::Tensor& tensor) {
@@ -43,39 +25,25 @@ bool lay_out_as(const StateDict& state_dict, const MemoryStepLayout& layout,
   const std::vector<FlatEntry> entries = flatten_state_dict(const_cast<StateDict&>(state_dict));
   if (entries.size() != layout.planner_data.size()) return false;
   std::size_t next = 0;  // the next of layout.items
-  const auto take = [&](const std::string& key, WriteItemType type, const at::Tensor& tensor,
-                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& global) {
-    if (next == layout.items.size() ||
-        !matches(layout.items[next], key, type, tensor, offsets, global)) {
-      return false;
-    }
-    out.push_back(LaidOutItem{&layout.items[next++], kept_bytes(tensor), nullptr});
-    return out.back().tensor.nbytes() == layout.item_bytes[next - 1];
-  };
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const FlatEntry& entry = entries[i];
     if (entry.key != layout.planner_data[i].first || entry.path != layout.planner_data[i].second) {
       return false;
     }
-    const StateValue& value = *entry.value;
-    if (value.is_tensor() || value.is_sharded_tensor()) {
-      // As the DefaultSavePlanner's create_local_plan: a plain tensor is one item; a sharded
-      // one an item per local shard, an empty shard left out unless the tensor is empty.
-      const std::vector<int64_t> global = global_shape(value);
-      const bool tensor_is_empty = std::find(global.begin(), global.end(), 0) != global.end();
-      const WriteItemType type = value.is_tensor() ? WriteItemType::kTensor : WriteItemType::kShard;
-      for (const LocalChunk& chunk : local_chunks(value)) {
-        if (type == WriteItemType::kShard && chunk.tensor.numel() == 0 && !tensor_is_empty) {
-          continue;
-        }
-        if (!take(entry.key, type, chunk.tensor, chunk.offsets, global)) return false;
-      }
-    } else {
-      if (next == layout.items.size() || layout.items[next].type != WriteItemType::kBytes ||
-          layout.items[next].index.fqn != entry.key) {
+    // The items the DefaultSavePlanner would plan for it, each the one recorded.
+    for (LocalWriteItem& local : local_write_items(entry)) {
+      if (next == layout.items.size() || !same_write_item(local.item, layout.items[next])) {
         return false;
       }
-      out.push_back(LaidOutItem{&layout.items[next++], at::Tensor(), &value});
+      LaidOutItem laid_out{&layout.items[next], at::Tensor(), nullptr};
+      if (local.item.is_tensor()) {
+        laid_out.tensor = kept_bytes(local.chunk);
+        if (laid_out.tensor.nbytes() != layout.item_bytes[next]) return false;
+      } else {
+        laid_out.value = entry.value;
+      }
+      out.push_back(std::move(laid_out));
+      ++next;
     }
   }
   return next == layout.items.size();
