@@ -282,3 +282,29 @@ TEST_CASE("a memory step is repeated only for the rank and the planner that laid
   CHECK_FALSE(after.write_as_before(layout_state(3.0), 1));
   CHECK(cache.repeated_layouts() == 0);
 }
+
+TEST_CASE("a memory step written without planning that fails leaves the step before whole") {
+  LayoutSlots rank(0, "failing");
+  MemoryStepCache cache;
+  const StateDict first = layout_state(1.0);
+  {
+    MemoryStepWriter writer(rank.slots, 1, "save-1", 1, "{}", &cache);
+    dcpp::save(first, writer, on_its_own(0));
+  }
+  // The same regions through slots that take no step this big: the slot write refuses it.
+  MemorySlots too_small("memlayout-failing-" + std::to_string(::getpid()), 0, 4096);
+  MemoryStepWriter failing(too_small, 2, "save-2", 1, "{}", &cache);
+  const dcpp::CheckpointError error =
+      dcpp::test::error_of([&] { failing.write_as_before(layout_state(2.0), 0); });
+  CHECK(error.kind() == dcpp::ErrorKind::kUsage);
+  CHECK(failing.slot() == -1);
+  CHECK(cache.repeated_layouts() == 0);
+  // Step 1 is untouched and the cache still holds: the next step is written as before.
+  REQUIRE(rank.slots.newest()->step == 1);
+  require_layout_equal(newest_into(rank.slots, layout_target()), first);
+  const StateDict third = layout_state(3.0);
+  MemoryStepWriter next(rank.slots, 3, "save-3", 1, "{}", &cache);
+  REQUIRE(next.write_as_before(third, 0));
+  CHECK(cache.repeated_layouts() == 1);
+  require_layout_equal(newest_into(rank.slots, layout_target()), third);
+}
