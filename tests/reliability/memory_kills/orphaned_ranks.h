@@ -30,8 +30,9 @@ struct RankEnd {
 };
 
 /// Watches ranks (rank, pid) (found before their launcher was killed; a pidfd is opened for each,
-/// and whether it is already exiting read, at once: construct it right before the kill) until each has exited or `deadline` has passed since the call; kills the survivors and
-/// reaps every one of them that became this process's child.
+/// and whether it is already exiting read, at once: construct it right before the kill) until each
+/// has exited or `deadline` has passed since the call; kills the survivors and reaps every one of
+/// them that became this process's child.
 class OrphanWatch {
  public:
   explicit OrphanWatch(const std::vector<std::pair<int, pid_t>>& ranks);
