@@ -17,6 +17,7 @@
 #include <dcpp/storage/storage_location.h>
 
 #include "core/exception_message.h"
+#include "core/group_calls.h"
 #include "core/logging.h"
 #include "core/serial_worker.h"
 #include "core/thread_priority.h"
@@ -25,6 +26,8 @@
 #include "storage/location_defaults.h"
 
 #include <dcpp/core/checkpoint_error.h>
+
+#include <c10/core/DeviceGuard.h>
 
 #include <condition_variable>
 #include <functional>
@@ -82,6 +85,10 @@ class AsyncCheckpointer::Impl {
     if (!group_ && ranks.store && ranks.world_size > 1) {
       group_ = make_gloo_process_group(ranks.store, rank, ranks.world_size, options_.group_options);
     }
+    // Messages through an NCCL-only group travel on the current CUDA device of the thread that
+    // sends them: the uploader's is this one's now, not its own default (cuda:0 on every rank).
+    // Where the process has no CUDA device, such a group is refused here.
+    message_device_ = detail::GroupCalls(group_, "AsyncCheckpointer").message_device();
     if (group_ && group_->getSize() > 1 && options_.in_flight_policy == InFlightPolicy::kSkip) {
       throw CheckpointError(
           ErrorKind::kUsage,
@@ -185,6 +192,8 @@ class AsyncCheckpointer::Impl {
   // Runs one save; returns its error (null when committed, its Metadata then in `committed`).
   // Never throws.
   std::exception_ptr upload(Job& job, Metadata& committed) {
+    std::optional<c10::DeviceGuard> on_message_device;
+    if (message_device_.is_cuda()) on_message_device.emplace(message_device_);
     SaveOptions save_options;
     save_options.ranks.process_group = group_;
     save_options.ranks.coordinator_rank = options_.ranks.coordinator_rank;
@@ -226,6 +235,7 @@ class AsyncCheckpointer::Impl {
 
   AsyncCheckpointerOptions options_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  at::Device message_device_ = at::kCPU;  // of group_, as the constructing thread saw it
 
   std::mutex call_mutex_;
   mutable std::mutex mutex_;  // guards job_ and in_flight_where_

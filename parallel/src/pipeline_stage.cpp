@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace dcpp {
 
 namespace {
@@ -37,19 +39,31 @@ void send_tensor(detail::GroupCalls& calls, const at::Tensor& tensor, int peer, 
   calls.send(tensor.detach().contiguous(), peer, data_tag, what);
 }
 
+// The tensor `peer` sends with send_tensor, on `device` (whichever device it travelled on).
 at::Tensor recv_tensor(detail::GroupCalls& calls, int peer, int header_tag, int data_tag,
-                       const std::string& what) {
+                       at::Device device, const std::string& what) {
   at::Tensor header = at::zeros({2 + kMaxDims}, at::kLong);
   calls.recv(header, peer, header_tag, "the shape of " + what);
   const auto* h = header.data_ptr<int64_t>();
-  if (h[1] < 0 || h[1] > kMaxDims) {
+  const bool dtype_known = h[0] >= 0 && h[0] < static_cast<int64_t>(at::ScalarType::NumOptions) &&
+                           h[0] != static_cast<int64_t>(at::ScalarType::Undefined);
+  if (!dtype_known || h[1] < 0 || h[1] > kMaxDims ||
+      std::any_of(h + 2, h + 2 + h[1], [](int64_t size) { return size < 0; })) {
     calls.fail(ErrorKind::kUsage,
                "received a bad header for " + what + " from rank " + std::to_string(peer));
   }
   std::vector<int64_t> sizes(h + 2, h + 2 + h[1]);
-  at::Tensor tensor = at::empty(sizes, static_cast<at::ScalarType>(h[0]));
+  at::Tensor tensor =
+      at::empty(sizes, at::TensorOptions().dtype(static_cast<at::ScalarType>(h[0])).device(device));
   calls.recv(tensor, peer, data_tag, what);
   return tensor;
+}
+
+// Where the stage computes: the device of its first parameter or buffer; the CPU without any.
+at::Device device_of(const torch::nn::Sequential& modules) {
+  for (const at::Tensor& parameter : modules->parameters()) return parameter.device();
+  for (const at::Tensor& buffer : modules->buffers()) return buffer.device();
+  return at::kCPU;
 }
 
 void check_stage_arguments(const torch::nn::Sequential& modules, int64_t first_index,
@@ -135,9 +149,9 @@ at::Tensor PipelineStage::forward(const at::Tensor& input) {
     }
     step.input = input;
   } else {
-    step.input =
-        recv_tensor(calls, stage() - 1, kActivationHeaderTag, kActivationTag, "the activations")
-            .requires_grad_(true);
+    step.input = recv_tensor(calls, stage() - 1, kActivationHeaderTag, kActivationTag,
+                             device_of(modules_), "the activations")
+                     .requires_grad_(true);
   }
   step.output = modules_->forward(step.input);
   if (!is_last()) {
@@ -162,7 +176,7 @@ void PipelineStage::backward(const at::Tensor& loss) {
     loss.backward();
   } else {
     const at::Tensor grad = recv_tensor(calls, stage() + 1, kGradientHeaderTag, kGradientTag,
-                                        "the gradient of the activations");
+                                        step.output.device(), "the gradient of the activations");
     step.output.backward(grad);
   }
   if (!is_first()) {

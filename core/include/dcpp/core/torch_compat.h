@@ -85,19 +85,30 @@ struct HasDeviceBackends<G,
     : std::true_type {};
 }  // namespace detail
 
-/// Whether `group`'s collectives take CPU tensors: on 2.x, whether it has a backend for CPU; on
-/// 1.13, where a group is one backend, whether that backend is other than NCCL (a group that
-/// cannot name its backend is assumed to).
+/// The name of the backend ("gloo", "nccl", ...) that `group` runs tensors of `device` on, or ""
+/// where it has none. On 2.x, the group's backend registered for that device type; on 1.13, where
+/// a group is one backend, its name for CPU tensors unless it is NCCL, and for CUDA tensors when it
+/// is NCCL or Gloo (both take them).
 template <typename ProcessGroup>
-bool carries_cpu_tensors(ProcessGroup& group) {
+std::string backend_for(ProcessGroup& group, c10::DeviceType device) {
   try {
     if constexpr (detail::HasDeviceBackends<ProcessGroup>::value) {
-      return static_cast<bool>(group.getBackend(c10::DeviceType::CPU));
+      const auto backend = group.getBackend(device);
+      return backend ? backend->getBackendName() : std::string();
     } else {
-      return group.getBackendName() != "nccl";
+      const std::string name = group.getBackendName();
+      if (device == c10::DeviceType::CPU) return name == "nccl" ? std::string() : name;
+      if (device == c10::DeviceType::CUDA) {
+        return name == "nccl" || name == "gloo" ? name : std::string();
+      }
+      return std::string();
     }
   } catch (const std::exception&) {
-    return !detail::HasDeviceBackends<ProcessGroup>::value;
+    // 2.x throws where no backend is registered for the device type; a 1.13 group that cannot
+    // name its backend is assumed to take CPU tensors.
+    const bool cpu_assumed =
+        !detail::HasDeviceBackends<ProcessGroup>::value && device == c10::DeviceType::CPU;
+    return cpu_assumed ? std::string("unknown") : std::string();
   }
 }
 
