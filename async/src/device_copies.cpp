@@ -1,7 +1,9 @@
 #include "device_copies.h"
 
 #ifdef DCPP_WITH_CUDA
+#include <ATen/core/grad_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -15,9 +17,20 @@ namespace dcpp::detail {
 
 #ifdef DCPP_WITH_CUDA
 
+namespace {
+
+// Threads that wait on these events sleep instead of spinning; no timing is taken.
+constexpr unsigned kEventFlags = cudaEventBlockingSync | cudaEventDisableTiming;
+
+}  // namespace
+
 struct DeviceCopies::State {
   std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
-  std::vector<at::cuda::CUDAEvent> done;  // by index; reused from one stage to the next
+  std::map<c10::DeviceIndex, at::cuda::CUDAEvent> queued;  // the caller's stream, per device
+  // By index; reused from one stage to the next while buffer `index` copies from the same device
+  // (an event is bound to the device it first recorded on).
+  std::vector<at::cuda::CUDAEvent> done;
+  std::vector<cudaStream_t> owned;  // the streams above, destroyed with this
 };
 
 DeviceCopies::DeviceCopies() : state_(std::make_unique<State>()) {}
@@ -30,6 +43,9 @@ DeviceCopies::~DeviceCopies() {
     } catch (...) {  // a device lost: nothing left to wait for
     }
   }
+  for (cudaStream_t own : state_->owned) {
+    (void)cudaStreamDestroy(own);
+  }
 }
 
 bool DeviceCopies::handles(const at::Tensor& tensor) { return tensor.is_cuda(); }
@@ -38,27 +54,43 @@ void DeviceCopies::enqueue(std::size_t index, const at::Tensor& source, const at
   const c10::DeviceIndex device = source.device().index();
   auto found = state_->streams.find(device);
   if (found == state_->streams.end()) {
-    found = state_->streams
-                .emplace(device, c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device))
-                .first;
+    // A stream of its own, not one of libtorch's pool, which NCCL and the training loop draw
+    // from too: the copies never queue behind their work, nor theirs behind the copies.
+    const c10::cuda::CUDAGuard on_device(device);
+    cudaStream_t own = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    state_->owned.push_back(own);
+    found = state_->streams.emplace(device, c10::cuda::getStreamFromExternal(own, device)).first;
   }
   const c10::cuda::CUDAStream& stream = found->second;
-  if (state_->done.size() <= index) {
-    state_->done.resize(index + 1);
+  while (state_->done.size() <= index) {
+    state_->done.emplace_back(kEventFlags);
+  }
+  at::cuda::CUDAEvent& done = state_->done[index];
+  if (done.isCreated() && done.device_index() != device) {
+    done = at::cuda::CUDAEvent(kEventFlags);  // the tensor moved to another device
   }
   // The copy starts after what the caller queued before stage() (the values it asked to save).
-  at::cuda::CUDAEvent queued;
+  at::cuda::CUDAEvent& queued = state_->queued.try_emplace(device, kEventFlags).first->second;
   queued.record(c10::cuda::getCurrentCUDAStream(device));
   queued.block(stream);
   {
     const c10::cuda::CUDAStreamGuard on_stream(stream);
+    const at::NoGradGuard no_grad;
     pinned.copy_(source, /*non_blocking=*/true);
   }
   source.record_stream(stream);
-  state_->done[index].record(stream);
+  done.record(stream);
 }
 
-void DeviceCopies::wait(std::size_t index) { state_->done.at(index).synchronize(); }
+void DeviceCopies::wait(std::size_t index) {
+  at::cuda::CUDAEvent& done = state_->done.at(index);
+  if (!done.isCreated()) return;  // never recorded: nothing to wait for
+  // On the event's own device: a TBB thread's current device is whatever it last had (or 0), and
+  // a wait there must not create a context on another GPU.
+  const c10::cuda::CUDAGuard on_device(done.device_index());
+  done.synchronize();
+}
 
 #else  // no CUDA in this libtorch: nothing is handled here
 

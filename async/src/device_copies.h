@@ -11,8 +11,9 @@
 
 namespace dcpp::detail {
 
-/// One stager's device-to-host copies: one stream per device (taken from libtorch's pool on first
-/// use, then kept) and one event per staging buffer. Not thread-safe between enqueue() calls (the
+/// One stager's device-to-host copies: one stream per device (its own, made on first use and kept;
+/// not one of libtorch's pool, which NCCL draws from) and one event per staging buffer (made again when its tensor moved to another
+/// device), blocking-sync, so waiting threads sleep. Not thread-safe between enqueue() calls (the
 /// stager prepares one job at a time); wait(i) is safe on any thread for distinct i, once the
 /// enqueue(i) that precedes it has returned.
 class DeviceCopies {

@@ -79,6 +79,9 @@ class TbbStager final : public AsyncStager {
     Promise<StateDict> promise;
     Future<StateDict> future = promise.get_future();
     std::lock_guard<std::mutex> stage_lock(stage_mutex_);
+    // Stages run one after the other: the previous one's copies (and its CUDA events, which this
+    // prepare() records again) are done before this one takes the buffers.
+    driver_.wait_until_idle();
     std::shared_ptr<detail::StagingJob> job;
     try {
       job = detail::StagingJob::prepare(state_dict, buffers_, options_.piece_bytes);

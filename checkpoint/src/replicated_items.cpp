@@ -174,7 +174,7 @@ ReplicaChecksums::ReplicaChecksums(const SavePlan& local_plan, std::vector<std::
       // Yields to the writers: hashing runs on what they leave idle (their waits for the disk),
       // and only the rest adds to the save's time.
       lower_current_thread_priority(19);
-      hash_others_items();
+      streams_.run_with([this] { hash_others_items(); });
     });
   } catch (const std::system_error&) {
     // No thread to be had (limits, memory): take() hashes them on the caller's.

@@ -5,6 +5,7 @@
 
 #include "checkpoint_info_json.h"
 #include "checkpoint_lineage.h"
+#include "core/caller_streams.h"
 #include "core/exclusive_file_lock.h"
 #include "core/logging.h"
 
@@ -177,12 +178,17 @@ void MemoryTier::note_failed_save() {
 void MemoryTier::save_in_background(
     StateDict resolved, CheckpointInfo manifest,
     std::function<void(int64_t bytes, std::exception_ptr error)> done) {
+  // CUDA tensors are copied on a stream of the copier's own, after what the training thread had
+  // queued before this call (an event recorded now): never mid optimizer step, and the training
+  // stream never waits for the copies.
+  auto after_training =
+      std::make_shared<const CallerStreams>(CallerStreams::Order::kAfterCallersWork);
   copier_->post([this, resolved = std::move(resolved), manifest = std::move(manifest),
-                 done = std::move(done)] {
+                 done = std::move(done), after_training = std::move(after_training)] {
     int64_t bytes = 0;
     std::exception_ptr error;
     try {
-      bytes = save(resolved, manifest);
+      after_training->run_with([&] { bytes = save(resolved, manifest); });
     } catch (...) {
       error = std::current_exception();
     }

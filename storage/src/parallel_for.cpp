@@ -1,5 +1,7 @@
 #include "parallel_for.h"
 
+#include "core/caller_streams.h"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -15,7 +17,7 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
   std::mutex error_mutex;
-  auto run = [&] {
+  auto run_here = [&] {
     for (std::size_t i = next++; i < count && !failed; i = next++) {
       try {
         work(i);
@@ -28,6 +30,8 @@ void parallel_for(std::size_t count, int threads, const std::function<void(std::
       }
     }
   };
+  const CallerStreams streams;
+  auto run = [&] { streams.run_with(run_here); };
   const std::size_t helpers =
       std::min<std::size_t>(count, static_cast<std::size_t>(std::max(threads, 1))) - (count > 0);
   std::vector<std::thread> pool;

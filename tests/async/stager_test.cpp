@@ -125,3 +125,22 @@ TEST_CASE("the TBB stager refuses a concurrency below 1") {
   options.concurrency = 0;
   CHECK_THROWS_WITH(dcpp::make_tbb_stager(options), Catch::Contains("concurrency"));
 }
+
+TEST_CASE("the TBB stager runs a stage() called before the previous one completed after it") {
+  // Stages run one after the other (AsyncStager::stage): the second waits for the first's copies,
+  // which, with CUDA, record the events the second records again.
+  dcpp::TbbStagerOptions options;
+  options.concurrency = 1;
+  options.nice = 0;
+  options.piece_bytes = 1 << 12;  // 4,096 pieces: the first stage is far from done at once
+  const auto stager = dcpp::make_tbb_stager(options);
+  dcpp::StateDict first;
+  first.insert("weight", at::full({1 << 22}, 1.0f));
+  dcpp::StateDict second;
+  second.insert("weight", at::full({1 << 22}, 2.0f));
+  const dcpp::Future<dcpp::StateDict> staged_first = stager->stage(first);
+  const dcpp::Future<dcpp::StateDict> staged_second = stager->stage(second);
+  CHECK(staged_first.is_ready());
+  CHECK(dcpp::test::bitwise_equal(staged_second.get().at("weight").tensor(),
+                                  second.at("weight").tensor()));
+}

@@ -10,9 +10,12 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/dist/device_mesh.h>
 #include <dcpp/parallel/data_parallel.h>
+#include <dcpp/parallel/pipeline_stage.h>
+#include <dcpp/plugin/checkpoint_manager.h>
 #include <dcpp/state_dict/model_state_dict.h>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
@@ -21,6 +24,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using dcpp::StateDict;
 
@@ -126,21 +131,45 @@ TEST_CASE("staging from CUDA copies what the caller's stream computed, into pinn
   const c10::cuda::CUDAStream training = c10::cuda::getStreamFromPool(false, 0);
   const c10::cuda::CUDAStreamGuard on_training(training);
   at::Tensor weight = at::zeros({4096, 1024}, at::TensorOptions().device(at::kCUDA));
-  for (int i = 0; i < 20; ++i) weight.add_(1.0);  // queued on `training`, not yet done
   StateDict state;
   state.insert("weight", weight);
-  auto stager = dcpp::make_tbb_stager();
-  StateDict staged = stager->stage(state).get();
-  const at::Tensor copy = staged.at("weight").tensor();
-  CHECK(copy.device().is_cpu());
-  CHECK(copy.is_pinned());
-  CHECK(dcpp::test::bitwise_equal(copy, at::full({4096, 1024}, 20.0)));
+  for (const std::string kind : {"tbb", "blocking"}) {
+    INFO(kind << " stager");
+    const std::shared_ptr<dcpp::AsyncStager> stager =
+        kind == "tbb" ? std::shared_ptr<dcpp::AsyncStager>(dcpp::make_tbb_stager())
+                      : dcpp::make_blocking_stager();
+    stager->stage(state).wait();  // the pinned buffers, allocated before the work below
+    training.synchronize();
+    weight.zero_();
+    // About a second of a kernel that only waits, then the values: without the stager's event
+    // on this stream, its copy would run at once and read the zeros.
+    at::cuda::sleep(int64_t{1} << 31);
+    weight.add_(20.0);
+    const StateDict staged = stager->stage(state).get();
+    const at::Tensor copy = staged.at("weight").tensor();
+    CHECK(copy.device().is_cpu());
+    CHECK(copy.is_pinned());
+    CHECK(dcpp::test::bitwise_equal(copy, at::full({4096, 1024}, 20.0)));
 
-  // The buffers are reused: a second stage writes into the same pinned memory.
-  weight.add_(1.0);
-  StateDict again = stager->stage(state).get();
-  CHECK(again.at("weight").tensor().data_ptr() == copy.data_ptr());
-  CHECK(dcpp::test::bitwise_equal(again.at("weight").tensor(), at::full({4096, 1024}, 21.0)));
+    // The buffers are reused: a second stage writes into the same pinned memory.
+    weight.add_(1.0);
+    const StateDict again = stager->stage(state).get();
+    CHECK(again.at("weight").tensor().data_ptr() == copy.data_ptr());
+    CHECK(dcpp::test::bitwise_equal(again.at("weight").tensor(), at::full({4096, 1024}, 21.0)));
+  }
+}
+
+TEST_CASE("a tensor that moves to another GPU between stages stages from there") {
+  REQUIRE_CUDA_DEVICE();
+  if (torch::cuda::device_count() < 2) DCPP_SKIP_BECAUSE("one CUDA device: nothing to move to");
+  auto stager = dcpp::make_tbb_stager();
+  StateDict state;
+  state.insert("weight", at::full({1000}, 1.0, at::TensorOptions().device(at::kCUDA, 0)));
+  CHECK(dcpp::test::bitwise_equal(stager->stage(state).get().at("weight").tensor(),
+                                  at::full({1000}, 1.0)));
+  state.insert_or_assign("weight", at::full({1000}, 2.0, at::TensorOptions().device(at::kCUDA, 1)));
+  CHECK(dcpp::test::bitwise_equal(stager->stage(state).get().at("weight").tensor(),
+                                  at::full({1000}, 2.0)));
 }
 
 TEST_CASE("replicated CUDA tensors are checked, and read once, through host copies over Gloo") {
@@ -206,4 +235,126 @@ TEST_CASE("a DeviceMesh trains over NCCL and checkpoints over Gloo beside it") {
   dcpp::load(model_on_cpu, dir.path() / "model");
   CHECK(dcpp::test::bitwise_equal(model_on_cpu.at("weight").tensor(), linear->weight.cpu()));
   CHECK(dcpp::test::bitwise_equal(model_on_cpu.at("bias").tensor(), linear->bias.cpu()));
+}
+
+TEST_CASE(
+    "a checkpoint manager and an async checkpointer message through an NCCL-only group on "
+    "the device") {
+  REQUIRE_CUDA_DEVICE();
+  if (!dcpp::nccl_available()) DCPP_SKIP_BECAUSE("this libtorch has CUDA but no NCCL");
+  // One rank: NCCL takes one rank per GPU. The manager's agreements and the save's messages are
+  // CPU values; through this group they travel on the device (a CPU tensor is refused: "No
+  // backend type associated with device type cpu").
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  const auto nccl = dcpp::make_nccl_process_group(store, 0, 1, dcpp::ProcessGroupOptions());
+  dcpp::test::TempDir dir;
+  StateDict state;
+  state.insert("weight", at::randn({64, 32}, at::kCUDA));
+  state.insert("steps", at::arange(10, at::kLong));
+  {
+    dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions()
+                                        .with_root(dir.path() / "managed")
+                                        .with_async(true)
+                                        .with_process_group(nccl));
+    dcpp::SaveRequest request;
+    request.step = 3;
+    manager.save(state, request);
+    manager.wait();
+    StateDict restored = zeros_like(state, at::kCUDA);
+    REQUIRE(manager.restore(restored));
+    require_equal_on(restored, state, c10::Device(at::kCUDA, 0));
+  }
+  {
+    dcpp::AsyncCheckpointer checkpointer(dcpp::AsyncCheckpointerOptions().with_process_group(nccl));
+    checkpointer.async_save(state, (dir.path() / "async").string()).committed.wait();
+    StateDict loaded = zeros_like(state, at::kCPU);
+    dcpp::load(loaded, dir.path() / "async");
+    require_equal_on(loaded, state, at::kCPU);
+  }
+}
+
+TEST_CASE("pipeline stages of CUDA modules pass activations and gradients over Gloo") {
+  REQUIRE_CUDA_DEVICE();
+  auto model_on_gpu = [] {
+    torch::manual_seed(59);
+    torch::nn::Sequential model(torch::nn::Linear(16, 32), torch::nn::Linear(32, 8));
+    model->to(at::kCUDA);
+    return model;
+  };
+  torch::nn::Sequential whole = model_on_gpu();
+  const at::Tensor input = at::randn({4, 16}, at::kCUDA);
+  const at::Tensor expected = whole->forward(input);
+  expected.sum().backward();
+  std::vector<at::Tensor> outputs(2);
+  std::vector<at::Tensor> first_grads(2);
+  dcpp::test::on_ranks(2, "cuda-pipeline", [&](int rank, const auto& group) {
+    torch::nn::Sequential model = model_on_gpu();
+    dcpp::PipelineStage stage(dcpp::PipelineStage::slice(model, rank, rank + 1), rank, group);
+    outputs[rank] = stage.forward(rank == 0 ? input : at::Tensor());
+    stage.backward(rank == 1 ? outputs[rank].sum() : at::Tensor());
+    first_grads[rank] = model->parameters()[0].grad();
+  });
+  REQUIRE(outputs[1].is_cuda());
+  CHECK(dcpp::test::bitwise_equal(outputs[1].detach().cpu(), expected.detach().cpu()));
+  REQUIRE(first_grads[0].defined());
+  CHECK(dcpp::test::bitwise_equal(first_grads[0].cpu(), whole->parameters()[0].grad().cpu()));
+}
+
+TEST_CASE("a save's writer threads and a load's reader threads follow the caller's stream") {
+  REQUIRE_CUDA_DEVICE();
+  // The caller's stream is a non-blocking one: the legacy default stream, where helper threads
+  // would copy otherwise, does not wait for its work.
+  const c10::cuda::CUDAStream training = c10::cuda::getStreamFromPool(false, 0);
+  const c10::cuda::CUDAStreamGuard on_training(training);
+  StateDict state;
+  for (int i = 0; i < 4; ++i) {
+    state.insert("w" + std::to_string(i), at::zeros({1024, 256}, at::kCUDA));
+  }
+  at::cuda::sleep(int64_t{1} << 31);  // about a second, then the values
+  for (int i = 0; i < 4; ++i) state.at("w" + std::to_string(i)).tensor().fill_(i + 1);
+  dcpp::test::TempDir dir;
+  dcpp::SaveOptions options = unsynced();
+  options.file_system.thread_count = 4;
+  dcpp::save(state, dir.path(), options);
+  StateDict loaded;
+  for (int i = 0; i < 4; ++i) {
+    loaded.insert("w" + std::to_string(i), at::zeros({1024, 256}, at::kCUDA));
+  }
+  dcpp::load(
+      loaded, dir.path(),
+      dcpp::LoadOptions().with_file_system(dcpp::FileSystemReaderOptions().with_thread_count(4)));
+  for (int i = 0; i < 4; ++i) {
+    INFO("w" << i);
+    const at::Tensor got = loaded.at("w" + std::to_string(i)).tensor();
+    CHECK(dcpp::test::bitwise_equal(got.cpu(), at::full({1024, 256}, i + 1.0)));
+  }
+}
+
+TEST_CASE("the memory tier's copier copies what the training stream computed before the save") {
+  REQUIRE_CUDA_DEVICE();
+  const c10::cuda::CUDAStream training = c10::cuda::getStreamFromPool(false, 0);
+  const c10::cuda::CUDAStreamGuard on_training(training);
+  const std::string job = "cuda-copier-" + std::to_string(::getpid());
+  dcpp::test::TempDir dir;
+  StateDict state;
+  state.insert("weight", at::zeros({2048, 512}, at::kCUDA));
+  at::cuda::sleep(int64_t{1} << 31);  // about a second, then the values the save must copy
+  state.at("weight").tensor().fill_(7.0);
+  {
+    dcpp::CheckpointManager manager(dcpp::CheckpointManagerOptions()
+                                        .with_root(dir.path())
+                                        .with_async(false)
+                                        .with_memory(dcpp::MemoryTierOptions()
+                                                         .with_every_steps(1)
+                                                         .with_job(job)
+                                                         .with_copy_while_training(true)));
+    dcpp::SaveRequest request;
+    request.step = 1;
+    manager.save(state, request);
+    manager.wait_for_memory_copy();
+    StateDict restored = zeros_like(state, at::kCPU);
+    REQUIRE(manager.restore(restored));
+    CHECK(dcpp::test::bitwise_equal(restored.at("weight").tensor(), at::full({2048, 512}, 7.0)));
+    manager.release_memory();
+  }
 }

@@ -13,6 +13,8 @@
 #include <dcpp/planner/plan.h>
 #include <dcpp/planner/save_planner.h>
 
+#include "core/caller_streams.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +72,7 @@ class ReplicaChecksums {
   bool hashed_ = false;  // hash_others_items ran
   std::exception_ptr error_;
   std::atomic<bool> stop_{false};
+  CallerStreams streams_;  // the constructing thread's: the hashing thread's device copies follow
   std::thread thread_;
 };
 

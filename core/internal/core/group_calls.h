@@ -90,10 +90,10 @@ class GroupCalls {
                                          Start&& start) const;
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  GroupReach reach_;
-  std::vector<at::Tensor> moved_sends_;  // start_send's copies made to travel, alive until we are
   std::string caller_;
   std::function<std::string()> explain_failure_;
+  GroupReach reach_;
+  std::vector<at::Tensor> moved_sends_;  // start_send's copies made to travel, alive until we are
 };
 
 }  // namespace dcpp::detail

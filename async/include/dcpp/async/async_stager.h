@@ -35,7 +35,8 @@ class DCPP_API AsyncStager {
   ///
   /// The staged tensors ARE the stager's buffers: the next stage() overwrites them. Finish using a
   /// staged copy (upload it) before calling stage() again; AsyncCheckpointer guarantees this.
-  /// Thread-safe, but stages run one after the other.
+  /// Thread-safe, but stages run one after the other: a stage() called before the previous
+  /// one's future completed first waits for it.
   virtual Future<StateDict> stage(const StateDict& state_dict) = 0;
 
   /// Blocks until every stage() called so far has completed (successfully or not). Never throws.
