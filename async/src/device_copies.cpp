@@ -1,19 +1,32 @@
 #include "device_copies.h"
 
+#include <unistd.h>
+
 #ifdef DCPP_WITH_CUDA
+#include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <c10/util/accumulate.h>
+
+#include <cstdlib>
 #include <map>
+#include <new>
 #include <vector>
+
 #else
 #include <stdexcept>
 #endif
 
 namespace dcpp::detail {
+
+int64_t DeviceCopies::pinned_length(int64_t bytes) {
+  const auto page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
 
 #ifdef DCPP_WITH_CUDA
 
@@ -49,6 +62,28 @@ DeviceCopies::~DeviceCopies() {
 }
 
 bool DeviceCopies::handles(const at::Tensor& tensor) { return tensor.is_cuda(); }
+
+at::Tensor DeviceCopies::pinned_buffer(at::ScalarType dtype, const std::vector<int64_t>& sizes) {
+  const auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
+  const int64_t bytes =
+      c10::multiply_integers(sizes) * static_cast<int64_t>(c10::elementSize(dtype));
+  if (bytes == 0) return at::empty(sizes, options);
+  const auto length = static_cast<std::size_t>(pinned_length(bytes));
+  void* memory = std::aligned_alloc(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)), length);
+  if (memory == nullptr) throw std::bad_alloc();
+  const cudaError_t registered = cudaHostRegister(memory, length, cudaHostRegisterDefault);
+  if (registered != cudaSuccess) {
+    std::free(memory);
+    C10_CUDA_CHECK(registered);
+  }
+  return at::from_blob(
+      memory, sizes,
+      [](void* data) {
+        (void)cudaHostUnregister(data);
+        std::free(data);
+      },
+      options);
+}
 
 void DeviceCopies::enqueue(std::size_t index, const at::Tensor& source, const at::Tensor& pinned) {
   const c10::DeviceIndex device = source.device().index();
@@ -100,6 +135,10 @@ DeviceCopies::DeviceCopies() = default;
 DeviceCopies::~DeviceCopies() = default;
 
 bool DeviceCopies::handles(const at::Tensor&) { return false; }
+
+at::Tensor DeviceCopies::pinned_buffer(at::ScalarType, const std::vector<int64_t>&) {
+  throw std::logic_error("DeviceCopies::pinned_buffer in a build of dcpp without CUDA");
+}
 
 void DeviceCopies::enqueue(std::size_t, const at::Tensor&, const at::Tensor&) {
   throw std::logic_error("DeviceCopies::enqueue in a build of dcpp without CUDA");

@@ -8,14 +8,15 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace dcpp::detail {
 
 /// One stager's device-to-host copies: one stream per device (its own, made on first use and kept;
-/// not one of libtorch's pool, which NCCL draws from) and one event per staging buffer (made again when its tensor moved to another
-/// device), blocking-sync, so waiting threads sleep. Not thread-safe between enqueue() calls (the
-/// stager prepares one job at a time); wait(i) is safe on any thread for distinct i, once the
-/// enqueue(i) that precedes it has returned.
+/// not one of libtorch's pool, which NCCL draws from) and one event per staging buffer (made again
+/// when its tensor moved to another device), blocking-sync, so waiting threads sleep. Not
+/// thread-safe between enqueue() calls (the stager prepares one job at a time); wait(i) is safe on
+/// any thread for distinct i, once the enqueue(i) that precedes it has returned.
 class DeviceCopies {
  public:
   DeviceCopies();
@@ -25,6 +26,14 @@ class DeviceCopies {
 
   /// Whether `tensor` is staged through here: a CUDA tensor, in a build with CUDA.
   static bool handles(const at::Tensor& tensor);
+
+  /// A CPU tensor of `dtype` and `sizes` in page-locked memory of exactly its size (page-aligned
+  /// host memory registered with CUDA, unregistered and freed with the tensor): not libtorch's
+  /// caching host allocator, which rounds each block up to a power of two and keeps freed blocks,
+  /// so the stager's staging_bytes() is what it pins. Throws c10::Error from CUDA.
+  static at::Tensor pinned_buffer(at::ScalarType dtype, const std::vector<int64_t>& sizes);
+  /// The bytes pinned_buffer pins for a tensor of `bytes`: whole pages (none for 0).
+  static int64_t pinned_length(int64_t bytes);
 
   /// Enqueues the copy of `source` (on CUDA) into `pinned` (page-locked host memory of the same
   /// dtype and sizes) as copy `index`: on this stager's stream of source's device, after the work

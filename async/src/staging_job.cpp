@@ -72,12 +72,11 @@ const std::vector<at::Tensor>& StagingBuffers::buffers_for(const std::vector<Buf
   bytes_ = 0;
   buffers_.reserve(specs.size());
   for (const BufferSpec& spec : specs) {
-    at::TensorOptions options = at::TensorOptions().dtype(spec.dtype).device(at::kCPU);
-    if (spec.pinned) {
-      options = options.pinned_memory(true);
-    }
-    buffers_.push_back(at::empty(spec.sizes, options));
-    bytes_ += buffers_.back().numel() * static_cast<int64_t>(buffers_.back().element_size());
+    buffers_.push_back(spec.pinned ? DeviceCopies::pinned_buffer(spec.dtype, spec.sizes)
+                                   : at::empty(spec.sizes, at::TensorOptions().dtype(spec.dtype)));
+    const int64_t bytes =
+        buffers_.back().numel() * static_cast<int64_t>(buffers_.back().element_size());
+    bytes_ += spec.pinned ? DeviceCopies::pinned_length(bytes) : bytes;
   }
   specs_ = specs;
   ++allocations_;
