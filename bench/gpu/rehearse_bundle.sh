@@ -58,31 +58,33 @@ cd "$CHECKOUT"
 bundle=$BUNDLE build=build-bundle-rehearsal lib=$BUNDLE/usr/lib/x86_64-linux-gnu
 echo "==== the root: $(. /etc/os-release && echo "$PRETTY_NAME"), $(c++ --version | head -1), $(cmake --version | head -1)"
 echo "==== installed packages of dcpp's dependencies (none expected but zlib1g-dev, which libtorch-dev pulls in):"
-dpkg-query -W -f='${Package} ${Status}\n' libspdlog-dev libfmt-dev libtbb-dev catch2 libcli11-dev \
+{ dpkg-query -W -f='${Package} ${Status}\n' libspdlog-dev libfmt-dev libtbb-dev catch2 libcli11-dev \
   nlohmann-json3-dev libdeflate-dev zlib1g-dev libzstd-dev libcurl4-openssl-dev libssl-dev \
-  libpugixml-dev libisal-dev libgloo-dev 2>/dev/null | grep 'install ok installed' || echo "(none)"
+  libpugixml-dev libisal-dev libgloo-dev 2>/dev/null || true; } | grep 'install ok installed' || echo "(none)"
 echo "==== preflight without the bundle"
 bench/gpu/preflight.sh /nonexistent | sed -n '/dcpp.s build dependencies/,$p'
 echo "==== preflight with the bundle"
 bench/gpu/preflight.sh "$bundle" | sed -n '/dcpp.s build dependencies/,$p'
 echo "==== configure"
-rm -rf "$build"
+# A fresh configure (the cache dropped); objects of an earlier rehearsal are reused where unchanged.
+rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+mkdir -p "$build"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
   -DDCPP_BUILD_EXAMPLES=OFF -DDCPP_BUILD_TOOLS=OFF -DDCPP_BUILD_S3_TESTS=OFF -DDCPP_CHECK_HEADERS=OFF \
   -DCMAKE_PREFIX_PATH="$bundle/usr" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu \
   -DPKG_CONFIG_EXECUTABLE="$bundle/usr/bin/pkg-config" -DCMAKE_CXX_FLAGS="-isystem $bundle/gloo/include" \
-  >"$build.configure.log" 2>&1 || { tail -40 "$build.configure.log"; exit 1; }
-grep -E '^-- (dcpp|Found)' "$build.configure.log"
+  >"$build/rehearsal-configure.log" 2>&1 || { tail -40 "$build/rehearsal-configure.log"; exit 1; }
+grep -E '^-- (dcpp|Found)' "$build/rehearsal-configure.log"
 echo "==== where CMake found each dependency (CMakeCache.txt)"
 grep -E '^(spdlog|fmt|TBB|Catch2|CLI11|nlohmann_json|pugixml)_DIR|^(CURL_LIBRARY_RELEASE|OPENSSL_CRYPTO_LIBRARY|ZLIB_LIBRARY_RELEASE|pkgcfg_lib_[A-Z_]+_[a-z]+):' "$build/CMakeCache.txt"
 echo "==== build dcpp_state_dict_tests and async_bench (every dcpp library, Catch2, CLI11)"
-time cmake --build "$build" --target dcpp_state_dict_tests async_bench -j"$JOBS" >"$build.build.log" 2>&1 ||
-  { tail -60 "$build.build.log"; exit 1; }
+time cmake --build "$build" --target dcpp_state_dict_tests async_bench -j"$JOBS" >"$build/rehearsal-build.log" 2>&1 ||
+  { tail -60 "$build/rehearsal-build.log"; exit 1; }
 export LD_LIBRARY_PATH=$lib
-echo "==== ldd: the dependencies of the libraries dcpp built, by where they resolve"
-ldd "$build"/*/libdcpp_*.so* "$build/tests/dcpp_state_dict_tests" | grep '=>' | awk '{print $1, $3}' | sort -u |
-  awk -v b="$lib" '{ where = index($2, b) == 1 ? "bundle" : ($2 == "not" ? "NOT FOUND" : "system") ; print where, $1, $2 }' |
-  sort | uniq | grep -v -E '^system (libtorch|libc10|libgomp|libprotobuf|libstdc|libgcc|libc\.|libm\.|ld-linux)' || true
+echo "==== ldd: the libraries dcpp's libraries and test program load, from the bundle"
+resolved=$(ldd "$build"/*/libdcpp_*.so* "$build/tests/dcpp_state_dict_tests" | awk '/=>/ {print $1, $3}' | sort -u)
+grep -F " $lib/" <<<"$resolved" | awk '{print "  " $1}' | paste -sd' ' | fold -s -w 100
+echo "  (and $(grep -vcF -e " $lib/" -e " $PWD/$build/" <<<"$resolved") from the root: libtorch's own dependencies and glibc's)"
 if ldd "$build"/*/libdcpp_*.so* "$build/tests/dcpp_state_dict_tests" "$build/bench/async_bench" | grep 'not found'; then
   echo "a library is not found"; exit 1
 fi
