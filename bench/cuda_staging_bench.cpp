@@ -126,14 +126,19 @@ at::HostStats host_stats() {
 #define DCPP_HOST_ALLOCATOR_STATS 0
 #endif
 
+// Host memory now: the process's resident memory (whoever pins it: the stagers register their own
+// pages with cudaHostRegister since issue 59's finding 4, libtorch's host allocator takes its
+// blocks with cudaHostAlloc), and what libtorch's caching host allocator holds.
 struct PinnedNow {
-  bool known = false;  // the allocator reports (libtorch 2.7+)
-  int64_t held = 0;    // blocks it holds, in use or cached
-  int64_t in_use = 0;  // blocks handed out
+  double resident_mib = 0;  // VmRSS
+  bool known = false;       // the allocator reports (libtorch 2.7+)
+  int64_t held = 0;         // blocks it holds, in use or cached
+  int64_t in_use = 0;       // blocks handed out
 };
 
 PinnedNow pinned_now() {
   PinnedNow now;
+  now.resident_mib = bench::resident_memory().now_mib;
 #if DCPP_HOST_ALLOCATOR_STATS
   const at::HostStats stats = host_stats();
   now.known = true;
@@ -187,28 +192,34 @@ std::string gib(int64_t bytes) {
   return text;
 }
 
+double ratio(int64_t bytes, int64_t of) {
+  return of > 0 ? static_cast<double>(bytes) / static_cast<double>(of) : 0.0;
+}
+
+// One line: staging_bytes() beside the resident memory the process gained since `before`, what
+// libtorch's host allocator took since then, and what its power-of-two blocks would have taken.
 void print_pinned(const char* when, int64_t staging_bytes, const PinnedNow& before,
                   const PinnedNow& after, int64_t expected_blocks) {
+  const auto resident =
+      static_cast<int64_t>((after.resident_mib - before.resident_mib) * 1024.0 * 1024.0);
+  char allocator[160];
   if (after.known) {
-    const int64_t held = after.held - before.held;
-    std::printf(
-        "pinned host memory %s: staging_bytes() %s, libtorch's host allocator holds %s more "
-        "(%.2fx staging_bytes(); %s of it in use; power-of-two blocks would be %s); kernel: %s\n",
-        when, gib(staging_bytes).c_str(), gib(held).c_str(),
-        staging_bytes > 0 ? static_cast<double>(held) / static_cast<double>(staging_bytes) : 0.0,
-        gib(after.in_use - before.in_use).c_str(), gib(expected_blocks).c_str(),
-        kernel_pinned().c_str());
+    std::snprintf(allocator, sizeof allocator,
+                  "libtorch's host allocator holds %s more (%.2fx; %s of it in use)",
+                  gib(after.held - before.held).c_str(),
+                  ratio(after.held - before.held, staging_bytes),
+                  gib(after.in_use - before.in_use).c_str());
   } else {
-    std::printf(
-        "pinned host memory %s: staging_bytes() %s; libtorch %d.%d's host allocator reports no "
-        "figures (2.7+ do): its power-of-two blocks would hold %s (%.2fx); kernel: %s\n",
-        when, gib(staging_bytes).c_str(), TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR,
-        gib(expected_blocks).c_str(),
-        staging_bytes > 0
-            ? static_cast<double>(expected_blocks) / static_cast<double>(staging_bytes)
-            : 0.0,
-        kernel_pinned().c_str());
+    std::snprintf(allocator, sizeof allocator,
+                  "libtorch %d.%d's host allocator reports nothing (2.7+ do)", TORCH_VERSION_MAJOR,
+                  TORCH_VERSION_MINOR);
   }
+  std::printf(
+      "host memory %s: staging_bytes() %s; resident memory %s more (%.2fx staging_bytes()); %s; "
+      "the host allocator's power-of-two blocks would be %s (%.2fx); kernel: %s\n",
+      when, gib(staging_bytes).c_str(), gib(resident).c_str(), ratio(resident, staging_bytes),
+      allocator, gib(expected_blocks).c_str(), ratio(expected_blocks, staging_bytes),
+      kernel_pinned().c_str());
 }
 
 // ---- states -----------------------------------------------------------------------------------
@@ -411,8 +422,8 @@ void llama_measurements(const Options& options) {
     const std::string when = "after the first stage(), " + name + " stager";
     print_pinned(when.c_str(), stager->staging_bytes(), before, after_first, rounded_bytes(state));
     if (name == "tbb") {
-      // A change of structure: LLaMA-13B's shapes, two layers. The old buffers are dropped by the
-      // stager and kept by the allocator (cached, for reuse by blocks of their size).
+      // A change of structure: LLaMA-13B's shapes, two layers. The stager drops the old buffers
+      // (libtorch's host allocator, where the buffers are its blocks, keeps them cached).
       const dcpp::StateDict other = llama_state(2, 5120, 13824);
       stager->stage(other).wait();
       const std::string changed =
@@ -420,13 +431,7 @@ void llama_measurements(const Options& options) {
       print_pinned(changed.c_str(), stager->staging_bytes(), before, pinned_now(),
                    rounded_bytes(other));
       stager.reset();
-      const PinnedNow gone = pinned_now();
-      if (gone.known) {
-        std::printf(
-            "pinned host memory after the tbb stager is destroyed: the allocator still holds %s "
-            "more than before it (%s in use)\n",
-            gib(gone.held - before.held).c_str(), gib(gone.in_use - before.in_use).c_str());
-      }
+      print_pinned("after the tbb stager is destroyed", 0, before, pinned_now(), 0);
     }
     stager.reset();
     empty_host_cache();
