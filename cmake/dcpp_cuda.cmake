@@ -140,8 +140,9 @@ int main() { return c10d::ProcessGroupNCCL::Options::create() ? 0 : 1; }
       endif()
     endif()
     if(NOT DCPP_WITH_NCCL)
-      set(dcpp_nccl_why "a program making ProcessGroupNCCL's options compiled but did not link against "
-          "${dcpp_torch_files}")
+      list(JOIN dcpp_torch_files ", " dcpp_torch_file_names)
+      string(CONCAT dcpp_nccl_why "a program making ProcessGroupNCCL's options compiled but did "
+                    "not link against ${dcpp_torch_file_names}")
       if(DCPP_NCCL_LIBRARY)
         string(APPEND dcpp_nccl_why " (nor with ${DCPP_NCCL_LIBRARY})")
       else()
@@ -156,8 +157,12 @@ int main() { return c10d::ProcessGroupNCCL::Options::create() ? 0 : 1; }
   unset(CMAKE_REQUIRED_INCLUDES)
   unset(CMAKE_REQUIRED_QUIET)
   if(DCPP_WITH_NCCL)
+    set(dcpp_nccl_linked "")
+    if(dcpp_nccl_libraries)
+      set(dcpp_nccl_linked "; NCCL's library linked: ${dcpp_nccl_libraries}")
+    endif()
     message(STATUS "dcpp: NCCL: nccl.h in ${DCPP_NCCL_INCLUDE_DIR}, CUDA headers in "
-                   "${DCPP_CUDA_RUNTIME_INCLUDE_DIR}${dcpp_nccl_libraries}")
+                   "${DCPP_CUDA_RUNTIME_INCLUDE_DIR}${dcpp_nccl_linked}")
   else()
     message(WARNING "dcpp: NCCL groups are not compiled in: ${dcpp_nccl_why}")
   endif()

@@ -94,6 +94,9 @@ cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FL
   -DDCPP_BUILD_BENCHMARKS=ON -DDCPP_BUILD_EXAMPLES=OFF -DDCPP_BUILD_TOOLS=OFF
   -DDCPP_BUILD_S3_TESTS=OFF -DDCPP_CHECK_HEADERS=OFF)
 prefix_path=$torch_prefix
+# The tests' and the benchmark's library path: the bundle's libraries first (curl's own dependencies
+# are found no other way), then the caller's; CMake and the compiler keep the caller's alone.
+run_library_path=${LD_LIBRARY_PATH:-}
 if [[ -d $bundle/usr ]]; then
   bundle=$(cd "$bundle" && pwd)
   # The bundle before torch's prefix, which may be a directory of every package (Debian's
@@ -103,7 +106,7 @@ if [[ -d $bundle/usr ]]; then
   # (Debian's and Ubuntu's compilers do; others do not).
   prefix_path="$bundle/usr;$torch_prefix"
   cmake_args+=("-DCMAKE_LIBRARY_ARCHITECTURE=$triplet" "-DPKG_CONFIG_EXECUTABLE=$bundle/usr/bin/pkg-config")
-  export LD_LIBRARY_PATH="$bundle/usr/lib/$triplet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  run_library_path="$bundle/usr/lib/$triplet${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Gloo's headers (c10d's ProcessGroupGloo.hpp includes them) from the bundle only where torch's
   # headers have none.
   if [[ $torch_gloo != yes && -d $bundle/gloo/include ]]; then
@@ -116,8 +119,7 @@ if [[ -z $torch_prefix ]]; then
   finish configure "FAILED (no torch)" "$out/configure.log"
 else
   echo "cmake ${cmake_args[*]}" >>"$out/configure.log"
-  # LD_LIBRARY_PATH is not given to CMake: the bundle's libraries are for what dcpp builds.
-  if env -u LD_LIBRARY_PATH cmake "${cmake_args[@]}" >>"$out/configure.log" 2>&1; then
+  if cmake "${cmake_args[@]}" >>"$out/configure.log" 2>&1; then
     configured=1
     finish configure ok
   else
@@ -128,7 +130,10 @@ else
   if grep -q 'NCCL groups compiled in: OFF' "$out/configure.log"; then
     for log in "$build/CMakeFiles/CMakeConfigureLog.yaml" "$build/CMakeFiles/CMakeError.log"; do
       [[ -f $log ]] || continue
-      { echo "---- the NCCL probe in $log:"; grep -A 60 -E 'DCPP_LIBTORCH_(NCCL_HEADERS_COMPILE|HAS_NCCL)' "$log" | tail -n 150; } >>"$out/configure.log"
+      {
+        echo "---- the NCCL probe in $log:"
+        grep -A 60 -E 'DCPP_LIBTORCH_(NCCL_HEADERS_COMPILE|HAS_NCCL)' "$log" | tail -n 150 || true
+      } >>"$out/configure.log"
     done
   fi
 fi
@@ -139,7 +144,7 @@ tests_bin=$build/tests/dcpp_cuda_tests
 bench_bin=$build/bench/cuda_staging_bench
 if ((configured)); then
   rm -f "$tests_bin" "$bench_bin"
-  env -u LD_LIBRARY_PATH cmake --build "$build" --target dcpp_cuda_tests cuda_staging_bench -j"$jobs" -- -k 0 \
+  cmake --build "$build" --target dcpp_cuda_tests cuda_staging_bench -j"$jobs" -- -k 0 \
     >"$out/build.log" 2>&1 || true
   built=()
   [[ -x $tests_bin ]] && built+=(dcpp_cuda_tests)
@@ -163,7 +168,7 @@ if [[ -x $tests_bin ]]; then
   else
     mkdir -p "$scratch/tmp"
     rc=0
-    (cd "$build/tests" && TMPDIR=$scratch/tmp \
+    (cd "$build/tests" && TMPDIR=$scratch/tmp LD_LIBRARY_PATH=$run_library_path \
       timeout --kill-after=10 "$limit" ./dcpp_cuda_tests --reporter compact --durations yes) \
       >"$out/cuda_tests.txt" 2>&1 || rc=$?
     clean_scratch
@@ -188,7 +193,8 @@ if [[ -x $bench_bin ]]; then
   else
     mkdir -p "$scratch/tmp"
     rc=0
-    TMPDIR=$scratch/tmp timeout --kill-after=10 "$limit" "$bench_bin" --dir "$scratch/bench" \
+    TMPDIR=$scratch/tmp LD_LIBRARY_PATH=$run_library_path \
+      timeout --kill-after=10 "$limit" "$bench_bin" --dir "$scratch/bench" \
       "${bench_args[@]}" >"$out/cuda_staging_bench.txt" 2>&1 || rc=$?
     clean_scratch
     cat "$out/cuda_staging_bench.txt"
@@ -212,7 +218,7 @@ fi
     grep -E '^-- dcpp: (libtorch|CUDA)|dcpp: NCCL groups are not' "$out/configure.log" || true
   fi
   if [[ -f $out/cuda_tests.txt ]]; then
-    grep -E '^(All tests passed|test cases:|Failed)' "$out/cuda_tests.txt" | tail -n 2 || true
+    grep -E '^(All tests passed|Passed|test cases:|Failed)' "$out/cuda_tests.txt" | tail -n 2 || true
   fi
   if [[ -f $out/cuda_staging_bench.txt ]]; then
     echo "benchmark: $(grep -c . "$out/cuda_staging_bench.txt" || true) lines in cuda_staging_bench.txt"
