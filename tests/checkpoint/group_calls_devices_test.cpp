@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,14 +54,17 @@ TEST_CASE("a tensor travels on a device its group takes for the call") {
 }
 
 TEST_CASE("what a Gloo group and an NCCL-only group take, as libtorch reports it") {
-  dcpp::test::on_rank_threads(1, [](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+  std::vector<std::string> reported;
+  dcpp::test::on_rank_threads(1, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
     const auto gloo = dcpp::test::loopback_group(store, rank, 1, "reach-gloo");
-    CHECK(dcpp::compat::backend_for(*gloo, c10::DeviceType::CPU) == "gloo");
-    CHECK(dcpp::compat::backend_for(*gloo, c10::DeviceType::CUDA) == "gloo");
     const auto nccl = dcpp::test::nccl_stand_in(store, rank, 1);
-    CHECK(dcpp::compat::backend_for(*nccl, c10::DeviceType::CPU).empty());
-    CHECK(dcpp::compat::backend_for(*nccl, c10::DeviceType::CUDA) == "nccl");
+    reported = {dcpp::compat::backend_for(*gloo, c10::DeviceType::CPU),
+                dcpp::compat::backend_for(*gloo, c10::DeviceType::CUDA),
+                dcpp::compat::backend_for(*nccl, c10::DeviceType::CPU),
+                dcpp::compat::backend_for(*nccl, c10::DeviceType::CUDA)};
   });
+  // Gloo takes both devices; the NCCL stand-in takes CUDA tensors only.
+  CHECK(reported == std::vector<std::string>{"gloo", "gloo", "", "nccl"});
 }
 
 TEST_CASE(
@@ -109,16 +113,17 @@ TEST_CASE(
 }
 
 TEST_CASE("a collective c10d refuses to start is a CheckpointError") {
-  dcpp::test::on_rank_threads(1, [](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
+  std::optional<dcpp::CheckpointError> error;
+  dcpp::test::on_rank_threads(1, [&](int rank, const c10::intrusive_ptr<c10d::Store>& store) {
     dcpp::detail::GroupCalls calls(dcpp::test::loopback_group(store, rank, 1, "refused"), "test");
     std::vector<at::Tensor> tensors{at::ones({2})};
-    const dcpp::CheckpointError error =
-        dcpp::test::error_of([&] { calls.broadcast(tensors, 5, "from a rank out of range"); });
-    CHECK(error.kind() == dcpp::ErrorKind::kUsage);
-    CHECK_THAT(error.what_without_backtrace(),
-               Catch::Contains("test on rank 0 of 1: the process group (backend 'gloo') "
-                               "refused broadcast of from a rank out of range: "));
+    error = dcpp::test::error_of([&] { calls.broadcast(tensors, 5, "from a rank out of range"); });
   });
+  REQUIRE(error.has_value());
+  CHECK(error->kind() == dcpp::ErrorKind::kUsage);
+  CHECK_THAT(error->what_without_backtrace(),
+             Catch::Contains("test on rank 0 of 1: the process group (backend 'gloo') "
+                             "refused broadcast of from a rank out of range: "));
 }
 
 TEST_CASE("through Gloo, CPU tensors still travel as they are, values exact") {

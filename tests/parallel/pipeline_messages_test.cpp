@@ -30,10 +30,12 @@ TEST_CASE("two pipeline stages compute what the whole model computes, gradients 
   const at::Tensor expected = whole->forward(input);
   expected.sum().backward();
 
+  // Each rank's copy is made here: the rank threads would share the seeded global generator.
+  std::vector<torch::nn::Sequential> models{two_stage_model(), two_stage_model()};
   std::vector<at::Tensor> outputs(2);
   std::vector<at::Tensor> first_grads(2);
   dcpp::test::on_ranks(2, "pipeline", [&](int rank, const auto& group) {
-    torch::nn::Sequential model = two_stage_model();
+    torch::nn::Sequential& model = models[rank];
     const auto [begin, end] = dcpp::PipelineStage::even_bounds(3, rank, 2);
     dcpp::PipelineStage stage(dcpp::PipelineStage::slice(model, begin, end), begin, group);
     outputs[rank] = stage.forward(rank == 0 ? input : at::Tensor());
