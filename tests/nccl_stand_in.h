@@ -9,15 +9,36 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <chrono>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 namespace dcpp::test {
 
-class CpuRefusingGloo final : public c10d::ProcessGroupGloo {
+/// `Gloo` as it is where its backend has no `setTimeout` (libtorch before 2.7 or so).
+template <typename Gloo, typename = void>
+class TimeoutInOptions : public Gloo {
  public:
-  using c10d::ProcessGroupGloo::ProcessGroupGloo;
+  using Gloo::Gloo;
+};
+
+/// Where it has one, libtorch's is inline and reaches gloo's own library, which libtorch links
+/// privately (2.14: an undefined `gloo::Context::setTimeout` at link time). This one changes the
+/// options only: the stand-in's contexts keep the timeout they were created with.
+template <typename Gloo>
+class TimeoutInOptions<Gloo, std::void_t<decltype(&Gloo::setTimeout)>> : public Gloo {
+ public:
+  using Gloo::Gloo;
+
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    this->getOptions()->timeout = timeout;
+  }
+};
+
+class CpuRefusingGloo final : public TimeoutInOptions<c10d::ProcessGroupGloo> {
+ public:
+  using TimeoutInOptions<c10d::ProcessGroupGloo>::TimeoutInOptions;
 
   const std::string getBackendName() const override { return "nccl"; }
 
