@@ -1,7 +1,10 @@
 #include "bench_common.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -42,6 +45,31 @@ ResidentMemory resident_memory() {
     if (line.rfind("VmHWM:", 0) == 0) memory.peak_mib = std::stod(line.substr(6)) / 1024;
   }
   return memory;
+}
+
+void reset_peak_memory() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+long minor_faults() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+double seconds_per_fault(std::size_t mib) {
+  const std::size_t bytes = mib << 20;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* mapped =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::runtime_error("seconds_per_fault: mmap failed");
+  ::madvise(mapped, bytes, MADV_NOHUGEPAGE);  // a fault per page, as a heap's growth takes them
+  auto* bytes_at = static_cast<volatile char*>(mapped);
+  const long faults_before = minor_faults();
+  const auto start = Clock::now();
+  for (std::size_t at = 0; at < bytes; at += page) bytes_at[at] = 1;
+  const double seconds = seconds_since(start);
+  const long faults = minor_faults() - faults_before;
+  ::munmap(mapped, bytes);
+  return faults > 0 ? seconds / static_cast<double>(faults) : 0.0;
 }
 
 void parse_or_exit(CLI::App& app, int argc, char** argv) {

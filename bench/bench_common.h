@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 
@@ -27,6 +28,17 @@ struct ResidentMemory {
   double peak_mib = 0;
 };
 ResidentMemory resident_memory();
+
+/// Starts a new peak: VmHWM becomes VmRSS (writes 5 to /proc/self/clear_refs, Linux 4.0+).
+void reset_peak_memory();
+
+/// Minor page faults this process has taken so far (getrusage).
+long minor_faults();
+
+/// What one minor fault costs on this machine: a fresh anonymous mapping of `mib` MiB touched a
+/// page at a time, its time over its faults. The baseline that tells a phase's page-fault share
+/// (its faults times this) from the rest, on a VM where a fault costs ten times bare metal's.
+double seconds_per_fault(std::size_t mib = 256);
 
 /// A new directory under the system's temporary directory, removed with what it holds.
 class TempDir {

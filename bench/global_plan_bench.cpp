@@ -20,10 +20,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -93,15 +96,47 @@ double raw_write_seconds(const fs::path& path, std::size_t bytes) {
   return seconds;
 }
 
+// One phase of the coordinator's step: wall and this thread's CPU time, the minor page faults the
+// process took in it and its own peak of resident memory.
+struct Phase {
+  const char* name = "";
+  double wall = 0, cpu = 0;
+  long faults = 0;
+  double peak_mib = 0;
+};
+
+template <typename Run>
+Phase run_phase(const char* name, Run&& run) {
+  bench::reset_peak_memory();
+  const long faults_before = bench::minor_faults();
+  const double cpu_before = bench::thread_cpu_seconds();
+  const auto start = bench::Clock::now();
+  run();
+  Phase phase;
+  phase.name = name;
+  phase.wall = bench::seconds_since(start);
+  phase.cpu = bench::thread_cpu_seconds() - cpu_before;
+  phase.faults = bench::minor_faults() - faults_before;
+  phase.peak_mib = bench::resident_memory().peak_mib;
+  return phase;
+}
+
 struct Figures {
-  double replicas = 0, plan = 0, prepare = 0, finish = 0, cpu = 0, copy = 0, raw_write = 0;
+  std::vector<Phase> phases;  // replicas, plan, prepare, finish
+  double copy = 0, raw_write = 0;
   std::size_t chunks = 0;
   uintmax_t metadata_bytes = 0;
   double peak_mib = 0;
+  double total(double Phase::*field) const {
+    double sum = 0;
+    for (const Phase& phase : phases) sum += phase.*field;
+    return sum;
+  }
 };
 
 Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
   Figures f;
+  bench::reset_peak_memory();
   std::vector<dcpp::SavePlan> plans = local_plans(ranks, tensors);
   {
     const auto start = bench::Clock::now();
@@ -113,36 +148,30 @@ Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
   dcpp::FileSystemWriter writer(dir, dcpp::FileSystemWriterOptions().with_sync_files(false));
   writer.set_up(0, true);
 
-  const double cpu_start = bench::thread_cpu_seconds();
-  auto start = bench::Clock::now();
-  const dcpp::detail::ReplicatedItems replicated = dcpp::detail::find_replicated_items(plans);
-  f.replicas = bench::seconds_since(start);
-  if (!replicated.items.empty()) {
-    std::fprintf(stderr, "an FSDP job has no replicated items, yet %zu were found\n",
-                 replicated.items.size());
-    std::exit(1);
-  }
-
-  start = bench::Clock::now();
-  auto [global_plans, metadata] = planner.create_global_plan(std::move(plans));
-  f.plan = bench::seconds_since(start);
-
-  start = bench::Clock::now();
-  global_plans = writer.prepare_global_plan(std::move(global_plans));
-  f.prepare = bench::seconds_since(start);
-
-  const double planning_cpu = bench::thread_cpu_seconds() - cpu_start;
+  f.phases.push_back(run_phase("replicas", [&] {
+    const dcpp::detail::ReplicatedItems replicated = dcpp::detail::find_replicated_items(plans);
+    if (!replicated.items.empty()) {
+      std::fprintf(stderr, "an FSDP job has no replicated items, yet %zu were found\n",
+                   replicated.items.size());
+      std::exit(1);
+    }
+  }));
+  std::vector<dcpp::SavePlan> global_plans;
+  dcpp::Metadata metadata;
+  f.phases.push_back(run_phase("plan", [&] {
+    std::tie(global_plans, metadata) = planner.create_global_plan(std::move(plans));
+  }));
+  f.phases.push_back(run_phase("prepare", [&] {
+    global_plans = writer.prepare_global_plan(std::move(global_plans));
+  }));
   const auto results = write_results(global_plans);  // what the ranks send back: not timed
-  const double cpu_before_finish = bench::thread_cpu_seconds();
-  start = bench::Clock::now();
-  writer.finish(std::move(metadata), results);
-  f.finish = bench::seconds_since(start);
-  f.cpu = planning_cpu + (bench::thread_cpu_seconds() - cpu_before_finish);
+  f.phases.push_back(
+      run_phase("finish", [&] { writer.finish(std::move(metadata), results); }));
 
   for (const auto& rank_results : results) f.chunks += rank_results.size();
   f.metadata_bytes = fs::file_size(dir / ".metadata");
   f.raw_write = raw_write_seconds(dir / "raw-write", static_cast<std::size_t>(f.metadata_bytes));
-  f.peak_mib = bench::resident_memory().peak_mib;
+  for (const Phase& phase : f.phases) f.peak_mib = std::max(f.peak_mib, phase.peak_mib);
   fs::remove_all(dir);
   return f;
 }
@@ -163,24 +192,40 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "scratch directory (removed after each world size)");
   bench::parse_or_exit(app, argc, argv);
 
-  std::printf("%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n",
+  const double fault_seconds = bench::seconds_per_fault();
+  std::printf("%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n"
+              "a minor page fault on this machine: %.2f us (256 MiB of fresh pages touched)\n",
               static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
-              static_cast<long long>(kColumns));
+              static_cast<long long>(kColumns), fault_seconds * 1e6);
   std::printf("%6s %9s %10s %9s %9s %9s %9s %9s %10s %9s %9s %9s\n", "ranks", "chunks",
               "replicas s", "plan s", "prepare s", "finish s", "total s", "CPU s", ".metadata",
               "peak MiB", "/copy", "/write");
+  std::vector<std::pair<int, Figures>> all;
   for (const int ranks : world_sizes) {
     const Figures f = measure(ranks, tensors, dir);
-    const double total = f.replicas + f.plan + f.prepare + f.finish;
+    const double total = f.total(&Phase::wall);
     std::printf("%6d %9zu %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1fMB %9.0f %8.1fx %8.1fx\n",
-                ranks, f.chunks, f.replicas, f.plan, f.prepare, f.finish, total, f.cpu,
+                ranks, f.chunks, f.phases[0].wall, f.phases[1].wall, f.phases[2].wall,
+                f.phases[3].wall, total, f.total(&Phase::cpu),
                 static_cast<double>(f.metadata_bytes) / 1e6, f.peak_mib, total / f.copy,
                 total / f.raw_write);
+    all.emplace_back(ranks, f);
   }
   std::printf(
       "replicas: finding replicated items (the replica check's step)\ntotal: the four timed "
       "steps, wall; CPU: the same on this thread (target at 1,024 "
       "ranks: < 10 s on one core, < 4096 MiB peak)\n/copy, /write: total over a deep copy "
-      "of the local plans and over a raw write() of .metadata's bytes\n");
+      "of the local plans and over a raw write() of .metadata's bytes\n\n");
+  std::printf("per phase: its own peak of resident memory, and its minor faults times the cost "
+              "of one measured above\n");
+  std::printf("%6s %9s %9s %9s %11s %10s %9s\n", "ranks", "phase", "wall s", "CPU s",
+              "faults", "faults s", "peak MiB");
+  for (const auto& [ranks, f] : all) {
+    for (const Phase& phase : f.phases) {
+      std::printf("%6d %9s %9.3f %9.3f %11ld %10.3f %9.0f\n", ranks, phase.name, phase.wall,
+                  phase.cpu, phase.faults, static_cast<double>(phase.faults) * fault_seconds,
+                  phase.peak_mib);
+    }
+  }
   return 0;
 }
