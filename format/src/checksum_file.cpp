@@ -8,6 +8,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <charconv>
 #include <cstdio>
 
 namespace dcpp::detail {
@@ -23,10 +24,8 @@ std::string hex32(uint32_t value) {
 }
 
 // Names may hold any byte: the field and line separators, '%' and other control bytes are
-// written as %XX.
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
+// written as %XX. Appended to `out`.
+void append_escaped(std::string& out, std::string_view text) {
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f || c == '%') {
@@ -37,7 +36,17 @@ std::string escape(std::string_view text) {
       out += c;
     }
   }
-  return out;
+}
+
+void append_number(std::string& out, uint64_t value) {
+  char buf[24];
+  const auto [end, error] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+
+void append_hex32(std::string& out, uint32_t value) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xf];
 }
 
 class Parser {
@@ -164,22 +173,52 @@ class Parser {
 }  // namespace
 
 std::string encode_checksum_file(const std::vector<SaveChecksums>& saves) {
-  std::string out(kMagic);
+  // Appended in place: at 1,024 ranks a save lists a million items, and a temporary string per
+  // field, or the output's doublings, would be most of the cost. Names are assumed unescaped in
+  // the estimate; the string grows past it when they are not.
+  std::size_t estimate = kMagic.size() + 64;
+  for (const SaveChecksums& save : saves) {
+    estimate += 64;
+    if (!save.items) continue;
+    for (const ItemChecksum& item : *save.items) {
+      estimate += 5 + item.file.size() + 1 + 20 + 1 + 20 + 1 + 8 + 1 + item.key.size() + 1;
+    }
+  }
+  std::string out;
+  out.reserve(estimate);
+  out += kMagic;
   out += '\n';
   for (const SaveChecksums& save : saves) {
-    out += "metadata\t" + std::to_string(save.metadata_size) + '\t' + hex32(save.metadata_crc32) +
-           '\t' + (save.items ? std::to_string(save.items->size()) : std::string("-")) + '\n';
+    out += "metadata\t";
+    append_number(out, save.metadata_size);
+    out += '\t';
+    append_hex32(out, save.metadata_crc32);
+    out += '\t';
+    if (save.items) {
+      append_number(out, save.items->size());
+    } else {
+      out += '-';
+    }
+    out += '\n';
     if (!save.items) continue;
     for (const ItemChecksum& item : *save.items) {
       out += "item\t";
-      out += escape(item.file);
-      out += '\t' + std::to_string(item.offset) + '\t' + std::to_string(item.length) + '\t' +
-             hex32(item.crc32) + '\t';
-      out += escape(item.key);
+      append_escaped(out, item.file);
+      out += '\t';
+      append_number(out, item.offset);
+      out += '\t';
+      append_number(out, item.length);
+      out += '\t';
+      append_hex32(out, item.crc32);
+      out += '\t';
+      append_escaped(out, item.key);
       out += '\n';
     }
   }
-  out += "end\t" + hex32(crc32(0, out.data(), out.size())) + '\n';
+  const uint32_t crc = crc32(0, out.data(), out.size());  // of every line before the last
+  out += "end\t";
+  append_hex32(out, crc);
+  out += '\n';
   return out;
 }
 

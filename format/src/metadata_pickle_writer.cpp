@@ -36,6 +36,7 @@ using namespace metadata_classes;
 class MetadataEncoder {
  public:
   std::string encode(const Metadata& m) {
+    w_.reserve(estimated_bytes(m));
     open_object(kMetaModule, "Metadata");
     std::size_t fields = 4 + (m.version ? 1 : 0);
     w_.put_dict(fields, [&](std::size_t i) {
@@ -79,6 +80,21 @@ class MetadataEncoder {
   }
 
  private:
+  /// About what the pickle of `m` takes, a little more for the usual FQNs (their strings are
+  /// written once, then fetched from the memo: 2 to 5 bytes): 96 bytes a chunk and a storage
+  /// entry, each key's name once. Pages reserved and never written cost nothing.
+  static std::size_t estimated_bytes(const Metadata& m) {
+    std::size_t bytes = 4096 + 96 * m.storage_data.size();
+    for (const auto& [key, storage] : m.state_dict_metadata) {
+      bytes += 128 + key.size();
+      if (const auto* tensor = std::get_if<TensorStorageMetadata>(&storage)) {
+        bytes += 96 * tensor->chunks.size();
+      }
+    }
+    for (const auto& [key, path] : m.planner_data) bytes += 64 + 2 * key.size();
+    return bytes;
+  }
+
   /// Pushes an instance of `module.name` made by NEWOBJ with no arguments (no state yet).
   void open_object(std::string_view module, std::string_view name) {
     w_.put_global(module, name);

@@ -73,6 +73,9 @@ std::vector<WriteResult> write_data_files(
 std::set<std::string> add_write_results(Metadata& metadata,
                                         const std::vector<std::vector<WriteResult>>& results) {
   std::set<std::string> referenced;
+  std::size_t count = metadata.storage_data.size();
+  for (const auto& rank_results : results) count += rank_results.size();
+  metadata.storage_data.reserve(count);  // a million entries at 1,024 ranks: grown once, not 20x
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
       metadata.storage_data.emplace_back(result.index, result.storage_data);
@@ -132,6 +135,9 @@ SaveChecksums save_checksums_of(std::string_view metadata_bytes,
   save.metadata_size = metadata_bytes.size();
   save.metadata_crc32 = crc32(0, metadata_bytes.data(), metadata_bytes.size());
   save.items.emplace();
+  std::size_t count = 0;
+  for (const auto& rank_results : results) count += rank_results.size();
+  save.items->reserve(count);
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
       if (!result.crc32) {  // not written by dcpp's item writer: its items cannot be listed

@@ -70,6 +70,16 @@ TEST_CASE("the checksum file round-trips any name and refuses every damaged byte
   saves[1].metadata_size = 99;
   saves[1].metadata_crc32 = 7;  // items unknown
   const std::string bytes = dcpp::detail::encode_checksum_file(saves);
+  // The format itself (checksum_file.h), byte for byte: files written before read the same.
+  const std::string body =
+      "dcpp-checksums 1\n"
+      "metadata\t1234\tdeadbeef\t2\n"
+      "item\t__0_0.distcp\t0\t700\t01020304\tmodel.w\n"
+      "item\t__1_0.distcp\t700\t5\tffffffff\todd%09key%0awith %2525 and %01\n"
+      "metadata\t99\t00000007\t-\n"
+      "end\t";
+  CHECK(bytes.substr(0, body.size()) == body);
+  CHECK(bytes.size() == body.size() + 9);  // the CRC-32 in 8 hex digits, then a newline
   const auto decoded = dcpp::detail::decode_checksum_file(bytes, "ckpt/.checksums");
   REQUIRE(decoded.size() == 2);
   REQUIRE(decoded[0].metadata_size == 1234);

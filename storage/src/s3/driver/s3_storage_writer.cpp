@@ -113,7 +113,8 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     const std::optional<std::string> replaced = client().get_object_if_exists(key(kMetadataObject));
     const std::string bytes = detail::encode_metadata(metadata);
     if (options_.checksum_file) {
-      std::vector<detail::SaveChecksums> saves{detail::save_checksums_of(bytes, results)};
+      std::vector<detail::SaveChecksums> saves;  // not `{...}`: that copies its element
+      saves.push_back(detail::save_checksums_of(bytes, results));
       if (replaced) {
         const std::string checksum_key = key(detail::kChecksumFileName);
         saves.push_back(detail::replaced_save_checksums(
