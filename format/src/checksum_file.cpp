@@ -3,6 +3,7 @@
 
 #include "format/checksum_file.h"
 
+#include "core/huge_pages.h"
 #include "format/crc32.h"
 #include "format/file_io.h"
 
@@ -186,6 +187,7 @@ std::string encode_checksum_file(const std::vector<SaveChecksums>& saves) {
   }
   std::string out;
   out.reserve(estimate);
+  advise_huge_pages(out.data(), out.capacity());
   out += kMagic;
   out += '\n';
   for (const SaveChecksums& save : saves) {

@@ -1,6 +1,7 @@
 #include "dcp_item_writer.h"
 #include "parallel_for.h"
 
+#include "core/huge_pages.h"
 #include "core/logging.h"
 #include "format/crc32.h"
 #include "format/item_codec.h"
@@ -76,6 +77,8 @@ std::set<std::string> add_write_results(Metadata& metadata,
   std::size_t count = metadata.storage_data.size();
   for (const auto& rank_results : results) count += rank_results.size();
   metadata.storage_data.reserve(count);  // a million entries at 1,024 ranks: grown once, not 20x
+  advise_huge_pages(metadata.storage_data.data(),
+                    metadata.storage_data.capacity() * sizeof(metadata.storage_data[0]));
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
       metadata.storage_data.emplace_back(result.index, result.storage_data);
@@ -138,6 +141,7 @@ SaveChecksums save_checksums_of(std::string_view metadata_bytes,
   std::size_t count = 0;
   for (const auto& rank_results : results) count += rank_results.size();
   save.items->reserve(count);
+  advise_huge_pages(save.items->data(), save.items->capacity() * sizeof(ItemChecksum));
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
       if (!result.crc32) {  // not written by dcpp's item writer: its items cannot be listed

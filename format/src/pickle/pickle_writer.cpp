@@ -1,5 +1,7 @@
 #include "format/pickle/pickle_writer.h"
 
+#include "core/huge_pages.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <cstring>
@@ -333,6 +335,11 @@ void PickleWriter::newobj() {
 void PickleWriter::build() { op(op::kBuild); }
 
 void PickleWriter::binpersid() { op(op::kBinPersId); }
+
+void PickleWriter::reserve(std::size_t bytes) {
+  out_.reserve(bytes);
+  advise_huge_pages(out_.data(), out_.capacity());
+}
 
 std::string PickleWriter::finish() {
   op(op::kStop);

@@ -138,7 +138,7 @@ class PickleWriter {
 
   /// Makes room for `bytes` of output ahead: a pickle of a known scale is written without the
   /// output's doublings (each a copy of all so far, into pages touched for the first time).
-  void reserve(std::size_t bytes) { out_.reserve(bytes); }
+  void reserve(std::size_t bytes);
 
   /// Writes STOP, closes the last frame and returns the pickle. The writer is spent afterwards.
   std::string finish();
