@@ -5,6 +5,7 @@
 #include "core/thread_priority.h"
 #include "format/content_checksum.h"
 #include "format/metadata_index_hash.h"
+#include "planner/same_index_items.h"
 
 #include <dcpp/core/checkpoint_error.h>
 
@@ -49,66 +50,20 @@ bool is_nested_param_group_list(const std::string& key) {
 }  // namespace
 
 ReplicatedItems find_replicated_items(const std::vector<SavePlan>& local_plans) {
-  // Every item as (hash of its index, its number in plan order), sorted: equal indices end up
-  // side by side, each group led by its first in plan order. A sort of 16-byte records instead of
-  // a node per item in a hash map: a million chunks take a fraction of a second.
-  struct Entry {
-    uint64_t hash;
-    uint32_t number;  // rank's first item's number + position in the rank's plan
-  };
-  std::vector<const MetadataIndex*> index_of;
-  std::vector<uint32_t> first_of_rank;
-  for (const SavePlan& plan : local_plans) {
-    first_of_rank.push_back(static_cast<uint32_t>(index_of.size()));
-    for (const WriteItem& item : plan.items) {
-      index_of.push_back(&item.index);
-    }
-  }
-  if (index_of.size() >= kNotReplicated) {
-    throw CheckpointError(ErrorKind::kUsage, "checkpoint save: more than 2^32 items in one save");
-  }
-  std::vector<Entry> entries;
-  entries.reserve(index_of.size());
-  for (uint32_t n = 0; n < index_of.size(); ++n) {
-    entries.push_back(Entry{IndexHash{}(index_of[n]), n});
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.hash != b.hash ? a.hash < b.hash : a.number < b.number;
-  });
-  // leader[n]: the first item in plan order with item n's index, for items held more than once.
-  std::vector<uint32_t> leader(index_of.size(), kNotReplicated);
-  std::vector<uint32_t> pending;  // a hash's items not yet grouped (more than one index: rare)
-  for (std::size_t begin = 0, end = 0; begin < entries.size(); begin = end) {
-    for (end = begin + 1; end < entries.size() && entries[end].hash == entries[begin].hash; ++end) {
-    }
-    pending.clear();
-    for (std::size_t e = begin; e < end; ++e) pending.push_back(entries[e].number);
-    while (pending.size() > 1) {
-      const uint32_t first = pending.front();
-      std::size_t others = 0;
-      std::size_t equal = 1;
-      for (std::size_t k = 1; k < pending.size(); ++k) {
-        if (*index_of[pending[k]] == *index_of[first]) {
-          leader[pending[k]] = first;
-          ++equal;
-        } else {
-          pending[others++] = pending[k];
-        }
-      }
-      if (equal > 1) leader[first] = first;
-      pending.resize(others);
-    }
-  }
+  const SameIndexItems same = find_same_index_items(local_plans);
+  const std::vector<uint32_t>& leader = same.leader;
+  const std::vector<uint32_t>& first_of_rank = same.first_of_rank;
   ReplicatedItems replicated;
   replicated.marks.resize(local_plans.size());
   replicated.of_rank.resize(local_plans.size());
-  std::vector<uint32_t> id_of_leader(index_of.size(), kNotReplicated);
+  if (!same.any) return replicated;
+  std::vector<uint32_t> id_of_leader(leader.size(), kNotReplicated);
   for (std::size_t rank = 0; rank < local_plans.size(); ++rank) {
     const std::vector<WriteItem>& items = local_plans[rank].items;
     std::string& marks = replicated.marks[rank];
     for (std::size_t i = 0; i < items.size(); ++i) {
       const uint32_t first = leader[first_of_rank[rank] + i];
-      if (first == kNotReplicated) {
+      if (first == SameIndexItems::kAlone) {
         continue;
       }
       uint32_t& id = id_of_leader[first];

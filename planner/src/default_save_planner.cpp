@@ -4,8 +4,8 @@
 
 #include <dcpp/planner/save_planner.h>
 
-#include "format/metadata_index_hash.h"
 #include "planner/planner_helpers.h"
+#include "planner/same_index_items.h"
 #include "planner/save_plan_validation.h"
 
 #include <dcpp/core/checkpoint_error.h>
@@ -30,9 +30,6 @@ int64_t WriteItem::tensor_storage_size() const {
 
 namespace {
 
-using IndexHash = detail::MetadataIndexHash;
-using IndexEqual = detail::MetadataIndexEqual;
-
 // Items at one index (key and offsets) on two ranks are replicas only when their chunks have the
 // same sizes: rows [0, 16) and [0, 8) of one tensor overlap, and keeping either would lose or
 // misplace the other's elements. Throws CheckpointError (kUsage) naming both.
@@ -56,55 +53,58 @@ void require_replica(const WriteItem& first, std::size_t first_rank, const Write
 }
 
 // Removes items planned on several ranks from all but one: the rank with the fewest bytes planned
-// so far, visiting items in the order they were first planned.
+// so far, visiting items in the order they were first planned (an item held once counts for its
+// rank where it lies).
 void dedup_save_plans(std::vector<SavePlan>& plans) {
   if (plans.size() < 2) return;  // one rank's keys and chunks are its own
-  struct Holders {
-    const WriteItem* first;
-    std::vector<std::size_t> ranks;
-    std::size_t writer = 0;
+  const detail::SameIndexItems same = detail::find_same_index_items(plans);
+  if (!same.any) return;  // sharded only (FSDP, TP): nothing to remove
+  const auto item_of = [&](uint32_t number, std::size_t* rank) -> const WriteItem& {
+    *rank = static_cast<std::size_t>(
+        std::upper_bound(same.first_of_rank.begin(), same.first_of_rank.end(), number) -
+        same.first_of_rank.begin() - 1);
+    return plans[*rank].items[number - same.first_of_rank[*rank]];
   };
-  std::unordered_map<const MetadataIndex*, Holders, IndexHash, IndexEqual> holders;
-  std::vector<Holders*> first_seen;
-  std::size_t total = 0;
-  for (const SavePlan& plan : plans) total += plan.items.size();
-  holders.reserve(total);
-  first_seen.reserve(total);
+  // The ranks holding each led group, in plan order, by its leader's number.
+  std::unordered_map<uint32_t, std::vector<std::size_t>> holders;
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-    for (const WriteItem& item : plans[rank].items) {
-      auto [it, added] = holders.try_emplace(&item.index, Holders{&item, {}});
-      if (added) {
-        first_seen.push_back(&it->second);
-      } else {
-        require_replica(*it->second.first, it->second.ranks.front(), item, rank);
+    for (std::size_t i = 0; i < plans[rank].items.size(); ++i) {
+      const uint32_t leader = same.leader[same.number(rank, i)];
+      if (leader == detail::SameIndexItems::kAlone) continue;
+      std::vector<std::size_t>& ranks = holders[leader];
+      if (!ranks.empty()) {
+        std::size_t first_rank = 0;
+        require_replica(item_of(leader, &first_rank), first_rank, plans[rank].items[i], rank);
       }
-      it->second.ranks.push_back(rank);
+      ranks.push_back(rank);
     }
   }
   std::vector<int64_t> planned_bytes(plans.size(), 0);
-  for (Holders* item : first_seen) {
-    std::size_t chosen = item->ranks.front();
-    for (std::size_t rank : item->ranks) {
-      if (planned_bytes[rank] < planned_bytes[chosen]) {
-        chosen = rank;
+  std::unordered_map<uint32_t, std::size_t> writer;  // by leader
+  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
+    for (std::size_t i = 0; i < plans[rank].items.size(); ++i) {
+      const uint32_t number = same.number(rank, i);
+      const uint32_t leader = same.leader[number];
+      const int64_t bytes = plans[rank].items[i].tensor_storage_size();
+      if (leader == detail::SameIndexItems::kAlone) {
+        planned_bytes[rank] += bytes;
+      } else if (leader == number) {
+        const std::vector<std::size_t>& ranks = holders.at(leader);
+        std::size_t chosen = ranks.front();
+        for (std::size_t holder : ranks) {
+          if (planned_bytes[holder] < planned_bytes[chosen]) chosen = holder;
+        }
+        planned_bytes[chosen] += bytes;
+        writer.emplace(leader, chosen);
       }
     }
-    planned_bytes[chosen] += item->first->tensor_storage_size();
-    item->writer = chosen;
   }
-  // Decide every item before removing any: the map's keys point into the plans.
-  std::vector<std::vector<bool>> keep(plans.size());
-  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-    for (const WriteItem& item : plans[rank].items) {
-      keep[rank].push_back(holders.at(&item.index).writer == rank);
-    }
-  }
-  holders.clear();
   for (std::size_t rank = 0; rank < plans.size(); ++rank) {
     auto& items = plans[rank].items;
     std::size_t kept = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
-      if (keep[rank][i]) {
+      const uint32_t leader = same.leader[same.number(rank, i)];
+      if (leader == detail::SameIndexItems::kAlone || writer.at(leader) == rank) {
         if (kept != i) items[kept] = std::move(items[i]);
         ++kept;
       }
