@@ -173,55 +173,72 @@ class Parser {
 
 }  // namespace
 
+// Appended in place: at 1,024 ranks a save lists a million items, and a temporary string per
+// field, or the output's doublings, would be most of the cost.
+ChecksumFileEncoder::ChecksumFileEncoder(std::size_t expected_bytes) {
+  out_.reserve(kMagic.size() + 1 + expected_bytes + 16);
+  advise_huge_pages(out_.data(), out_.capacity());
+  out_ += kMagic;
+  out_ += '\n';
+}
+
+void ChecksumFileEncoder::save(uint64_t metadata_size, uint32_t metadata_crc32,
+                               std::optional<uint64_t> items) {
+  out_ += "metadata\t";
+  append_number(out_, metadata_size);
+  out_ += '\t';
+  append_hex32(out_, metadata_crc32);
+  out_ += '\t';
+  if (items) {
+    append_number(out_, *items);
+  } else {
+    out_ += '-';
+  }
+  out_ += '\n';
+}
+
+void ChecksumFileEncoder::item(std::string_view file, uint64_t offset, uint64_t length,
+                               uint32_t crc32, std::string_view key) {
+  out_ += "item\t";
+  append_escaped(out_, file);
+  out_ += '\t';
+  append_number(out_, offset);
+  out_ += '\t';
+  append_number(out_, length);
+  out_ += '\t';
+  append_hex32(out_, crc32);
+  out_ += '\t';
+  append_escaped(out_, key);
+  out_ += '\n';
+}
+
+std::string ChecksumFileEncoder::finish() {
+  const uint32_t crc = crc32(0, out_.data(), out_.size());  // of every line before the last
+  out_ += "end\t";
+  append_hex32(out_, crc);
+  out_ += '\n';
+  return std::move(out_);
+}
+
 std::string encode_checksum_file(const std::vector<SaveChecksums>& saves) {
-  // Appended in place: at 1,024 ranks a save lists a million items, and a temporary string per
-  // field, or the output's doublings, would be most of the cost. Names are assumed unescaped in
-  // the estimate; the string grows past it when they are not.
-  std::size_t estimate = kMagic.size() + 64;
+  std::size_t expected = 0;
   for (const SaveChecksums& save : saves) {
-    estimate += 64;
+    expected += 64;
     if (!save.items) continue;
     for (const ItemChecksum& item : *save.items) {
-      estimate += 5 + item.file.size() + 1 + 20 + 1 + 20 + 1 + 8 + 1 + item.key.size() + 1;
+      expected += ChecksumFileEncoder::item_bytes(item.file.size(), item.key.size());
     }
   }
-  std::string out;
-  out.reserve(estimate);
-  advise_huge_pages(out.data(), out.capacity());
-  out += kMagic;
-  out += '\n';
+  ChecksumFileEncoder encoder(expected);
   for (const SaveChecksums& save : saves) {
-    out += "metadata\t";
-    append_number(out, save.metadata_size);
-    out += '\t';
-    append_hex32(out, save.metadata_crc32);
-    out += '\t';
-    if (save.items) {
-      append_number(out, save.items->size());
-    } else {
-      out += '-';
-    }
-    out += '\n';
+    encoder.save(save.metadata_size, save.metadata_crc32,
+                 save.items ? std::optional<uint64_t>(save.items->size()) : std::nullopt);
     if (!save.items) continue;
     for (const ItemChecksum& item : *save.items) {
-      out += "item\t";
-      append_escaped(out, item.file);
-      out += '\t';
-      append_number(out, item.offset);
-      out += '\t';
-      append_number(out, item.length);
-      out += '\t';
-      append_hex32(out, item.crc32);
-      out += '\t';
-      append_escaped(out, item.key);
-      out += '\n';
+      encoder.item(item.file, item.offset, item.length, item.crc32, item.key);
     }
   }
-  const uint32_t crc = crc32(0, out.data(), out.size());  // of every line before the last
-  out += "end\t";
-  append_hex32(out, crc);
-  out += '\n';
-  return out;
+  return encoder.finish();
 }
 
 std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path) {

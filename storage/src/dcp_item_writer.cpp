@@ -132,28 +132,50 @@ std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name
   return results;
 }
 
-SaveChecksums save_checksums_of(std::string_view metadata_bytes,
-                                const std::vector<std::vector<WriteResult>>& results) {
-  SaveChecksums save;
-  save.metadata_size = metadata_bytes.size();
-  save.metadata_crc32 = crc32(0, metadata_bytes.data(), metadata_bytes.size());
-  save.items.emplace();
+std::string checksum_file_of(std::string_view metadata_bytes,
+                             const std::vector<std::vector<WriteResult>>& results,
+                             const std::optional<SaveChecksums>& replaced) {
   std::size_t count = 0;
-  for (const auto& rank_results : results) count += rank_results.size();
-  save.items->reserve(count);
-  advise_huge_pages(save.items->data(), save.items->capacity() * sizeof(ItemChecksum));
+  std::size_t expected = 0;
+  bool items_known = true;  // not when an item was not written by dcpp's item writer
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
-      if (!result.crc32) {  // not written by dcpp's item writer: its items cannot be listed
-        save.items.reset();
-        return save;
-      }
-      save.items->push_back(ItemChecksum{
-          result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
-          static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn});
+      items_known = items_known && result.crc32.has_value();
+      expected += ChecksumFileEncoder::item_bytes(result.storage_data.relative_path.size(),
+                                                  result.index.fqn.size());
+      ++count;
     }
   }
-  return save;
+  if (!items_known) expected = 0;
+  if (replaced && replaced->items) {
+    for (const ItemChecksum& item : *replaced->items) {
+      expected += ChecksumFileEncoder::item_bytes(item.file.size(), item.key.size());
+    }
+  }
+  ChecksumFileEncoder encoder(expected + 128);
+  encoder.save(metadata_bytes.size(), crc32(0, metadata_bytes.data(), metadata_bytes.size()),
+               items_known ? std::optional<uint64_t>(count) : std::nullopt);
+  if (items_known) {
+    for (const auto& rank_results : results) {
+      for (const WriteResult& result : rank_results) {
+        encoder.item(result.storage_data.relative_path,
+                     static_cast<uint64_t>(result.storage_data.offset),
+                     static_cast<uint64_t>(result.storage_data.length), *result.crc32,
+                     result.index.fqn);
+      }
+    }
+  }
+  if (replaced) {
+    encoder.save(replaced->metadata_size, replaced->metadata_crc32,
+                 replaced->items ? std::optional<uint64_t>(replaced->items->size())
+                                 : std::nullopt);
+    if (replaced->items) {
+      for (const ItemChecksum& item : *replaced->items) {
+        encoder.item(item.file, item.offset, item.length, item.crc32, item.key);
+      }
+    }
+  }
+  return encoder.finish();
 }
 
 SaveChecksums replaced_save_checksums(std::string_view old_metadata,

@@ -50,10 +50,13 @@ std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name
                                          SavePlanner& planner, Compression compression,
                                          int compression_level);
 
-/// The checksum file entry of a save whose `.metadata` is `metadata_bytes` and whose ranks wrote
-/// `results`: `.metadata`'s CRC-32, and every item's when every result has one.
-SaveChecksums save_checksums_of(std::string_view metadata_bytes,
-                                const std::vector<std::vector<WriteResult>>& results);
+/// The checksum file of a save whose `.metadata` is `metadata_bytes` and whose ranks wrote
+/// `results`: `.metadata`'s CRC-32, and every item's when every result has one (else the items
+/// are unknown); then `replaced`'s entry, when the save replaces a checkpoint. Written from the
+/// results as they are, no copy of them made.
+std::string checksum_file_of(std::string_view metadata_bytes,
+                             const std::vector<std::vector<WriteResult>>& results,
+                             const std::optional<SaveChecksums>& replaced);
 
 /// The entry a replacing save keeps for the checkpoint it replaces, so that the old `.metadata`
 /// still matches the new checksum file until it is replaced: from the old `.metadata`'s bytes

@@ -18,6 +18,7 @@
 // A checkpoint saved without collectives has one such file per rank, `__<r>.checksums` beside
 // `__<r>.metadata`, listing that rank's items (per_rank_metadata.h); it is written the same way.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -47,6 +48,28 @@ struct SaveChecksums {
 };
 
 std::string encode_checksum_file(const std::vector<SaveChecksums>& saves);
+
+/// The checksum file written a line at a time, for a save whose items are not held as
+/// ItemChecksums (a coordinator's million): `save` for each entry, then `item` for each of its
+/// items (as many as it said), then `finish`. `expected_bytes` is room made ahead (0: none).
+class ChecksumFileEncoder {
+ public:
+  explicit ChecksumFileEncoder(std::size_t expected_bytes = 0);
+  /// A save's `metadata` line; `items`: how many follow, or none (the items are unknown).
+  void save(uint64_t metadata_size, uint32_t metadata_crc32, std::optional<uint64_t> items);
+  void item(std::string_view file, uint64_t offset, uint64_t length, uint32_t crc32,
+            std::string_view key);
+  /// The whole file, its `end` line written. The encoder is spent afterwards.
+  std::string finish();
+
+  /// About what an item's line takes (its names unescaped), for `expected_bytes`.
+  static std::size_t item_bytes(std::size_t file_size, std::size_t key_size) {
+    return 5 + file_size + 1 + 20 + 1 + 20 + 1 + 8 + 1 + key_size + 1;
+  }
+
+ private:
+  std::string out_;
+};
 
 /// Throws CheckpointError naming `path` when the bytes are not a well-formed checksum file or its
 /// own CRC-32 differs (a damaged or truncated checksum file).

@@ -358,15 +358,8 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   // `.metadata` is written. A replacing save keeps the entry of the `.metadata` it replaces.
   void write_checksum_file(const std::string& metadata_bytes,
                            const std::vector<std::vector<WriteResult>>& results, bool replacing) {
-    // Not `saves{...}`: an initializer list copies its elements, a million items at 1,024 ranks.
-    std::vector<detail::SaveChecksums> saves;
-    saves.push_back(detail::save_checksums_of(metadata_bytes, results));
-    if (replacing) {
-      if (std::optional<detail::SaveChecksums> previous = replaced_save()) {
-        saves.push_back(std::move(*previous));
-      }
-    }
-    const std::string bytes = detail::encode_checksum_file(saves);
+    const std::string bytes = detail::checksum_file_of(
+        metadata_bytes, results, replacing ? replaced_save() : std::nullopt);
     created(checksum_temp_file());
     detail::File file(directory_ / checksum_temp_file(), detail::File::Mode::kCreateTruncate);
     file.write_all(bytes.data(), bytes.size());

@@ -113,14 +113,14 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
     const std::optional<std::string> replaced = client().get_object_if_exists(key(kMetadataObject));
     const std::string bytes = detail::encode_metadata(metadata);
     if (options_.checksum_file) {
-      std::vector<detail::SaveChecksums> saves;  // not `{...}`: that copies its element
-      saves.push_back(detail::save_checksums_of(bytes, results));
+      std::optional<detail::SaveChecksums> replaced_entry;
       if (replaced) {
         const std::string checksum_key = key(detail::kChecksumFileName);
-        saves.push_back(detail::replaced_save_checksums(
-            *replaced, client().get_object_if_exists(checksum_key), client().url_of(checksum_key)));
+        replaced_entry = detail::replaced_save_checksums(
+            *replaced, client().get_object_if_exists(checksum_key), client().url_of(checksum_key));
       }
-      client().put_object(key(detail::kChecksumFileName), detail::encode_checksum_file(saves));
+      client().put_object(key(detail::kChecksumFileName),
+                          detail::checksum_file_of(bytes, results, replaced_entry));
     }
     client().put_object(key(kMetadataObject), bytes);
     if (replaced) {
