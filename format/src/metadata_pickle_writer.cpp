@@ -35,8 +35,8 @@ using namespace metadata_classes;
 
 class MetadataEncoder {
  public:
-  std::string encode(const Metadata& m) {
-    w_.reserve(estimated_bytes(m));
+  std::string encode(const Metadata& m, const std::vector<StorageEntryRef>& more_storage_data) {
+    w_.reserve(estimated_bytes(m) + 96 * more_storage_data.size());
     open_object(kMetaModule, "Metadata");
     std::size_t fields = 4 + (m.version ? 1 : 0);
     w_.put_dict(fields, [&](std::size_t i) {
@@ -57,9 +57,15 @@ class MetadataEncoder {
           break;
         case 2:
           w_.put_shared_str("storage_data");
-          w_.put_dict(m.storage_data.size(), [&](std::size_t j) {
-            put_index(m.storage_data[j].first);
-            put_storage_info(m.storage_data[j].second);
+          w_.put_dict(m.storage_data.size() + more_storage_data.size(), [&](std::size_t j) {
+            if (j < m.storage_data.size()) {
+              put_index(m.storage_data[j].first);
+              put_storage_info(m.storage_data[j].second);
+            } else {
+              const StorageEntryRef& entry = more_storage_data[j - m.storage_data.size()];
+              put_index(*entry.index);
+              put_storage_info(*entry.info);
+            }
           });
           break;
         case 3:
@@ -284,6 +290,13 @@ class MetadataEncoder {
 
 }  // namespace
 
-std::string encode_metadata(const Metadata& metadata) { return MetadataEncoder().encode(metadata); }
+std::string encode_metadata(const Metadata& metadata) {
+  return MetadataEncoder().encode(metadata, {});
+}
+
+std::string encode_metadata(const Metadata& metadata,
+                            const std::vector<StorageEntryRef>& more_storage_data) {
+  return MetadataEncoder().encode(metadata, more_storage_data);
+}
 
 }  // namespace dcpp::detail

@@ -5,6 +5,7 @@
 #include "core/logging.h"
 #include "format/crc32.h"
 #include "format/item_codec.h"
+#include "format/metadata_pickle.h"
 #include "format/transform_descriptors.h"
 #include "format/zstd_stream.h"
 
@@ -86,6 +87,26 @@ std::set<std::string> add_write_results(Metadata& metadata,
     }
   }
   return referenced;
+}
+
+std::string encode_metadata_with_results(const Metadata& metadata,
+                                         const std::vector<std::vector<WriteResult>>& results,
+                                         std::set<std::string>* referenced) {
+  std::vector<StorageEntryRef> entries;
+  std::size_t count = 0;
+  for (const auto& rank_results : results) count += rank_results.size();
+  entries.reserve(count);
+  const std::string* last_file = nullptr;  // results come file by file
+  for (const auto& rank_results : results) {
+    for (const WriteResult& result : rank_results) {
+      entries.push_back(StorageEntryRef{&result.index, &result.storage_data});
+      if (last_file == nullptr || *last_file != result.storage_data.relative_path) {
+        referenced->insert(result.storage_data.relative_path);
+        last_file = &result.storage_data.relative_path;
+      }
+    }
+  }
+  return encode_metadata(metadata, entries);
 }
 
 std::vector<WriteResult> write_data_file(ByteSink& sink, const std::string& name,

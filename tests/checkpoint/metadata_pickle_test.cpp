@@ -267,6 +267,26 @@ TEST_CASE("encode_metadata round-trips the fixtures and every field", "[metadata
   require_equal(decode_metadata(encode_metadata(minimal), "minimal"), minimal);
 }
 
+TEST_CASE("storage entries given where they lie pickle as the Metadata's own", "[metadata]") {
+  // The coordinator's path (encode_metadata with StorageEntryRefs, FileSystemWriter::finish):
+  // the same bytes as the entries copied into storage_data, whatever the split.
+  for (const char* name : {"two_rank_sharded", "model_optim_adam"}) {
+    INFO(name);
+    const Metadata whole = decode_fixture(name);
+    const std::string expected = encode_metadata(whole);
+    for (std::size_t held : {std::size_t{0}, std::size_t{1}, whole.storage_data.size()}) {
+      INFO(held << " entries held in the Metadata");
+      Metadata part = whole;
+      part.storage_data.resize(held);
+      std::vector<StorageEntryRef> rest;
+      for (std::size_t i = held; i < whole.storage_data.size(); ++i) {
+        rest.push_back({&whole.storage_data[i].first, &whole.storage_data[i].second});
+      }
+      CHECK(encode_metadata(part, rest) == expected);
+    }
+  }
+}
+
 TEST_CASE("decode_metadata accepts what older writers wrote", "[metadata]") {
   // Protocol 2 (GLOBAL opcodes), only state_dict_metadata, TensorProperties from the pre-2.3
   // module with MEM_FORMAT_ENCODING, torch.Size as a plain tuple, a PosixPath of parts.

@@ -5,12 +5,24 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dcpp::detail {
 
 /// Pickles `metadata` (protocol 4) as DCP does: each class as STACK_GLOBAL + EMPTY_TUPLE + NEWOBJ +
 /// state + BUILD, torch.Size as REDUCE(torch.Size, (tuple,)), dtypes as bare globals.
 std::string encode_metadata(const Metadata& metadata);
+
+/// One `storage_data` entry held elsewhere (a write result's index and storage info).
+struct StorageEntryRef {
+  const MetadataIndex* index;
+  const StorageInfo* info;
+};
+
+/// As above, with `more_storage_data` after `metadata.storage_data`: a coordinator's million
+/// write results pickled where they lie, not copied into the Metadata first.
+std::string encode_metadata(const Metadata& metadata,
+                            const std::vector<StorageEntryRef>& more_storage_data);
 
 /// Unpickles a `.metadata` written by PyTorch 2.x (any protocol 2 to 5) or by dcpp. Only DCP's
 /// globals are accepted (old `torch.distributed._shard` locations included); nothing is called.

@@ -187,13 +187,13 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   }
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) {
-    const std::set<std::string> referenced = detail::add_write_results(metadata, results);
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{directory_.string(), detail::random_tag(8), "", {}};
     }
     const bool replacing =
         local_rank_ ? fs::exists(directory_ / metadata_file()) : holds_checkpoint();
-    const std::string bytes = detail::encode_metadata(metadata);
+    std::set<std::string> referenced;
+    const std::string bytes = detail::encode_metadata_with_results(metadata, results, &referenced);
     if (options_.checksum_file) {
       write_checksum_file(bytes, results, replacing);
     }
