@@ -58,8 +58,7 @@ long minor_faults() {
 double seconds_per_fault(std::size_t mib) {
   const std::size_t bytes = mib << 20;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  void* mapped =
-      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) throw std::runtime_error("seconds_per_fault: mmap failed");
   ::madvise(mapped, bytes, MADV_NOHUGEPAGE);  // a fault per page, as a heap's growth takes them
   auto* bytes_at = static_cast<volatile char*>(mapped);

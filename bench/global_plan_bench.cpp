@@ -161,12 +161,10 @@ Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
   f.phases.push_back(run_phase("plan", [&] {
     std::tie(global_plans, metadata) = planner.create_global_plan(std::move(plans));
   }));
-  f.phases.push_back(run_phase("prepare", [&] {
-    global_plans = writer.prepare_global_plan(std::move(global_plans));
-  }));
+  f.phases.push_back(run_phase(
+      "prepare", [&] { global_plans = writer.prepare_global_plan(std::move(global_plans)); }));
   const auto results = write_results(global_plans);  // what the ranks send back: not timed
-  f.phases.push_back(
-      run_phase("finish", [&] { writer.finish(std::move(metadata), results); }));
+  f.phases.push_back(run_phase("finish", [&] { writer.finish(std::move(metadata), results); }));
 
   for (const auto& rank_results : results) f.chunks += rank_results.size();
   f.metadata_bytes = fs::file_size(dir / ".metadata");
@@ -193,10 +191,11 @@ int main(int argc, char** argv) {
   bench::parse_or_exit(app, argc, argv);
 
   const double fault_seconds = bench::seconds_per_fault();
-  std::printf("%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n"
-              "a minor page fault on this machine: %.2f us (256 MiB of fresh pages touched)\n",
-              static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
-              static_cast<long long>(kColumns), fault_seconds * 1e6);
+  std::printf(
+      "%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n"
+      "a minor page fault on this machine: %.2f us (256 MiB of fresh pages touched)\n",
+      static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
+      static_cast<long long>(kColumns), fault_seconds * 1e6);
   std::printf("%6s %9s %10s %9s %9s %9s %9s %9s %10s %9s %9s %9s\n", "ranks", "chunks",
               "replicas s", "plan s", "prepare s", "finish s", "total s", "CPU s", ".metadata",
               "peak MiB", "/copy", "/write");
@@ -216,10 +215,11 @@ int main(int argc, char** argv) {
       "steps, wall; CPU: the same on this thread (target at 1,024 "
       "ranks: < 10 s on one core, < 4096 MiB peak)\n/copy, /write: total over a deep copy "
       "of the local plans and over a raw write() of .metadata's bytes\n\n");
-  std::printf("per phase: its own peak of resident memory, and its minor faults times the cost "
-              "of one measured above\n");
-  std::printf("%6s %9s %9s %9s %11s %10s %9s\n", "ranks", "phase", "wall s", "CPU s",
-              "faults", "faults s", "peak MiB");
+  std::printf(
+      "per phase: its own peak of resident memory, and its minor faults times the cost "
+      "of one measured above\n");
+  std::printf("%6s %9s %9s %9s %11s %10s %9s\n", "ranks", "phase", "wall s", "CPU s", "faults",
+              "faults s", "peak MiB");
   for (const auto& [ranks, f] : all) {
     for (const Phase& phase : f.phases) {
       std::printf("%6d %9s %9.3f %9.3f %11ld %10.3f %9.0f\n", ranks, phase.name, phase.wall,

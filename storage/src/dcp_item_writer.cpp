@@ -179,17 +179,15 @@ std::string checksum_file_of(std::string_view metadata_bytes,
   if (items_known) {
     for (const auto& rank_results : results) {
       for (const WriteResult& result : rank_results) {
-        encoder.item(result.storage_data.relative_path,
-                     static_cast<uint64_t>(result.storage_data.offset),
-                     static_cast<uint64_t>(result.storage_data.length), *result.crc32,
-                     result.index.fqn);
+        encoder.item(
+            result.storage_data.relative_path, static_cast<uint64_t>(result.storage_data.offset),
+            static_cast<uint64_t>(result.storage_data.length), *result.crc32, result.index.fqn);
       }
     }
   }
   if (replaced) {
     encoder.save(replaced->metadata_size, replaced->metadata_crc32,
-                 replaced->items ? std::optional<uint64_t>(replaced->items->size())
-                                 : std::nullopt);
+                 replaced->items ? std::optional<uint64_t>(replaced->items->size()) : std::nullopt);
     if (replaced->items) {
       for (const ItemChecksum& item : *replaced->items) {
         encoder.item(item.file, item.offset, item.length, item.crc32, item.key);

@@ -47,8 +47,8 @@ TEST_CASE("a replicated item goes to the holder with the fewest bytes so far, in
   // rank 1 has 0, takes it: 40), own0 (rank 0: 4400), own1 (rank 1: 60), own2 (rank 2: 12).
   dcpp::DefaultSavePlanner planner;
   const auto [global, metadata] = planner.create_global_plan(plans);
-  CHECK(keys_by_rank(global) == std::vector<std::vector<std::string>>{
-                                    {"a", "own0"}, {"b", "own1"}, {"own2"}});
+  CHECK(keys_by_rank(global) ==
+        std::vector<std::vector<std::string>>{{"a", "own0"}, {"b", "own1"}, {"own2"}});
   CHECK(metadata.state_dict_metadata.size() == 5);
 }
 

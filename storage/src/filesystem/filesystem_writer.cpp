@@ -358,8 +358,8 @@ class [[gnu::visibility("hidden")]] FileSystemWriter::Impl {
   // `.metadata` is written. A replacing save keeps the entry of the `.metadata` it replaces.
   void write_checksum_file(const std::string& metadata_bytes,
                            const std::vector<std::vector<WriteResult>>& results, bool replacing) {
-    const std::string bytes = detail::checksum_file_of(
-        metadata_bytes, results, replacing ? replaced_save() : std::nullopt);
+    const std::string bytes = detail::checksum_file_of(metadata_bytes, results,
+                                                       replacing ? replaced_save() : std::nullopt);
     created(checksum_temp_file());
     detail::File file(directory_ / checksum_temp_file(), detail::File::Mode::kCreateTruncate);
     file.write_all(bytes.data(), bytes.size());
