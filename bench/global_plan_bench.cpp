@@ -1,7 +1,9 @@
 // The coordinator's global step at scale, in one process: DCP's default save planner and the file
-// system writer given the local plans of an FSDP job of R ranks, as the coordinator receives them.
+// system writer given the local plans of a job of R ranks (FSDP, TP x DP or HSDP: --layout), as
+// the coordinator receives them.
 //
 //   build/bench/global_plan_bench [--ranks 128,256,512,1024] [--tensors 1000] [--dir D]
+//                                 [--layout fsdp|tpdp|hsdp] [--group 8]
 //
 // A model of `tensors` tensors, each split by rows over all R ranks: R x tensors chunks (about a
 // million at 1,024 ranks). Timed, on one thread: create_global_plan (dedup, validation, Metadata),
@@ -44,22 +46,43 @@ std::string tensor_key(int64_t tensor) {
   return "model.layers." + std::to_string(tensor / 8) + ".weight" + std::to_string(tensor % 8);
 }
 
+// How the tensors lie over the ranks. kFsdp: each split by rows over every rank (no replicas).
+// kTpDp: tensor parallel over `group` neighbouring ranks, the even tensors split by rows
+// (column-parallel layers), the odd ones by columns (row-parallel), every shard held by the
+// ranks / group data-parallel replicas. kHsdp: each split by rows over `group` neighbouring ranks
+// (a node's), replicated over ranks / group such groups. A chunk is 4 x 1,024 floats in each.
+enum class Layout { kFsdp, kTpDp, kHsdp };
+
+struct Chunk {
+  std::vector<int64_t> offsets, sizes, global;
+};
+
+Chunk chunk_of(Layout layout, int ranks, int group, int rank, int64_t tensor) {
+  if (layout == Layout::kFsdp) {
+    return {{rank * kRowsPerRank, 0}, {kRowsPerRank, kColumns}, {ranks * kRowsPerRank, kColumns}};
+  }
+  const int64_t shard = rank % group;
+  if (layout == Layout::kTpDp && tensor % 2 == 1) {
+    return {{0, shard * kColumns}, {kRowsPerRank, kColumns}, {kRowsPerRank, group * kColumns}};
+  }
+  return {{shard * kRowsPerRank, 0}, {kRowsPerRank, kColumns}, {group * kRowsPerRank, kColumns}};
+}
+
 // What each rank's DefaultSavePlanner::create_local_plan sends: one shard item per tensor, and
 // the planner_data of every key.
-std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors) {
+std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors, Layout layout, int group) {
   std::vector<dcpp::SavePlan> plans(static_cast<std::size_t>(ranks));
   for (int rank = 0; rank < ranks; ++rank) {
     dcpp::SavePlan& plan = plans[static_cast<std::size_t>(rank)];
     plan.items.reserve(static_cast<std::size_t>(tensors));
     for (int64_t t = 0; t < tensors; ++t) {
-      const std::vector<int64_t> offsets{rank * kRowsPerRank, 0};
+      const Chunk chunk = chunk_of(layout, ranks, group, rank, t);
+      const std::vector<int64_t>& offsets = chunk.offsets;
       dcpp::WriteItem item;
       item.index = dcpp::MetadataIndex{tensor_key(t), offsets, std::nullopt};
       item.type = dcpp::WriteItemType::kShard;
-      item.tensor_data =
-          dcpp::TensorWriteData{dcpp::ChunkStorageMetadata{offsets, {kRowsPerRank, kColumns}},
-                                dcpp::TensorProperties{},
-                                {ranks * kRowsPerRank, kColumns}};
+      item.tensor_data = dcpp::TensorWriteData{dcpp::ChunkStorageMetadata{offsets, chunk.sizes},
+                                               dcpp::TensorProperties{}, chunk.global};
       plan.items.push_back(std::move(item));
       plan.planner_data.emplace_back(tensor_key(t), dcpp::ObjectPath{tensor_key(t)});
     }
@@ -138,10 +161,10 @@ struct Figures {
   }
 };
 
-Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
+Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::path& dir) {
   Figures f;
   bench::reset_peak_memory();
-  std::vector<dcpp::SavePlan> plans = local_plans(ranks, tensors);
+  std::vector<dcpp::SavePlan> plans = local_plans(ranks, tensors, layout, group);
   {
     const auto start = bench::Clock::now();
     const std::vector<dcpp::SavePlan> copy = plans;
@@ -154,9 +177,11 @@ Figures measure(int ranks, int64_t tensors, const fs::path& dir) {
 
   f.phases.push_back(run_phase("replicas", [&] {
     const dcpp::detail::ReplicatedItems replicated = dcpp::detail::find_replicated_items(plans);
-    if (!replicated.items.empty()) {
-      std::fprintf(stderr, "an FSDP job has no replicated items, yet %zu were found\n",
-                   replicated.items.size());
+    const std::size_t expected =
+        layout == Layout::kFsdp || group >= ranks ? 0 : static_cast<std::size_t>(group * tensors);
+    if (replicated.items.size() != expected) {
+      std::fprintf(stderr, "%zu replicated items found where the layout has %zu\n",
+                   replicated.items.size(), expected);
       std::exit(1);
     }
   }));
@@ -192,20 +217,40 @@ int main(int argc, char** argv) {
   app.add_option("--tensors", tensors, "tensors in the model, each split over every rank")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--dir", dir, "scratch directory (removed after each world size)");
+  std::string layout_name = "fsdp";
+  int group = 8;
+  app.add_option("--layout", layout_name,
+                 "fsdp (split over every rank), tpdp (tensor parallel x data parallel) or hsdp "
+                 "(sharded within groups, replicated across them)")
+      ->check(CLI::IsMember({"fsdp", "tpdp", "hsdp"}));
+  app.add_option("--group", group, "tpdp's tensor-parallel size, hsdp's shard group size")
+      ->check(CLI::Range(1, 1 << 16));
   bench::parse_or_exit(app, argc, argv);
+  const Layout layout = layout_name == "tpdp"   ? Layout::kTpDp
+                        : layout_name == "hsdp" ? Layout::kHsdp
+                                                : Layout::kFsdp;
 
   const double fault_seconds = bench::seconds_per_fault();
-  std::printf(
-      "%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n"
-      "a minor page fault on this machine: %.2f us (256 MiB of fresh pages touched)\n",
-      static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
-      static_cast<long long>(kColumns), fault_seconds * 1e6);
+  if (layout == Layout::kFsdp) {
+    std::printf(
+        "%lld tensors of [ranks x %lld, %lld] float32, each split by rows over every rank\n",
+        static_cast<long long>(tensors), static_cast<long long>(kRowsPerRank),
+        static_cast<long long>(kColumns));
+  } else {
+    std::printf(
+        "%lld tensors, %s: each split in %d chunks of [%lld, %lld] float32 over %d "
+        "neighbouring ranks, replicated ranks / %d times\n",
+        static_cast<long long>(tensors), layout_name.c_str(), group,
+        static_cast<long long>(kRowsPerRank), static_cast<long long>(kColumns), group, group);
+  }
+  std::printf("a minor page fault on this machine: %.2f us (256 MiB of fresh pages touched)\n",
+              fault_seconds * 1e6);
   std::printf("%6s %9s %10s %9s %9s %9s %9s %9s %10s %9s %9s %9s\n", "ranks", "chunks",
               "replicas s", "plan s", "prepare s", "finish s", "total s", "CPU s", ".metadata",
               "peak MiB", "/copy", "/write");
   std::vector<std::pair<int, Figures>> all;
   for (const int ranks : world_sizes) {
-    const Figures f = measure(ranks, tensors, dir);
+    const Figures f = measure(ranks, tensors, layout, group, dir);
     const double total = f.total(&Phase::wall);
     std::printf("%6d %9zu %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1fMB %9.0f %8.1fx %8.1fx\n",
                 ranks, f.chunks, f.phases[0].wall, f.phases[1].wall, f.phases[2].wall,
