@@ -129,12 +129,13 @@ struct Phase {
   const char* name = "";
   double wall = 0, cpu = 0;
   long faults = 0;
-  double peak_mib = 0;
+  double start_mib = 0, peak_mib = 0;  // resident memory when it began, and its peak
 };
 
 template <typename Run>
 Phase run_phase(const char* name, Run&& run) {
   bench::reset_peak_memory();
+  const double start_mib = bench::resident_memory().now_mib;
   const long faults_before = bench::minor_faults();
   const double cpu_before = bench::thread_cpu_seconds();
   const auto start = bench::Clock::now();
@@ -144,12 +145,15 @@ Phase run_phase(const char* name, Run&& run) {
   phase.wall = bench::seconds_since(start);
   phase.cpu = bench::thread_cpu_seconds() - cpu_before;
   phase.faults = bench::minor_faults() - faults_before;
+  phase.start_mib = start_mib;
   phase.peak_mib = bench::resident_memory().peak_mib;
   return phase;
 }
 
 struct Figures {
-  std::vector<Phase> phases;  // replicas, plan, prepare, finish
+  std::vector<Phase> phases;       // replicas, plan, prepare, finish: the coordinator's save step
+  std::vector<Phase> load_phases;  // one rank's load: read_metadata, its load plan
+  std::size_t read_items = 0;
   double copy = 0, raw_write = 0;
   std::size_t chunks = 0;
   uintmax_t metadata_bytes = 0;
@@ -197,6 +201,25 @@ Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::
 
   for (const auto& rank_results : results) f.chunks += rank_results.size();
   f.metadata_bytes = fs::file_size(dir / ".metadata");
+
+  // One rank's load of its own share (the middle rank's; 1 / ranks of the state in an FSDP job):
+  // what every rank pays for the whole `.metadata`, and what it pays for its part.
+  const int loading_rank = ranks / 2;
+  dcpp::StateDict share;
+  for (int64_t t = 0; t < tensors; ++t) {
+    const Chunk chunk = chunk_of(layout, ranks, group, loading_rank, t);
+    share.insert(
+        tensor_key(t),
+        dcpp::ShardedTensor(chunk.global, {dcpp::Shard{at::empty(chunk.sizes), chunk.offsets}}));
+  }
+  dcpp::FileSystemReader reader(dir);
+  dcpp::Metadata loaded;
+  f.load_phases.push_back(run_phase("read .metadata", [&] { loaded = reader.read_metadata(); }));
+  dcpp::DefaultLoadPlanner load_planner;
+  f.load_phases.push_back(run_phase("load plan", [&] {
+    load_planner.set_up(share, loaded, false);
+    f.read_items = load_planner.create_local_plan().items.size();
+  }));
   f.raw_write = raw_write_seconds(dir / "raw-write", static_cast<std::size_t>(f.metadata_bytes));
   for (const Phase& phase : f.phases) f.peak_mib = std::max(f.peak_mib, phase.peak_mib);
   fs::remove_all(dir);
@@ -267,14 +290,21 @@ int main(int argc, char** argv) {
   std::printf(
       "per phase: its own peak of resident memory, and its minor faults times the cost "
       "of one measured above\n");
-  std::printf("%6s %9s %9s %9s %11s %10s %9s\n", "ranks", "phase", "wall s", "CPU s", "faults",
-              "faults s", "peak MiB");
+  std::printf("%6s %15s %9s %9s %11s %10s %9s %9s\n", "ranks", "phase", "wall s", "CPU s", "faults",
+              "faults s", "peak MiB", "+MiB");
   for (const auto& [ranks, f] : all) {
-    for (const Phase& phase : f.phases) {
-      std::printf("%6d %9s %9.3f %9.3f %11ld %10.3f %9.0f\n", ranks, phase.name, phase.wall,
+    std::vector<Phase> phases = f.phases;
+    phases.insert(phases.end(), f.load_phases.begin(), f.load_phases.end());
+    for (const Phase& phase : phases) {
+      std::printf("%6d %15s %9.3f %9.3f %11ld %10.3f %9.0f %9.0f\n", ranks, phase.name, phase.wall,
                   phase.cpu, phase.faults, static_cast<double>(phase.faults) * fault_seconds,
-                  phase.peak_mib);
+                  phase.peak_mib, phase.peak_mib - phase.start_mib);
     }
   }
+  std::printf(
+      "+MiB: the phase's peak over the resident memory it began with. The last two: one "
+      "rank's load of its own share (rank ranks / 2; its read items:");
+  for (const auto& [ranks, f] : all) std::printf(" %zu at %d ranks", f.read_items, ranks);
+  std::printf(")\n");
   return 0;
 }
