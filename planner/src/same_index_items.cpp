@@ -5,6 +5,7 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
+#include <string>
 
 namespace dcpp::detail {
 
@@ -13,7 +14,11 @@ SameIndexItems find_same_index_items(const std::vector<SavePlan>& plans) {
   std::size_t total = 0;
   for (const SavePlan& plan : plans) total += plan.items.size();
   if (total >= SameIndexItems::kAlone) {
-    throw CheckpointError(ErrorKind::kUsage, "checkpoint save: more than 2^32 items in one save");
+    throw CheckpointError(ErrorKind::kUsage,
+                          "checkpoint save: the ranks' plans hold " + std::to_string(total) +
+                              " items, more than the 2^32 - 1 one save can number; save the "
+                              "state in parts (several checkpoints), or with fewer, larger "
+                              "chunks");
   }
   found.index_of.reserve(total);
   for (const SavePlan& plan : plans) {

@@ -1,7 +1,6 @@
 #include "dcp_item_writer.h"
 #include "parallel_for.h"
 
-#include "core/huge_pages.h"
 #include "core/logging.h"
 #include "format/crc32.h"
 #include "format/item_codec.h"
@@ -77,9 +76,7 @@ std::set<std::string> add_write_results(Metadata& metadata,
   std::set<std::string> referenced;
   std::size_t count = metadata.storage_data.size();
   for (const auto& rank_results : results) count += rank_results.size();
-  metadata.storage_data.reserve(count);  // a million entries at 1,024 ranks: grown once, not 20x
-  advise_huge_pages(metadata.storage_data.data(),
-                    metadata.storage_data.capacity() * sizeof(metadata.storage_data[0]));
+  metadata.storage_data.reserve(count);
   for (const auto& rank_results : results) {
     for (const WriteResult& result : rank_results) {
       metadata.storage_data.emplace_back(result.index, result.storage_data);

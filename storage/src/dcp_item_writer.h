@@ -39,6 +39,8 @@ std::vector<WriteResult> write_data_files(
         const std::string& name, const std::vector<const WriteItem*>& items)>& write_file);
 
 /// Adds every rank's write results to `metadata.storage_data`; returns the data files they name.
+/// For a writer that keeps the Metadata whole (a memory step); the file and S3 writers pickle the
+/// results where they lie instead (encode_metadata_with_results).
 std::set<std::string> add_write_results(Metadata& metadata,
                                         const std::vector<std::vector<WriteResult>>& results);
 

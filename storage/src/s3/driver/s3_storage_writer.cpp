@@ -106,12 +106,12 @@ class [[gnu::visibility("hidden")]] S3StorageWriter::Impl {
   }
 
   void finish(Metadata metadata, const std::vector<std::vector<WriteResult>>& results) {
-    const std::set<std::string> referenced = detail::add_write_results(metadata, results);
     if (!metadata.storage_meta) {
       metadata.storage_meta = StorageMeta{url_text_, detail::random_tag(8), "", {}};
     }
     const std::optional<std::string> replaced = client().get_object_if_exists(key(kMetadataObject));
-    const std::string bytes = detail::encode_metadata(metadata);
+    std::set<std::string> referenced;
+    const std::string bytes = detail::encode_metadata_with_results(metadata, results, &referenced);
     if (options_.checksum_file) {
       std::optional<detail::SaveChecksums> replaced_entry;
       if (replaced) {
