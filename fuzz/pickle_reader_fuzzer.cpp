@@ -47,7 +47,7 @@ std::size_t walk(const PyObject& root) {
   while (!pending.empty()) {
     const PyObject* node = pending.back();
     pending.pop_back();
-    text_bytes += describe(*node).size() + node->text.size() + node->name.size();
+    text_bytes += describe(*node).size() + node->text.size() + node->name().size();
     for (const PyObject* item : node->items) {
       if (item != nullptr && seen.insert(item).second) pending.push_back(item);
     }

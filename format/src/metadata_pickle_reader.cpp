@@ -223,7 +223,7 @@ class MetadataDecoder {
     if (object.kind != PyKind::kStr)
       fail(field.str() + " is a " + describe(object) + ", not a str");
     charge(object.text.size() + 16);
-    return object.text;
+    return std::string(object.text);
   }
 
   int64_t integer(const PyObject& object, const Field& field) {
@@ -386,18 +386,18 @@ class MetadataDecoder {
     const auto& s = state->items;
     TensorProperties p;
     if (s[0]->kind != PyKind::kGlobal || s[0]->text != "torch" ||
-        !is_python_dtype_name(s[0]->name)) {
+        !is_python_dtype_name(s[0]->name())) {
       fail(field.str() + ".dtype is a " + describe(*s[0]));
     }
-    const std::optional<at::ScalarType> dtype = find_dtype_by_python_name(s[0]->name);
+    const std::optional<at::ScalarType> dtype = find_dtype_by_python_name(s[0]->name());
     // Without a dtype, dtype_from_python_name throws, naming the key.
-    p.dtype = dtype ? *dtype : dtype_from_python_name(s[0]->name, source_ + ": " + field.str());
+    p.dtype = dtype ? *dtype : dtype_from_python_name(s[0]->name(), source_ + ": " + field.str());
     if (!s[1]->is_instance_of("torch.serialization", "_get_layout") ||
         s[1]->kind != PyKind::kReduce || s[1]->args().items.size() != 1 ||
         s[1]->args().items[0]->kind != PyKind::kStr) {
       fail(field.str() + ".layout is a " + describe(*s[1]));
     }
-    const std::string& layout = s[1]->args().items[0]->text;
+    const std::string_view layout = s[1]->args().items[0]->text;
     bool known_layout = false;
     for (const auto& [value, name] : kLayouts) {
       if (name == layout) {
@@ -405,7 +405,7 @@ class MetadataDecoder {
         known_layout = true;
       }
     }
-    if (!known_layout) fail(field.str() + " has the unknown layout '" + layout + "'");
+    if (!known_layout) fail(field.str() + " has the unknown layout '" + std::string(layout) + "'");
     p.requires_grad = boolean(*s[2], field.then(".requires_grad"));
     const PyObject& format = *s[3];
     if (!(format.is_instance_of(kMetaModule, "_MEM_FORMAT_ENCODING") ||

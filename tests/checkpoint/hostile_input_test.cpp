@@ -85,16 +85,16 @@ TEST_CASE("a global is only recorded and never called; one that runs code is ref
   // With every global let through, a call of any global is a description of the call.
   dcpp::test::TempDir dir;
   const std::string command = "touch " + (dir / "ran").string();
-  const Unpickled tree =
-      unpickle(call_pickle(2, "mytools", "touch", command), allow_everything, "p");
+  const std::string pickle = call_pickle(2, "mytools", "touch", command);
+  const Unpickled tree = unpickle(pickle, allow_everything, "p");  // it views `pickle`
   const dcpp::detail::PyObject& root = tree.root();
   REQUIRE(root.kind == PyKind::kReduce);
   REQUIRE(root.callable().is_global("mytools", "touch"));
   REQUIRE(root.args().items.size() == 1);
   REQUIRE(root.args().items[0]->text == command);
   // A global that runs code is refused whatever the caller's allowlist says.
-  require_refused([&] { unpickle(call_pickle(2, "os", "system", command), allow_everything, "p"); },
-                  "os.system", "p");
+  const std::string os_system = call_pickle(2, "os", "system", command);
+  require_refused([&] { unpickle(os_system, allow_everything, "p"); }, "os.system", "p");
   REQUIRE_FALSE(fs::exists(dir / "ran"));
   // The data.pkl decoders turn a recorded call of an allowed global they do not expect into an
   // error: torch._utils._rebuild_tensor_v2 with arguments that are not a tensor's.

@@ -3,8 +3,10 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 namespace dcpp::detail {
 
@@ -84,9 +86,39 @@ PyObject* Unpickled::make_node() {
     block_capacity_ = blocks_.empty() ? kFirstBlockSize : std::min(kBlockSize, 2 * block_capacity_);
     blocks_.push_back(std::make_unique<PyObject[]>(block_capacity_));
     block_used_ = 0;
+    bytes_held_ += block_capacity_ * sizeof(PyObject);
   }
   ++node_count_;
   return &blocks_.back()[block_used_++];
+}
+
+PyObject** Unpickled::make_items(std::size_t n) {
+  if (n > kItemBlockSize / 4) {
+    // Large enough to own a block; the shared block's remainder (item_block_next_) stays usable.
+    item_blocks_.push_back(std::unique_ptr<PyObject*[]>(new PyObject*[n]));
+    bytes_held_ += n * sizeof(PyObject*);
+    return item_blocks_.back().get();
+  }
+  if (n > item_block_left_) {
+    item_blocks_.push_back(std::unique_ptr<PyObject*[]>(new PyObject*[kItemBlockSize]));
+    bytes_held_ += kItemBlockSize * sizeof(PyObject*);
+    item_block_next_ = item_blocks_.back().get();
+    item_block_left_ = kItemBlockSize;
+  }
+  PyObject** items = item_block_next_;
+  item_block_next_ += n;
+  item_block_left_ -= n;
+  return items;
+}
+
+void Unpickled::reserve_items(PyItems& items, std::size_t extra) {
+  const std::size_t needed = items.size_ + extra;
+  if (needed <= items.capacity_) return;
+  const std::size_t capacity = std::max(needed, 2 * std::size_t{items.capacity_});
+  PyObject** data = make_items(capacity);
+  if (items.size_ > 0) std::memcpy(data, items.data_, items.size_ * sizeof(PyObject*));
+  items.data_ = data;
+  items.capacity_ = static_cast<uint32_t>(capacity);
 }
 
 std::string printable(std::string_view text) {
@@ -132,12 +164,12 @@ std::string describe(const PyObject& object) {
     case PyKind::kFrozenSet:
       return "frozenset";
     case PyKind::kGlobal:
-      return "global " + object.text + "." + object.name;
+      return "global " + std::string(object.text) + "." + std::string(object.name());
     case PyKind::kNewObj:
     case PyKind::kReduce: {
       const PyObject& callable = object.callable();
       if (callable.kind == PyKind::kGlobal) {
-        return "object " + callable.text + "." + callable.name;
+        return "object " + std::string(callable.text) + "." + std::string(callable.name());
       }
       return "object";
     }
@@ -147,10 +179,60 @@ std::string describe(const PyObject& object) {
   return "object";
 }
 
+namespace {
+
+/// Immutable nodes (ints, tuples) seen recently, by a hash of their value: sets of four, least
+/// recently used out. Sized by the input (a small pickle pays for a few hundred bytes, a large one
+/// for 128 KiB), so that values repeated across a large file (a .metadata's chunk offsets and
+/// sizes, in an order that alternates between them) are one node each.
+class SharedNodes {
+ public:
+  explicit SharedNodes(std::size_t input_size) {
+    std::size_t sets = 16;
+    shift_ = 60;
+    while (sets < 4096 && sets * 256 < input_size) {
+      sets *= 2;
+      --shift_;
+    }
+    sets_.resize(sets);
+  }
+
+  /// The node `equal` accepts among those of `hash`, or nullptr.
+  template <typename Equal>
+  PyObject* find(uint64_t hash, const Equal& equal) {
+    std::array<PyObject*, kWays>& set = sets_[hash >> shift_];
+    for (std::size_t way = 0; way < kWays && set[way] != nullptr; ++way) {
+      if (equal(*set[way])) {
+        PyObject* found = set[way];
+        std::move_backward(set.begin(), set.begin() + static_cast<std::ptrdiff_t>(way),
+                           set.begin() + static_cast<std::ptrdiff_t>(way) + 1);
+        set[0] = found;
+        return found;
+      }
+    }
+    return nullptr;
+  }
+
+  void insert(uint64_t hash, PyObject* node) {
+    std::array<PyObject*, kWays>& set = sets_[hash >> shift_];
+    std::move_backward(set.begin(), set.end() - 1, set.end());
+    set[0] = node;
+  }
+
+ private:
+  static constexpr std::size_t kWays = 4;
+  std::vector<std::array<PyObject*, kWays>> sets_;
+  int shift_ = 60;  // the hash's top bits pick the set: multiplying mixes into them
+};
+
+uint64_t mix(uint64_t hash, uint64_t value) { return (hash ^ value) * 0x9E3779B97F4A7C15u; }
+
+}  // namespace
+
 class PickleVm {
  public:
   PickleVm(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source)
-      : bytes_(bytes), allow_(allow), source_(source) {}
+      : bytes_(bytes), allow_(allow), source_(source), ints_(bytes.size()), tuples_(bytes.size()) {}
 
   Unpickled run();
 
@@ -161,7 +243,12 @@ class PickleVm {
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   PyObject* pop();
   PyObject* top();
-  std::vector<PyObject*> pop_mark();
+  /// Ends the current MARK: the index on the stack of its first item (the items run to the top).
+  std::size_t pop_mark();
+  /// Moves the stack's items from `first` on into `target`'s items, after those it has.
+  void move_items_from(std::size_t first, PyObject* target);
+  /// Sets `target`'s items to exactly `items`.
+  void set_items(PyObject* target, std::initializer_list<PyObject*> items);
   void need(uint64_t n) const;
   uint8_t u8();
   uint64_t le(int n);
@@ -169,14 +256,16 @@ class PickleVm {
   std::string_view line();
   void memo_put(uint64_t index);
   void memo_get(uint64_t index);
-  void global(std::string module, std::string name);
-  [[noreturn]] void refuse_global(const std::string& module, const std::string& name,
+  void global(std::string_view module, std::string_view name);
+  [[noreturn]] void refuse_global(std::string_view module, std::string_view name,
                                   const char* why) const;
   PyObject* expect_container(PyObject* object, PyKind kind, const char* opcode_name);
   /// The list or dict `kind` that APPEND(S) or SETITEM(S) fill: `object` itself, or the items of a
   /// made object (created on first use).
   PyObject* items_of(PyObject* object, PyKind kind, const char* opcode_name);
   void push_int(int64_t value);
+  /// Replaces the stack's items from `first` on with a tuple of them.
+  void push_tuple(std::size_t first);
   void long_bytes(uint64_t n);
   void step(uint8_t code);
 
@@ -195,6 +284,11 @@ class PickleVm {
   PyObject* true_ = nullptr;
   PyObject* false_ = nullptr;
   PyObject* empty_tuple_ = nullptr;
+  /// Ints are immutable, so equal ones may be one node (a .metadata's offsets and sizes repeat a
+  /// few values millions of times). Tuples are immutable too: equal small ones (the same item
+  /// nodes) may be one node; a torch.Size pickles as two tuples.
+  SharedNodes ints_;
+  SharedNodes tuples_;
   bool stopped_ = false;
 };
 
@@ -232,15 +326,33 @@ PyObject* PickleVm::top() {
   return stack_.back();
 }
 
-std::vector<PyObject*> PickleVm::pop_mark() {
+std::size_t PickleVm::pop_mark() {
   if (marks_.empty()) {
     fail("no MARK on the stack");
   }
   const std::size_t start = marks_.back();
   marks_.pop_back();
-  std::vector<PyObject*> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-  stack_.resize(start);
-  return items;
+  return start;
+}
+
+void PickleVm::move_items_from(std::size_t first, PyObject* target) {
+  const std::size_t n = stack_.size() - first;
+  if (n > std::numeric_limits<uint32_t>::max() - std::size_t{target->items.size_}) {
+    fail("a container of more than 2^32 items");
+  }
+  result_.reserve_items(target->items, n);
+  if (n > 0) {
+    std::memcpy(target->items.data_ + target->items.size_, stack_.data() + first,
+                n * sizeof(PyObject*));
+  }
+  target->items.size_ += static_cast<uint32_t>(n);
+  stack_.resize(first);
+}
+
+void PickleVm::set_items(PyObject* target, std::initializer_list<PyObject*> items) {
+  target->items.data_ = result_.make_items(items.size());
+  std::copy(items.begin(), items.end(), target->items.data_);
+  target->items.size_ = target->items.capacity_ = static_cast<uint32_t>(items.size());
 }
 
 void PickleVm::need(uint64_t n) const {
@@ -303,7 +415,7 @@ void PickleVm::memo_get(uint64_t index) {
   push(memo_[index]);
 }
 
-void PickleVm::refuse_global(const std::string& module, const std::string& name,
+void PickleVm::refuse_global(std::string_view module, std::string_view name,
                              const char* why) const {
   // Not malformed: a well-formed pickle of something dcpp will not pass on.
   throw CheckpointError(ErrorKind::kCorrupt,
@@ -312,7 +424,7 @@ void PickleVm::refuse_global(const std::string& module, const std::string& name,
                             std::to_string(op_pos_) + "), " + why);
 }
 
-void PickleVm::global(std::string module, std::string name) {
+void PickleVm::global(std::string_view module, std::string_view name) {
   if (runs_code_when_unpickled(module, name)) {
     refuse_global(module, name,
                   "which runs code, commands or imports when Python unpickles it: the checkpoint "
@@ -328,16 +440,18 @@ void PickleVm::global(std::string module, std::string name) {
         "The checkpoint holds an object of another class (its writer's own, or one made "
         "to run code); save tensors, numbers, strings and lists or dicts of them instead");
   }
+  PyObject* name_node = make(PyKind::kStr);
+  name_node->text = name;
   PyObject* object = make(PyKind::kGlobal);
-  object->text = std::move(module);
-  object->name = std::move(name);
+  object->text = module;
+  set_items(object, {name_node});
   push(object);
 }
 
 PyObject* PickleVm::items_of(PyObject* object, PyKind kind, const char* opcode_name) {
   if (object->kind == PyKind::kNewObj || object->kind == PyKind::kReduce) {
     // A list or dict subclass: Python appends or sets the items on the object it made.
-    PyObject*& items = object->items[kind == PyKind::kList ? 3 : 4];
+    PyObject*& items = object->items.data_[kind == PyKind::kList ? 3 : 4];
     if (items == nullptr) items = make(kind);
     return items;
   }
@@ -352,9 +466,40 @@ PyObject* PickleVm::expect_container(PyObject* object, PyKind kind, const char* 
 }
 
 void PickleVm::push_int(int64_t value) {
-  PyObject* object = make(PyKind::kInt);
-  object->int_value = value;
-  push(object);
+  const uint64_t hash = mix(0, static_cast<uint64_t>(value));
+  PyObject* node = ints_.find(hash, [&](const PyObject& n) { return n.int_value == value; });
+  if (node == nullptr) {
+    node = make(PyKind::kInt);
+    node->int_value = value;
+    ints_.insert(hash, node);
+  }
+  push(node);
+}
+
+void PickleVm::push_tuple(std::size_t first) {
+  constexpr std::size_t kMaxShared = 8;  // items; larger tuples are rarely equal
+  const std::size_t n = stack_.size() - first;
+  const bool shareable = n > 0 && n <= kMaxShared;
+  uint64_t hash = n;
+  if (shareable) {
+    for (std::size_t i = first; i < stack_.size(); ++i) {
+      hash = mix(hash, reinterpret_cast<uintptr_t>(stack_[i]));
+    }
+    PyObject* equal = tuples_.find(hash, [&](const PyObject& tuple) {
+      return tuple.items.size() == n &&
+             std::equal(tuple.items.begin(), tuple.items.end(),
+                        stack_.begin() + static_cast<std::ptrdiff_t>(first));
+    });
+    if (equal != nullptr) {
+      stack_.resize(first);
+      push(equal);
+      return;
+    }
+  }
+  PyObject* tuple = make(PyKind::kTuple);
+  move_items_from(first, tuple);
+  if (shareable) tuples_.insert(hash, tuple);
+  push(tuple);
 }
 
 void PickleVm::long_bytes(uint64_t n) {
@@ -365,7 +510,7 @@ void PickleVm::long_bytes(uint64_t n) {
   std::string_view data = take(n);
   if (n > 8) {
     PyObject* object = make(PyKind::kBigInt);
-    object->text.assign(data);
+    object->text = data;
     push(object);
     return;
   }
@@ -470,7 +615,7 @@ void PickleVm::step(uint8_t code) {
                                                                                      : 8;
       std::string_view data = take(le(width));
       PyObject* object = make(is_str ? PyKind::kStr : PyKind::kBytes);
-      object->text.assign(data);
+      object->text = data;
       push(object);
       break;
     }
@@ -490,9 +635,9 @@ void PickleVm::step(uint8_t code) {
       memo_get(le(4));
       break;
     case op::kGlobal: {
-      std::string module(line());
-      std::string name(line());
-      global(std::move(module), std::move(name));
+      const std::string_view module = line();
+      const std::string_view name = line();
+      global(module, name);
       break;
     }
     case op::kStackGlobal: {
@@ -517,26 +662,26 @@ void PickleVm::step(uint8_t code) {
       if (stack_.size() < fence() + n) {
         fail("stack underflow");
       }
-      PyObject* tuple = make(PyKind::kTuple);
-      tuple->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
-      stack_.resize(stack_.size() - n);
-      push(tuple);
+      push_tuple(stack_.size() - n);
       break;
     }
     case op::kTuple:
     case op::kList:
     case op::kDict:
     case op::kFrozenSet: {
-      std::vector<PyObject*> items = pop_mark();
-      if (code == op::kDict && items.size() % 2 != 0) {
+      const std::size_t first = pop_mark();
+      if (code == op::kDict && (stack_.size() - first) % 2 != 0) {
         fail("DICT with an odd number of items");
       }
-      const PyKind kind = code == op::kTuple  ? PyKind::kTuple
-                          : code == op::kList ? PyKind::kList
+      if (code == op::kTuple) {
+        push_tuple(first);
+        break;
+      }
+      const PyKind kind = code == op::kList   ? PyKind::kList
                           : code == op::kDict ? PyKind::kDict
                                               : PyKind::kFrozenSet;
       PyObject* object = make(kind);
-      object->items = std::move(items);
+      move_items_from(first, object);
       push(object);
       break;
     }
@@ -550,34 +695,35 @@ void PickleVm::step(uint8_t code) {
       push(make(PyKind::kSet));
       break;
     case op::kAppend: {
-      PyObject* value = pop();
-      items_of(top(), PyKind::kList, "APPEND")->items.push_back(value);
+      if (stack_.size() < fence() + 2) fail("stack underflow");
+      PyObject* list = items_of(stack_[stack_.size() - 2], PyKind::kList, "APPEND");
+      move_items_from(stack_.size() - 1, list);
       break;
     }
     case op::kAppends:
     case op::kAddItems: {
-      std::vector<PyObject*> items = pop_mark();
-      const bool add = code == op::kAddItems;
-      PyObject* target = add ? expect_container(top(), PyKind::kSet, "ADDITEMS")
-                             : items_of(top(), PyKind::kList, "APPENDS");
-      target->items.insert(target->items.end(), items.begin(), items.end());
+      const std::size_t first = pop_mark();
+      if (first <= fence()) fail("stack underflow");
+      PyObject* below = stack_[first - 1];
+      PyObject* target = code == op::kAddItems ? expect_container(below, PyKind::kSet, "ADDITEMS")
+                                               : items_of(below, PyKind::kList, "APPENDS");
+      move_items_from(first, target);
       break;
     }
     case op::kSetItem: {
-      PyObject* value = pop();
-      PyObject* key = pop();
-      PyObject* dict = items_of(top(), PyKind::kDict, "SETITEM");
-      dict->items.push_back(key);
-      dict->items.push_back(value);
+      if (stack_.size() < fence() + 3) fail("stack underflow");
+      PyObject* dict = items_of(stack_[stack_.size() - 3], PyKind::kDict, "SETITEM");
+      move_items_from(stack_.size() - 2, dict);
       break;
     }
     case op::kSetItems: {
-      std::vector<PyObject*> items = pop_mark();
-      if (items.size() % 2 != 0) {
+      const std::size_t first = pop_mark();
+      if ((stack_.size() - first) % 2 != 0) {
         fail("SETITEMS with an odd number of items");
       }
-      PyObject* dict = items_of(top(), PyKind::kDict, "SETITEMS");
-      dict->items.insert(dict->items.end(), items.begin(), items.end());
+      if (first <= fence()) fail("stack underflow");
+      PyObject* dict = items_of(stack_[first - 1], PyKind::kDict, "SETITEMS");
+      move_items_from(first, dict);
       break;
     }
     case op::kReduce:
@@ -597,7 +743,7 @@ void PickleVm::step(uint8_t code) {
         break;
       }
       PyObject* object = make(code == op::kReduce ? PyKind::kReduce : PyKind::kNewObj);
-      object->items = {callable, args, nullptr, nullptr, nullptr};
+      set_items(object, {callable, args, nullptr, nullptr, nullptr});
       push(object);
       break;
     }
@@ -615,13 +761,13 @@ void PickleVm::step(uint8_t code) {
       if (object->items[2] != nullptr) {
         fail("BUILD twice on one " + describe(*object));
       }
-      object->items[2] = state;
+      object->items.data_[2] = state;
       break;
     }
     case op::kBinPersId: {
       PyObject* pid = pop();
       PyObject* object = make(PyKind::kPersistent);
-      object->items = {pid};
+      set_items(object, {pid});
       push(object);
       break;
     }

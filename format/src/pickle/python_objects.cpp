@@ -157,20 +157,20 @@ class Decoder {
       }
       byte_order = state->items[1]->text;
     }
-    return std::make_pair(object.args().items[0]->text, byte_order);
+    return std::make_pair(std::string(object.args().items[0]->text), byte_order);
   }
 
   // Python bytes: a bytes object (protocol 3 and later) or protocol 2's
   // _codecs.encode(str, 'latin1'), whose str holds one code point below 256 per byte.
   std::string bytes(const PyObject& object) const {
-    if (object.kind == PyKind::kBytes) return object.text;
+    if (object.kind == PyKind::kBytes) return std::string(object.text);
     const auto& args = object.args().items;
     if (!object.is_instance_of("_codecs", "encode") || args.size() != 2 ||
         args[0]->kind != PyKind::kStr || args[1]->kind != PyKind::kStr ||
         args[1]->text != "latin1") {
       fail("holds a numpy array whose data is a " + describe(object) + ", not bytes");
     }
-    const std::string& text = args[0]->text;  // UTF-8
+    const std::string_view text = args[0]->text;  // UTF-8
     std::string out;
     out.reserve(text.size());
     for (std::size_t i = 0; i < text.size(); ++i) {
@@ -398,7 +398,8 @@ void put_call(PickleWriter& writer, const PythonObject& object,
 std::optional<c10::IValue> decode_python_object(
     const PyObject& object, const std::function<c10::IValue(const PyObject&)>& convert,
     std::string_view what) {
-  if (object.kind == PyKind::kGlobal) return python_global_value(object.text, object.name);
+  if (object.kind == PyKind::kGlobal)
+    return python_global_value(std::string(object.text), std::string(object.name()));
   if (object.kind != PyKind::kReduce && object.kind != PyKind::kNewObj) return std::nullopt;
   if (std::optional<c10::IValue> decoded = Decoder(convert, what).decode(object)) return decoded;
   std::vector<c10::IValue> arguments;
@@ -408,7 +409,8 @@ std::optional<c10::IValue> decode_python_object(
   if (object.state() != nullptr) state = convert(*object.state());
   c10::IValue value = python_call_value(
       object.kind == PyKind::kReduce ? PythonConstruction::kReduce : PythonConstruction::kNewObj,
-      object.callable().text, object.callable().name, std::move(arguments), std::move(state));
+      std::string(object.callable().text), std::string(object.callable().name()),
+      std::move(arguments), std::move(state));
   if (object.list_items() == nullptr && object.dict_items() == nullptr) return value;
   // A list or dict subclass (collections.defaultdict): the items set on the object.
   auto* made = const_cast<PythonObject*>(python_object_of(value));

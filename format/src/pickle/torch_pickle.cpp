@@ -273,10 +273,10 @@ class TensorDecoder {
       fail("holds a " + describe(object) + ", not a rebuilt tensor");
     }
     const auto& args = object.args().items;
-    if (object.callable().name == "_rebuild_parameter") {
+    if (object.callable().name() == "_rebuild_parameter") {
       // _rebuild_parameter(data, requires_grad, backward_hooks): an nn.Parameter.
       if (args.size() != 3 || args[0]->kind != PyKind::kReduce ||
-          object.callable().name == args[0]->callable().name) {
+          object.callable().name() == args[0]->callable().name()) {
         fail("has a malformed _rebuild_parameter call");
       }
       TensorRef ref = decode(*args[0]);
@@ -284,13 +284,13 @@ class TensorDecoder {
       ref.requires_grad = args[1]->bool_value;
       return ref;
     }
-    const bool v3 = object.callable().name == "_rebuild_tensor_v3";
+    const bool v3 = object.callable().name() == "_rebuild_tensor_v3";
     // v2: (storage, offset, size, stride, requires_grad, hooks[, metadata])
     // v3: (storage, offset, size, stride, requires_grad, hooks, dtype[, metadata])
     const std::size_t base = v3 ? 7 : 6;
     if (args.size() != base && args.size() != base + 1) {
-      fail("calls " + object.callable().name + " with " + std::to_string(args.size()) +
-           " arguments");
+      fail("calls " + std::string(object.callable().name()) + " with " +
+           std::to_string(args.size()) + " arguments");
     }
     if (args.size() == base + 1 && args[base]->kind != PyKind::kNone &&
         !(args[base]->kind == PyKind::kDict && args[base]->items.empty())) {
@@ -315,32 +315,34 @@ class TensorDecoder {
     if (numel < 0) fail("has a negative storage size");
     if (v3) {
       if (!storage_class.is_global("torch.storage", "UntypedStorage")) {
-        fail("calls _rebuild_tensor_v3 with storage class " + storage_class.text + "." +
-             storage_class.name);
+        fail("calls _rebuild_tensor_v3 with storage class " + std::string(storage_class.text) +
+             "." + std::string(storage_class.name()));
       }
       const PyObject& dtype = *args[6];
       if (dtype.kind != PyKind::kGlobal || dtype.text != "torch") {
         fail("has a dtype that is a " + describe(dtype));
       }
-      ref.dtype = dtype_from_python_name(dtype.name, what_);
+      ref.dtype = dtype_from_python_name(dtype.name(), what_);
       const auto item = static_cast<int64_t>(c10::elementSize(ref.dtype));
       if (numel % item != 0) {
         fail("has an untyped storage of " + std::to_string(numel) +
-             " bytes, not a whole number of " + dtype.name + " elements");
+             " bytes, not a whole number of " + std::string(dtype.name()) + " elements");
       }
       numel /= item;
     } else {
-      if (storage_class.text != "torch" || !is_storage_class(storage_class.name)) {
-        fail("has storage class " + storage_class.text + "." + storage_class.name);
+      if (storage_class.text != "torch" || !is_storage_class(storage_class.name())) {
+        fail("has storage class " + std::string(storage_class.text) + "." +
+             std::string(storage_class.name()));
       }
-      ref.dtype = dtype_from_storage_class(storage_class.name);
+      ref.dtype = dtype_from_storage_class(storage_class.name());
     }
     if (pid[2]->kind != PyKind::kStr || pid[2]->text.empty() || pid[2]->text.size() > 64) {
       fail("has a storage key that is not a short str");
     }
     for (char c : pid[2]->text) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
-        fail("has the storage key '" + pid[2]->text + "' (expected letters, digits, '_')");
+        fail("has the storage key '" + std::string(pid[2]->text) +
+             "' (expected letters, digits, '_')");
       }
     }
     if (pid[3]->kind != PyKind::kStr) fail("has a storage location that is not a str");
@@ -434,7 +436,7 @@ class ValueDecoder {
   c10::IValue convert_shared(const PyObject& object, int depth) {
     switch (object.kind) {
       case PyKind::kStr:
-        return c10::IValue(object.text);
+        return c10::IValue(std::string(object.text));
       case PyKind::kTuple: {
         std::vector<c10::IValue> elements;
         elements.reserve(object.items.size());
@@ -448,7 +450,7 @@ class ValueDecoder {
         return c10::IValue(list);
       }
       case PyKind::kBytes:
-        return python_bytes_value(object.text);
+        return python_bytes_value(std::string(object.text));
       case PyKind::kSet:
       case PyKind::kFrozenSet: {
         std::vector<c10::IValue> items;
@@ -511,8 +513,9 @@ class ValueDecoder {
       dict.reserve(object.dict_size());
       for (std::size_t i = 0; i < object.dict_size(); ++i) {
         const PyObject& key = object.key(i);
-        dict.insert_or_assign(int_keys ? c10::IValue(key.int_value) : c10::IValue(key.text),
-                              convert(object.value(i), depth + 1));
+        dict.insert_or_assign(
+            int_keys ? c10::IValue(key.int_value) : c10::IValue(std::string(key.text)),
+            convert(object.value(i), depth + 1));
       }
       return c10::IValue(dict);
     }

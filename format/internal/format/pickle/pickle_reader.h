@@ -40,26 +40,53 @@ enum class PyKind : uint8_t {
   kDict,
   kSet,
   kFrozenSet,
-  kGlobal,      // a class or function named by GLOBAL/STACK_GLOBAL: `module`, `name`
+  kGlobal,      // a class or function named by GLOBAL/STACK_GLOBAL: `text` (the module), `name()`
   kNewObj,      // cls.__new__(cls, *args): `callable()`, `args()`, `state()` (BUILD; may be null)
   kReduce,      // callable(*args): same fields
   kPersistent,  // BINPERSID: `pid()`
 };
 
+struct PyObject;
+
+/// The items of a node (see PyObject::items): a read-only view of pointers held in storage its
+/// `Unpickled` owns, so that a tree of millions of small tuples costs no allocation per tuple.
+class PyItems {
+ public:
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  PyObject* operator[](std::size_t i) const { return data_[i]; }
+  PyObject* const* begin() const { return data_; }
+  PyObject* const* end() const { return data_ + size_; }
+
+ private:
+  friend class Unpickled;
+  friend class PickleVm;
+  PyObject** data_ = nullptr;
+  uint32_t size_ = 0;
+  uint32_t capacity_ = 0;
+};
+
 /// One node of an unpickled tree. Owned by the `Unpickled` that produced it; nodes may be shared
-/// (memo) and, in hostile input, form cycles: consumers must bound their recursion.
+/// (memo; equal ints are one node) and, in hostile input, form cycles: consumers must bound their
+/// recursion. `text` and `name` view the pickle's own bytes, which must outlive the tree.
 struct PyObject {
   PyKind kind = PyKind::kNone;
   bool bool_value = false;
-  int64_t int_value = 0;
-  double float_value = 0.0;
-  std::string text;  // kStr, kBytes: the bytes; kGlobal: the module
-  std::string name;  // kGlobal: the name
+  union {
+    int64_t int_value = 0;
+    double float_value;
+  };
+  std::string_view text;  // kStr, kBytes: the bytes; kBigInt: see PyKind; kGlobal: the module
   /// kTuple, kList, kSet, kFrozenSet: the items. kDict: keys and values interleaved, in insertion
   /// order. kNewObj, kReduce: {callable, args tuple, state or nullptr, list items or nullptr, dict
   /// items or nullptr} (APPENDS and SETITEMS on the object: a list or dict subclass's items, such
-  /// as a collections.defaultdict's). kPersistent: {pid}.
-  std::vector<PyObject*> items;
+  /// as a collections.defaultdict's). kPersistent: {pid}. kGlobal: {its name, a kStr}.
+  PyItems items;
+
+  /// kGlobal: the name (module.name); empty for other kinds.
+  std::string_view name() const {
+    return kind == PyKind::kGlobal && items.size() == 1 ? items[0]->text : std::string_view();
+  }
 
   std::size_t dict_size() const { return items.size() / 2; }
   const PyObject& key(std::size_t i) const { return *items[2 * i]; }
@@ -78,7 +105,7 @@ struct PyObject {
   const PyObject& pid() const { return *items[0]; }
 
   bool is_global(std::string_view module, std::string_view global_name) const {
-    return kind == PyKind::kGlobal && text == module && name == global_name;
+    return kind == PyKind::kGlobal && text == module && name() == global_name;
   }
   /// True for a NEWOBJ or REDUCE whose callable is the global `module.name`.
   bool is_instance_of(std::string_view module, std::string_view global_name) const {
@@ -112,26 +139,39 @@ bool runs_code_when_unpickled(std::string_view module, std::string_view name);
 /// Decides whether a global may appear in the pickle.
 using GlobalAllowlist = std::function<bool(std::string_view module, std::string_view name)>;
 
-/// The result of `unpickle`: owns every node.
+/// The result of `unpickle`: owns every node and every node's items.
 class Unpickled {
  public:
   const PyObject& root() const { return *root_; }
   /// Number of nodes built (for tests of the memory bounds).
   std::size_t node_count() const { return node_count_; }
+  /// Bytes of nodes and items storage held (for tests and benchmarks of the memory bounds).
+  std::size_t bytes_held() const { return bytes_held_; }
 
  private:
   friend class PickleVm;
   static constexpr std::size_t kFirstBlockSize = 16;
   static constexpr std::size_t kBlockSize = 4096;
+  static constexpr std::size_t kItemBlockSize = std::size_t{1} << 16;  // pointers
   PyObject* make_node();
+  /// Storage for `n` item pointers, uninitialised.
+  PyObject** make_items(std::size_t n);
+  /// Makes room in `items` for `extra` more (doubling, so that a list filled one APPEND at a time
+  /// costs amortised O(1) and at most twice its final size).
+  void reserve_items(PyItems& items, std::size_t extra);
 
   // Nodes live in blocks: their addresses are stable and a large pickle costs a few allocations per
   // 4096 nodes, not one or more per node. Blocks double from 16 nodes up to 4096, so that a small
-  // pickle (a tensor item's data.pkl) does not construct thousands of nodes it never uses.
+  // pickle (a tensor item's data.pkl) does not construct thousands of nodes it never uses. Items
+  // are carved the same way from blocks of pointers (ones too large for a block get their own).
   std::vector<std::unique_ptr<PyObject[]>> blocks_;
   std::size_t block_capacity_ = 0;  // of the last block
   std::size_t block_used_ = 0;      // nodes handed out from the last block
+  std::vector<std::unique_ptr<PyObject*[]>> item_blocks_;
+  std::size_t item_block_left_ = 0;  // pointers left in the last shared item block
+  PyObject** item_block_next_ = nullptr;
   std::size_t node_count_ = 0;
+  std::size_t bytes_held_ = 0;
   const PyObject* root_ = nullptr;
 };
 
@@ -140,7 +180,10 @@ class Unpickled {
 /// SETITEMS may fill it, as Python does. Throws CheckpointError (kCorrupt) naming `source` on any
 /// malformed input or unsupported opcode (with its byte offset), and on a global refused by
 /// `allow`, which it names ("refers to the Python global 'os.system'") and explains as a refusal,
-/// not as malformed bytes.
+/// not as malformed bytes. The tree views `bytes` (strings, globals): keep them while it is used.
 Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source);
+/// A temporary string would be gone before its tree is read: refused at compile time.
+Unpickled unpickle(std::string&& bytes, const GlobalAllowlist& allow,
+                   std::string_view source) = delete;
 
 }  // namespace dcpp::detail
