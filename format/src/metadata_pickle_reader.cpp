@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace dcpp::detail {
@@ -83,40 +84,68 @@ class Field {
   std::size_t count_;
 };
 
-class MetadataDecoder {
+/// Converts an unpickled `.metadata` into Metadata. As a ContainerStream it takes the large parts
+/// while the pickle is read (state_dict_metadata's entries, each tensor's chunks, storage_data's
+/// entries), so that the tree holds only the rest; decode() then reads the rest from the tree.
+class MetadataDecoder final : public ContainerStream {
  public:
   MetadataDecoder(const std::string& source, std::size_t input_size)
       : source_(source), budget_((std::size_t{64} << 20) + input_size * 64) {}
+
+  bool adopt(const PyObject& container, const std::vector<PyObject*>& stack,
+             const std::vector<std::size_t>& marks) override {
+    if (container.kind == PyKind::kDict) return adopt_root_field(container, stack, marks);
+    return adopt_chunks(container, stack, marks);
+  }
+
+  void take(const PyObject& container, PyObject* const* items, std::size_t count) override {
+    if (&container == streamed_sdm_) {
+      for (std::size_t i = 0; i + 1 < count; i += 2) state_dict_entry(*items[i], *items[i + 1]);
+    } else if (&container == streamed_storage_) {
+      for (std::size_t i = 0; i + 1 < count; i += 2) storage_entry(*items[i], *items[i + 1]);
+    } else {
+      StreamedChunks& list = streamed_chunks_.at(&container);
+      const Field field("state_dict_metadata", list.key);
+      for (std::size_t i = 0; i < count; ++i) list.chunks.push_back(chunk(*items[i], field));
+    }
+  }
 
   [[noreturn]] void fail(const std::string& problem) const {
     throw CheckpointError(ErrorKind::kCorrupt,
                           source_ + ": invalid checkpoint metadata: " + printable(problem));
   }
 
+  /// The Metadata of `root`, with what was streamed from it. Throws StreamAbandoned where the
+  /// streamed containers are not the root's fields after all (a field repeated).
   Metadata decode(const PyObject& root) {
-    Metadata m;
+    Metadata& m = m_;
     const bool mcore = root.is_instance_of(kMcoreTorchModule, "MCoreMetadata");
     const PyObject& state =
         mcore ? object_state(root, {kMcoreTorchModule}, "MCoreMetadata", "the root")
               : object_state(root, {kMetaModule}, "Metadata", "the root");
     const PyObject* sdm = state.find("state_dict_metadata");
     if (sdm == nullptr) fail("Metadata has no state_dict_metadata");
-    for_each_str_entry(*sdm, "state_dict_metadata", [&](std::string key, const PyObject& value) {
-      m.state_dict_metadata.emplace_back(key, storage_metadata(value, key));
-    });
+    require_streamed_here(sdm, streamed_sdm_, "state_dict_metadata");
+    if (!sdm->streamed) {
+      for_each_str_entry(*sdm, "state_dict_metadata", [&](std::string key, const PyObject& value) {
+        m.state_dict_metadata.emplace_back(key, storage_metadata(value, key));
+      });
+    }
     if (const PyObject* planner = present(state.find("planner_data"))) {
       for_each_str_entry(*planner, "planner_data", [&](std::string key, const PyObject& value) {
         m.planner_data.emplace_back(key, path(value, key));
       });
       charge_list_lengths(m.planner_data);
     }
-    if (const PyObject* storage = present(state.find("storage_data"))) {
+    const PyObject* storage = present(state.find("storage_data"));
+    require_streamed_here(storage, streamed_storage_, "storage_data");
+    if (storage != nullptr) {
       if (storage->kind != PyKind::kDict) fail("storage_data is a " + describe(*storage));
-      m.storage_data.reserve(storage->dict_size());
-      for (std::size_t i = 0; i < storage->dict_size(); ++i) {
-        MetadataIndex index = metadata_index(storage->key(i));
-        StorageInfo info = storage_info(storage->value(i), index.fqn);
-        m.storage_data.emplace_back(std::move(index), std::move(info));
+      if (!storage->streamed) {
+        m.storage_data.reserve(storage->dict_size());
+        for (std::size_t i = 0; i < storage->dict_size(); ++i) {
+          storage_entry(storage->key(i), storage->value(i));
+        }
       }
       reject_repeated_storage_keys(m.storage_data);
     }
@@ -129,7 +158,7 @@ class MetadataDecoder {
     if (const PyObject* mcore = present(state.find("mcore_data"))) {
       m.nd_reformulated_shapes = nd_reformulated_shapes(*mcore);
     }
-    return m;
+    return std::move(m_);
   }
 
   // Megatron-Core's mcore_data: {key: {'nd_reformulated_orig_global_shape': (sizes...), ...}}.
@@ -160,6 +189,87 @@ class MetadataDecoder {
   }
 
  private:
+  /// What adopt() recorded of a tensor's streamed chunks list.
+  struct StreamedChunks {
+    std::string_view key;  // the tensor's, in the pickle's bytes
+    std::vector<ChunkStorageMetadata> chunks;
+  };
+
+  static bool is_root_object(const PyObject& object) {
+    return object.kind == PyKind::kNewObj && (object.is_instance_of(kMetaModule, "Metadata") ||
+                                              object.is_instance_of(kMcoreTorchModule,
+                                                                    "MCoreMetadata"));
+  }
+
+  /// The value of the root's state_dict_metadata or storage_data: the stack is [root object, its
+  /// state dict, MARK, field name, value, ..., field name] and `dict` that field's value.
+  bool adopt_root_field(const PyObject& dict, const std::vector<PyObject*>& stack,
+                        const std::vector<std::size_t>& marks) {
+    if (marks.size() != 1 || marks[0] != 2 || stack.size() < 3 || stack.size() % 2 != 1 ||
+        !is_root_object(*stack[0]) || stack[1]->kind != PyKind::kDict ||
+        stack.back()->kind != PyKind::kStr) {
+      return false;
+    }
+    const std::string_view field = stack.back()->text;
+    const PyObject** streamed = field == "state_dict_metadata" ? &streamed_sdm_
+                                : field == "storage_data"      ? &streamed_storage_
+                                                               : nullptr;
+    if (streamed == nullptr) return false;
+    if (*streamed != nullptr) throw StreamAbandoned(source_ + ": the root sets " +
+                                                    std::string(field) + " twice");
+    *streamed = &dict;
+    return true;
+  }
+
+  /// The chunks of a TensorStorageMetadata in the streamed state_dict_metadata: the stack ends
+  /// [..., key, the object, its state dict, MARK, field name, value, ..., 'chunks'], the entry
+  /// (key, object) in a batch of state_dict_metadata's or set alone (SETITEM).
+  bool adopt_chunks(const PyObject& list, const std::vector<PyObject*>& stack,
+                    const std::vector<std::size_t>& marks) {
+    if (streamed_sdm_ == nullptr || marks.size() < 2 || marks.size() > 3) return false;
+    const std::size_t mark = marks.back();
+    if (mark < 5 || stack.size() <= mark || (stack.size() - mark) % 2 != 1 ||
+        stack.back()->kind != PyKind::kStr || stack.back()->text != "chunks") {
+      return false;
+    }
+    const PyObject& state = *stack[mark - 1];
+    const PyObject& tensor = *stack[mark - 2];
+    const PyObject& key = *stack[mark - 3];
+    if (state.kind != PyKind::kDict || tensor.kind != PyKind::kNewObj ||
+        !tensor.is_instance_of(kMetaModule, "TensorStorageMetadata") || key.kind != PyKind::kStr) {
+      return false;
+    }
+    const bool set_alone = marks.size() == 2 && stack[mark - 4] == streamed_sdm_;
+    const bool in_batch = marks.size() == 3 && mark >= marks[1] + 3 &&
+                          stack[marks[1] - 1] == streamed_sdm_ && (mark - 3 - marks[1]) % 2 == 0;
+    if (!set_alone && !in_batch) return false;
+    streamed_chunks_[&list] = StreamedChunks{key.text, {}};
+    return true;
+  }
+
+  /// `value`, the root's field `name`, must be the container streamed for it, if one was.
+  static void require_streamed_here(const PyObject* value, const PyObject* streamed,
+                                    const char* name) {
+    if ((value != nullptr && value->streamed) != (streamed != nullptr) ||
+        (streamed != nullptr && value != streamed)) {
+      throw StreamAbandoned(std::string(name) + " is not the dict streamed for it");
+    }
+  }
+
+  void state_dict_entry(const PyObject& key_object, const PyObject& value) {
+    std::string key = str(key_object, "a key of state_dict_metadata");
+    if (!state_dict_keys_.insert(key_object.text).second) {
+      fail("state_dict_metadata has the key '" + shorten(key) + "' twice");
+    }
+    m_.state_dict_metadata.emplace_back(key, storage_metadata(value, key));
+  }
+
+  void storage_entry(const PyObject& key, const PyObject& value) {
+    MetadataIndex index = metadata_index(key);
+    StorageInfo info = storage_info(value, index.fqn);
+    m_.storage_data.emplace_back(std::move(index), std::move(info));
+  }
+
   void reject_repeated_storage_keys(
       const std::vector<std::pair<MetadataIndex, StorageInfo>>& data) {
     std::vector<const MetadataIndex*> sorted;
@@ -323,24 +433,37 @@ class MetadataDecoder {
     t.size = size(*global_size, field.then(".size"));
     check_addressable(t, field);
     if (chunks->kind != PyKind::kList) fail(field.str() + ".chunks is a " + describe(*chunks));
-    t.chunks.reserve(chunks->items.size());
-    for (const PyObject* chunk : chunks->items) {
-      const PyObject& cs =
-          object_state(*chunk, {kMetaModule}, "ChunkStorageMetadata", field.then(".chunks[]"));
-      const PyObject* offsets = cs.find("offsets");
-      const PyObject* sizes = cs.find("sizes");
-      if (offsets == nullptr || sizes == nullptr)
-        fail(field.str() + " has a chunk without offsets");
-      ChunkStorageMetadata c;
-      c.offsets = size(*offsets, field.then(".chunks[].offsets"));
-      c.sizes = size(*sizes, field.then(".chunks[].sizes"));
+    if (chunks->streamed) {
+      auto streamed = streamed_chunks_.find(chunks);
+      if (streamed == streamed_chunks_.end()) {
+        throw StreamAbandoned(source_ + ": " + field.str() + ".chunks is not the list streamed");
+      }
+      t.chunks = std::move(streamed->second.chunks);
+      streamed_chunks_.erase(streamed);
+    } else {
+      t.chunks.reserve(chunks->items.size());
+      for (const PyObject* c : chunks->items) t.chunks.push_back(chunk(*c, field));
+    }
+    for (const ChunkStorageMetadata& c : t.chunks) {
       if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size()) {
         fail(field.str() + " has a chunk whose rank differs from the tensor's");
       }
       check_inside(c, t.size, field);
-      t.chunks.push_back(std::move(c));
     }
     return t;
+  }
+
+  /// A ChunkStorageMetadata of the tensor `field`, not yet checked against the tensor's size.
+  ChunkStorageMetadata chunk(const PyObject& object, const Field& field) {
+    const PyObject& cs =
+        object_state(object, {kMetaModule}, "ChunkStorageMetadata", field.then(".chunks[]"));
+    const PyObject* offsets = cs.find("offsets");
+    const PyObject* sizes = cs.find("sizes");
+    if (offsets == nullptr || sizes == nullptr) fail(field.str() + " has a chunk without offsets");
+    ChunkStorageMetadata c;
+    c.offsets = size(*offsets, field.then(".chunks[].offsets"));
+    c.sizes = size(*sizes, field.then(".chunks[].sizes"));
+    return c;
   }
 
   /// The tensor's bytes must be countable in an int64, as libtorch counts them.
@@ -536,13 +659,41 @@ class MetadataDecoder {
 
   const std::string& source_;
   std::size_t budget_;
+  Metadata m_;
+  const PyObject* streamed_sdm_ = nullptr;      // the root's state_dict_metadata, if streamed
+  const PyObject* streamed_storage_ = nullptr;  // its storage_data, likewise
+  std::unordered_set<std::string_view> state_dict_keys_;  // views of the pickle's bytes
+  std::unordered_map<const PyObject*, StreamedChunks> streamed_chunks_;  // by list, until used
 };
 
 }  // namespace
 
-Metadata decode_metadata(std::string_view bytes, const std::string& source) {
+Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source) {
   const Unpickled tree = unpickle(bytes, allow_metadata_global, source);
   return MetadataDecoder(source, bytes.size()).decode(tree.root());
+}
+
+Metadata decode_metadata(std::string_view bytes, const std::string& source,
+                         MetadataDecodeStats& stats) {
+  try {
+    MetadataDecoder decoder(source, bytes.size());
+    const Unpickled tree = unpickle(bytes, allow_metadata_global, source, &decoder);
+    Metadata metadata = decoder.decode(tree.root());
+    stats = {true, tree.bytes_held()};
+    return metadata;
+  } catch (const StreamAbandoned&) {
+    // Not DCP's layout of the pickle (a field repeated, objects shared across batches): read
+    // whole, as a tree.
+    const Unpickled tree = unpickle(bytes, allow_metadata_global, source);
+    Metadata metadata = MetadataDecoder(source, bytes.size()).decode(tree.root());
+    stats = {false, tree.bytes_held()};
+    return metadata;
+  }
+}
+
+Metadata decode_metadata(std::string_view bytes, const std::string& source) {
+  MetadataDecodeStats stats;
+  return decode_metadata(bytes, source, stats);
 }
 
 }  // namespace dcpp::detail

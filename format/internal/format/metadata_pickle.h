@@ -30,4 +30,19 @@ std::string encode_metadata(const Metadata& metadata,
 /// missing or mistyped field, an unknown dtype.
 Metadata decode_metadata(std::string_view bytes, const std::string& source);
 
+/// How decode_metadata read a pickle (for tests and benchmarks).
+struct MetadataDecodeStats {
+  /// True where state_dict_metadata's entries, their chunks and storage_data's entries were
+  /// converted as the pickle was read, so that the tree never held them; false where the pickle's
+  /// layout is not DCP's and it was read whole first.
+  bool streamed = false;
+  std::size_t tree_bytes = 0;  // what the tree of the rest held, nodes and items
+};
+Metadata decode_metadata(std::string_view bytes, const std::string& source,
+                         MetadataDecodeStats& stats);
+
+/// As decode_metadata, reading the whole pickle as a tree first: what the streamed decode is
+/// checked against.
+Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source);
+
 }  // namespace dcpp::detail

@@ -1,5 +1,7 @@
 #include "format/pickle/pickle_reader.h"
 
+#include "memo_gets.h"
+
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 namespace dcpp::detail {
 
@@ -79,46 +82,6 @@ bool runs_code_when_unpickled(std::string_view module, std::string_view name) {
     if (module == bad_module && name == bad_name) return true;
   }
   return false;
-}
-
-PyObject* Unpickled::make_node() {
-  if (block_used_ == block_capacity_) {
-    block_capacity_ = blocks_.empty() ? kFirstBlockSize : std::min(kBlockSize, 2 * block_capacity_);
-    blocks_.push_back(std::make_unique<PyObject[]>(block_capacity_));
-    block_used_ = 0;
-    bytes_held_ += block_capacity_ * sizeof(PyObject);
-  }
-  ++node_count_;
-  return &blocks_.back()[block_used_++];
-}
-
-PyObject** Unpickled::make_items(std::size_t n) {
-  if (n > kItemBlockSize / 4) {
-    // Large enough to own a block; the shared block's remainder (item_block_next_) stays usable.
-    item_blocks_.push_back(std::unique_ptr<PyObject*[]>(new PyObject*[n]));
-    bytes_held_ += n * sizeof(PyObject*);
-    return item_blocks_.back().get();
-  }
-  if (n > item_block_left_) {
-    item_blocks_.push_back(std::unique_ptr<PyObject*[]>(new PyObject*[kItemBlockSize]));
-    bytes_held_ += kItemBlockSize * sizeof(PyObject*);
-    item_block_next_ = item_blocks_.back().get();
-    item_block_left_ = kItemBlockSize;
-  }
-  PyObject** items = item_block_next_;
-  item_block_next_ += n;
-  item_block_left_ -= n;
-  return items;
-}
-
-void Unpickled::reserve_items(PyItems& items, std::size_t extra) {
-  const std::size_t needed = items.size_ + extra;
-  if (needed <= items.capacity_) return;
-  const std::size_t capacity = std::max(needed, 2 * std::size_t{items.capacity_});
-  PyObject** data = make_items(capacity);
-  if (items.size_ > 0) std::memcpy(data, items.data_, items.size_ * sizeof(PyObject*));
-  items.data_ = data;
-  items.capacity_ = static_cast<uint32_t>(capacity);
 }
 
 std::string printable(std::string_view text) {
@@ -231,14 +194,40 @@ uint64_t mix(uint64_t hash, uint64_t value) { return (hash ^ value) * 0x9E3779B9
 
 class PickleVm {
  public:
-  PickleVm(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source)
-      : bytes_(bytes), allow_(allow), source_(source), ints_(bytes.size()), tuples_(bytes.size()) {}
+  PickleVm(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source,
+           ContainerStream* stream)
+      : bytes_(bytes),
+        allow_(allow),
+        source_(source),
+        stream_(stream),
+        gets_(memo_gets(bytes)),
+        ints_(bytes.size()),
+        tuples_(bytes.size()) {}
 
   Unpickled run();
 
  private:
   [[noreturn]] void fail(const std::string& problem) const;
+  /// Where new nodes go: the innermost streamed batch's arena, or the tree's.
+  NodeArena& arena() {
+    return regions_.empty() ? result_.arena_ : scratch_[regions_.size() - 1];
+  }
+  uint32_t region_id() const { return regions_.empty() ? 0 : regions_.back().id; }
   PyObject* make(PyKind kind);
+  /// Makes room in `items` for `extra` more (doubling, so that a list filled one APPEND at a time
+  /// costs amortised O(1) and at most twice its final size).
+  void reserve_items(PyItems& items, std::size_t extra);
+  /// A MARK over a streamed container opens a batch whose nodes go to an arena of their own.
+  void begin_region();
+  /// The batch's items were taken: keeps the memo entries read back later (copied into the
+  /// enclosing arena), frees the rest.
+  void end_region();
+  /// `target` is about to change: inside a batch, it must have been made in it.
+  void check_mutable(const PyObject* target);
+  /// `node`, if region `from` made it, copied with what it reaches from there into the arena now
+  /// current.
+  PyObject* evacuate(PyObject* node, uint32_t from);
+  [[noreturn]] void abandon_stream(const std::string& why) const;
   void push(PyObject* object) { stack_.push_back(object); }
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   PyObject* pop();
@@ -263,6 +252,9 @@ class PickleVm {
   /// The list or dict `kind` that APPEND(S) or SETITEM(S) fill: `object` itself, or the items of a
   /// made object (created on first use).
   PyObject* items_of(PyObject* object, PyKind kind, const char* opcode_name);
+  /// APPEND(S), SETITEM(S): the stack's items from `first` on go into the list or dict below them
+  /// (`kind`), or to the stream if it adopted that container; a batch that closes ends there.
+  void add_items(std::size_t first, PyKind kind, const char* opcode_name);
   void push_int(int64_t value);
   /// Replaces the stack's items from `first` on with a tuple of them.
   void push_tuple(std::size_t first);
@@ -275,11 +267,23 @@ class PickleVm {
   std::size_t pos_ = 0;
   std::size_t op_pos_ = 0;
   uint8_t op_ = 0;
+  ContainerStream* stream_;
   Unpickled result_;
   std::vector<PyObject*> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<PyObject*> memo_;  // index -> object; nullptr where undefined
-  std::size_t memo_count_ = 0;   // defined entries: MEMOIZE's next index, as len(memo) in Python
+  /// A streamed batch: opened by the MARK that made `marks` marks open; its nodes have `id`.
+  struct Region {
+    std::size_t marks;
+    uint32_t id;
+    std::vector<uint64_t> memo_puts;  // entries it defined that a GET reads back
+  };
+  std::vector<Region> regions_;    // nested batches, innermost last
+  std::vector<NodeArena> scratch_;  // [d]: the arena of regions_[d], kept for the next batch
+  uint32_t next_region_id_ = 1;
+  std::vector<bool> gets_;     // memo indices a GET reads back: only those are kept
+  std::vector<bool> defined_;  // memo indices defined so far
+  std::unordered_map<uint64_t, PyObject*> memo_;
+  std::size_t memo_count_ = 0;  // defined entries: MEMOIZE's next index, as len(memo) in Python
   PyObject* none_ = nullptr;
   PyObject* true_ = nullptr;
   PyObject* false_ = nullptr;
@@ -305,9 +309,84 @@ void PickleVm::fail(const std::string& problem) const {
 }
 
 PyObject* PickleVm::make(PyKind kind) {
-  PyObject* object = result_.make_node();
+  PyObject* object = arena().make_node();
   object->kind = kind;
+  object->region = region_id();
   return object;
+}
+
+void PickleVm::reserve_items(PyItems& items, std::size_t extra) {
+  const std::size_t needed = items.size_ + extra;
+  if (needed <= items.capacity_) return;
+  const std::size_t capacity = std::max(needed, 2 * std::size_t{items.capacity_});
+  PyObject** data = arena().make_items(capacity);
+  if (items.size_ > 0) std::memcpy(data, items.data_, items.size_ * sizeof(PyObject*));
+  items.data_ = data;
+  items.capacity_ = static_cast<uint32_t>(capacity);
+}
+
+void PickleVm::abandon_stream(const std::string& why) const {
+  throw StreamAbandoned(std::string(source_) + ": pickle byte " + std::to_string(op_pos_) + ": " +
+                        why);
+}
+
+void PickleVm::begin_region() {
+  if (next_region_id_ == std::numeric_limits<uint32_t>::max()) {
+    abandon_stream("more streamed batches than the VM counts");
+  }
+  regions_.push_back(Region{marks_.size(), next_region_id_++, {}});
+  if (scratch_.size() < regions_.size()) scratch_.emplace_back();
+}
+
+void PickleVm::end_region() {
+  Region region = std::move(regions_.back());
+  regions_.pop_back();  // from here, arena() and region_id() are the enclosing ones
+  for (const uint64_t index : region.memo_puts) {
+    auto entry = memo_.find(index);
+    if (entry == memo_.end() || entry->second->region != region.id) continue;
+    entry->second = evacuate(entry->second, region.id);
+    if (!regions_.empty()) regions_.back().memo_puts.push_back(index);
+  }
+  scratch_[regions_.size()].reset();
+}
+
+void PickleVm::check_mutable(const PyObject* target) {
+  if (!regions_.empty() && target->region != regions_.back().id) {
+    abandon_stream("a streamed batch changes a " + describe(*target) + " made before it");
+  }
+}
+
+PyObject* PickleVm::evacuate(PyObject* node, uint32_t from) {
+  std::unordered_map<const PyObject*, PyObject*> copies;  // cycles and shared nodes: copied once
+  std::vector<PyObject*> unfinished;                      // copies whose items are the originals'
+  auto copy_of = [&](PyObject* original) -> PyObject* {
+    if (original == nullptr || original->region != from) return original;
+    auto [copy, fresh] = copies.try_emplace(original, nullptr);
+    if (fresh) {
+      PyObject* made = make(original->kind);
+      const uint32_t region = made->region;
+      *made = *original;
+      made->region = region;
+      made->items.capacity_ = made->items.size_;
+      if (made->items.size_ > 0) {
+        made->items.data_ = arena().make_items(made->items.size_);
+        std::memcpy(made->items.data_, original->items.data_,
+                    made->items.size_ * sizeof(PyObject*));
+      }
+      copy->second = made;
+      unfinished.push_back(made);
+    }
+    return copy->second;
+  };
+  PyObject* root = copy_of(node);
+  while (!unfinished.empty()) {
+    PyObject* made = unfinished.back();
+    unfinished.pop_back();
+    for (uint32_t i = 0; i < made->items.size_; ++i) {
+      made->items.data_[i] = copy_of(made->items.data_[i]);
+    }
+  }
+  return root;
 }
 
 PyObject* PickleVm::pop() {
@@ -331,7 +410,11 @@ std::size_t PickleVm::pop_mark() {
     fail("no MARK on the stack");
   }
   const std::size_t start = marks_.back();
+  const bool closes_region = !regions_.empty() && regions_.back().marks == marks_.size();
   marks_.pop_back();
+  if (closes_region && op_ != op::kSetItems && op_ != op::kAppends) {
+    abandon_stream("a streamed batch's MARK is closed by an opcode other than SETITEMS or APPENDS");
+  }
   return start;
 }
 
@@ -340,7 +423,7 @@ void PickleVm::move_items_from(std::size_t first, PyObject* target) {
   if (n > std::numeric_limits<uint32_t>::max() - std::size_t{target->items.size_}) {
     fail("a container of more than 2^32 items");
   }
-  result_.reserve_items(target->items, n);
+  reserve_items(target->items, n);
   if (n > 0) {
     std::memcpy(target->items.data_ + target->items.size_, stack_.data() + first,
                 n * sizeof(PyObject*));
@@ -350,7 +433,7 @@ void PickleVm::move_items_from(std::size_t first, PyObject* target) {
 }
 
 void PickleVm::set_items(PyObject* target, std::initializer_list<PyObject*> items) {
-  target->items.data_ = result_.make_items(items.size());
+  target->items.data_ = arena().make_items(items.size());
   std::copy(items.begin(), items.end(), target->items.data_);
   target->items.size_ = target->items.capacity_ = static_cast<uint32_t>(items.size());
 }
@@ -401,18 +484,29 @@ void PickleVm::memo_put(uint64_t index) {
   if (index >= bytes_.size()) {
     fail("memo index " + std::to_string(index) + " is beyond the pickle's size");
   }
-  if (index >= memo_.size()) {
-    memo_.resize(std::min(bytes_.size(), std::max<std::size_t>(index + 1, 2 * memo_.size())));
+  if (index >= defined_.size()) {
+    defined_.resize(std::min(bytes_.size(), std::max<std::size_t>(index + 1, 2 * defined_.size())));
   }
-  memo_count_ += memo_[index] == nullptr ? 1 : 0;
-  memo_[index] = object;
+  if (!defined_[index]) {
+    defined_[index] = true;
+    ++memo_count_;
+  }
+  if (index < gets_.size() && gets_[index]) {  // nothing reads the others back: not kept
+    memo_[index] = object;
+    if (!regions_.empty()) regions_.back().memo_puts.push_back(index);
+  }
 }
 
 void PickleVm::memo_get(uint64_t index) {
-  if (index >= memo_.size() || memo_[index] == nullptr) {
+  const auto entry = memo_.find(index);
+  if (entry == memo_.end()) {
     fail("memo entry " + std::to_string(index) + " is not defined");
   }
-  push(memo_[index]);
+  if (entry->second->streamed) {
+    // Its items are gone to the stream: a second place holding it would read it empty.
+    abandon_stream("a streamed " + describe(*entry->second) + " is read back from the memo");
+  }
+  push(entry->second);
 }
 
 void PickleVm::refuse_global(std::string_view module, std::string_view name,
@@ -449,6 +543,7 @@ void PickleVm::global(std::string_view module, std::string_view name) {
 }
 
 PyObject* PickleVm::items_of(PyObject* object, PyKind kind, const char* opcode_name) {
+  check_mutable(object);
   if (object->kind == PyKind::kNewObj || object->kind == PyKind::kReduce) {
     // A list or dict subclass: Python appends or sets the items on the object it made.
     PyObject*& items = object->items.data_[kind == PyKind::kList ? 3 : 4];
@@ -465,13 +560,24 @@ PyObject* PickleVm::expect_container(PyObject* object, PyKind kind, const char* 
   return object;
 }
 
+void PickleVm::add_items(std::size_t first, PyKind kind, const char* opcode_name) {
+  PyObject* container = stack_[first - 1];
+  if (container->streamed && container->kind == kind) {
+    stream_->take(*container, stack_.data() + first, stack_.size() - first);
+    stack_.resize(first);
+    if (!regions_.empty() && regions_.back().marks > marks_.size()) end_region();
+    return;
+  }
+  move_items_from(first, items_of(container, kind, opcode_name));
+}
+
 void PickleVm::push_int(int64_t value) {
   const uint64_t hash = mix(0, static_cast<uint64_t>(value));
   PyObject* node = ints_.find(hash, [&](const PyObject& n) { return n.int_value == value; });
   if (node == nullptr) {
     node = make(PyKind::kInt);
     node->int_value = value;
-    ints_.insert(hash, node);
+    if (regions_.empty()) ints_.insert(hash, node);  // a batch's nodes are freed with it
   }
   push(node);
 }
@@ -498,7 +604,7 @@ void PickleVm::push_tuple(std::size_t first) {
   }
   PyObject* tuple = make(PyKind::kTuple);
   move_items_from(first, tuple);
-  if (shareable) tuples_.insert(hash, tuple);
+  if (shareable && regions_.empty()) tuples_.insert(hash, tuple);
   push(tuple);
 }
 
@@ -651,6 +757,7 @@ void PickleVm::step(uint8_t code) {
     }
     case op::kMark:
       marks_.push_back(stack_.size());
+      if (!stack_.empty() && stack_.back()->streamed) begin_region();
       break;
     case op::kEmptyTuple:
       push(empty_tuple_);
@@ -686,34 +793,36 @@ void PickleVm::step(uint8_t code) {
       break;
     }
     case op::kEmptyList:
-      push(make(PyKind::kList));
+    case op::kEmptyDict: {
+      PyObject* container = make(code == op::kEmptyList ? PyKind::kList : PyKind::kDict);
+      container->streamed = stream_ != nullptr && stream_->adopt(*container, stack_, marks_);
+      push(container);
       break;
-    case op::kEmptyDict:
-      push(make(PyKind::kDict));
-      break;
+    }
     case op::kEmptySet:
       push(make(PyKind::kSet));
       break;
     case op::kAppend: {
       if (stack_.size() < fence() + 2) fail("stack underflow");
-      PyObject* list = items_of(stack_[stack_.size() - 2], PyKind::kList, "APPEND");
-      move_items_from(stack_.size() - 1, list);
+      add_items(stack_.size() - 1, PyKind::kList, "APPEND");
       break;
     }
     case op::kAppends:
     case op::kAddItems: {
       const std::size_t first = pop_mark();
       if (first <= fence()) fail("stack underflow");
-      PyObject* below = stack_[first - 1];
-      PyObject* target = code == op::kAddItems ? expect_container(below, PyKind::kSet, "ADDITEMS")
-                                               : items_of(below, PyKind::kList, "APPENDS");
-      move_items_from(first, target);
+      if (code == op::kAddItems) {
+        PyObject* set = stack_[first - 1];
+        check_mutable(set);
+        move_items_from(first, expect_container(set, PyKind::kSet, "ADDITEMS"));
+      } else {
+        add_items(first, PyKind::kList, "APPENDS");
+      }
       break;
     }
     case op::kSetItem: {
       if (stack_.size() < fence() + 3) fail("stack underflow");
-      PyObject* dict = items_of(stack_[stack_.size() - 3], PyKind::kDict, "SETITEM");
-      move_items_from(stack_.size() - 2, dict);
+      add_items(stack_.size() - 2, PyKind::kDict, "SETITEM");
       break;
     }
     case op::kSetItems: {
@@ -722,8 +831,7 @@ void PickleVm::step(uint8_t code) {
         fail("SETITEMS with an odd number of items");
       }
       if (first <= fence()) fail("stack underflow");
-      PyObject* dict = items_of(stack_[first - 1], PyKind::kDict, "SETITEMS");
-      move_items_from(first, dict);
+      add_items(first, PyKind::kDict, "SETITEMS");
       break;
     }
     case op::kReduce:
@@ -758,6 +866,7 @@ void PickleVm::step(uint8_t code) {
       if (object->kind != PyKind::kNewObj && object->kind != PyKind::kReduce) {
         fail("BUILD on a " + describe(*object));
       }
+      check_mutable(object);
       if (object->items[2] != nullptr) {
         fail("BUILD twice on one " + describe(*object));
       }
@@ -776,8 +885,9 @@ void PickleVm::step(uint8_t code) {
   }
 }
 
-Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source) {
-  return PickleVm(bytes, allow, source).run();
+Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source,
+                   ContainerStream* stream) {
+  return PickleVm(bytes, allow, source, stream).run();
 }
 
 }  // namespace dcpp::detail

@@ -10,17 +10,19 @@
 // refused whatever the allowlist says.
 //
 // Hostile input: every length is checked against the bytes left, memo indices are bounded by the
-// input size (the memo is a dense table), stack pops check the current MARK's fence, containers are
+// input size, stack pops check the current MARK's fence, containers are
 // type-checked before they are mutated, integers are bounded (kMaxBigIntBytes). Memory is bounded
 // by a small multiple of the input size. Any violation is a CheckpointError naming the source, the
 // byte offset and the opcode.
 
+#include "format/pickle/node_arena.h"
 #include "format/pickle/pickle_writer.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,7 +61,6 @@ class PyItems {
   PyObject* const* end() const { return data_ + size_; }
 
  private:
-  friend class Unpickled;
   friend class PickleVm;
   PyObject** data_ = nullptr;
   uint32_t size_ = 0;
@@ -72,6 +73,10 @@ class PyItems {
 struct PyObject {
   PyKind kind = PyKind::kNone;
   bool bool_value = false;
+  /// A dict or list a ContainerStream adopted: its items went to the stream, not into `items`.
+  bool streamed = false;
+  /// The unpickler's own: which of its arenas holds the node.
+  uint32_t region = 0;
   union {
     int64_t int_value = 0;
     double float_value;
@@ -143,36 +148,41 @@ using GlobalAllowlist = std::function<bool(std::string_view module, std::string_
 class Unpickled {
  public:
   const PyObject& root() const { return *root_; }
-  /// Number of nodes built (for tests of the memory bounds).
-  std::size_t node_count() const { return node_count_; }
+  /// Number of nodes built and kept (for tests of the memory bounds).
+  std::size_t node_count() const { return arena_.node_count(); }
   /// Bytes of nodes and items storage held (for tests and benchmarks of the memory bounds).
-  std::size_t bytes_held() const { return bytes_held_; }
+  std::size_t bytes_held() const { return arena_.bytes_held(); }
 
  private:
   friend class PickleVm;
-  static constexpr std::size_t kFirstBlockSize = 16;
-  static constexpr std::size_t kBlockSize = 4096;
-  static constexpr std::size_t kItemBlockSize = std::size_t{1} << 16;  // pointers
-  PyObject* make_node();
-  /// Storage for `n` item pointers, uninitialised.
-  PyObject** make_items(std::size_t n);
-  /// Makes room in `items` for `extra` more (doubling, so that a list filled one APPEND at a time
-  /// costs amortised O(1) and at most twice its final size).
-  void reserve_items(PyItems& items, std::size_t extra);
-
-  // Nodes live in blocks: their addresses are stable and a large pickle costs a few allocations per
-  // 4096 nodes, not one or more per node. Blocks double from 16 nodes up to 4096, so that a small
-  // pickle (a tensor item's data.pkl) does not construct thousands of nodes it never uses. Items
-  // are carved the same way from blocks of pointers (ones too large for a block get their own).
-  std::vector<std::unique_ptr<PyObject[]>> blocks_;
-  std::size_t block_capacity_ = 0;  // of the last block
-  std::size_t block_used_ = 0;      // nodes handed out from the last block
-  std::vector<std::unique_ptr<PyObject*[]>> item_blocks_;
-  std::size_t item_block_left_ = 0;  // pointers left in the last shared item block
-  PyObject** item_block_next_ = nullptr;
-  std::size_t node_count_ = 0;
-  std::size_t bytes_held_ = 0;
+  NodeArena arena_;
   const PyObject* root_ = nullptr;
+};
+
+/// Takes the items of chosen dicts and lists as the pickle sets them, instead of the tree keeping
+/// them, so that a large pickle (a 10,000-rank `.metadata`) is never whole in memory. The items
+/// of one batch (MARK ... SETITEMS or APPENDS on an adopted container) are built apart, handed to
+/// take(), then freed; memo entries the pickle reads back later are kept. A batch must leave what
+/// was built before it unchanged: otherwise the VM throws StreamAbandoned.
+class ContainerStream {
+ public:
+  virtual ~ContainerStream() = default;
+  /// Asked at each EMPTY_DICT and EMPTY_LIST: true to stream the items of `container` (new and
+  /// empty, not yet on the stack). `stack` holds the values below it, `marks` the stack positions
+  /// of the open MARKs.
+  virtual bool adopt(const PyObject& container, const std::vector<PyObject*>& stack,
+                     const std::vector<std::size_t>& marks) = 0;
+  /// `count` items set on an adopted container (a dict's keys and values interleaved). They, and
+  /// the nodes only they reach, may be freed once the call returns; their `text` views stay valid.
+  virtual void take(const PyObject& container, PyObject* const* items, std::size_t count) = 0;
+};
+
+/// Thrown when a pickle's structure does not allow streaming it (a batch changes an object made
+/// before it, a batch's MARK is closed by another opcode), by the VM or by a ContainerStream: the
+/// caller unpickles it again without one. Not an error in the pickle.
+class StreamAbandoned : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// Runs the restricted VM over `bytes` (protocols 2 to 5; trailing bytes after STOP are ignored).
@@ -181,9 +191,11 @@ class Unpickled {
 /// malformed input or unsupported opcode (with its byte offset), and on a global refused by
 /// `allow`, which it names ("refers to the Python global 'os.system'") and explains as a refusal,
 /// not as malformed bytes. The tree views `bytes` (strings, globals): keep them while it is used.
-Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source);
+/// With a `stream`, the containers it adopts stay empty in the tree (see ContainerStream).
+Unpickled unpickle(std::string_view bytes, const GlobalAllowlist& allow, std::string_view source,
+                   ContainerStream* stream = nullptr);
 /// A temporary string would be gone before its tree is read: refused at compile time.
-Unpickled unpickle(std::string&& bytes, const GlobalAllowlist& allow,
-                   std::string_view source) = delete;
+Unpickled unpickle(std::string&& bytes, const GlobalAllowlist& allow, std::string_view source,
+                   ContainerStream* stream = nullptr) = delete;
 
 }  // namespace dcpp::detail
