@@ -6,6 +6,7 @@
 
 #include "format/metadata_pickle.h"
 
+#include "format/metadata_selection.h"
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/torch_pickle.h"
 #include "metadata_classes.h"
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -89,8 +91,11 @@ class Field {
 /// entries), so that the tree holds only the rest; decode() then reads the rest from the tree.
 class MetadataDecoder final : public ContainerStream {
  public:
-  MetadataDecoder(const std::string& source, std::size_t input_size)
-      : source_(source), budget_((std::size_t{64} << 20) + input_size * 64) {}
+  MetadataDecoder(const std::string& source, std::size_t input_size,
+                  const MetadataSelection* selection)
+      : source_(source),
+        budget_((std::size_t{64} << 20) + input_size * 64),
+        selection_(selection) {}
 
   bool adopt(const PyObject& container, const std::vector<PyObject*>& stack,
              const std::vector<std::size_t>& marks) override {
@@ -106,7 +111,12 @@ class MetadataDecoder final : public ContainerStream {
     } else {
       StreamedChunks& list = streamed_chunks_.at(&container);
       const Field field("state_dict_metadata", list.key);
-      for (std::size_t i = 0; i < count; ++i) list.chunks.push_back(chunk(*items[i], field));
+      for (std::size_t i = 0; i < count; ++i) {
+        ChunkStorageMetadata c = chunk(*items[i], field);
+        if (selection_ == nullptr || MetadataSelection::keeps(list.boxes, c)) {
+          list.chunks.push_back(std::move(c));
+        }
+      }
     }
   }
 
@@ -147,6 +157,7 @@ class MetadataDecoder final : public ContainerStream {
           storage_entry(storage->key(i), storage->value(i));
         }
       }
+      if (unsure_of_storage_) drop_storage_of_chunks_left_out();
       reject_repeated_storage_keys(m.storage_data);
     }
     if (const PyObject* meta = present(state.find("storage_meta"))) {
@@ -192,6 +203,7 @@ class MetadataDecoder final : public ContainerStream {
   /// What adopt() recorded of a tensor's streamed chunks list.
   struct StreamedChunks {
     std::string_view key;  // the tensor's, in the pickle's bytes
+    const std::vector<MetadataSelection::Box>* boxes;  // the selection's for the key
     std::vector<ChunkStorageMetadata> chunks;
   };
 
@@ -243,7 +255,8 @@ class MetadataDecoder final : public ContainerStream {
     const bool in_batch = marks.size() == 3 && mark >= marks[1] + 3 &&
                           stack[marks[1] - 1] == streamed_sdm_ && (mark - 3 - marks[1]) % 2 == 0;
     if (!set_alone && !in_batch) return false;
-    streamed_chunks_[&list] = StreamedChunks{key.text, {}};
+    streamed_chunks_[&list] =
+        StreamedChunks{key.text, selection_ ? selection_->boxes_of(key.text) : nullptr, {}};
     return true;
   }
 
@@ -266,8 +279,31 @@ class MetadataDecoder final : public ContainerStream {
 
   void storage_entry(const PyObject& key, const PyObject& value) {
     MetadataIndex index = metadata_index(key);
+    if (selection_ != nullptr && index.offset) {
+      const auto kept = kept_offsets_.find(index.fqn);
+      if (kept == kept_offsets_.end()) {
+        unsure_of_storage_ = true;  // its tensor is not decoded yet: decide at the end
+      } else if (kept->second.count(*index.offset) == 0) {
+        return;
+      }
+    }
     StorageInfo info = storage_info(value, index.fqn);
     m_.storage_data.emplace_back(std::move(index), std::move(info));
+  }
+
+  /// With a selection: storage_data's entries of chunks it left out (those that came before their
+  /// tensor's entry in state_dict_metadata, which DCP's pickles never do).
+  void drop_storage_of_chunks_left_out() {
+    auto& data = m_.storage_data;
+    data.erase(std::remove_if(data.begin(), data.end(),
+                              [&](const auto& entry) {
+                                const MetadataIndex& index = entry.first;
+                                if (!index.offset) return false;
+                                const auto kept = kept_offsets_.find(index.fqn);
+                                return kept == kept_offsets_.end() ||
+                                       kept->second.count(*index.offset) == 0;
+                              }),
+               data.end());
   }
 
   void reject_repeated_storage_keys(
@@ -441,14 +477,23 @@ class MetadataDecoder final : public ContainerStream {
       t.chunks = std::move(streamed->second.chunks);
       streamed_chunks_.erase(streamed);
     } else {
-      t.chunks.reserve(chunks->items.size());
-      for (const PyObject* c : chunks->items) t.chunks.push_back(chunk(*c, field));
+      const auto* boxes = selection_ ? selection_->boxes_of(key) : nullptr;
+      for (const PyObject* object : chunks->items) {
+        ChunkStorageMetadata c = chunk(*object, field);
+        if (selection_ == nullptr || MetadataSelection::keeps(boxes, c)) {
+          t.chunks.push_back(std::move(c));
+        }
+      }
     }
     for (const ChunkStorageMetadata& c : t.chunks) {
       if (c.offsets.size() != t.size.size() || c.sizes.size() != t.size.size()) {
         fail(field.str() + " has a chunk whose rank differs from the tensor's");
       }
       check_inside(c, t.size, field);
+    }
+    if (selection_ != nullptr) {
+      std::set<std::vector<int64_t>>& kept = kept_offsets_[key];
+      for (const ChunkStorageMetadata& c : t.chunks) kept.insert(c.offsets);
     }
     return t;
   }
@@ -659,6 +704,10 @@ class MetadataDecoder final : public ContainerStream {
 
   const std::string& source_;
   std::size_t budget_;
+  const MetadataSelection* selection_;  // null: every chunk is kept
+  /// With a selection: the offsets of the chunks kept, by tensor, once its entry is decoded.
+  std::map<std::string, std::set<std::vector<int64_t>>, std::less<>> kept_offsets_;
+  bool unsure_of_storage_ = false;  // an entry came before its tensor's: see decode()
   Metadata m_;
   const PyObject* streamed_sdm_ = nullptr;      // the root's state_dict_metadata, if streamed
   const PyObject* streamed_storage_ = nullptr;  // its storage_data, likewise
@@ -668,15 +717,16 @@ class MetadataDecoder final : public ContainerStream {
 
 }  // namespace
 
-Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source) {
+Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source,
+                                 const MetadataSelection* selection) {
   const Unpickled tree = unpickle(bytes, allow_metadata_global, source);
-  return MetadataDecoder(source, bytes.size()).decode(tree.root());
+  return MetadataDecoder(source, bytes.size(), selection).decode(tree.root());
 }
 
 Metadata decode_metadata(std::string_view bytes, const std::string& source,
-                         MetadataDecodeStats& stats) {
+                         MetadataDecodeStats& stats, const MetadataSelection* selection) {
   try {
-    MetadataDecoder decoder(source, bytes.size());
+    MetadataDecoder decoder(source, bytes.size(), selection);
     const Unpickled tree = unpickle(bytes, allow_metadata_global, source, &decoder);
     Metadata metadata = decoder.decode(tree.root());
     stats = {true, tree.bytes_held()};
@@ -685,7 +735,7 @@ Metadata decode_metadata(std::string_view bytes, const std::string& source,
     // Not DCP's layout of the pickle (a field repeated, objects shared across batches): read
     // whole, as a tree.
     const Unpickled tree = unpickle(bytes, allow_metadata_global, source);
-    Metadata metadata = MetadataDecoder(source, bytes.size()).decode(tree.root());
+    Metadata metadata = MetadataDecoder(source, bytes.size(), selection).decode(tree.root());
     stats = {false, tree.bytes_held()};
     return metadata;
   }

@@ -6,9 +6,11 @@
 #include "dcpp_test.h"
 
 #include "format/metadata_pickle.h"
+#include "format/metadata_selection.h"
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/pickle_writer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -129,6 +131,47 @@ TEST_CASE("batches of one (SETITEM, APPEND) and batch boundaries stream as the t
       require_same_metadata(decode_metadata(bytes, "batches"), sharded_metadata(ranks, tensors));
     }
   }
+}
+
+TEST_CASE("a selection keeps the chunks that overlap its boxes, and only their storage_data",
+          "[metadata]") {
+  const Metadata full = sharded_metadata(16, 8);  // tensor t's chunk r: rows [4r, 4r + 4)
+  const std::string bytes = encode_metadata(full);
+  MetadataSelection selection;
+  for (int t = 0; t < 8; t += 2) {
+    selection.add_box("layers." + std::to_string(t) + ".weight", {20, 0}, {4, 16});  // rank 5's
+  }
+  selection.add_box("layers.1.weight", {2, 0}, {4, 16});  // across ranks 0 and 1
+  selection.add_box("layers.3.weight", {64, 0}, {0, 16});  // empty: overlaps nothing
+
+  // Expected, from the geometry: even tensors keep chunk 5, layers.1 chunks 0 and 1, others none.
+  Metadata want = full;
+  auto kept_ranks = [](const std::string& key) -> std::vector<int64_t> {
+    if (key == "layers.1.weight") return {0, 1};
+    const int t = key[7] - '0';
+    return t % 2 == 0 ? std::vector<int64_t>{5} : std::vector<int64_t>{};
+  };
+  for (auto& [key, value] : want.state_dict_metadata) {
+    auto* tensor = std::get_if<TensorStorageMetadata>(&value);
+    if (tensor == nullptr) continue;
+    std::vector<ChunkStorageMetadata> kept;
+    for (const int64_t r : kept_ranks(key)) kept.push_back(tensor->chunks[r]);
+    tensor->chunks = kept;
+  }
+  want.storage_data.clear();
+  for (const auto& entry : full.storage_data) {
+    const auto& offset = entry.first.offset;
+    const std::vector<int64_t> ranks = kept_ranks(entry.first.fqn);
+    if (!offset || std::find(ranks.begin(), ranks.end(), (*offset)[0] / 4) != ranks.end()) {
+      want.storage_data.push_back(entry);
+    }
+  }
+  REQUIRE(want.storage_data.size() == 4 + 2 + 1);
+
+  MetadataDecodeStats stats;
+  require_same_metadata(decode_metadata(bytes, "selected", stats, &selection), want);
+  CHECK(stats.streamed);
+  require_same_metadata(decode_metadata_as_tree(bytes, "selected", &selection), want);
 }
 
 namespace {

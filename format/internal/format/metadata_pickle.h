@@ -9,6 +9,8 @@
 
 namespace dcpp::detail {
 
+class MetadataSelection;
+
 /// Pickles `metadata` (protocol 4) as DCP does: each class as STACK_GLOBAL + EMPTY_TUPLE + NEWOBJ +
 /// state + BUILD, torch.Size as REDUCE(torch.Size, (tuple,)), dtypes as bare globals.
 std::string encode_metadata(const Metadata& metadata);
@@ -38,11 +40,14 @@ struct MetadataDecodeStats {
   bool streamed = false;
   std::size_t tree_bytes = 0;  // what the tree of the rest held, nodes and items
 };
+/// With a `selection`, only the chunks it keeps, and their storage_data (MetadataSelection): what
+/// one rank's load needs of a large checkpoint.
 Metadata decode_metadata(std::string_view bytes, const std::string& source,
-                         MetadataDecodeStats& stats);
+                         MetadataDecodeStats& stats, const MetadataSelection* selection = nullptr);
 
 /// As decode_metadata, reading the whole pickle as a tree first: what the streamed decode is
 /// checked against.
-Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source);
+Metadata decode_metadata_as_tree(std::string_view bytes, const std::string& source,
+                                 const MetadataSelection* selection = nullptr);
 
 }  // namespace dcpp::detail
