@@ -19,11 +19,11 @@
 // freed, so run a size alone (--ranks 1024) for what a coordinator's first save costs.
 
 #include <dcpp/extend.h>
+#include <dcpp/format/metadata_selection.h>
 
 #include "bench_common.h"
 #include "checkpoint/replicated_items.h"
 #include "format/metadata_pickle.h"
-#include "format/metadata_selection.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -225,7 +225,7 @@ Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::
   }
   // First, `.metadata` decoded keeping only the chunks that overlap the rank's share (issue 62's
   // selection; every key kept), and the rank's load plan from that.
-  dcpp::detail::MetadataSelection selection;
+  dcpp::MetadataSelection selection;
   for (int64_t t = 0; t < tensors; ++t) {
     const Chunk chunk = chunk_of(layout, ranks, group, loading_rank, t);
     selection.add_box(tensor_key(t), chunk.offsets, chunk.sizes);

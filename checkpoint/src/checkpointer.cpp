@@ -31,6 +31,7 @@
 #include "dist/spmd_step.h"
 #include "format/metadata_pickle.h"
 #include "load_scratch.h"
+#include "load_selection.h"
 #include "optimizer_layout_match.h"
 #include "planner/plan_codec.h"
 #include "rank_metadata.h"
@@ -342,14 +343,17 @@ bool reads_once(const LoadOptions& options, const StorageReader& reader, int wor
 }
 
 // Step 1 on each rank: the metadata (read, or adopted from the coordinator's `shared` copy), the
-// Statefuls swapped in, the scratch copy made, and this rank's local plan, encoded.
+// Statefuls swapped in, the scratch copy made, and this rank's local plan, encoded. With
+// `narrow`, the reader is told the boxes this rank reads first (StorageReader::narrow_metadata).
 std::string plan_local_load(LoadTargets& targets, Metadata& metadata, StorageReader& reader,
                             LoadPlanner& planner, const LoadOptions& options, int rank,
-                            bool is_coordinator, bool share_metadata, const std::string& shared) {
+                            bool is_coordinator, bool share_metadata, const std::string& shared,
+                            bool narrow) {
   targets.statefuls.emplace(targets.state_dict);
   if (share_metadata && !is_coordinator && !shared.empty()) {
     metadata = reader.read_shared_metadata(shared);
   } else if (!share_metadata || !is_coordinator) {
+    if (narrow) reader.narrow_metadata(detail::load_selection(targets.state_dict));
     metadata = reader.read_metadata();
   }  // else the coordinator read it in step 0
   drop_optional_keys_missing_from(*targets.statefuls, metadata);
@@ -436,11 +440,15 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
         });
   }
   // 1. Every rank reads the metadata (or adopts the coordinator's) and plans its reads; the
-  // coordinator receives the plans.
+  // coordinator receives the plans. A rank other than the coordinator, whose default planner
+  // needs only the chunks its own tensors overlap (no read-once schedule has it read others'),
+  // lets its reader leave the rest out.
+  const bool narrow = !is_coordinator && !options.planner &&
+                      !reads_once(options, storage_reader, ranks->size());
   const std::vector<std::string> local_plans =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
         return plan_local_load(targets, metadata, storage_reader, *planner, options, ranks->rank(),
-                               is_coordinator, share_metadata, shared_metadata);
+                               is_coordinator, share_metadata, shared_metadata, narrow);
       });
   // 2. The coordinator sees every plan, may adjust them, and sends every rank its own (with a
   // read-once schedule: what it reads for others, and what others read for it).

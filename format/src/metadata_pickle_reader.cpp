@@ -6,7 +6,8 @@
 
 #include "format/metadata_pickle.h"
 
-#include "format/metadata_selection.h"
+#include <dcpp/format/metadata_selection.h>
+
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/torch_pickle.h"
 #include "metadata_classes.h"

@@ -1,8 +1,8 @@
-#include "format/metadata_selection.h"
+#include <dcpp/format/metadata_selection.h>
 
 #include "state_dict/box.h"
 
-namespace dcpp::detail {
+namespace dcpp {
 
 void MetadataSelection::add_box(const std::string& key, std::vector<int64_t> offsets,
                                 std::vector<int64_t> sizes) {
@@ -19,14 +19,14 @@ bool MetadataSelection::keeps(const std::vector<Box>* boxes, const ChunkStorageM
   for (const int64_t size : chunk.sizes) {
     if (size == 0) return true;  // holds no element, and costs nothing to keep
   }
-  if (boxes == nullptr) return false;
+  if (boxes == nullptr) return true;
   for (const Box& box : *boxes) {
     if (box.offsets.size() == chunk.offsets.size() && box.sizes.size() == chunk.sizes.size() &&
-        boxes_overlap({chunk.offsets, chunk.sizes}, {box.offsets, box.sizes})) {
+        detail::boxes_overlap({chunk.offsets, chunk.sizes}, {box.offsets, box.sizes})) {
       return true;
     }
   }
   return false;
 }
 
-}  // namespace dcpp::detail
+}  // namespace dcpp

@@ -6,6 +6,8 @@
 
 namespace dcpp {
 
+void StorageReader::narrow_metadata(const MetadataSelection&) {}
+
 LoadPlan StorageReader::prepare_local_plan(LoadPlan plan) { return plan; }
 
 std::vector<LoadPlan> StorageReader::prepare_global_plan(std::vector<LoadPlan> plans) {

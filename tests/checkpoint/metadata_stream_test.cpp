@@ -5,8 +5,9 @@
 
 #include "dcpp_test.h"
 
+#include <dcpp/format/metadata_selection.h>
+
 #include "format/metadata_pickle.h"
-#include "format/metadata_selection.h"
 #include "format/pickle/pickle_reader.h"
 #include "format/pickle/pickle_writer.h"
 
@@ -133,23 +134,28 @@ TEST_CASE("batches of one (SETITEM, APPEND) and batch boundaries stream as the t
   }
 }
 
-TEST_CASE("a selection keeps the chunks that overlap its boxes, and only their storage_data",
+TEST_CASE("a selection keeps the chunks that overlap its boxes, every chunk of keys it does not "
+          "name, and only their storage_data",
           "[metadata]") {
   const Metadata full = sharded_metadata(16, 8);  // tensor t's chunk r: rows [4r, 4r + 4)
   const std::string bytes = encode_metadata(full);
-  MetadataSelection selection;
+  dcpp::MetadataSelection selection;
   for (int t = 0; t < 8; t += 2) {
     selection.add_box("layers." + std::to_string(t) + ".weight", {20, 0}, {4, 16});  // rank 5's
   }
   selection.add_box("layers.1.weight", {2, 0}, {4, 16});  // across ranks 0 and 1
   selection.add_box("layers.3.weight", {64, 0}, {0, 16});  // empty: overlaps nothing
 
-  // Expected, from the geometry: even tensors keep chunk 5, layers.1 chunks 0 and 1, others none.
+  // Expected, from the geometry: even tensors keep chunk 5, layers.1 chunks 0 and 1, layers.3
+  // none, and layers.5 and 7, which the selection does not name, every chunk.
   Metadata want = full;
   auto kept_ranks = [](const std::string& key) -> std::vector<int64_t> {
     if (key == "layers.1.weight") return {0, 1};
-    const int t = key[7] - '0';
-    return t % 2 == 0 ? std::vector<int64_t>{5} : std::vector<int64_t>{};
+    if (key == "layers.3.weight") return {};
+    if ((key[7] - '0') % 2 == 0) return {5};
+    std::vector<int64_t> all(16);
+    for (int64_t r = 0; r < 16; ++r) all[r] = r;
+    return all;
   };
   for (auto& [key, value] : want.state_dict_metadata) {
     auto* tensor = std::get_if<TensorStorageMetadata>(&value);
@@ -166,7 +172,7 @@ TEST_CASE("a selection keeps the chunks that overlap its boxes, and only their s
       want.storage_data.push_back(entry);
     }
   }
-  REQUIRE(want.storage_data.size() == 4 + 2 + 1);
+  REQUIRE(want.storage_data.size() == 4 + 2 + 0 + 2 * 16 + 1);
 
   MetadataDecodeStats stats;
   require_same_metadata(decode_metadata(bytes, "selected", stats, &selection), want);

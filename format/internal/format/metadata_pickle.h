@@ -7,9 +7,11 @@
 #include <string_view>
 #include <vector>
 
-namespace dcpp::detail {
-
+namespace dcpp {
 class MetadataSelection;
+}  // namespace dcpp
+
+namespace dcpp::detail {
 
 /// Pickles `metadata` (protocol 4) as DCP does: each class as STACK_GLOBAL + EMPTY_TUPLE + NEWOBJ +
 /// state + BUILD, torch.Size as REDUCE(torch.Size, (tuple,)), dtypes as bare globals.

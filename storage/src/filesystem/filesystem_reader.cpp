@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace dcpp {
 
@@ -75,6 +76,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
   }
 
   Metadata read_metadata() {
+    const std::optional<MetadataSelection> selection = std::exchange(selection_, std::nullopt);
     const fs::path path = directory_ / ".metadata";
     if (!fs::exists(path)) {
       const std::vector<int> ranks = detail::find_rank_metadata_files(directory_);
@@ -98,13 +100,17 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
       }
     }
     items_.set_checksums(std::move(checksums), (directory_ / detail::kChecksumFileName).string());
-    Metadata metadata = detail::decode_metadata(bytes, path.string());
+    detail::MetadataDecodeStats stats;
+    Metadata metadata = detail::decode_metadata(bytes, path.string(), stats,
+                                                selection ? &*selection : nullptr);
     detail::check_item_lengths(metadata, path.string());
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, directory_.string());
     }
     return metadata;
   }
+
+  void narrow_metadata(const MetadataSelection& selection) { selection_ = selection; }
 
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) { items_.set_up(metadata); }
 
@@ -149,6 +155,7 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
   fs::path directory_;
   FileSystemReaderOptions options_;
   detail::DcpItemReader items_;
+  std::optional<MetadataSelection> selection_;  // for the next read_metadata only
   mutable std::atomic<uint64_t> bytes_read_{0};  // by read_data's threads
 };
 
@@ -157,6 +164,10 @@ FileSystemReader::FileSystemReader(std::filesystem::path directory, FileSystemRe
 FileSystemReader::~FileSystemReader() = default;
 
 Metadata FileSystemReader::read_metadata() { return impl_->read_metadata(); }
+
+void FileSystemReader::narrow_metadata(const MetadataSelection& selection) {
+  impl_->narrow_metadata(selection);
+}
 
 void FileSystemReader::set_up(const Metadata& metadata, int rank, bool is_coordinator) {
   impl_->set_up(metadata, rank, is_coordinator);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace dcpp {
 
@@ -29,6 +30,9 @@ class DCPP_API FileSystemReader : public StorageReader {
   FileSystemReader& operator=(const FileSystemReader&) = delete;
 
   Metadata read_metadata() override;
+  /// The next read_metadata of `.metadata` keeps only what `selection` asks for (per-rank
+  /// metadata files are read whole).
+  void narrow_metadata(const MetadataSelection& selection) override;
   void set_up(const Metadata& metadata, int rank, bool is_coordinator) override;
   void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
   /// True when the directory lies on a network file system (NFS, SMB, Lustre, GPFS, CephFS,

@@ -3,6 +3,7 @@
 
 #include <dcpp/core/export.h>
 #include <dcpp/format/metadata.h>
+#include <dcpp/format/metadata_selection.h>
 #include <dcpp/planner/load_planner.h>
 #include <dcpp/planner/plan.h>
 
@@ -19,6 +20,13 @@ class DCPP_API StorageReader {
   virtual ~StorageReader() = default;
   /// Throws CheckpointError when there is no complete checkpoint (no `.metadata`).
   virtual Metadata read_metadata() = 0;
+  /// Called before read_metadata on a rank whose load reads only the chunks `selection` names:
+  /// the next read_metadata may leave out the other chunks of the keys it names and their
+  /// storage entries (MetadataSelection), so that a rank of a large job does not hold every
+  /// rank's chunks. load() calls it on the ranks other than the coordinator when the default
+  /// planner plans the load and nothing is read once. The default ignores it; dcpp's file system
+  /// reader uses it.
+  virtual void narrow_metadata(const MetadataSelection& selection);
   /// `metadata` must outlive the following `read_data`.
   virtual void set_up(const Metadata& metadata, int rank, bool is_coordinator) = 0;
   /// This rank's plan, as the planner made it, before it goes to the coordinator. The default
