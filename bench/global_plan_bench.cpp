@@ -23,7 +23,6 @@
 
 #include "bench_common.h"
 #include "checkpoint/replicated_items.h"
-#include "format/metadata_pickle.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -32,7 +31,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,13 +42,6 @@ namespace {
 
 constexpr int64_t kRowsPerRank = 4;
 constexpr int64_t kColumns = 1024;
-
-std::string read_whole(const fs::path& path) {
-  std::string bytes(static_cast<std::size_t>(fs::file_size(path)), '\0');
-  std::ifstream in(path, std::ios::binary);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return bytes;
-}
 
 std::string tensor_key(int64_t tensor) {
   return "model.layers." + std::to_string(tensor / 8) + ".weight" + std::to_string(tensor % 8);
@@ -223,23 +214,24 @@ Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::
         tensor_key(t),
         dcpp::ShardedTensor(chunk.global, {dcpp::Shard{at::empty(chunk.sizes), chunk.offsets}}));
   }
-  // First, `.metadata` decoded keeping only the chunks that overlap the rank's share (issue 62's
-  // selection; every key kept), and the rank's load plan from that.
+  // First, `.metadata` read keeping only the chunks that overlap the rank's share (the reader
+  // narrowed to it, as load() does on ranks other than the coordinator; every key kept), and the
+  // rank's load plan from that.
   dcpp::MetadataSelection selection;
   for (int64_t t = 0; t < tensors; ++t) {
     const Chunk chunk = chunk_of(layout, ranks, group, loading_rank, t);
     selection.add_box(tensor_key(t), chunk.offsets, chunk.sizes);
   }
   dcpp::Metadata selected;
-  f.load_phases.push_back(run_phase("read, selected", [&] {
-    const std::string bytes = read_whole(dir / ".metadata");
-    dcpp::detail::MetadataDecodeStats stats;
-    selected = dcpp::detail::decode_metadata(bytes, ".metadata", stats, &selection);
+  f.load_phases.push_back(run_phase("read, narrowed", [&] {
+    dcpp::FileSystemReader narrowed_reader(dir);
+    narrowed_reader.narrow_metadata(selection);  // as load() does on a rank not the coordinator
+    selected = narrowed_reader.read_metadata();
   }));
   for (const auto& entry : selected.storage_data) f.selected_items += entry.first.offset ? 1 : 0;
   std::size_t selected_read_items = 0;
   dcpp::DefaultLoadPlanner selected_planner;
-  f.load_phases.push_back(run_phase("selected plan", [&] {
+  f.load_phases.push_back(run_phase("narrowed plan", [&] {
     selected_planner.set_up(share, selected, false);
     selected_read_items = selected_planner.create_local_plan().items.size();
   }));
@@ -343,8 +335,8 @@ int main(int argc, char** argv) {
       "rank's load of its own share (rank ranks / 2; its read items:");
   for (const auto& [ranks, f] : all) std::printf(" %zu at %d ranks", f.read_items, ranks);
   std::printf(
-      "), from .metadata decoded keeping only the chunks that overlap the share (selected; "
-      "storage_data entries kept:");
+      "), first with the reader narrowed to the chunks that overlap the share (as load() does "
+      "on ranks other than the coordinator; storage_data entries kept:");
   for (const auto& [ranks, f] : all) std::printf(" %zu at %d ranks", f.selected_items, ranks);
   std::printf("), then decoded whole as read_metadata does\n");
   return 0;

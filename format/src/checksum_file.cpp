@@ -9,6 +9,7 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 
@@ -52,15 +53,15 @@ void append_hex32(std::string& out, uint32_t value) {
 
 class Parser {
  public:
-  Parser(std::string_view bytes, const std::string& path) : bytes_(bytes), path_(path) {}
+  Parser(std::string_view bytes, const std::string& path, const ItemChecksumFilter& keep)
+      : bytes_(bytes), path_(path), keep_(keep) {}
 
   std::vector<SaveChecksums> run() {
     // The last line holds the CRC-32 of everything before it.
     if (bytes_.empty() || bytes_.back() != '\n') fail("it does not end with a complete line");
     const std::size_t last = bytes_.rfind('\n', bytes_.size() - 2);
     const std::size_t end_line = last == std::string_view::npos ? 0 : last + 1;
-    std::vector<std::string_view> end =
-        fields(bytes_.substr(end_line, bytes_.size() - 1 - end_line));
+    const Fields end = fields(bytes_.substr(end_line, bytes_.size() - 1 - end_line));
     if (end.size() != 2 || end[0] != "end") fail("its last line is not the closing 'end' line");
     const uint32_t expected = parse_crc(end[1]);
     const uint32_t actual = crc32(0, bytes_.data(), end_line);
@@ -72,7 +73,7 @@ class Parser {
     if (next_line(body) != kMagic) fail("it does not start with '" + std::string(kMagic) + "'");
     std::vector<SaveChecksums> saves;
     while (!body.empty()) {
-      const std::vector<std::string_view> f = fields(next_line(body));
+      const Fields f = fields(next_line(body));
       if (f.size() != 4 || f[0] != "metadata") fail("expected a 'metadata' line");
       SaveChecksums save;
       save.metadata_size = parse_u64(f[1]);
@@ -82,13 +83,19 @@ class Parser {
         save.items.emplace();
         for (uint64_t i = 0; i < count; ++i) {
           if (body.empty()) fail("fewer item lines than its 'metadata' line counts");
-          const std::vector<std::string_view> g = fields(next_line(body));
+          const Fields g = fields(next_line(body));
           if (g.size() != 6 || g[0] != "item") fail("expected an 'item' line");
           ItemChecksum item;
-          item.file = unescape(g[1]);
           item.offset = parse_u64(g[2]);
           item.length = parse_u64(g[3]);
           item.crc32 = parse_crc(g[4]);
+          if (keep_) {
+            const bool escaped = g[1].find('%') != std::string_view::npos;
+            if (!keep_(escaped ? std::string_view(item.file = unescape(g[1])) : g[1], item.offset)) {
+              continue;
+            }
+          }
+          item.file = unescape(g[1]);
           item.key = unescape(g[5]);
           save.items->push_back(std::move(item));
         }
@@ -115,11 +122,21 @@ class Parser {
     return line;
   }
 
-  static std::vector<std::string_view> fields(std::string_view line) {
-    std::vector<std::string_view> out;
+  /// A line's tab-separated fields: the first six, and how many there are (no allocation: a
+  /// checksum file of a large save has a million lines).
+  struct Fields {
+    std::array<std::string_view, 6> field;
+    std::size_t count = 0;
+    std::size_t size() const { return count; }
+    std::string_view operator[](std::size_t i) const { return field[i]; }
+  };
+
+  static Fields fields(std::string_view line) {
+    Fields out;
     for (;;) {
       const std::size_t tab = line.find('\t');
-      out.push_back(line.substr(0, tab));
+      if (out.count < out.field.size()) out.field[out.count] = line.substr(0, tab);
+      ++out.count;
       if (tab == std::string_view::npos) return out;
       line.remove_prefix(tab + 1);
     }
@@ -169,6 +186,7 @@ class Parser {
 
   std::string_view bytes_;
   const std::string& path_;
+  const ItemChecksumFilter& keep_;
 };
 
 }  // namespace
@@ -241,8 +259,9 @@ std::string encode_checksum_file(const std::vector<SaveChecksums>& saves) {
   return encoder.finish();
 }
 
-std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path) {
-  return Parser(bytes, path).run();
+std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path,
+                                                const ItemChecksumFilter& keep) {
+  return Parser(bytes, path, keep).run();
 }
 
 const SaveChecksums* find_save(const std::vector<SaveChecksums>& saves,
@@ -286,15 +305,22 @@ std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path
 
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
                                                      std::string_view metadata_bytes,
+                                                     const ItemChecksumFilter& keep) {
+  return check_metadata_checksum(directory, metadata_bytes, ".metadata", kChecksumFileName, keep);
+}
+
+std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
+                                                     std::string_view metadata_bytes,
                                                      const std::string& metadata_name,
-                                                     const std::string& checksum_name) {
+                                                     const std::string& checksum_name,
+                                                     const ItemChecksumFilter& keep) {
   const std::filesystem::path path = directory / checksum_name;
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::nullopt;
   const File file(path, File::Mode::kRead);
   std::string bytes(file.size(), '\0');
   file.read_exactly(0, bytes.data(), bytes.size());
-  const std::vector<SaveChecksums> saves = decode_checksum_file(bytes, path.string());
+  const std::vector<SaveChecksums> saves = decode_checksum_file(bytes, path.string(), keep);
   const SaveChecksums* save = find_save(saves, metadata_bytes);
   if (save == nullptr) {
     throw CheckpointError(

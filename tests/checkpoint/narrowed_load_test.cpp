@@ -121,3 +121,37 @@ TEST_CASE("a read-once load and a load with the caller's planner read the whole 
     }
   }
 }
+
+TEST_CASE("a narrowed rank still checks the items it reads against the checksum file") {
+  dcpp::test::TempDir dir;
+  save_on_four_ranks(dir.path());
+  // Damage the middle byte of "w"'s rows [12, 16), which only rank 1 of 2 reads.
+  const dcpp::Metadata metadata = dcpp::read_metadata(dir.path());
+  const dcpp::StorageInfo* info = nullptr;
+  for (const auto& [index, where] : metadata.storage_data) {
+    if (index.fqn == "w" && index.offset == std::vector<int64_t>{12, 0}) info = &where;
+  }
+  REQUIRE(info != nullptr);
+  const std::filesystem::path file = dir.path() / info->relative_path;
+  std::string bytes = dcpp::test::read_file(file);
+  bytes[static_cast<std::size_t>(info->offset + info->length / 2)] ^= 0x20;
+  dcpp::test::write_file(file, bytes);
+
+  std::vector<std::string> messages(2);
+  dcpp::test::on_ranks(2, "narrowed-corrupt", [&](int rank, const auto& group) {
+    RecordingReader reader(dir.path());
+    dcpp::StateDict state;
+    state.insert("w", dcpp::ShardedTensor({16, 8}, {{at::zeros({8, 8}), {8 * rank, 0}}}));
+    try {
+      dcpp::load(state, reader,
+                 dcpp::LoadOptions().with_process_group(group).with_allow_partial_load(true));
+    } catch (const dcpp::CheckpointError& error) {
+      messages[static_cast<std::size_t>(rank)] = error.what_without_backtrace();
+    }
+    CHECK(reader.narrowed == (rank == 1));
+  });
+  INFO(messages[1]);
+  CHECK_THAT(messages[1], Catch::Contains(info->relative_path) &&
+                              Catch::Contains("the checksum file records"));
+  CHECK_FALSE(messages[0].empty());  // the failure reaches every rank
+}

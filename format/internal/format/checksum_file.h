@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,9 +72,14 @@ class ChecksumFileEncoder {
   std::string out_;
 };
 
+/// Which item lines a decode keeps, by file (unescaped) and offset; the others are checked and
+/// counted, not kept. Empty: every item is kept.
+using ItemChecksumFilter = std::function<bool(std::string_view file, uint64_t offset)>;
+
 /// Throws CheckpointError naming `path` when the bytes are not a well-formed checksum file or its
 /// own CRC-32 differs (a damaged or truncated checksum file).
-std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path);
+std::vector<SaveChecksums> decode_checksum_file(std::string_view bytes, const std::string& path,
+                                                const ItemChecksumFilter& keep = {});
 
 /// The entry of `saves` for a `.metadata` of these bytes, or nullptr.
 const SaveChecksums* find_save(const std::vector<SaveChecksums>& saves,
@@ -92,12 +98,18 @@ std::string metadata_mismatch_message(const std::vector<SaveChecksums>& saves,
 /// checksum file when it is damaged, and naming `.metadata` when it matches no entry.
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
                                                      std::string_view metadata_bytes);
+/// As above, keeping of the save's items only those `keep` accepts (a rank that reads a few of a
+/// million items indexes those few).
+std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
+                                                     std::string_view metadata_bytes,
+                                                     const ItemChecksumFilter& keep);
 /// The same for a per-rank checkpoint's `metadata_name` (`__<r>.metadata`) and its checksum file
 /// `checksum_name` (`__<r>.checksums`), both in `directory`.
 std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path& directory,
                                                      std::string_view metadata_bytes,
                                                      const std::string& metadata_name,
-                                                     const std::string& checksum_name);
+                                                     const std::string& checksum_name,
+                                                     const ItemChecksumFilter& keep = {});
 
 /// Item checksums by file and offset, for lookups while reading.
 class ItemChecksumIndex {

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 namespace dcpp {
@@ -92,17 +93,24 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
     detail::File file(path, detail::File::Mode::kRead);
     std::string bytes(file.size(), '\0');
     file.read_exactly(0, bytes.data(), bytes.size());
+    // `.metadata` must match its checksum before it is decoded. Narrowed, the items' checksums
+    // are indexed after the decode, for the items it kept only.
     std::optional<detail::ItemChecksumIndex> checksums;
+    bool items_listed = false;
     if (options_.verify_checksums) {
-      const auto save = detail::check_metadata_checksum(directory_, bytes);
-      if (save && save->items) {
-        checksums.emplace(*save->items);
-      }
+      const auto save = selection ? detail::check_metadata_checksum(
+                                        directory_, bytes, [](std::string_view, uint64_t) {
+                                          return false;
+                                        })
+                                  : detail::check_metadata_checksum(directory_, bytes);
+      items_listed = save && save->items;
+      if (items_listed && !selection) checksums.emplace(*save->items);
     }
-    items_.set_checksums(std::move(checksums), (directory_ / detail::kChecksumFileName).string());
     detail::MetadataDecodeStats stats;
     Metadata metadata = detail::decode_metadata(bytes, path.string(), stats,
                                                 selection ? &*selection : nullptr);
+    if (items_listed && selection) checksums.emplace(checksums_of_kept_items(bytes, metadata));
+    items_.set_checksums(std::move(checksums), (directory_ / detail::kChecksumFileName).string());
     detail::check_item_lengths(metadata, path.string());
     for (const auto& [index, info] : metadata.storage_data) {
       detail::check_data_file_name(info.relative_path, directory_.string());
@@ -150,6 +158,26 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
       detail::check_data_file_name(info.relative_path, directory_.string());
     }
     return std::move(checkpoint.merged);
+  }
+
+  // The checksum file's items that `metadata` (narrowed) names, the checksum file checked again.
+  std::vector<detail::ItemChecksum> checksums_of_kept_items(
+      std::string_view metadata_bytes, const Metadata& metadata) {
+    std::map<std::string, std::set<uint64_t>, std::less<>> kept;  // file -> item offsets
+    for (const auto& [index, info] : metadata.storage_data) {
+      kept[info.relative_path].insert(static_cast<uint64_t>(info.offset));
+    }
+    auto save = detail::check_metadata_checksum(
+        directory_, metadata_bytes, [&](std::string_view file, uint64_t offset) {
+          const auto in_file = kept.find(file);
+          return in_file != kept.end() && in_file->second.count(offset) != 0;
+        });
+    if (!save || !save->items) {  // changed between the two reads
+      throw CheckpointError(ErrorKind::kCorrupt,
+                            (directory_ / detail::kChecksumFileName).string() +
+                                " changed while it was read; load again");
+    }
+    return std::move(*save->items);
   }
 
   fs::path directory_;
