@@ -9,9 +9,11 @@
 
 #include <dcpp/core/checkpoint_error.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdio>
+#include <memory>
 
 namespace dcpp::detail {
 
@@ -318,9 +320,12 @@ std::optional<SaveChecksums> check_metadata_checksum(const std::filesystem::path
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return std::nullopt;
   const File file(path, File::Mode::kRead);
-  std::string bytes(file.size(), '\0');
-  file.read_exactly(0, bytes.data(), bytes.size());
-  const std::vector<SaveChecksums> saves = decode_checksum_file(bytes, path.string(), keep);
+  const std::size_t size = file.size();  // a million items' lines at 1,024 ranks: see huge_pages.h
+  const std::unique_ptr<char[]> buffer(new char[std::max<std::size_t>(size, 1)]);
+  advise_huge_pages(buffer.get(), size);
+  file.read_exactly(0, buffer.get(), size);
+  const std::vector<SaveChecksums> saves =
+      decode_checksum_file(std::string_view(buffer.get(), size), path.string(), keep);
   const SaveChecksums* save = find_save(saves, metadata_bytes);
   if (save == nullptr) {
     throw CheckpointError(

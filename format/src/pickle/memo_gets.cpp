@@ -3,6 +3,7 @@
 #include "format/pickle/pickle_writer.h"
 
 #include <cstddef>
+#include <limits>
 
 namespace dcpp::detail {
 
@@ -13,19 +14,20 @@ class OpcodeScanner {
  public:
   explicit OpcodeScanner(std::string_view bytes) : bytes_(bytes) {}
 
-  std::vector<bool> run() {
-    std::vector<bool> gets;
+  /// The bits of the indices read back, one per index up to the largest.
+  std::vector<uint64_t> run() {
+    std::vector<uint64_t> words;
     while (pos_ < bytes_.size()) {
       const auto code = static_cast<uint8_t>(bytes_[pos_++]);
       uint64_t get = 0;
       if (!skip_arguments(code, get)) break;
       if (code == op::kBinGet || code == op::kLongBinGet) {
         if (get >= bytes_.size()) break;  // the unpickler refuses it as undefined
-        if (get >= gets.size()) gets.resize(get + 1);
-        gets[get] = true;
+        if (get / 64 >= words.size()) words.resize(get / 64 + 1);
+        words[get / 64] |= uint64_t{1} << (get % 64);
       }
     }
-    return gets;
+    return words;
   }
 
  private:
@@ -131,6 +133,22 @@ class OpcodeScanner {
 
 }  // namespace
 
-std::vector<bool> memo_gets(std::string_view pickle) { return OpcodeScanner(pickle).run(); }
+MemoGets memo_gets(std::string_view pickle) {
+  MemoGets gets;
+  gets.words_ = OpcodeScanner(pickle).run();
+  gets.before_.resize(gets.words_.size());
+  for (std::size_t w = 0; w < gets.words_.size(); ++w) {
+    if (gets.size_ + 64 > std::numeric_limits<uint32_t>::max()) {
+      // Over 4 billion objects read back (a pickle of many GiB): the GETs of the rest are
+      // refused as undefined, not counted wrong.
+      gets.words_.resize(w);
+      gets.before_.resize(w);
+      break;
+    }
+    gets.before_[w] = static_cast<uint32_t>(gets.size_);
+    gets.size_ += static_cast<std::size_t>(__builtin_popcountll(gets.words_[w]));
+  }
+  return gets;
+}
 
 }  // namespace dcpp::detail

@@ -201,6 +201,7 @@ class PickleVm {
         source_(source),
         stream_(stream),
         gets_(memo_gets(bytes)),
+        memo_(gets_.size(), nullptr),
         ints_(bytes.size()),
         tuples_(bytes.size()) {}
 
@@ -275,14 +276,14 @@ class PickleVm {
   struct Region {
     std::size_t marks;
     uint32_t id;
-    std::vector<uint64_t> memo_puts;  // entries it defined that a GET reads back
+    std::vector<std::size_t> memo_puts;  // slots of entries it defined that a GET reads back
   };
   std::vector<Region> regions_;    // nested batches, innermost last
   std::vector<NodeArena> scratch_;  // [d]: the arena of regions_[d], kept for the next batch
   uint32_t next_region_id_ = 1;
-  std::vector<bool> gets_;     // memo indices a GET reads back: only those are kept
-  std::vector<bool> defined_;  // memo indices defined so far
-  std::unordered_map<uint64_t, PyObject*> memo_;
+  MemoGets gets_;               // memo indices a GET reads back: only those are kept
+  std::vector<PyObject*> memo_;  // by gets_.slot(index); nullptr where not defined yet
+  std::vector<bool> defined_;    // memo indices defined so far
   std::size_t memo_count_ = 0;  // defined entries: MEMOIZE's next index, as len(memo) in Python
   PyObject* none_ = nullptr;
   PyObject* true_ = nullptr;
@@ -341,11 +342,11 @@ void PickleVm::begin_region() {
 void PickleVm::end_region() {
   Region region = std::move(regions_.back());
   regions_.pop_back();  // from here, arena() and region_id() are the enclosing ones
-  for (const uint64_t index : region.memo_puts) {
-    auto entry = memo_.find(index);
-    if (entry == memo_.end() || entry->second->region != region.id) continue;
-    entry->second = evacuate(entry->second, region.id);
-    if (!regions_.empty()) regions_.back().memo_puts.push_back(index);
+  for (const std::size_t slot : region.memo_puts) {
+    PyObject*& entry = memo_[slot];
+    if (entry->region != region.id) continue;  // put again since, or made before the batch
+    entry = evacuate(entry, region.id);
+    if (!regions_.empty()) regions_.back().memo_puts.push_back(slot);
   }
   scratch_[regions_.size()].reset();
 }
@@ -491,22 +492,23 @@ void PickleVm::memo_put(uint64_t index) {
     defined_[index] = true;
     ++memo_count_;
   }
-  if (index < gets_.size() && gets_[index]) {  // nothing reads the others back: not kept
-    memo_[index] = object;
-    if (!regions_.empty()) regions_.back().memo_puts.push_back(index);
+  if (gets_.contains(index)) {  // nothing reads the others back: not kept
+    const std::size_t slot = gets_.slot(index);
+    memo_[slot] = object;
+    if (!regions_.empty()) regions_.back().memo_puts.push_back(slot);
   }
 }
 
 void PickleVm::memo_get(uint64_t index) {
-  const auto entry = memo_.find(index);
-  if (entry == memo_.end()) {
+  PyObject* entry = gets_.contains(index) ? memo_[gets_.slot(index)] : nullptr;
+  if (entry == nullptr) {
     fail("memo entry " + std::to_string(index) + " is not defined");
   }
-  if (entry->second->streamed) {
+  if (entry->streamed) {
     // Its items are gone to the stream: a second place holding it would read it empty.
-    abandon_stream("a streamed " + describe(*entry->second) + " is read back from the memo");
+    abandon_stream("a streamed " + describe(*entry) + " is read back from the memo");
   }
-  push(entry->second);
+  push(entry);
 }
 
 void PickleVm::refuse_global(std::string_view module, std::string_view name,

@@ -18,6 +18,7 @@
 
 #include <dcpp/storage/filesystem_reader.h>
 
+#include "core/huge_pages.h"
 #include "dcp_item_lengths.h"
 #include "dcp_item_reader.h"
 #include "format/checksum_file.h"
@@ -34,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <utility>
@@ -90,9 +92,14 @@ class [[gnu::visibility("hidden")]] FileSystemReader::Impl {
               ": .metadata is missing, and so is __0.metadata (the directory does "
               "not exist, or a save into it did not finish)");
     }
+    // Read whole into memory neither zeroed first nor faulted in 4 KiB at a time: at 1,024 ranks
+    // the file is 133 MB, and every loading rank reads it.
     detail::File file(path, detail::File::Mode::kRead);
-    std::string bytes(file.size(), '\0');
-    file.read_exactly(0, bytes.data(), bytes.size());
+    const std::size_t size = file.size();
+    const std::unique_ptr<char[]> buffer(new char[std::max<std::size_t>(size, 1)]);
+    detail::advise_huge_pages(buffer.get(), size);
+    file.read_exactly(0, buffer.get(), size);
+    const std::string_view bytes(buffer.get(), size);
     // `.metadata` must match its checksum before it is decoded. Narrowed, the items' checksums
     // are indexed after the decode, for the items it kept only.
     std::optional<detail::ItemChecksumIndex> checksums;
