@@ -12,7 +12,6 @@
 
 #include <ATen/ATen.h>
 
-#include <atomic>
 #include <vector>
 
 namespace {
@@ -63,8 +62,10 @@ TEST_CASE("ranks other than the coordinator decode only the chunks their tensors
   save_on_four_ranks(dir.path());
 
   // Loaded on 2 ranks, 8 rows each: rank 1 needs the chunks of saving ranks 2 and 3.
-  std::vector<RecordingReader*> readers(2);
   std::vector<dcpp::StateDict> loaded(2);
+  std::vector<int> narrowed(2, -1);  // not vector<bool>: ranks write it at once
+  std::vector<std::size_t> chunks_read(2);
+  std::vector<std::size_t> storage_entries_read(2);
   dcpp::test::on_ranks(2, "narrowed-load", [&](int rank, const auto& group) {
     RecordingReader reader(dir.path());
     dcpp::StateDict state;
@@ -72,17 +73,15 @@ TEST_CASE("ranks other than the coordinator decode only the chunks their tensors
     state.insert("v", dcpp::ShardedTensor({16, 8}, {{at::zeros({8, 8}), {8 * rank, 0}}}));
     state.insert("step", c10::IValue(int64_t{0}));
     dcpp::load(state, reader, dcpp::LoadOptions().with_process_group(group));
-    loaded[static_cast<std::size_t>(rank)] = state;
-    if (rank == 0) {
-      CHECK_FALSE(reader.narrowed);
-      CHECK(reader.chunks_read == 8);
-      CHECK(reader.storage_entries_read == 9);
-    } else {
-      CHECK(reader.narrowed);
-      CHECK(reader.chunks_read == 4);           // 2 of "w", 2 of "v"
-      CHECK(reader.storage_entries_read == 5);  // and the value's
-    }
+    const auto r = static_cast<std::size_t>(rank);
+    loaded[r] = state;
+    narrowed[r] = reader.narrowed ? 1 : 0;
+    chunks_read[r] = reader.chunks_read;
+    storage_entries_read[r] = reader.storage_entries_read;
   });
+  CHECK(narrowed == std::vector<int>{0, 1});
+  CHECK(chunks_read == std::vector<std::size_t>{8, 4});  // rank 1: 2 of "w", 2 of "v"
+  CHECK(storage_entries_read == std::vector<std::size_t>{9, 5});  // and the value's
   const at::Tensor whole = at::arange(128, at::kFloat).reshape({16, 8});
   for (int rank = 0; rank < 2; ++rank) {
     INFO("rank " << rank);
@@ -101,6 +100,7 @@ TEST_CASE("a read-once load and a load with the caller's planner read the whole 
   for (const bool read_once : {true, false}) {
     DYNAMIC_SECTION((read_once ? "read once" : "the caller's planner")) {
       std::vector<int> narrowed(2, -1);
+      std::vector<std::size_t> chunks_read(2);
       dcpp::test::on_ranks(2, read_once ? "whole-read-once" : "whole-planner",
                            [&](int rank, const auto& group) {
         RecordingReader reader(dir.path());
@@ -115,9 +115,10 @@ TEST_CASE("a read-once load and a load with the caller's planner read the whole 
         options.allow_partial_load = true;
         dcpp::load(state, reader, options);
         narrowed[static_cast<std::size_t>(rank)] = reader.narrowed ? 1 : 0;
-        CHECK(reader.chunks_read == 8);
+        chunks_read[static_cast<std::size_t>(rank)] = reader.chunks_read;
       });
       CHECK(narrowed == std::vector<int>{0, 0});
+      CHECK(chunks_read == std::vector<std::size_t>{8, 8});
     }
   }
 }
@@ -138,6 +139,7 @@ TEST_CASE("a narrowed rank still checks the items it reads against the checksum 
   dcpp::test::write_file(file, bytes);
 
   std::vector<std::string> messages(2);
+  std::vector<int> narrowed(2, -1);  // not vector<bool>: ranks write it at once
   dcpp::test::on_ranks(2, "narrowed-corrupt", [&](int rank, const auto& group) {
     RecordingReader reader(dir.path());
     dcpp::StateDict state;
@@ -148,8 +150,9 @@ TEST_CASE("a narrowed rank still checks the items it reads against the checksum 
     } catch (const dcpp::CheckpointError& error) {
       messages[static_cast<std::size_t>(rank)] = error.what_without_backtrace();
     }
-    CHECK(reader.narrowed == (rank == 1));
+    narrowed[static_cast<std::size_t>(rank)] = reader.narrowed ? 1 : 0;
   });
+  CHECK(narrowed == std::vector<int>{0, 1});
   INFO(messages[1]);
   CHECK_THAT(messages[1], Catch::Contains(info->relative_path) &&
                               Catch::Contains("the checksum file records"));

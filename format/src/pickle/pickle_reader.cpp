@@ -369,6 +369,7 @@ PyObject* PickleVm::evacuate(PyObject* node, uint32_t from) {
       *made = *original;
       made->region = region;
       made->items.capacity_ = made->items.size_;
+      made->items.data_ = nullptr;
       if (made->items.size_ > 0) {
         made->items.data_ = arena().make_items(made->items.size_);
         std::memcpy(made->items.data_, original->items.data_,
