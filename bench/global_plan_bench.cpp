@@ -22,6 +22,7 @@
 #include <dcpp/format/metadata_selection.h>
 
 #include "bench_common.h"
+#include "simulated_job.h"
 #include "checkpoint/replicated_items.h"
 
 #include <fcntl.h>
@@ -40,70 +41,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kRowsPerRank = 4;
-constexpr int64_t kColumns = 1024;
+using bench::chunk_of;
+using bench::kColumns;
+using bench::kRowsPerRank;
+using bench::Chunk;
+using bench::Layout;
+using bench::tensor_key;
 
-std::string tensor_key(int64_t tensor) {
-  return "model.layers." + std::to_string(tensor / 8) + ".weight" + std::to_string(tensor % 8);
-}
-
-// How the tensors lie over the ranks. kFsdp: each split by rows over every rank (no replicas).
-// kTpDp: tensor parallel over `group` neighbouring ranks, the even tensors split by rows
-// (column-parallel layers), the odd ones by columns (row-parallel), every shard held by the
-// ranks / group data-parallel replicas. kHsdp: each split by rows over `group` neighbouring ranks
-// (a node's), replicated over ranks / group such groups. A chunk is 4 x 1,024 floats in each.
-enum class Layout { kFsdp, kTpDp, kHsdp };
-
-struct Chunk {
-  std::vector<int64_t> offsets, sizes, global;
-};
-
-Chunk chunk_of(Layout layout, int ranks, int group, int rank, int64_t tensor) {
-  if (layout == Layout::kFsdp) {
-    return {{rank * kRowsPerRank, 0}, {kRowsPerRank, kColumns}, {ranks * kRowsPerRank, kColumns}};
-  }
-  const int64_t shard = rank % group;
-  if (layout == Layout::kTpDp && tensor % 2 == 1) {
-    return {{0, shard * kColumns}, {kRowsPerRank, kColumns}, {kRowsPerRank, group * kColumns}};
-  }
-  return {{shard * kRowsPerRank, 0}, {kRowsPerRank, kColumns}, {group * kRowsPerRank, kColumns}};
-}
-
-// What each rank's DefaultSavePlanner::create_local_plan sends: one shard item per tensor, and
-// the planner_data of every key.
-std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors, Layout layout, int group) {
-  std::vector<dcpp::SavePlan> plans(static_cast<std::size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    dcpp::SavePlan& plan = plans[static_cast<std::size_t>(rank)];
-    plan.items.reserve(static_cast<std::size_t>(tensors));
-    for (int64_t t = 0; t < tensors; ++t) {
-      const Chunk chunk = chunk_of(layout, ranks, group, rank, t);
-      const std::vector<int64_t>& offsets = chunk.offsets;
-      dcpp::WriteItem item;
-      item.index = dcpp::MetadataIndex{tensor_key(t), offsets, std::nullopt};
-      item.type = dcpp::WriteItemType::kShard;
-      item.tensor_data = dcpp::TensorWriteData{dcpp::ChunkStorageMetadata{offsets, chunk.sizes},
-                                               dcpp::TensorProperties{}, chunk.global};
-      plan.items.push_back(std::move(item));
-      plan.planner_data.emplace_back(tensor_key(t), dcpp::ObjectPath{tensor_key(t)});
-    }
-  }
-  return plans;
-}
-
-// Where each rank's items landed: one data file per rank, items back to back.
+// Where each rank's items landed.
 std::vector<std::vector<dcpp::WriteResult>> write_results(
     const std::vector<dcpp::SavePlan>& plans) {
-  std::vector<std::vector<dcpp::WriteResult>> results(plans.size());
-  for (std::size_t rank = 0; rank < plans.size(); ++rank) {
-    const std::string file = plans[rank].storage_data + "0.distcp";
-    int64_t offset = 0;
-    for (const dcpp::WriteItem& item : plans[rank].items) {
-      const int64_t bytes = item.tensor_storage_size();
-      results[rank].push_back({item.index, bytes, {file, offset, bytes, {}}, 0u});
-      offset += bytes;
-    }
-  }
+  std::vector<std::vector<dcpp::WriteResult>> results;
+  results.reserve(plans.size());
+  for (const dcpp::SavePlan& plan : plans) results.push_back(bench::write_results(plan));
   return results;
 }
 
@@ -171,7 +121,7 @@ Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::
                 bool whole_read) {
   Figures f;
   bench::reset_peak_memory();
-  std::vector<dcpp::SavePlan> plans = local_plans(ranks, tensors, layout, group);
+  std::vector<dcpp::SavePlan> plans = bench::local_plans(ranks, tensors, layout, group);
   {
     const auto start = bench::Clock::now();
     const std::vector<dcpp::SavePlan> copy = plans;

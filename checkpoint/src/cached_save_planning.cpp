@@ -5,7 +5,7 @@
 //                        merge was reused else "0", final plan or "" for "same", marks of the
 //                        rank's replicated items or "" (replicated_items.h)}
 
-#include "cached_save_planning.h"
+#include "checkpoint/cached_save_planning.h"
 
 #include "dist/spmd_step.h"
 #include "planner/plan_codec.h"
@@ -111,7 +111,11 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
     }
     auto [merged, merged_metadata] = steps.global(std::move(plans));
     global_plans = std::make_shared<const std::vector<SavePlan>>(std::move(merged));
-    global_metadata = std::make_shared<const Metadata>(std::move(merged_metadata));
+    if (state != nullptr) {  // kept for the next save: the commit gets a copy
+      global_metadata = std::make_shared<const Metadata>(std::move(merged_metadata));
+    } else {
+      planning.metadata = std::move(merged_metadata);
+    }
   }
   const std::vector<SavePlan> final_plans = steps.prepare_global(*global_plans);
   if (final_plans.size() != size) {
@@ -132,7 +136,7 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
         encode_strings({same ? kSame : kPlan, token, reused ? "1" : "0", same ? "" : plan, marks}));
     sent.push_back(std::move(plan));
   }
-  planning.metadata = *global_metadata;
+  if (global_metadata) planning.metadata = *global_metadata;
   planning.replicated = replicated;
   if (state != nullptr) {
     state->pending.global_plans = std::move(global_plans);
@@ -144,6 +148,10 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
 }
 
 }  // namespace
+
+std::string encode_full_plan_offer(std::string encoded_local_plan) {
+  return encode_strings({kPlan, std::move(encoded_local_plan)});
+}
 
 SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache,
                        const std::string& context, const SavePlanningSteps& steps) {
@@ -166,7 +174,7 @@ SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache
               state->kept.local_plan == planning.local_plan) {
             return encode_strings({kToken, std::to_string(state->kept.token)});
           }
-          return encode_strings({kPlan, planning.local_plan});
+          return encode_full_plan_offer(planning.local_plan);
         });
     planning.reply = scatter_from_coordinator(
         ranks, coordinator, kOperation, "global planning",

@@ -23,8 +23,9 @@
 #include <dcpp/checkpoint/checkpointer.h>
 #include <dcpp/storage/storage_location.h>
 
-#include "cached_save_planning.h"
+#include "checkpoint/cached_save_planning.h"
 #include "checkpoint/replicated_items.h"
+#include "checkpoint/save_commit.h"
 #include "core/logging.h"
 #include "dist/collectives.h"
 #include "dist/legacy_ranks.h"
@@ -246,8 +247,7 @@ Metadata save_with_collectives(const StateDict& state_dict, StorageWriter& stora
         detail::ReplicaChecksums checksums(planning.local, planning.replicated_positions,
                                            written_plan, *planner);
         written_items = storage_writer.write_data(written_plan, *planner);
-        return detail::encode_strings({detail::encode_write_results(written_items),
-                                       detail::encode_checksums(checksums.take(written_items))});
+        return detail::encode_written_items(written_items, checksums.take(written_items));
       });
   // 4. The coordinator commits; every rank learns the outcome, and gets the Metadata when it
   // asked for it (otherwise the traffic of a save would grow with the world: the coordinator
@@ -255,40 +255,12 @@ Metadata save_with_collectives(const StateDict& state_dict, StorageWriter& stora
   const bool metadata_everywhere = options.metadata_on_every_rank;
   const std::string committed =
       detail::from_coordinator(*ranks, coordinator, operation, "committing", [&] {
-        std::vector<std::vector<WriteResult>> all_results;
-        std::vector<std::vector<uint32_t>> checksums;
-        for (const std::string& bytes : results) {
-          const std::vector<std::string> parts = detail::decode_strings(bytes);
-          if (parts.size() != 2) {
-            throw CheckpointError(ErrorKind::kCorrupt,
-                                  "checkpoint save: a rank's write results have " +
-                                      std::to_string(parts.size()) +
-                                      " parts, not 2; every rank must run the same dcpp build");
-          }
-          all_results.push_back(detail::decode_write_results(parts[0]));
-          checksums.push_back(detail::decode_checksums(parts[1]));
-        }
-        if (planning.replicated) {
-          const std::string differing =
-              detail::describe_differing_replicas(*planning.replicated, checksums);
-          if (!differing.empty() && options.replica_check == ReplicaCheck::kFail) {
-            throw CheckpointError(ErrorKind::kUsage, differing);
-          }
-          if (!differing.empty()) {
-            detail::logger().warn("{} (SaveOptions::replica_check is kWarn: committing anyway)",
-                                  differing);
-          }
-        }
-        storage_writer.finish(metadata, all_results);
-        for (const auto& rank_results : all_results) {
-          for (const WriteResult& result : rank_results) {
-            metadata.storage_data.emplace_back(result.index, result.storage_data);
-          }
-        }
+        metadata = detail::commit_save(storage_writer, std::move(metadata), results,
+                                       planning.replicated.get(), options.replica_check);
         return metadata_everywhere ? detail::encode_metadata_message(metadata) : std::string();
       });
   detail::keep_save_plans(options.plan_cache.get());
-  if (is_coordinator) return metadata;
+  if (is_coordinator) return std::move(metadata);
   if (!metadata_everywhere) return detail::rank_metadata(written_plan, written_items);
   if (committed.empty()) {
     throw CheckpointError(ErrorKind::kUsage,

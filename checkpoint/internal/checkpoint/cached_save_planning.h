@@ -53,6 +53,10 @@ struct SavePlanningSteps {
 SavePlanning plan_save(Collectives& ranks, int coordinator, SavePlanCache* cache,
                        const std::string& context, const SavePlanningSteps& steps);
 
+/// The message of a rank that offers its local plan (encoded by encode_save_plan) in full in
+/// plan_save()'s first round: what a simulated rank sends a coordinator (bench/plan_cache_bench).
+std::string encode_full_plan_offer(std::string encoded_local_plan);
+
 /// This rank's final plan (before the planner's finish_plan), from the coordinator's reply or the
 /// cache; sets `planning.replicated_positions`. Throws CheckpointError (kCorrupt) on a malformed
 /// reply: call it inside a step of the SPMD protocol (spmd_step.h), so that every rank learns of
