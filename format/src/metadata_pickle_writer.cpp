@@ -33,18 +33,47 @@ namespace {
 
 using namespace metadata_classes;
 
+/// The strs the encoder writes for every chunk and storage entry: each is looked up in the
+/// writer's memo once, then fetched by its memo index.
+enum Constant : std::size_t {
+  kFqn, kIndex, kOffset, kRelativePath, kLength, kOffsets, kSizes, kProperties, kSize, kChunks,
+  kConstants
+};
+constexpr std::array<std::string_view, kConstants> kConstantTexts{
+    "fqn", "index", "offset", "relative_path", "length", "offsets", "sizes", "properties",
+    "size", "chunks"};
+
+/// The classes it instantiates, likewise.
+enum Class : std::size_t {
+  kMetadataClass, kTensorStorageMetadataClass, kChunkStorageMetadataClass,
+  kBytesStorageMetadataClass, kTensorPropertiesClass, kMetadataIndexClass, kStorageInfoClass,
+  kStorageMetaClass, kTorchSizeClass, kClasses
+};
+constexpr std::array<std::pair<std::string_view, std::string_view>, kClasses> kClassNames{{
+    {kMetaModule, "Metadata"},
+    {kMetaModule, "TensorStorageMetadata"},
+    {kMetaModule, "ChunkStorageMetadata"},
+    {kMetaModule, "BytesStorageMetadata"},
+    {kMetaModule, "TensorProperties"},
+    {kMetaModule, "MetadataIndex"},
+    {kFsModule, "_StorageInfo"},
+    {kMetaModule, "StorageMeta"},
+    {"torch", "Size"},
+}};
+
 class MetadataEncoder {
  public:
   std::string encode(const Metadata& m, const std::vector<StorageEntryRef>& more_storage_data) {
     w_.reserve(estimated_bytes(m) + 96 * more_storage_data.size());
-    open_object(kMetaModule, "Metadata");
+    open_object(kMetadataClass);
     std::size_t fields = 4 + (m.version ? 1 : 0);
     w_.put_dict(fields, [&](std::size_t i) {
       switch (i) {
         case 0:
           w_.put_shared_str("state_dict_metadata");
+          key_memos_.reserve(m.state_dict_metadata.size());
           w_.put_dict(m.state_dict_metadata.size(), [&](std::size_t j) {
-            w_.put_shared_str(m.state_dict_metadata[j].first);
+            key_memos_.push_back(w_.put_shared_str(m.state_dict_metadata[j].first));
             put_storage_metadata(m.state_dict_metadata[j].second);
           });
           break;
@@ -59,11 +88,11 @@ class MetadataEncoder {
           w_.put_shared_str("storage_data");
           w_.put_dict(m.storage_data.size() + more_storage_data.size(), [&](std::size_t j) {
             if (j < m.storage_data.size()) {
-              put_index(m.storage_data[j].first);
+              put_index(m.storage_data[j].first, m);
               put_storage_info(m.storage_data[j].second);
             } else {
               const StorageEntryRef& entry = more_storage_data[j - m.storage_data.size()];
-              put_index(*entry.index);
+              put_index(*entry.index, m);
               put_storage_info(*entry.info);
             }
           });
@@ -101,15 +130,58 @@ class MetadataEncoder {
     return bytes;
   }
 
-  /// Pushes an instance of `module.name` made by NEWOBJ with no arguments (no state yet).
-  void open_object(std::string_view module, std::string_view name) {
-    w_.put_global(module, name);
+  /// Pushes an instance of `type` made by NEWOBJ with no arguments (no state yet).
+  void open_object(Class type) {
+    put_class(type);
     w_.empty_tuple();
     w_.newobj();
   }
 
+  void put_class(Class type) {
+    std::optional<uint32_t>& memo = class_memos_[type];
+    if (memo) {
+      w_.put_memo(*memo);
+    } else {
+      memo = w_.put_global(kClassNames[type].first, kClassNames[type].second);
+    }
+  }
+
+  void put_constant(Constant constant) {
+    std::optional<uint32_t>& memo = constant_memos_[constant];
+    if (memo) {
+      w_.put_memo(*memo);
+    } else {
+      memo = w_.put_shared_str(kConstantTexts[constant]);
+    }
+  }
+
+  /// A storage entry's FQN, one of state_dict_metadata's keys as a rule: entries name them rank
+  /// after rank, mostly in the keys' order, so the key after the last one is tried first.
+  void put_fqn(const std::string& fqn, const Metadata& m) {
+    const auto& keys = m.state_dict_metadata;
+    std::size_t key = next_key_ < keys.size() && keys[next_key_].first == fqn ? next_key_
+                      : !keys.empty() && keys.front().first == fqn         ? 0
+                                                                             : keys.size();
+    if (key == keys.size() || key >= key_memos_.size()) {
+      w_.put_shared_str(fqn);
+      return;
+    }
+    w_.put_memo(key_memos_[key]);
+    next_key_ = key + 1;
+  }
+
+  /// A storage entry's file, the same as the entry before's as a rule.
+  void put_relative_path(const std::string& path) {
+    if (last_path_memo_ && last_path_ == path) {
+      w_.put_memo(*last_path_memo_);
+      return;
+    }
+    last_path_memo_ = w_.put_shared_str(path);
+    last_path_ = path;
+  }
+
   void put_size(const std::vector<int64_t>& values) {
-    w_.put_global("torch", "Size");
+    put_class(kTorchSizeClass);
     w_.put_tuple(1, [&] {
       w_.put_tuple(values.size(), [&] {
         for (int64_t v : values) w_.put_int(v);
@@ -119,7 +191,7 @@ class MetadataEncoder {
   }
 
   void put_properties(const TensorProperties& p) {
-    open_object(kMetaModule, "TensorProperties");
+    open_object(kTensorPropertiesClass);
     w_.put_tuple(5, [&] {
       w_.put_global("torch", python_dtype_name(p.dtype));
       put_layout(p.layout);
@@ -161,24 +233,24 @@ class MetadataEncoder {
 
   void put_storage_metadata(const StorageMetadata& item) {
     if (std::holds_alternative<BytesStorageMetadata>(item)) {
-      open_object(kMetaModule, "BytesStorageMetadata");
+      open_object(kBytesStorageMetadataClass);
       return;
     }
     const auto& t = std::get<TensorStorageMetadata>(item);
-    open_object(kMetaModule, "TensorStorageMetadata");
+    open_object(kTensorStorageMetadataClass);
     w_.put_dict(3, [&](std::size_t i) {
       if (i == 0) {
-        w_.put_shared_str("properties");
+        put_constant(kProperties);
         put_properties(t.properties);
       } else if (i == 1) {
-        w_.put_shared_str("size");
+        put_constant(kSize);
         put_size(t.size);
       } else {
-        w_.put_shared_str("chunks");
+        put_constant(kChunks);
         w_.put_list(t.chunks.size(), [&](std::size_t j) {
-          open_object(kMetaModule, "ChunkStorageMetadata");
+          open_object(kChunkStorageMetadataClass);
           w_.put_dict(2, [&](std::size_t k) {
-            w_.put_shared_str(k == 0 ? "offsets" : "sizes");
+            put_constant(k == 0 ? kOffsets : kSizes);
             put_size(k == 0 ? t.chunks[j].offsets : t.chunks[j].sizes);
           });
           w_.build();
@@ -200,21 +272,21 @@ class MetadataEncoder {
     });
   }
 
-  void put_index(const MetadataIndex& index) {
-    open_object(kMetaModule, "MetadataIndex");
+  void put_index(const MetadataIndex& index, const Metadata& m) {
+    open_object(kMetadataIndexClass);
     w_.put_dict(index.offset ? 3 : 2, [&](std::size_t i) {
       if (i == 0) {
-        w_.put_shared_str("fqn");
-        w_.put_shared_str(index.fqn);
+        put_constant(kFqn);
+        put_fqn(index.fqn, m);
       } else if (i == 1) {
-        w_.put_shared_str("index");
+        put_constant(kIndex);
         if (index.index) {
           w_.put_int(*index.index);
         } else {
           w_.put_none();
         }
       } else {
-        w_.put_shared_str("offset");
+        put_constant(kOffset);
         put_size(*index.offset);
       }
     });
@@ -222,17 +294,17 @@ class MetadataEncoder {
   }
 
   void put_storage_info(const StorageInfo& info) {
-    open_object(kFsModule, "_StorageInfo");
+    open_object(kStorageInfoClass);
     const bool transforms = !info.transform_descriptors.empty();
     w_.put_dict(transforms ? 4 : 3, [&](std::size_t i) {
       if (i == 0) {
-        w_.put_shared_str("relative_path");
-        w_.put_shared_str(info.relative_path);
+        put_constant(kRelativePath);
+        put_relative_path(info.relative_path);
       } else if (i == 1) {
-        w_.put_shared_str("offset");
+        put_constant(kOffset);
         w_.put_int(info.offset);
       } else if (i == 2) {
-        w_.put_shared_str("length");
+        put_constant(kLength);
         w_.put_int(info.length);
       } else {
         w_.put_shared_str("transform_descriptors");
@@ -252,7 +324,7 @@ class MetadataEncoder {
   }
 
   void put_storage_meta(const StorageMeta& meta) {
-    open_object(kMetaModule, "StorageMeta");
+    open_object(kStorageMetaClass);
     w_.put_dict(4, [&](std::size_t i) {
       if (i == 0) {
         w_.put_shared_str("checkpoint_id");
@@ -286,6 +358,12 @@ class MetadataEncoder {
   // shares them: their memo indices once written.
   std::array<std::optional<uint32_t>, 3> memory_format_memo_;
   std::vector<std::pair<at::Layout, uint32_t>> layout_memo_;
+  std::array<std::optional<uint32_t>, kConstants> constant_memos_;
+  std::array<std::optional<uint32_t>, kClasses> class_memos_;
+  std::vector<uint32_t> key_memos_;  // state_dict_metadata's keys', in order
+  std::size_t next_key_ = 0;
+  std::string last_path_;
+  std::optional<uint32_t> last_path_memo_;
 };
 
 }  // namespace

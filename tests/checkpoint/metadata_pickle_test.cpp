@@ -519,3 +519,37 @@ TEST_CASE("write .metadata files for the Python interop check", "[.interop]") {
   std::ofstream(dir / "constructed.metadata", std::ios::binary)
       << encode_metadata(constructed_metadata());
 }
+
+TEST_CASE("storage entries in any order of keys and files pickle their FQNs and files right",
+          "[metadata]") {
+  // The encoder fetches an entry's FQN and file from the memo by guessing the key after the
+  // last entry's and the last entry's file: every miss and hit must name the right string.
+  Metadata m;
+  for (const char* key : {"a", "b", "c", "d"}) {
+    TensorStorageMetadata tensor;
+    tensor.size = {32};
+    for (int64_t r = 0; r < 16; ++r) tensor.chunks.push_back({{2 * r}, {2}});
+    m.state_dict_metadata.emplace_back(key, tensor);
+  }
+  m.state_dict_metadata.emplace_back("e", BytesStorageMetadata{});
+  // Keys in order, skipping, backwards, repeated, starting over, and one no key names; files
+  // alternating, repeated and shared.
+  const std::vector<std::pair<std::string, std::string>> entries{
+      {"a", "f0"}, {"b", "f0"}, {"d", "f1"}, {"c", "f1"}, {"c", "f0"}, {"a", "f2"},
+      {"b", "f2"}, {"x", "f2"}, {"a", "f0"}, {"e", "f0"}, {"d", "f3"}, {"b", "f0"}};
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& [key, file] = entries[i];
+    std::optional<std::vector<int64_t>> offset;
+    if (key != "e" && key != "x") offset = std::vector<int64_t>{static_cast<int64_t>(i) * 2};
+    m.storage_data.emplace_back(MetadataIndex{key, offset, std::nullopt},
+                                StorageInfo{file, static_cast<int64_t>(i) * 64, 64, {}});
+  }
+  const Metadata decoded = decode_metadata(encode_metadata(m), "any order");
+  REQUIRE(decoded.storage_data.size() == entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    INFO("entry " << i);
+    CHECK(decoded.storage_data[i].first.fqn == entries[i].first);
+    CHECK(decoded.storage_data[i].second.relative_path == entries[i].second);
+    CHECK(decoded.storage_data[i].first.offset == m.storage_data[i].first.offset);
+  }
+}

@@ -13,7 +13,6 @@ namespace {
 constexpr std::size_t kFrameHeaderSize = 9;
 constexpr std::size_t kFrameSizeMin = 4;
 constexpr std::size_t kFrameSizeTarget = 64 * 1024;
-constexpr std::size_t kBatchSize = 1000;
 constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);
 
 }  // namespace
@@ -167,22 +166,22 @@ void PickleWriter::put_str(std::string_view value) {
   memoize();
 }
 
-void PickleWriter::put_shared_str(std::string_view value) {
+uint32_t PickleWriter::put_shared_str(std::string_view value) {
   key_scratch_.assign("s:").append(value);
-  if (put_memo_of(key_scratch_)) {
-    return;
+  if (const std::optional<uint32_t> memo = put_memo_of(key_scratch_)) {
+    return *memo;
   }
   boundary();
   string_op(value);
-  remember_shared(key_scratch_);
+  return remember_shared(key_scratch_);
 }
 
-void PickleWriter::put_global(std::string_view module, std::string_view name) {
+uint32_t PickleWriter::put_global(std::string_view module, std::string_view name) {
   // A pickle names few distinct globals, each many times: a short list beats hashing.
   for (const SharedGlobal& global : globals_) {
     if (global.module == module && global.name == name) {
       put_memo(global.memo_index);
-      return;
+      return global.memo_index;
     }
   }
   boundary();
@@ -198,6 +197,7 @@ void PickleWriter::put_global(std::string_view module, std::string_view name) {
     out_.push_back('\n');
   }
   globals_.push_back({std::string(module), std::string(name), memoize()});
+  return globals_.back().memo_index;
 }
 
 uint32_t PickleWriter::memoize() {
@@ -227,33 +227,37 @@ void PickleWriter::put_memo(uint32_t index) {
 
 bool PickleWriter::put_shared(std::string_view key) {
   key_scratch_.assign(key.data(), key.size());
-  return put_memo_of(key_scratch_);
+  return put_memo_of(key_scratch_).has_value();
 }
 
-bool PickleWriter::put_memo_of(const std::string& key) {
+std::optional<uint32_t> PickleWriter::put_memo_of(const std::string& key) {
   const auto it = shared_.find(key);
   if (it == shared_.end()) {
-    return false;
+    return std::nullopt;
   }
   put_memo(it->second);
-  return true;
+  return it->second;
 }
 
-void PickleWriter::remember_shared(std::string_view key, int64_t memoized_index) {
+uint32_t PickleWriter::remember_shared(std::string_view key, int64_t memoized_index) {
   const uint32_t index = memoized_index < 0 ? memoize() : static_cast<uint32_t>(memoized_index);
   shared_.emplace(std::string(key), index);
+  return index;
 }
 
-void PickleWriter::put_tuple(std::size_t size, const std::function<void()>& items) {
+bool PickleWriter::open_tuple(std::size_t size) {
   boundary();
   if (size == 0) {
     op(op::kEmptyTuple);
-    return;
+    return false;
   }
   if (size > 3) {
     op(op::kMark);
   }
-  items();
+  return true;
+}
+
+void PickleWriter::close_tuple(std::size_t size) {
   switch (size) {
     case 1:
       op(op::kTuple1);
@@ -270,46 +274,10 @@ void PickleWriter::put_tuple(std::size_t size, const std::function<void()>& item
   memoize();
 }
 
-void PickleWriter::put_list(std::size_t size, const std::function<void(std::size_t)>& item) {
+void PickleWriter::open_container(uint8_t code) {
   boundary();
-  op(op::kEmptyList);
+  op(code);
   memoize();
-  append_items(size, item);
-}
-
-void PickleWriter::append_items(std::size_t size, const std::function<void(std::size_t)>& item) {
-  for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
-    const std::size_t end = std::min(size, begin + kBatchSize);
-    if (end - begin == 1) {
-      item(begin);
-      op(op::kAppend);
-    } else {
-      op(op::kMark);
-      for (std::size_t i = begin; i < end; ++i) item(i);
-      op(op::kAppends);
-    }
-  }
-}
-
-void PickleWriter::set_items(std::size_t size, const std::function<void(std::size_t)>& entry) {
-  for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
-    const std::size_t end = std::min(size, begin + kBatchSize);
-    if (end - begin == 1) {
-      entry(begin);
-      op(op::kSetItem);
-    } else {
-      op(op::kMark);
-      for (std::size_t i = begin; i < end; ++i) entry(i);
-      op(op::kSetItems);
-    }
-  }
-}
-
-void PickleWriter::put_dict(std::size_t size, const std::function<void(std::size_t)>& entry) {
-  boundary();
-  op(op::kEmptyDict);
-  memoize();
-  set_items(size, entry);
 }
 
 void PickleWriter::mark() {

@@ -15,7 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -92,11 +92,13 @@ class PickleWriter {
   /// A new str object (UTF-8 bytes, not checked), memoized.
   void put_str(std::string_view value);
   /// A str that is one object per distinct content: written and memoized the first time, fetched
-  /// from the memo afterwards.
-  void put_shared_str(std::string_view value);
+  /// from the memo afterwards. Returns its memo index: a caller that writes the same str often
+  /// may keep it and put_memo() it, skipping the lookup.
+  uint32_t put_shared_str(std::string_view value);
   /// `module.name` as GLOBAL (protocol 2) or STACK_GLOBAL with shared module and name strings
   /// (protocol 4); one object per distinct global, like Python's class and function objects.
-  void put_global(std::string_view module, std::string_view name);
+  /// Returns its memo index, as put_shared_str does.
+  uint32_t put_global(std::string_view module, std::string_view name);
 
   /// Memoizes the stack top (BINPUT/LONG_BINPUT or MEMOIZE) and returns its memo index.
   uint32_t memoize();
@@ -105,24 +107,45 @@ class PickleWriter {
   /// If `key` was remembered with `remember_shared`, pushes that memo entry and returns true;
   /// otherwise returns false and the caller writes the value, then calls `remember_shared(key)`.
   bool put_shared(std::string_view key);
-  /// Memoizes the stack top (if `memoized_index` is negative) and remembers it under `key`.
-  void remember_shared(std::string_view key, int64_t memoized_index = -1);
+  /// Memoizes the stack top (if `memoized_index` is negative) and remembers it under `key`;
+  /// returns its memo index.
+  uint32_t remember_shared(std::string_view key, int64_t memoized_index = -1);
 
   /// Writes a tuple of `size` items: `items()` pushes them. Empty tuples are EMPTY_TUPLE, 1 to 3
   /// items TUPLE1/2/3, more MARK ... TUPLE; non-empty tuples are memoized.
-  void put_tuple(std::size_t size, const std::function<void()>& items);
+  template <typename Items>
+  void put_tuple(std::size_t size, Items&& items) {
+    if (open_tuple(size)) {
+      items();
+      close_tuple(size);
+    }
+  }
   /// EMPTY_LIST, memoized, then `size` items pushed by `item(i)` in batches (APPEND or
   /// MARK ... APPENDS).
-  void put_list(std::size_t size, const std::function<void(std::size_t)>& item);
+  template <typename Item>
+  void put_list(std::size_t size, Item&& item) {
+    open_container(op::kEmptyList);
+    append_items(size, item);
+  }
   /// EMPTY_DICT, memoized, then `size` entries (key then value pushed by `entry(i)`) in batches
   /// (SETITEM or MARK ... SETITEMS).
-  void put_dict(std::size_t size, const std::function<void(std::size_t)>& entry);
+  template <typename Entry>
+  void put_dict(std::size_t size, Entry&& entry) {
+    open_container(op::kEmptyDict);
+    set_items(size, entry);
+  }
   /// Appends `size` items (pushed by `item(i)`) to the list or object on the stack top (batched
   /// like `put_list`), without creating it.
-  void append_items(std::size_t size, const std::function<void(std::size_t)>& item);
+  template <typename Item>
+  void append_items(std::size_t size, Item&& item) {
+    in_batches(size, item, op::kAppend, op::kAppends);
+  }
   /// Adds `size` key/value pairs (pushed by `entry(i)`) to the dict or object on the stack top
   /// (batched like `put_dict`), without creating it.
-  void set_items(std::size_t size, const std::function<void(std::size_t)>& entry);
+  template <typename Entry>
+  void set_items(std::size_t size, Entry&& entry) {
+    in_batches(size, entry, op::kSetItem, op::kSetItems);
+  }
 
   // Raw structural opcodes.
   void mark();
@@ -152,8 +175,31 @@ class PickleWriter {
   /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4).
   void boundary();
   void commit_frame();
-  /// put_shared() of a key already built (in key_scratch_ or elsewhere).
-  bool put_memo_of(const std::string& key);
+  /// put_tuple's opcodes around its items; open_tuple returns false for the empty tuple.
+  bool open_tuple(std::size_t size);
+  void close_tuple(std::size_t size);
+  /// EMPTY_LIST or EMPTY_DICT, memoized.
+  void open_container(uint8_t code);
+  /// `each(i)` for i in [0, size), in batches of 1000: `one` after a batch of one, else MARK
+  /// before the batch and `many` after it.
+  template <typename Each>
+  void in_batches(std::size_t size, Each& each, uint8_t one, uint8_t many) {
+    for (std::size_t begin = 0; begin < size; begin += kBatchSize) {
+      const std::size_t end = size - begin < kBatchSize ? size : begin + kBatchSize;
+      if (end - begin == 1) {
+        each(begin);
+        op(one);
+      } else {
+        op(op::kMark);
+        for (std::size_t i = begin; i < end; ++i) each(i);
+        op(many);
+      }
+    }
+  }
+  static constexpr std::size_t kBatchSize = 1000;
+  /// put_shared() of a key already built (in key_scratch_ or elsewhere): its memo index, if it
+  /// was remembered.
+  std::optional<uint32_t> put_memo_of(const std::string& key);
 
   int protocol_;
   std::string out_;
