@@ -30,16 +30,18 @@ std::string hex32(uint32_t value) {
 // Names may hold any byte: the field and line separators, '%' and other control bytes are
 // written as %XX. Appended to `out`.
 void append_escaped(std::string& out, std::string_view text) {
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f || c == '%') {
+  std::size_t plain = 0;  // where the run of bytes written as they are began
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u < 0x20 || u == 0x7f || u == '%') {
+      out.append(text.data() + plain, i - plain);
       char buf[4];
       std::snprintf(buf, sizeof(buf), "%%%02x", u);
-      out += buf;
-    } else {
-      out += c;
+      out.append(buf, 3);
+      plain = i + 1;
     }
   }
+  out.append(text.data() + plain, text.size() - plain);
 }
 
 void append_number(std::string& out, uint64_t value) {
@@ -50,7 +52,9 @@ void append_number(std::string& out, uint64_t value) {
 
 void append_hex32(std::string& out, uint32_t value) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  for (int shift = 28; shift >= 0; shift -= 4) out += kDigits[(value >> shift) & 0xf];
+  char digits[8];
+  for (int i = 0; i < 8; ++i) digits[i] = kDigits[(value >> (28 - 4 * i)) & 0xf];
+  out.append(digits, 8);
 }
 
 class Parser {
