@@ -10,10 +10,7 @@ namespace dcpp::detail {
 
 namespace {
 
-constexpr std::size_t kFrameHeaderSize = 9;
 constexpr std::size_t kFrameSizeMin = 4;
-constexpr std::size_t kFrameSizeTarget = 64 * 1024;
-constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);
 
 }  // namespace
 
@@ -27,31 +24,19 @@ PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
   frame_start_ = kNoFrame;
 }
 
-void PickleWriter::raw(const void* data, std::size_t size) {
-  out_.append(static_cast<const char*>(data), size);
-}
-
-void PickleWriter::raw_u32(uint32_t value) {
-  unsigned char bytes[4];
-  for (int i = 0; i < 4; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
-  raw(bytes, 4);
-}
-
 void PickleWriter::raw_u64(uint64_t value) {
   unsigned char bytes[8];
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(value >> (8 * i));
   raw(bytes, 8);
 }
 
-void PickleWriter::op(uint8_t code) {
-  if (finished_) {
-    throw CheckpointError(ErrorKind::kUsage, "PickleWriter used after finish()");
-  }
-  if (protocol_ >= 4 && frame_start_ == kNoFrame) {
-    frame_start_ = out_.size();
-    out_.append(kFrameHeaderSize, '\0');
-  }
-  out_.push_back(static_cast<char>(code));
+void PickleWriter::throw_finished() const {
+  throw CheckpointError(ErrorKind::kUsage, "PickleWriter used after finish()");
+}
+
+void PickleWriter::open_frame() {
+  frame_start_ = out_.size();
+  out_.append(kFrameHeaderSize, '\0');
 }
 
 void PickleWriter::commit_frame() {
@@ -68,13 +53,6 @@ void PickleWriter::commit_frame() {
     out_.erase(frame_start_, kFrameHeaderSize);
   }
   frame_start_ = kNoFrame;
-}
-
-void PickleWriter::boundary() {
-  if (protocol_ >= 4 && frame_start_ != kNoFrame &&
-      out_.size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
-    commit_frame();
-  }
 }
 
 void PickleWriter::put_none() {
@@ -99,16 +77,8 @@ void PickleWriter::put_long(std::string_view bytes) {
   out_.append(bytes);
 }
 
-void PickleWriter::put_int(int64_t value) {
-  boundary();
-  if (value >= 0 && value <= 0xff) {
-    op(op::kBinInt1);
-    out_.push_back(static_cast<char>(value));
-  } else if (value >= 0 && value <= 0xffff) {
-    op(op::kBinInt2);
-    out_.push_back(static_cast<char>(value & 0xff));
-    out_.push_back(static_cast<char>(value >> 8));
-  } else if (value >= INT32_MIN && value <= INT32_MAX) {
+void PickleWriter::put_wide_int(int64_t value) {
+  if (value >= INT32_MIN && value <= INT32_MAX) {
     op(op::kBinInt);
     raw_u32(static_cast<uint32_t>(static_cast<int32_t>(value)));
   } else {
@@ -200,31 +170,6 @@ uint32_t PickleWriter::put_global(std::string_view module, std::string_view name
   return globals_.back().memo_index;
 }
 
-uint32_t PickleWriter::memoize() {
-  const uint32_t index = memo_size_++;
-  if (protocol_ >= 4) {
-    op(op::kMemoize);
-  } else if (index < 256) {
-    op(op::kBinPut);
-    out_.push_back(static_cast<char>(index));
-  } else {
-    op(op::kLongBinPut);
-    raw_u32(index);
-  }
-  return index;
-}
-
-void PickleWriter::put_memo(uint32_t index) {
-  boundary();
-  if (index < 256) {
-    op(op::kBinGet);
-    out_.push_back(static_cast<char>(index));
-  } else {
-    op(op::kLongBinGet);
-    raw_u32(index);
-  }
-}
-
 bool PickleWriter::put_shared(std::string_view key) {
   key_scratch_.assign(key.data(), key.size());
   return put_memo_of(key_scratch_).has_value();
@@ -245,62 +190,10 @@ uint32_t PickleWriter::remember_shared(std::string_view key, int64_t memoized_in
   return index;
 }
 
-bool PickleWriter::open_tuple(std::size_t size) {
-  boundary();
-  if (size == 0) {
-    op(op::kEmptyTuple);
-    return false;
-  }
-  if (size > 3) {
-    op(op::kMark);
-  }
-  return true;
-}
-
-void PickleWriter::close_tuple(std::size_t size) {
-  switch (size) {
-    case 1:
-      op(op::kTuple1);
-      break;
-    case 2:
-      op(op::kTuple2);
-      break;
-    case 3:
-      op(op::kTuple3);
-      break;
-    default:
-      op(op::kTuple);
-  }
-  memoize();
-}
-
-void PickleWriter::open_container(uint8_t code) {
-  boundary();
-  op(code);
-  memoize();
-}
-
 void PickleWriter::mark() {
   boundary();
   op(op::kMark);
 }
-
-void PickleWriter::empty_tuple() {
-  boundary();
-  op(op::kEmptyTuple);
-}
-
-uint32_t PickleWriter::reduce() {
-  op(op::kReduce);
-  return memoize();
-}
-
-void PickleWriter::newobj() {
-  op(op::kNewObj);
-  memoize();
-}
-
-void PickleWriter::build() { op(op::kBuild); }
 
 void PickleWriter::binpersid() { op(op::kBinPersId); }
 

@@ -84,7 +84,19 @@ class PickleWriter {
   void put_none();
   void put_bool(bool value);
   /// BININT1, BININT2, BININT or LONG1, whichever Python picks for `value`.
-  void put_int(int64_t value);
+  void put_int(int64_t value) {
+    boundary();
+    if (value >= 0 && value <= 0xff) {
+      op(op::kBinInt1);
+      out_.push_back(static_cast<char>(value));
+    } else if (value >= 0 && value <= 0xffff) {
+      op(op::kBinInt2);
+      out_.push_back(static_cast<char>(value & 0xff));
+      out_.push_back(static_cast<char>(value >> 8));
+    } else {
+      put_wide_int(value);
+    }
+  }
   void put_float(double value);
   /// An int of any size as LONG1 or LONG4: `bytes` are its little-endian two's complement.
   void put_long(std::string_view bytes);
@@ -101,9 +113,20 @@ class PickleWriter {
   uint32_t put_global(std::string_view module, std::string_view name);
 
   /// Memoizes the stack top (BINPUT/LONG_BINPUT or MEMOIZE) and returns its memo index.
-  uint32_t memoize();
+  uint32_t memoize() {
+    const uint32_t index = memo_size_++;
+    if (protocol_ >= 4) {
+      op(op::kMemoize);
+    } else {
+      put_memo_opcode(op::kBinPut, op::kLongBinPut, index);
+    }
+    return index;
+  }
   /// Pushes memo entry `index` (BINGET/LONG_BINGET).
-  void put_memo(uint32_t index);
+  void put_memo(uint32_t index) {
+    boundary();
+    put_memo_opcode(op::kBinGet, op::kLongBinGet, index);
+  }
   /// If `key` was remembered with `remember_shared`, pushes that memo entry and returns true;
   /// otherwise returns false and the caller writes the value, then calls `remember_shared(key)`.
   bool put_shared(std::string_view key);
@@ -149,13 +172,22 @@ class PickleWriter {
 
   // Raw structural opcodes.
   void mark();
-  void empty_tuple();
+  void empty_tuple() {
+    boundary();
+    op(op::kEmptyTuple);
+  }
   /// REDUCE, memoized (callable and argument tuple on the stack); returns the memo index.
-  uint32_t reduce();
+  uint32_t reduce() {
+    op(op::kReduce);
+    return memoize();
+  }
   /// NEWOBJ, memoized (class and argument tuple on the stack).
-  void newobj();
+  void newobj() {
+    op(op::kNewObj);
+    memoize();
+  }
   /// BUILD (object and state on the stack).
-  void build();
+  void build() { op(op::kBuild); }
   /// BINPERSID (persistent id on the stack).
   void binpersid();
 
@@ -167,19 +199,67 @@ class PickleWriter {
   std::string finish();
 
  private:
-  void op(uint8_t code);
-  void raw(const void* data, std::size_t size);
-  void raw_u32(uint32_t value);
+  // The opcodes, one or a few per object of a `.metadata`'s millions: inline.
+  void op(uint8_t code) {
+    if (finished_) throw_finished();
+    if (protocol_ >= 4 && frame_start_ == kNoFrame) open_frame();
+    out_.push_back(static_cast<char>(code));
+  }
+  /// `short_code` with a 1-byte index below 256, else `long_code` with a 4-byte one.
+  void put_memo_opcode(uint8_t short_code, uint8_t long_code, uint32_t index) {
+    if (index < 256) {
+      op(short_code);
+      out_.push_back(static_cast<char>(index));
+    } else {
+      op(long_code);
+      raw_u32(index);
+    }
+  }
+  void raw(const void* data, std::size_t size) {
+    out_.append(static_cast<const char*>(data), size);
+  }
+  void raw_u32(uint32_t value) {
+    const char bytes[4] = {static_cast<char>(value), static_cast<char>(value >> 8),
+                           static_cast<char>(value >> 16), static_cast<char>(value >> 24)};
+    raw(bytes, 4);
+  }
   void raw_u64(uint64_t value);
   void string_op(std::string_view value);
-  /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4).
-  void boundary();
+  /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4; a
+  /// protocol 2 pickle never opens one).
+  void boundary() {
+    if (frame_start_ != kNoFrame && out_.size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
+      commit_frame();
+    }
+  }
+  void open_frame();
+  [[noreturn]] void throw_finished() const;
   void commit_frame();
+  static constexpr std::size_t kFrameHeaderSize = 9;
+  static constexpr std::size_t kFrameSizeTarget = 64 * 1024;
+  static constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);
   /// put_tuple's opcodes around its items; open_tuple returns false for the empty tuple.
-  bool open_tuple(std::size_t size);
-  void close_tuple(std::size_t size);
+  bool open_tuple(std::size_t size) {
+    boundary();
+    if (size == 0) {
+      op(op::kEmptyTuple);
+      return false;
+    }
+    if (size > 3) op(op::kMark);
+    return true;
+  }
+  void close_tuple(std::size_t size) {
+    op(size == 1 ? op::kTuple1 : size == 2 ? op::kTuple2 : size == 3 ? op::kTuple3 : op::kTuple);
+    memoize();
+  }
+  /// BININT or LONG1: put_int's values beyond BININT2.
+  void put_wide_int(int64_t value);
   /// EMPTY_LIST or EMPTY_DICT, memoized.
-  void open_container(uint8_t code);
+  void open_container(uint8_t code) {
+    boundary();
+    op(code);
+    memoize();
+  }
   /// `each(i)` for i in [0, size), in batches of 1000: `one` after a batch of one, else MARK
   /// before the batch and `many` after it.
   template <typename Each>
