@@ -27,6 +27,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,11 +36,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Rank 0 of `size`, alone. A gather returns the coordinator's own message and `from_others`
-/// (set before each step; when empty, each other rank sends what the coordinator sent, as every
-/// rank offers the same token on a second save). A scatter keeps the messages sent, for the bench
-/// to make the ranks' next ones from. The time this class spends copying is `own_seconds`, to be
-/// left out of the coordinator's.
+/// Rank 0 of `size`, alone. A gather returns the coordinator's own message and the other ranks':
+/// `from_others` (moved), else copies of `copy_from[1..]`, else, when both are empty, what the
+/// coordinator sent (as every rank offers the same token on a second save). A scatter hands each
+/// message to `on_scatter`, for the bench to make the rank's next one from. The time this class
+/// spends there and copying is `own_seconds`, to be left out of the coordinator's.
 class CoordinatorAlone final : public dcpp::detail::Collectives {
  public:
   explicit CoordinatorAlone(int size) : size_(size) {}
@@ -57,19 +58,23 @@ class CoordinatorAlone final : public dcpp::detail::Collectives {
     std::vector<std::string> all;
     all.reserve(static_cast<std::size_t>(size_));
     all.push_back(bytes);
-    if (from_others.empty()) from_others.assign(others(), bytes);
-    for (std::string& message : from_others) {
-      sent_ += message.size();
-      all.push_back(std::move(message));
+    if (from_others.empty() && copy_from != nullptr) {
+      all.insert(all.end(), copy_from->begin() + 1, copy_from->end());
+    } else if (from_others.empty()) {
+      all.resize(static_cast<std::size_t>(size_), bytes);
     }
+    for (std::string& message : from_others) all.push_back(std::move(message));
     from_others.clear();
+    for (std::size_t r = 1; r < all.size(); ++r) sent_ += all[r].size();
     own_seconds += bench::seconds_since(start);
     return all;
   }
   std::string scatter(const std::vector<std::string>& per_rank, int) override {
     const auto start = bench::Clock::now();
-    scattered = per_rank;
-    for (std::size_t r = 1; r < per_rank.size(); ++r) received_ += per_rank[r].size();
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      if (r > 0) received_ += per_rank[r].size();
+      on_scatter(static_cast<int>(r), per_rank[r]);
+    }
     own_seconds += bench::seconds_since(start);
     return per_rank.front();
   }
@@ -93,7 +98,8 @@ class CoordinatorAlone final : public dcpp::detail::Collectives {
   }
 
   std::vector<std::string> from_others;  // ranks 1..R-1's messages in the next gather
-  std::vector<std::string> scattered;    // the last scatter's messages, indexed by rank
+  const std::vector<std::string>* copy_from = nullptr;  // or these, by rank, copied
+  std::function<void(int rank, const std::string& message)> on_scatter;
   double own_seconds = 0;
 
  private:
@@ -167,32 +173,31 @@ SaveFigures coordinator_save(CoordinatorAlone& ranks, dcpp::SavePlanCache& cache
           writer.prepare_local_plan(bench::local_plan(job.ranks, job.tensors, job.layout, job.group, r)))));
     }
   }
+  // Each rank writes its final plan's items (as a reply of "plan" or "same" gives it) and sends
+  // where they landed, with zeros for the checksums of its replicated items (all replicas equal).
+  written.resize(static_cast<std::size_t>(job.ranks));
+  ranks.on_scatter = [&](int r, const std::string& message) {
+    // A step's message (spmd_step.cpp): the failure's kind, its message, and the reply.
+    const std::vector<std::string> reply =
+        dcpp::detail::decode_strings(dcpp::detail::decode_strings(message).at(2));
+    std::string& rank_written = written[static_cast<std::size_t>(r)];
+    if (reply.at(3).empty() && !rank_written.empty()) return;  // the same plan: as it wrote before
+    const dcpp::SavePlan plan = dcpp::detail::decode_save_plan(reply.at(3));
+    const auto replicated =  // positions in the rank's local plan, of one item per tensor
+        dcpp::detail::decode_marks(reply.at(4), static_cast<std::size_t>(job.tensors));
+    rank_written = dcpp::detail::encode_written_items(bench::write_results(plan),
+                                                      std::vector<uint32_t>(replicated.size(), 0));
+  };
   dcpp::detail::SavePlanning planning;
   dcpp::SavePlan final_plan;
   f.planning = timed(ranks, [&] {
     planning = dcpp::detail::plan_save(ranks, 0, &cache, context, steps);
     final_plan = dcpp::detail::final_plan(planning, &cache, context);
   });
-
-  // Each rank writes its final plan's items (as a reply of "plan" or "same" gives it) and sends
-  // where they landed, with zeros for the checksums of its replicated items (all replicas equal).
-  written.resize(static_cast<std::size_t>(job.ranks));
-  for (int r = 0; r < job.ranks; ++r) {
-    // A step's message (spmd_step.cpp): the failure's kind, its message, and the reply.
-    const std::vector<std::string> reply = dcpp::detail::decode_strings(
-        dcpp::detail::decode_strings(ranks.scattered[static_cast<std::size_t>(r)]).at(2));
-    if (!reply.at(3).empty() || written[static_cast<std::size_t>(r)].empty()) {
-      const dcpp::SavePlan plan = r == 0 ? final_plan : dcpp::detail::decode_save_plan(reply.at(3));
-      const auto replicated =  // positions in the rank's local plan, of one item per tensor
-          dcpp::detail::decode_marks(reply.at(4), static_cast<std::size_t>(job.tensors));
-      written[static_cast<std::size_t>(r)] = dcpp::detail::encode_written_items(
-          bench::write_results(plan), std::vector<uint32_t>(replicated.size(), 0));
-    }
-  }
-  ranks.scattered.clear();
-  ranks.from_others.assign(written.begin() + 1, written.end());
+  ranks.copy_from = &written;
   const std::vector<std::string> results = dcpp::detail::gather_at_coordinator(
       ranks, 0, "checkpoint save", "writing", [&] { return written.front(); });
+  ranks.copy_from = nullptr;
   const auto [writing_sent, writing_received] = ranks.take_traffic_per_rank();
 
   f.commit = timed(ranks, [&] {

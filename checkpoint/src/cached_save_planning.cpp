@@ -117,7 +117,7 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
       planning.metadata = std::move(merged_metadata);
     }
   }
-  const std::vector<SavePlan> final_plans = steps.prepare_global(*global_plans);
+  std::vector<SavePlan> final_plans = steps.prepare_global(*global_plans);
   if (final_plans.size() != size) {
     throw CheckpointError(ErrorKind::kUsage, "the global plan has " +
                                                  std::to_string(final_plans.size()) +
@@ -126,15 +126,18 @@ std::vector<std::string> plan_globally(const std::vector<std::string>& offers,
   }
   const std::string token = std::to_string(state != nullptr ? state->pending.token : 0);
   std::vector<std::string> replies, sent;
+  replies.reserve(size);
+  if (state != nullptr) sent.reserve(size);
   for (std::size_t rank = 0; rank < size; ++rank) {
     std::string plan = encode_save_plan(final_plans[rank]);
+    final_plans[rank] = SavePlan();  // held once, encoded: GiBs at 10,000 ranks
     const bool same =
         reused && rank < state->kept.final_plans.size() && state->kept.final_plans[rank] == plan;
     const std::string marks =
         replicated && rank < replicated->marks.size() ? replicated->marks[rank] : std::string();
     replies.push_back(
         encode_strings({same ? kSame : kPlan, token, reused ? "1" : "0", same ? "" : plan, marks}));
-    sent.push_back(std::move(plan));
+    if (state != nullptr) sent.push_back(std::move(plan));  // only a cache keeps them
   }
   if (global_metadata) planning.metadata = *global_metadata;
   planning.replicated = replicated;

@@ -153,8 +153,11 @@ std::string scatter_from_coordinator(Collectives& ranks, int coordinator, const 
   std::vector<std::string> messages;
   if (ranks.rank() == coordinator) {
     try {
-      for (const std::string& payload : run()) {
+      std::vector<std::string> payloads = run();
+      messages.reserve(payloads.size());
+      for (std::string& payload : payloads) {  // each freed once wrapped: held once, not twice
         messages.push_back(encode_step_message(std::nullopt, "", payload));
+        std::string().swap(payload);
       }
     } catch (...) {
       const std::exception_ptr error = std::current_exception();
