@@ -25,11 +25,14 @@
 #include "planner/plan_codec.h"
 #include "simulated_job.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
