@@ -6,8 +6,10 @@
 
 #include <dcpp/planner/save_planner.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace {
@@ -83,4 +85,69 @@ TEST_CASE("shards held once (fully sharded) all stay, in their plans' order") {
   CHECK(keys_by_rank(global) ==
         std::vector<std::vector<std::string>>{{"w0", "w1", "w2"}, {"w0", "w1", "w2"}});
   CHECK(global[1].items[2].index.offset == std::vector<int64_t>{4});
+}
+
+TEST_CASE("the global Metadata lists keys, chunks and planner_data in first-planned order, "
+          "whatever order each rank plans them in") {
+  // Rows of "a" and "b" split over 3 ranks, of "c" over ranks 1 and 2, listed in different orders; a
+  // value "v" on ranks 0 and 2; planner_data the same on ranks 0 and 1, other on rank 2.
+  // Rows [2 * part, 2 * part + 2) of a tensor of `parts` x 2 elements.
+  const auto rows = [](const std::string& key, int64_t part, int64_t parts = 3) {
+    dcpp::WriteItem item = whole(key, 2 * parts);
+    item.type = dcpp::WriteItemType::kShard;
+    item.index.offset = std::vector<int64_t>{2 * part};
+    item.tensor_data->chunk = dcpp::ChunkStorageMetadata{{2 * part}, {2}};
+    return item;
+  };
+  const auto value = [](const std::string& key) {
+    dcpp::WriteItem item;
+    item.index = dcpp::MetadataIndex{key, std::nullopt, std::nullopt};
+    item.type = dcpp::WriteItemType::kBytes;
+    return item;
+  };
+  std::vector<dcpp::SavePlan> plans(3);
+  plans[0].items = {rows("a", 0), rows("b", 0), value("v")};
+  plans[1].items = {rows("b", 1), rows("a", 1), rows("c", 0, 2)};
+  plans[2].items = {rows("a", 2), rows("c", 1, 2), rows("b", 2), value("v")};
+  const dcpp::ObjectPath path_a{std::string("a")}, path_v{std::string("v")};
+  plans[0].planner_data = {{"a", path_a}, {"v", path_v}};
+  plans[1].planner_data = plans[0].planner_data;
+  plans[2].planner_data = {{"c", dcpp::ObjectPath{std::string("c")}}, {"a", path_a}};
+
+  dcpp::DefaultSavePlanner planner;
+  auto planned = planner.create_global_plan(plans);
+  const std::vector<dcpp::SavePlan>& global = planned.first;
+  const dcpp::Metadata& metadata = planned.second;
+  std::vector<std::string> keys;
+  for (const auto& [key, stored] : metadata.state_dict_metadata) keys.push_back(key);
+  // "v" written by rank 2 (the dedup's choice: fewest bytes), so first planned there.
+  CHECK(keys == std::vector<std::string>{"a", "b", "c", "v"});
+  // Each key's chunks in rank order, and each item's index its chunk's position.
+  const auto chunk_rows = [&](std::size_t k) {
+    std::vector<int64_t> offsets;
+    for (const auto& chunk :
+         std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata[k].second).chunks) {
+      offsets.push_back(chunk.offsets[0]);
+    }
+    return offsets;
+  };
+  CHECK(chunk_rows(0) == std::vector<int64_t>{0, 2, 4});
+  CHECK(chunk_rows(1) == std::vector<int64_t>{0, 2, 4});
+  CHECK(chunk_rows(2) == std::vector<int64_t>{0, 2});
+  CHECK(std::holds_alternative<dcpp::BytesStorageMetadata>(metadata.state_dict_metadata[3].second));
+  for (std::size_t rank = 0; rank < global.size(); ++rank) {
+    for (const dcpp::WriteItem& item : global[rank].items) {
+      if (!item.is_tensor()) continue;
+      INFO("rank " << rank << " key " << item.index.fqn);
+      const std::size_t k = static_cast<std::size_t>(
+          std::find(keys.begin(), keys.end(), item.index.fqn) - keys.begin());
+      REQUIRE(item.index.index.has_value());
+      CHECK(std::get<dcpp::TensorStorageMetadata>(metadata.state_dict_metadata[k].second)
+                .chunks.at(static_cast<std::size_t>(*item.index.index))
+                .offsets == *item.index.offset);
+    }
+  }
+  std::vector<std::string> planner_keys;
+  for (const auto& [key, path] : metadata.planner_data) planner_keys.push_back(key);
+  CHECK(planner_keys == std::vector<std::string>{"a", "v", "c"});
 }
