@@ -22,8 +22,8 @@
 #include <dcpp/format/metadata_selection.h>
 
 #include "bench_common.h"
-#include "simulated_job.h"
 #include "checkpoint/replicated_items.h"
+#include "simulated_job.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -41,10 +41,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using bench::Chunk;
 using bench::chunk_of;
 using bench::kColumns;
 using bench::kRowsPerRank;
-using bench::Chunk;
 using bench::Layout;
 using bench::tensor_key;
 
@@ -216,32 +216,22 @@ Figures measure(int ranks, int64_t tensors, Layout layout, int group, const fs::
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> world_sizes{128, 256, 512, 1024};
-  int64_t tensors = 1000;
-  fs::path dir = fs::temp_directory_path() / "dcpp-global-plan-bench";
+  bench::JobOptions options;
+  options.world_sizes = {128, 256, 512, 1024};
+  options.dir = fs::temp_directory_path() / "dcpp-global-plan-bench";
   CLI::App app("The coordinator's global step of an FSDP job at scale, in one process",
                "global_plan_bench");
-  app.add_option("--ranks", world_sizes, "world sizes, smallest first")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--tensors", tensors, "tensors in the model, each split over every rank")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--dir", dir, "scratch directory (removed after each world size)");
-  std::string layout_name = "fsdp";
-  int group = 8;
-  app.add_option("--layout", layout_name,
-                 "fsdp (split over every rank), tpdp (tensor parallel x data parallel) or hsdp "
-                 "(sharded within groups, replicated across them)")
-      ->check(CLI::IsMember({"fsdp", "tpdp", "hsdp"}));
-  app.add_option("--group", group, "tpdp's tensor-parallel size, hsdp's shard group size")
-      ->check(CLI::Range(1, 1 << 16));
+  bench::add_job_options(app, options, 1);
   bool whole_read = true;
   app.add_flag("!--no-whole-read", whole_read,
                "leave out the whole read_metadata and its plan (at 10,000 ranks a minute or more)");
   bench::parse_or_exit(app, argc, argv);
-  const Layout layout = layout_name == "tpdp"   ? Layout::kTpDp
-                        : layout_name == "hsdp" ? Layout::kHsdp
-                                                : Layout::kFsdp;
+  const std::vector<int>& world_sizes = options.world_sizes;
+  const int64_t tensors = options.tensors;
+  const fs::path& dir = options.dir;
+  const Layout layout = options.layout();
+  const std::string& layout_name = options.layout_name;
+  const int group = options.group;
 
   const double fault_seconds = bench::seconds_per_fault();
   if (layout == Layout::kFsdp) {

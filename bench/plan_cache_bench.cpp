@@ -172,8 +172,9 @@ SaveFigures coordinator_save(CoordinatorAlone& ranks, dcpp::SavePlanCache& cache
   const bool cached = cache.reused_plans() + cache.full_plans() > 0;
   if (!cached) {
     for (int r = 1; r < job.ranks; ++r) {
-      ranks.from_others.push_back(dcpp::detail::encode_full_plan_offer(dcpp::detail::encode_save_plan(
-          writer.prepare_local_plan(bench::local_plan(job.ranks, job.tensors, job.layout, job.group, r)))));
+      ranks.from_others.push_back(dcpp::detail::encode_full_plan_offer(
+          dcpp::detail::encode_save_plan(writer.prepare_local_plan(
+              bench::local_plan(job.ranks, job.tensors, job.layout, job.group, r)))));
     }
   }
   // Each rank writes its final plan's items (as a reply of "plan" or "same" gives it) and sends
@@ -205,9 +206,9 @@ SaveFigures coordinator_save(CoordinatorAlone& ranks, dcpp::SavePlanCache& cache
 
   f.commit = timed(ranks, [&] {
     dcpp::detail::from_coordinator(ranks, 0, "checkpoint save", "committing", [&] {
-      const dcpp::Metadata committed = dcpp::detail::commit_save(
-          writer, std::move(planning.metadata), results, planning.replicated.get(),
-          dcpp::ReplicaCheck::kFail);
+      const dcpp::Metadata committed =
+          dcpp::detail::commit_save(writer, std::move(planning.metadata), results,
+                                    planning.replicated.get(), dcpp::ReplicaCheck::kFail);
       return std::string();
     });
     dcpp::detail::keep_save_plans(&cache);
@@ -223,34 +224,23 @@ SaveFigures coordinator_save(CoordinatorAlone& ranks, dcpp::SavePlanCache& cache
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> world_sizes{1024};
-  int64_t tensors = 1000;
-  fs::path dir = fs::temp_directory_path() / "dcpp-plan-cache-bench";
+  bench::JobOptions options;
+  options.world_sizes = {1024};
+  options.dir = fs::temp_directory_path() / "dcpp-plan-cache-bench";
   CLI::App app("The coordinator's second save of the same structure against its first",
                "plan_cache_bench");
-  app.add_option("--ranks", world_sizes, "world sizes, smallest first")
-      ->delimiter(',')
-      ->check(CLI::Range(2, 1 << 16));
-  app.add_option("--tensors", tensors, "tensors in the model")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--dir", dir, "scratch directory (removed after each save)");
-  std::string layout_name = "fsdp";
-  int group = 8;
-  app.add_option("--layout", layout_name, "fsdp, tpdp or hsdp (global_plan_bench)")
-      ->check(CLI::IsMember({"fsdp", "tpdp", "hsdp"}));
-  app.add_option("--group", group, "tpdp's tensor-parallel size, hsdp's shard group size")
-      ->check(CLI::Range(1, 1 << 16));
+  bench::add_job_options(app, options, 2);
   bench::parse_or_exit(app, argc, argv);
-  const bench::Layout layout = layout_name == "tpdp"   ? bench::Layout::kTpDp
-                               : layout_name == "hsdp" ? bench::Layout::kHsdp
-                                                       : bench::Layout::kFsdp;
+  const std::vector<int>& world_sizes = options.world_sizes;
+  const int64_t tensors = options.tensors;
+  const fs::path& dir = options.dir;
 
   std::printf("%lld tensors, %s; the coordinator alone, fed the other ranks' messages\n",
-              static_cast<long long>(tensors), layout_name.c_str());
+              static_cast<long long>(tensors), options.layout_name.c_str());
   std::printf("%6s %7s %10s %9s %9s %9s %10s %12s %12s %8s\n", "ranks", "save", "planning s",
               "commit s", "total s", "peak MiB", ".metadata", "rank sends", "rank gets", "/first");
   for (const int ranks : world_sizes) {
-    const Job job{ranks, tensors, layout, group};
+    const Job job{ranks, tensors, options.layout(), options.group};
     CoordinatorAlone collectives(ranks);
     dcpp::SavePlanCache cache;
     std::vector<std::string> written;
@@ -265,9 +255,8 @@ int main(int argc, char** argv) {
     for (const auto* save : {&first, &second}) {
       const double total = save->planning.wall + save->commit.wall;
       std::printf("%6d %7s %10.3f %9.3f %9.3f %9.0f %8.1fMB %10.0f B %10.0f B %7.1f%%\n", ranks,
-                  save == &first ? "first" : "reused",
-                  save->planning.wall, save->commit.wall, total,
-                  std::max(save->planning.peak_mib, save->commit.peak_mib),
+                  save == &first ? "first" : "reused", save->planning.wall, save->commit.wall,
+                  total, std::max(save->planning.peak_mib, save->commit.peak_mib),
                   static_cast<double>(save->metadata_bytes) / 1e6,
                   save->planning.sent + save->commit.sent,
                   save->planning.received + save->commit.received, 100 * total / first_total);

@@ -58,4 +58,25 @@ std::vector<dcpp::WriteResult> write_results(const dcpp::SavePlan& final_plan) {
   return results;
 }
 
+Layout JobOptions::layout() const {
+  return layout_name == "tpdp"   ? Layout::kTpDp
+         : layout_name == "hsdp" ? Layout::kHsdp
+                                 : Layout::kFsdp;
+}
+
+void add_job_options(CLI::App& app, JobOptions& options, int min_ranks) {
+  app.add_option("--ranks", options.world_sizes, "world sizes, smallest first")
+      ->delimiter(',')
+      ->check(CLI::Range(min_ranks, 1 << 16));
+  app.add_option("--tensors", options.tensors, "tensors in the model")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--dir", options.dir, "scratch directory (removed after each world size)");
+  app.add_option("--layout", options.layout_name,
+                 "fsdp (each tensor split by rows over every rank), tpdp (tensor parallel x data "
+                 "parallel) or hsdp (sharded within groups, replicated across them)")
+      ->check(CLI::IsMember({"fsdp", "tpdp", "hsdp"}));
+  app.add_option("--group", options.group, "tpdp's tensor-parallel size, hsdp's shard group size")
+      ->check(CLI::Range(1, 1 << 16));
+}
+
 }  // namespace bench

@@ -6,7 +6,10 @@
 
 #include <dcpp/planner/plan.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -39,5 +42,19 @@ std::vector<dcpp::SavePlan> local_plans(int ranks, int64_t tensors, Layout layou
 
 /// Where the items of a final plan land: one data file per rank, items back to back.
 std::vector<dcpp::WriteResult> write_results(const dcpp::SavePlan& final_plan);
+
+/// The job's command-line options, the same in every coordinator benchmark.
+struct JobOptions {
+  std::vector<int> world_sizes;      // --ranks, smallest first
+  int64_t tensors = 1000;            // --tensors
+  std::string layout_name = "fsdp";  // --layout
+  int group = 8;                     // --group
+  std::filesystem::path dir;         // --dir, scratch
+  Layout layout() const;
+};
+
+/// Adds --ranks, --tensors, --layout, --group and --dir to `app`, into `options` (whose values
+/// are the defaults); world sizes from `min_ranks`.
+void add_job_options(CLI::App& app, JobOptions& options, int min_ranks);
 
 }  // namespace bench

@@ -415,8 +415,8 @@ IncompatibleKeys load(StateDict& state_dict, StorageReader& storage_reader,
   // coordinator receives the plans. A rank other than the coordinator, whose default planner
   // needs only the chunks its own tensors overlap (no read-once schedule has it read others'),
   // lets its reader leave the rest out.
-  const bool narrow = !is_coordinator && !options.planner &&
-                      !reads_once(options, storage_reader, ranks->size());
+  const bool narrow =
+      !is_coordinator && !options.planner && !reads_once(options, storage_reader, ranks->size());
   const std::vector<std::string> local_plans =
       detail::gather_at_coordinator(*ranks, coordinator, operation, "planning", [&] {
         return plan_local_load(targets, metadata, storage_reader, *planner, options, ranks->rank(),

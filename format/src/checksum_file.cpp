@@ -97,7 +97,8 @@ class Parser {
           item.crc32 = parse_crc(g[4]);
           if (keep_) {
             const bool escaped = g[1].find('%') != std::string_view::npos;
-            if (!keep_(escaped ? std::string_view(item.file = unescape(g[1])) : g[1], item.offset)) {
+            if (!keep_(escaped ? std::string_view(item.file = unescape(g[1])) : g[1],
+                       item.offset)) {
               continue;
             }
           }

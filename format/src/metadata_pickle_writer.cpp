@@ -36,18 +36,34 @@ using namespace metadata_classes;
 /// The strs the encoder writes for every chunk and storage entry: each is looked up in the
 /// writer's memo once, then fetched by its memo index.
 enum Constant : std::size_t {
-  kFqn, kIndex, kOffset, kRelativePath, kLength, kOffsets, kSizes, kProperties, kSize, kChunks,
+  kFqn,
+  kIndex,
+  kOffset,
+  kRelativePath,
+  kLength,
+  kOffsets,
+  kSizes,
+  kProperties,
+  kSize,
+  kChunks,
   kConstants
 };
 constexpr std::array<std::string_view, kConstants> kConstantTexts{
-    "fqn", "index", "offset", "relative_path", "length", "offsets", "sizes", "properties",
-    "size", "chunks"};
+    "fqn",     "index", "offset",     "relative_path", "length",
+    "offsets", "sizes", "properties", "size",          "chunks"};
 
 /// The classes it instantiates, likewise.
 enum Class : std::size_t {
-  kMetadataClass, kTensorStorageMetadataClass, kChunkStorageMetadataClass,
-  kBytesStorageMetadataClass, kTensorPropertiesClass, kMetadataIndexClass, kStorageInfoClass,
-  kStorageMetaClass, kTorchSizeClass, kClasses
+  kMetadataClass,
+  kTensorStorageMetadataClass,
+  kChunkStorageMetadataClass,
+  kBytesStorageMetadataClass,
+  kTensorPropertiesClass,
+  kMetadataIndexClass,
+  kStorageInfoClass,
+  kStorageMetaClass,
+  kTorchSizeClass,
+  kClasses
 };
 constexpr std::array<std::pair<std::string_view, std::string_view>, kClasses> kClassNames{{
     {kMetaModule, "Metadata"},
@@ -160,8 +176,8 @@ class MetadataEncoder {
   void put_fqn(const std::string& fqn, const Metadata& m) {
     const auto& keys = m.state_dict_metadata;
     std::size_t key = next_key_ < keys.size() && keys[next_key_].first == fqn ? next_key_
-                      : !keys.empty() && keys.front().first == fqn         ? 0
-                                                                             : keys.size();
+                      : !keys.empty() && keys.front().first == fqn            ? 0
+                                                                              : keys.size();
     if (key == keys.size() || key >= key_memos_.size()) {
       w_.put_shared_str(fqn);
       return;

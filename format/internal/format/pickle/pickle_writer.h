@@ -228,7 +228,8 @@ class PickleWriter {
   /// Called between objects: closes the current frame once it holds ~64 KiB (protocol 4; a
   /// protocol 2 pickle never opens one).
   void boundary() {
-    if (frame_start_ != kNoFrame && out_.size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
+    if (frame_start_ != kNoFrame &&
+        out_.size() - frame_start_ - kFrameHeaderSize >= kFrameSizeTarget) {
       commit_frame();
     }
   }
