@@ -21,12 +21,12 @@ Metadata commit_save(StorageWriter& writer, Metadata metadata,
   std::vector<std::vector<uint32_t>> checksums;
   all_results.reserve(messages.size());
   checksums.reserve(messages.size());
-  for (const std::string& bytes : messages) {
-    const std::vector<std::string> parts = decode_strings(bytes);
+  for (std::size_t rank = 0; rank < messages.size(); ++rank) {
+    const std::vector<std::string> parts = decode_strings(messages[rank]);
     if (parts.size() != 2) {
       throw CheckpointError(ErrorKind::kCorrupt,
-                            "checkpoint save: a rank's write results have " +
-                                std::to_string(parts.size()) +
+                            "checkpoint save: rank " + std::to_string(rank) +
+                                "'s write results have " + std::to_string(parts.size()) +
                                 " parts, not 2; every rank must run the same dcpp build");
     }
     all_results.push_back(decode_write_results(parts[0]));
