@@ -25,6 +25,38 @@
 #include <thread>
 #include <vector>
 #include "format/crc32.h"
+#include <immintrin.h>
+// Copies with non-temporal stores (no read for ownership of `to`, nothing of it left in cache).
+__attribute__((target("avx512f"))) static void stream_copy512(char* to, const char* from, size_t n) {
+  size_t i = 0;
+  while (i < n && ((uintptr_t)(to + i) & 63) != 0) { to[i] = from[i]; ++i; }
+  for (; i + 256 <= n; i += 256) {
+    __m512i a = _mm512_loadu_si512(from + i);
+    __m512i b = _mm512_loadu_si512(from + i + 64);
+    __m512i c = _mm512_loadu_si512(from + i + 128);
+    __m512i d = _mm512_loadu_si512(from + i + 192);
+    _mm512_stream_si512((__m512i*)(to + i), a);
+    _mm512_stream_si512((__m512i*)(to + i + 64), b);
+    _mm512_stream_si512((__m512i*)(to + i + 128), c);
+    _mm512_stream_si512((__m512i*)(to + i + 192), d);
+  }
+  for (; i < n; ++i) to[i] = from[i];
+}
+static void stream_copy(char* to, const char* from, size_t n) {
+  size_t i = 0;
+  while (i < n && ((uintptr_t)(to + i) & 15) != 0) { to[i] = from[i]; ++i; }
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i*)(from + i));
+    __m128i b = _mm_loadu_si128((const __m128i*)(from + i + 16));
+    __m128i c = _mm_loadu_si128((const __m128i*)(from + i + 32));
+    __m128i d = _mm_loadu_si128((const __m128i*)(from + i + 48));
+    _mm_stream_si128((__m128i*)(to + i), a);
+    _mm_stream_si128((__m128i*)(to + i + 16), b);
+    _mm_stream_si128((__m128i*)(to + i + 32), c);
+    _mm_stream_si128((__m128i*)(to + i + 48), d);
+  }
+  for (; i < n; ++i) to[i] = from[i];
+}
 using dcpp::detail::crc32;
 using dcpp::detail::crc32_combine;
 static double now() {
@@ -127,7 +159,12 @@ int main(int argc, char** argv) {
           uint32_t c = 0;
           for (; o < e; o += kB) {
             size_t n = std::min(kB, e - o);
-            if (getenv("SRCCRC")) {
+            if (getenv("FUSED")) {
+              c = dcpp::detail::crc32_copy(c, dest + o, p + kHdr + o, n);
+            } else if (getenv("NT")) {
+              c = crc32(c, p + kHdr + o, n);
+              if (getenv("AVX")) stream_copy512(dest + o, p + kHdr + o, n); else stream_copy(dest + o, p + kHdr + o, n);
+            } else if (getenv("SRCCRC")) {
               c = crc32(c, p + kHdr + o, n);
               memcpy(dest + o, p + kHdr + o, n);
             } else {
@@ -142,6 +179,7 @@ int main(int argc, char** argv) {
       for (int t = 1; t < threads; ++t) ts.emplace_back(work, t);
       work(0);
       for (auto& th : ts) th.join();
+      _mm_sfence();
       for (size_t k = 0; k < nch; ++k) {
         size_t n = std::min(kC, bytes - k * kC);
         got = k == 0 ? crcs[0] : crc32_combine(got, crcs[k], n);

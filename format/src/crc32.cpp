@@ -13,6 +13,9 @@
 #include <libdeflate.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
+
 #if defined(__x86_64__)
 // GCC 12's AVX-512 headers trip its own -Wuninitialized (an undefined-value idiom inside them).
 #pragma GCC diagnostic push
@@ -53,30 +56,43 @@ DCPP_VPCLMUL_TARGET inline __m128i fold128(__m128i x, __m128i k) {
 
 DCPP_VPCLMUL_TARGET inline __m512i load512(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
-// Requires n >= 256.
-DCPP_VPCLMUL_TARGET uint32_t crc32_vpclmul(uint32_t crc, const uint8_t* p, std::size_t n) {
+// The 64 bytes at `from + at`; with `copy`, also stored to `to + at` by a non-temporal store (no
+// read for ownership, nothing of it left in cache).
+template <bool copy>
+DCPP_VPCLMUL_TARGET inline __m512i load512(const uint8_t* from, uint8_t* to, std::size_t at) {
+  const __m512i y = load512(from + at);
+  if constexpr (copy) _mm512_stream_si512(reinterpret_cast<__m512i*>(to + at), y);
+  return y;
+}
+
+// The CRC-32 of `n` bytes at `p`, continuing from `crc`. With `copy`, the bytes folded are also
+// stored to `to` as loaded (one read of `p`), streamed (the caller fences once done; `to` 64-byte
+// aligned). Requires n >= 256.
+template <bool copy>
+DCPP_VPCLMUL_TARGET uint32_t crc32_vpclmul(uint32_t crc, uint8_t* to, const uint8_t* p,
+                                           std::size_t n) {
   const __m512i k2048 = _mm512_broadcast_i32x4(constants128(kFold2048));
   const __m512i k512 = _mm512_broadcast_i32x4(constants128(kFold512));
   const __m512i state =
       _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128(static_cast<int>(~crc)), 0);
-  __m512i x0 = _mm512_xor_si512(load512(p), state);
-  __m512i x1 = load512(p + 64);
-  __m512i x2 = load512(p + 128);
-  __m512i x3 = load512(p + 192);
-  p += 256;
-  n -= 256;
-  for (; n >= 256; p += 256, n -= 256) {
-    x0 = _mm512_xor_si512(fold512(x0, k2048), load512(p));
-    x1 = _mm512_xor_si512(fold512(x1, k2048), load512(p + 64));
-    x2 = _mm512_xor_si512(fold512(x2, k2048), load512(p + 128));
-    x3 = _mm512_xor_si512(fold512(x3, k2048), load512(p + 192));
+  __m512i x0 = _mm512_xor_si512(load512<copy>(p, to, 0), state);
+  __m512i x1 = load512<copy>(p, to, 64);
+  __m512i x2 = load512<copy>(p, to, 128);
+  __m512i x3 = load512<copy>(p, to, 192);
+  std::size_t at = 256;
+  for (; n - at >= 256; at += 256) {
+    x0 = _mm512_xor_si512(fold512(x0, k2048), load512<copy>(p, to, at));
+    x1 = _mm512_xor_si512(fold512(x1, k2048), load512<copy>(p, to, at + 64));
+    x2 = _mm512_xor_si512(fold512(x2, k2048), load512<copy>(p, to, at + 128));
+    x3 = _mm512_xor_si512(fold512(x3, k2048), load512<copy>(p, to, at + 192));
   }
   __m512i x = _mm512_xor_si512(fold512(x0, k512), x1);
   x = _mm512_xor_si512(fold512(x, k512), x2);
   x = _mm512_xor_si512(fold512(x, k512), x3);
-  for (; n >= 64; p += 64, n -= 64) {
-    x = _mm512_xor_si512(fold512(x, k512), load512(p));
+  for (; n - at >= 64; at += 64) {
+    x = _mm512_xor_si512(fold512(x, k512), load512<copy>(p, to, at));
   }
+  if constexpr (copy) std::memcpy(to + at, p + at, n - at);
   __m128i folded = _mm512_extracti32x4_epi32(x, 3);
   folded = _mm_xor_si128(folded, fold128(_mm512_extracti32x4_epi32(x, 0), constants128(kFold384)));
   folded = _mm_xor_si128(folded, fold128(_mm512_extracti32x4_epi32(x, 1), constants128(kFold256)));
@@ -84,7 +100,7 @@ DCPP_VPCLMUL_TARGET uint32_t crc32_vpclmul(uint32_t crc, const uint8_t* p, std::
   alignas(16) uint8_t last[16];
   _mm_store_si128(reinterpret_cast<__m128i*>(last), folded);
   const uint32_t head = libdeflate_crc32(0xFFFFFFFFu, last, sizeof(last));
-  return libdeflate_crc32(head, p, n);
+  return libdeflate_crc32(head, p + at, n - at);
 }
 
 #pragma GCC diagnostic pop
@@ -103,10 +119,35 @@ uint32_t crc32(uint32_t crc, const void* data, std::size_t n) {
 #if defined(__x86_64__)
   static const bool vpclmul = has_vpclmul();
   if (vpclmul && n >= 256) {
-    return crc32_vpclmul(crc, static_cast<const uint8_t*>(data), n);
+    return crc32_vpclmul<false>(crc, nullptr, static_cast<const uint8_t*>(data), n);
   }
 #endif
   return libdeflate_crc32(crc, data, n);
+}
+
+uint32_t crc32_copy(uint32_t crc, void* to, const void* from, std::size_t n) {
+  auto* out = static_cast<uint8_t*>(to);
+  const auto* in = static_cast<const uint8_t*>(from);
+#if defined(__x86_64__)
+  static const bool vpclmul = has_vpclmul();
+  // Bytes up to `to`'s next 64-byte boundary first, so that the 512-bit stores are aligned.
+  const std::size_t head = (64 - reinterpret_cast<uintptr_t>(out) % 64) % 64;
+  if (vpclmul && n >= head + 256) {
+    std::memcpy(out, in, head);
+    crc = libdeflate_crc32(crc, in, head);
+    crc = crc32_vpclmul<true>(crc, out + head, in + head, n - head);
+    _mm_sfence();  // the streamed stores are ordered before whatever the caller does next
+    return crc;
+  }
+#endif
+  // Elsewhere: blocks that stay in cache between the checksum and the copy.
+  constexpr std::size_t kBlock = 256 << 10;
+  for (std::size_t done = 0; done < n; done += kBlock) {
+    const std::size_t length = std::min(kBlock, n - done);
+    crc = crc32(crc, in + done, length);
+    std::memcpy(out + done, in + done, length);
+  }
+  return crc;
 }
 
 uint32_t crc32_libdeflate(uint32_t crc, const void* data, std::size_t n) {

@@ -603,3 +603,30 @@ TEST_CASE("the folded CRC-32 equals libdeflate's at every length and start", "[z
     }
   }
 }
+
+TEST_CASE("crc32_copy copies every byte, nothing beside them, and returns their CRC-32", "[zip]") {
+  std::mt19937 random(11);
+  std::vector<uint8_t> data(70000);
+  for (auto& byte : data) {
+    byte = static_cast<uint8_t>(random());
+  }
+  constexpr std::size_t kGuard = 128;
+  std::vector<uint8_t> out(data.size() + 2 * kGuard + 64);
+  for (std::size_t length :
+       {0, 1, 63, 255, 256, 257, 319, 320, 321, 511, 512, 513, 1000, 4096, 65536, 69000}) {
+    for (std::size_t start : {0, 1, 63}) {
+      for (std::size_t to_offset : {0, 1, 17, 64}) {  // the destination's alignment
+        std::fill(out.begin(), out.end(), uint8_t{0xA5});
+        uint8_t* to = out.data() + kGuard + to_offset;
+        const uint32_t initial = 0x12345678u;
+        INFO("length " << length << " start " << start << " destination +" << to_offset);
+        REQUIRE(dcpp::detail::crc32_copy(initial, to, data.data() + start, length) ==
+                dcpp::detail::crc32_libdeflate(initial, data.data() + start, length));
+        REQUIRE(std::equal(to, to + length, data.data() + start));
+        REQUIRE(std::all_of(out.data(), to, [](uint8_t b) { return b == 0xA5; }));
+        REQUIRE(std::all_of(to + length, out.data() + out.size(),
+                            [](uint8_t b) { return b == 0xA5; }));
+      }
+    }
+  }
+}

@@ -24,6 +24,7 @@
 
 namespace dcpp {
 using detail::crc32;
+using detail::crc32_copy;
 using detail::crc32_combine;
 
 namespace {
@@ -191,7 +192,6 @@ struct CopyJob {
 };
 
 void copy_chunk(CopyJob& job, std::size_t chunk) {
-  constexpr uint64_t kCachedBlock = 128 << 10;
   uint64_t begin = chunk * kCrcChunk;
   const uint64_t end = std::min(job.bytes, begin + kCrcChunk);
   // The piece holding `begin`, and where in it.
@@ -201,13 +201,11 @@ void copy_chunk(CopyJob& job, std::size_t chunk) {
   uint32_t crc = 0;
   while (begin < end) {
     const uint64_t in_piece = begin - piece_start;
-    // In blocks small enough that the copy reads them from the cache the CRC filled (reading
-    // the source twice costs less than reading the slot back: its pages are cold).
-    const uint64_t n =
-        std::min<uint64_t>({end - begin, job.pieces[piece].size - in_piece, kCachedBlock});
-    const char* from = static_cast<const char*>(job.pieces[piece].data) + in_piece;
-    crc = crc32(crc, from, static_cast<std::size_t>(n));
-    std::memcpy(job.to + begin, from, static_cast<std::size_t>(n));
+    const uint64_t n = std::min<uint64_t>(end - begin, job.pieces[piece].size - in_piece);
+    // One read of the state; the slot is written around the cache (nothing reads it soon).
+    crc = crc32_copy(crc, job.to + begin,
+                     static_cast<const char*>(job.pieces[piece].data) + in_piece,
+                     static_cast<std::size_t>(n));
     begin += n;
     if (in_piece + n == job.pieces[piece].size) piece_start += job.pieces[piece++].size;
   }

@@ -5,27 +5,13 @@
 #include <dcpp/core/checkpoint_error.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace dcpp::detail {
-
-namespace {
-
-// Copied, then checksummed from the destination, in blocks that stay in L2 between the two.
-constexpr std::size_t kCheckedBlock = 256 << 10;
-
-}  // namespace
 
 StepCrcCheck::StepCrcCheck(const MemoryStep& step) : step_(step) {}
 
 void StepCrcCheck::copy(std::string_view from, void* to) {
-  char* out = static_cast<char*>(to);
-  uint32_t crc = 0;
-  for (std::size_t done = 0; done < from.size(); done += kCheckedBlock) {
-    const std::size_t n = std::min(kCheckedBlock, from.size() - done);
-    std::memcpy(out + done, from.data() + done, n);
-    crc = crc32(crc, out + done, n);
-  }
+  const uint32_t crc = crc32_copy(0, to, from.data(), from.size());  // one pass over `from`
   covered_.push_back(
       Covered{static_cast<uint64_t>(from.data() - step_.bytes.data()), from.size(), crc});
 }
