@@ -12,8 +12,13 @@
 // (pread(2) into the buffer, 1 or 2 threads). Every mode checks the CRC-32 of what it read.
 // Environment: ALIGN=1 maps on a 2 MiB boundary; at create, MIDCOLLAPSE=1 asks for huge pages
 // (MADV_COLLAPSE) after posix_fallocate, as MemorySlots does; SPLIT=1 times populate, first and
-// second copy and CRC apart. Prints the read's time against a warm memcpy in the same process.
+// second copy and CRC apart; in the _par modes, BLOCK sets the block (256 KiB), and instead of
+// copying a block then checksumming the copy: SRCCRC=1 checksums the source block then memcpy's
+// it, NT=1 then copies it with non-temporal stores (SSE2; with AVX=1, AVX-512), FUSED=1 does both
+// in one read (crc32_copy, what MemorySlots and the restore use). Prints the read's time against
+// a warm memcpy in the same process.
 #include <fcntl.h>
+#include <immintrin.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,11 +30,14 @@
 #include <thread>
 #include <vector>
 #include "format/crc32.h"
-#include <immintrin.h>
 // Copies with non-temporal stores (no read for ownership of `to`, nothing of it left in cache).
-__attribute__((target("avx512f"))) static void stream_copy512(char* to, const char* from, size_t n) {
+__attribute__((target("avx512f"))) static void stream_copy512(char* to, const char* from,
+                                                              size_t n) {
   size_t i = 0;
-  while (i < n && ((uintptr_t)(to + i) & 63) != 0) { to[i] = from[i]; ++i; }
+  while (i < n && ((uintptr_t)(to + i) & 63) != 0) {
+    to[i] = from[i];
+    ++i;
+  }
   for (; i + 256 <= n; i += 256) {
     __m512i a = _mm512_loadu_si512(from + i);
     __m512i b = _mm512_loadu_si512(from + i + 64);
@@ -44,7 +52,10 @@ __attribute__((target("avx512f"))) static void stream_copy512(char* to, const ch
 }
 static void stream_copy(char* to, const char* from, size_t n) {
   size_t i = 0;
-  while (i < n && ((uintptr_t)(to + i) & 15) != 0) { to[i] = from[i]; ++i; }
+  while (i < n && ((uintptr_t)(to + i) & 15) != 0) {
+    to[i] = from[i];
+    ++i;
+  }
   for (; i + 64 <= n; i += 64) {
     __m128i a = _mm_loadu_si128((const __m128i*)(from + i));
     __m128i b = _mm_loadu_si128((const __m128i*)(from + i + 16));
@@ -163,7 +174,10 @@ int main(int argc, char** argv) {
               c = dcpp::detail::crc32_copy(c, dest + o, p + kHdr + o, n);
             } else if (getenv("NT")) {
               c = crc32(c, p + kHdr + o, n);
-              if (getenv("AVX")) stream_copy512(dest + o, p + kHdr + o, n); else stream_copy(dest + o, p + kHdr + o, n);
+              if (getenv("AVX"))
+                stream_copy512(dest + o, p + kHdr + o, n);
+              else
+                stream_copy(dest + o, p + kHdr + o, n);
             } else if (getenv("SRCCRC")) {
               c = crc32(c, p + kHdr + o, n);
               memcpy(dest + o, p + kHdr + o, n);

@@ -24,8 +24,8 @@
 
 namespace dcpp {
 using detail::crc32;
-using detail::crc32_copy;
 using detail::crc32_combine;
+using detail::crc32_copy;
 
 namespace {
 
@@ -203,9 +203,9 @@ void copy_chunk(CopyJob& job, std::size_t chunk) {
     const uint64_t in_piece = begin - piece_start;
     const uint64_t n = std::min<uint64_t>(end - begin, job.pieces[piece].size - in_piece);
     // One read of the state; the slot is written around the cache (nothing reads it soon).
-    crc = crc32_copy(crc, job.to + begin,
-                     static_cast<const char*>(job.pieces[piece].data) + in_piece,
-                     static_cast<std::size_t>(n));
+    crc =
+        crc32_copy(crc, job.to + begin, static_cast<const char*>(job.pieces[piece].data) + in_piece,
+                   static_cast<std::size_t>(n));
     begin += n;
     if (in_piece + n == job.pieces[piece].size) piece_start += job.pieces[piece++].size;
   }
