@@ -1,8 +1,9 @@
 #pragma once
 // A memory step's CRC-32 checked in the pass that copies its bytes out (MemoryStepReader with
 // verify_crc): each range copied whole is checksummed as it is copied (crc32_copy, one read) and
-// recorded; finish() checksums the bytes no copy covered, combines the CRCs in offset order and compares the result
-// with the step's header. One pass over the bytes instead of a check, then a copy.
+// recorded; finish() checksums the bytes no copy covered, combines the CRCs in offset order and
+// compares the result with the step's header. One pass over the bytes instead of a check, then a
+// copy.
 
 #include <dcpp/storage/memory_slots.h>
 
