@@ -87,8 +87,9 @@ TEST_CASE("shards held once (fully sharded) all stay, in their plans' order") {
   CHECK(global[1].items[2].index.offset == std::vector<int64_t>{4});
 }
 
-TEST_CASE("the global Metadata lists keys, chunks and planner_data in first-planned order, "
-          "whatever order each rank plans them in") {
+TEST_CASE(
+    "the global Metadata lists keys, chunks and planner_data in first-planned order, "
+    "whatever order each rank plans them in") {
   // Rows of "a" and "b" split over 3 ranks, of "c" over ranks 1 and 2, listed in different
   // orders; a value "v" on ranks 0 and 2; planner_data the same on ranks 0 and 1, other on rank 2.
   // rows(): rows [2 * part, 2 * part + 2) of a tensor of `parts` x 2 elements.

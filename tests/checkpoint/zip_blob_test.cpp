@@ -624,8 +624,8 @@ TEST_CASE("crc32_copy copies every byte, nothing beside them, and returns their 
                 dcpp::detail::crc32_libdeflate(initial, data.data() + start, length));
         REQUIRE(std::equal(to, to + length, data.data() + start));
         REQUIRE(std::all_of(out.data(), to, [](uint8_t b) { return b == 0xA5; }));
-        REQUIRE(std::all_of(to + length, out.data() + out.size(),
-                            [](uint8_t b) { return b == 0xA5; }));
+        REQUIRE(
+            std::all_of(to + length, out.data() + out.size(), [](uint8_t b) { return b == 0xA5; }));
       }
     }
   }
